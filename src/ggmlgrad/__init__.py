@@ -1,0 +1,27 @@
+"""ggmlgrad: PyTorch-style autograd and neural networks on ggml, with graph mode and capture.
+
+>>> import ggmlgrad as gg
+>>> x = gg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> y = (x * x).sum()
+>>> y.backward()
+>>> x.grad.tolist()
+[2.0, 4.0, 6.0]
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .engine import (CaptureError, GraphError, PendingError, bfloat16, counters, float16, float32, graph_mode,
+                     int32, local_mode, matmul_precision, queue_length, reset_counters)
+from .engine import DType as dtype  # noqa: N813  (torch-style `gg.dtype`)
+from .runtime import Device, devices, get_device, set_device, set_num_threads, get_num_threads
+from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled, tensor, as_tensor
+from .tensor.creation import (arange, eye, full, full_like, linspace, manual_seed, ones, ones_like, rand, randint,
+                              randn, zeros, zeros_like)
+from .tensor.functional import *  # noqa: F401,F403
+from .info import info
+
+
+def pending(t: Tensor) -> bool:
+    """True while ``t``'s node is queued and not computed (graph mode)."""
+    return t.is_pending

@@ -1,0 +1,211 @@
+"""ctypes signatures for the ggml functions ggmlgrad calls.
+
+Pointers travel as Python ints (``c_void_p``). Signatures are written as short
+type codes so the table stays readable: p=pointer, i=int, l=int64, f=float,
+z=size_t, b=bool, s=char*, v=void, P=struct ggml_init_params by value.
+"""
+from __future__ import annotations
+
+import ctypes
+from types import SimpleNamespace
+
+from .loader import GGMLLibraryError, LibraryInfo, load
+from . import consts
+
+
+class InitParams(ctypes.Structure):
+    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p), ("no_alloc", ctypes.c_bool)]
+
+
+class TensorStruct(ctypes.Structure):
+    """Mirror of ``struct ggml_tensor`` (ggml 0.20): read shapes, write data pointers."""
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("buffer", ctypes.c_void_p),
+        ("ne", ctypes.c_int64 * 4),
+        ("nb", ctypes.c_size_t * 4),
+        ("op", ctypes.c_int),
+        ("op_params", ctypes.c_int32 * 16),
+        ("flags", ctypes.c_int32),
+        ("src", ctypes.c_void_p * 10),
+        ("view_src", ctypes.c_void_p),
+        ("view_offs", ctypes.c_size_t),
+        ("data", ctypes.c_void_p),
+        ("name", ctypes.c_char * 64),
+        ("extra", ctypes.c_void_p),
+        ("padding", ctypes.c_char * 8),
+    ]
+
+
+_T = {"p": ctypes.c_void_p, "i": ctypes.c_int, "l": ctypes.c_int64, "f": ctypes.c_float,
+      "z": ctypes.c_size_t, "b": ctypes.c_bool, "s": ctypes.c_char_p, "v": None, "P": InitParams}
+
+# name: "RESULT:ARGS"
+_BASE = {
+    "ggml_version": "s:", "ggml_commit": "s:",
+    "ggml_tensor_overhead": "z:", "ggml_graph_overhead_custom": "z:zb",
+    "ggml_init": "p:P", "ggml_free": "v:p", "ggml_reset": "v:p", "ggml_used_mem": "z:p",
+    "ggml_new_tensor": "p:piip", "ggml_new_tensor_1d": "p:pil", "ggml_new_tensor_2d": "p:pill",
+    "ggml_new_tensor_3d": "p:pilll", "ggml_new_tensor_4d": "p:pillll",
+    "ggml_set_name": "p:ps", "ggml_set_output": "v:p", "ggml_set_input": "v:p",
+    "ggml_nbytes": "z:p", "ggml_nelements": "l:p", "ggml_type_size": "z:i", "ggml_is_contiguous": "b:p",
+    "ggml_new_graph_custom": "p:pzb", "ggml_build_forward_expand": "v:pp", "ggml_graph_n_nodes": "i:p",
+    "ggml_graph_node": "p:pi", "ggml_graph_clear": "v:p", "ggml_graph_reset": "v:p",
+    "ggml_op_name": "s:i", "ggml_op_desc": "s:p",
+    # unary and binary
+    **{f"ggml_{n}": "p:pp" for n in (
+        "dup", "sqr", "sqrt", "log", "exp", "abs", "neg", "sgn", "step", "tanh", "relu", "sigmoid",
+        "gelu", "gelu_erf", "gelu_quick", "silu", "softplus", "elu", "expm1", "sin", "cos", "floor",
+        "sum", "sum_rows", "mean", "argmax", "cont", "transpose", "soft_max", "cumsum")},
+    **{f"ggml_{n}": "p:ppp" for n in (
+        "add", "sub", "mul", "div", "mul_mat", "out_prod", "repeat", "repeat_back", "cpy",
+        "get_rows", "silu_back", "count_equal", "reshape")},
+    "ggml_leaky_relu": "p:ppfb", "ggml_scale": "p:ppf", "ggml_scale_bias": "p:ppff",
+    "ggml_clamp": "p:ppff", "ggml_cast": "p:ppi", "ggml_concat": "p:pppi",
+    "ggml_repeat_4d": "p:ppllll",
+    "ggml_reshape_1d": "p:ppl", "ggml_reshape_2d": "p:ppll", "ggml_reshape_3d": "p:pplll",
+    "ggml_reshape_4d": "p:ppllll",
+    "ggml_view_1d": "p:pplz", "ggml_view_2d": "p:ppllzz", "ggml_view_3d": "p:pplllzzz",
+    "ggml_view_4d": "p:ppllllzzzz",
+    "ggml_permute": "p:ppiiii", "ggml_get_rows_back": "p:pppp", "ggml_set_rows": "p:pppp",
+    "ggml_acc": "p:pppzzzz", "ggml_set": "p:pppzzzz",
+    "ggml_soft_max_ext": "p:pppff", "ggml_soft_max_ext_back": "p:pppff",
+    "ggml_norm": "p:ppf", "ggml_rms_norm": "p:ppf",
+    "ggml_mul_mat_set_prec": "v:pi", "ggml_flash_attn_ext_set_prec": "v:pi",
+    "ggml_pool_1d": "p:ppiiii", "ggml_fill": "p:ppf", "ggml_arange": "p:pfff",
+    "ggml_pad": "p:ppiiii", "ggml_diag_mask_inf": "p:ppi", "ggml_diag_mask_zero": "p:ppi",
+    "ggml_argsort": "p:ppi", "ggml_top_k": "p:ppi",
+    "ggml_flash_attn_ext": "p:pppppfff", "ggml_flash_attn_back": "p:ppppppb",
+    "ggml_opt_step_adamw": "p:pppppp", "ggml_opt_step_sgd": "p:pppp",
+    "ggml_cross_entropy_loss": "p:ppp", "ggml_cross_entropy_loss_back": "p:pppp",
+    "ggml_log_set": "v:pp",
+    # backend core (lives in ggml-base)
+    "ggml_backend_buft_alloc_buffer": "p:pz", "ggml_backend_buft_name": "s:p",
+    "ggml_backend_buft_get_alignment": "z:p", "ggml_backend_buft_is_host": "b:p",
+    "ggml_backend_buffer_free": "v:p", "ggml_backend_buffer_get_base": "p:p",
+    "ggml_backend_buffer_get_size": "z:p", "ggml_backend_buffer_set_usage": "v:pi",
+    "ggml_backend_buffer_clear": "v:pi", "ggml_backend_buffer_is_host": "b:p",
+    "ggml_backend_tensor_alloc": "i:ppp", "ggml_backend_tensor_set": "v:ppzz",
+    "ggml_backend_tensor_get": "v:ppzz", "ggml_backend_tensor_memset": "v:pizz",
+    "ggml_backend_tensor_copy": "v:pp", "ggml_backend_view_init": "i:p",
+    "ggml_backend_name": "s:p", "ggml_backend_free": "v:p", "ggml_backend_synchronize": "v:p",
+    "ggml_backend_graph_compute": "i:pp", "ggml_backend_get_device": "p:p",
+    "ggml_backend_supports_op": "b:pp",
+    "ggml_backend_dev_name": "s:p", "ggml_backend_dev_description": "s:p",
+    "ggml_backend_dev_type": "i:p", "ggml_backend_dev_init": "p:ps",
+    "ggml_backend_dev_buffer_type": "p:p", "ggml_backend_dev_memory": "v:ppp",
+    "ggml_backend_dev_backend_reg": "p:p", "ggml_backend_reg_name": "s:p",
+    "ggml_backend_reg_get_proc_address": "p:ps",
+    "ggml_backend_sched_new": "p:ppizbb", "ggml_backend_sched_free": "v:p",
+    "ggml_backend_sched_reset": "v:p", "ggml_backend_sched_alloc_graph": "b:pp",
+    "ggml_backend_sched_graph_compute": "i:pp", "ggml_backend_sched_get_n_splits": "i:p",
+    "ggml_backend_sched_get_tensor_backend": "p:pp", "ggml_backend_sched_synchronize": "v:p",
+    "ggml_backend_cpu_buffer_type": "p:",
+}
+_REGISTRY = {
+    "ggml_backend_dev_count": "z:", "ggml_backend_dev_get": "p:z",
+    "ggml_backend_reg_count": "z:", "ggml_backend_reg_get": "p:z",
+    "ggml_backend_load": "p:s", "ggml_backend_load_all_from_path": "v:s",
+}
+_CPU = {"ggml_backend_cpu_set_n_threads": "v:pi", "ggml_backend_cpu_init": "p:"}
+
+
+def _declare(cdll: ctypes.CDLL, table: dict[str, str], ns: SimpleNamespace, optional: bool = False) -> None:
+    for name, sig in table.items():
+        res, args = sig.split(":")
+        try:
+            fn = getattr(cdll, name)
+        except AttributeError:
+            if optional:
+                continue
+            raise GGMLLibraryError(f"ggmlgrad: the loaded ggml lacks {name}; it needs ggml "
+                                   f"{consts.SUPPORTED_VERSION_PREFIX}x") from None
+        fn.restype = _T[res]
+        fn.argtypes = [_T[c] for c in args]
+        setattr(ns, name[5:] if name.startswith("ggml_") else name, fn)
+
+
+def _build() -> tuple[SimpleNamespace, LibraryInfo]:
+    base, cpu, reg, info = load()
+    ns = SimpleNamespace()
+    # Version first: a different ggml may have another struct layout, and reading it would crash.
+    base.ggml_version.restype = ctypes.c_char_p
+    version = base.ggml_version().decode()
+    if not version.startswith(consts.SUPPORTED_VERSION_PREFIX):
+        raise GGMLLibraryError(
+            f"ggmlgrad: {info.directory} holds ggml {version}, but this ggmlgrad is written for ggml "
+            f"{consts.SUPPORTED_VERSION_PREFIX}x (libggml-python==0.20.2.post1). Install that, or point "
+            f"GGMLGRAD_GGML_LIB at a ggml {consts.SUPPORTED_VERSION_PREFIX}x build.")
+    _declare(base, _BASE, ns)
+    _declare(reg, _REGISTRY, ns)
+    _declare(cpu, _CPU, ns)
+    return ns, info
+
+
+lib, info = _build()
+
+
+def tensor_struct(ptr: int) -> TensorStruct:
+    """A view of the ``ggml_tensor`` at ``ptr`` (no copy)."""
+    return TensorStruct.from_address(ptr)
+
+
+_DATA_OFFSET = TensorStruct.data.offset
+_BUFFER_OFFSET = TensorStruct.buffer.offset
+
+
+def write_ptr_field(tensor_ptr: int, field: str, value: int) -> None:
+    """Overwrite ``tensor->data`` or ``tensor->buffer`` (capture rebinds leaves this way)."""
+    off = _DATA_OFFSET if field == "data" else _BUFFER_OFFSET
+    ctypes.c_void_p.from_address(tensor_ptr + off).value = value
+
+
+def c_array_i64(values) -> ctypes.Array:
+    return (ctypes.c_int64 * len(values))(*values)
+
+
+def c_array_ptr(values) -> ctypes.Array:
+    return (ctypes.c_void_p * len(values))(*values)
+
+
+def float_array_ptr(arr) -> int:
+    """Address of a C-contiguous NumPy array's data."""
+    return arr.ctypes.data
+
+
+def host_copy(dst: int, src: int, nbytes: int) -> None:
+    """memmove between two host addresses."""
+    ctypes.memmove(dst, src, nbytes)
+
+
+class ScratchTensor:
+    """One reusable 1-D I8 tensor header that is pointed at any device memory,
+    so ggml_backend_tensor_set/get can move bytes for memory that has no tensor."""
+
+    def __init__(self) -> None:
+        self.ctx = lib.init(InitParams(lib.tensor_overhead() * 2, None, True))
+        self.ptr = lib.new_tensor_1d(self.ctx, consts.TYPE_I8, 1)
+        self.view = TensorStruct.from_address(self.ptr)
+
+    def point(self, buffer: int, data: int, nbytes: int) -> int:
+        v = self.view
+        v.buffer = buffer
+        v.data = data
+        v.ne[0] = nbytes
+        v.nb[1] = v.nb[2] = v.nb[3] = nbytes
+        return self.ptr
+
+
+_SET_THREADS_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int)
+
+
+def backend_set_threads_fn(reg: int):
+    """The registry's ``ggml_backend_set_n_threads`` entry point as a callable, or None."""
+    addr = lib.backend_reg_get_proc_address(reg, b"ggml_backend_set_n_threads")
+    return _SET_THREADS_T(addr) if addr else None
+
+
+def pointer_array(values):
+    """A C array of pointers (kept alive by the caller) and its address."""
+    arr = (ctypes.c_void_p * len(values))(*values)
+    return arr, ctypes.addressof(arr)

@@ -1,0 +1,39 @@
+"""ggml enum values used by ggmlgrad (ggml 0.20.x headers)."""
+
+TYPE_F32 = 0
+TYPE_F16 = 1
+TYPE_I8 = 24
+TYPE_I32 = 26
+TYPE_BF16 = 30
+
+PREC_DEFAULT = 0
+PREC_F32 = 10
+
+POOL_MAX = 0
+POOL_AVG = 1
+
+SORT_ASC = 0
+SORT_DESC = 1
+
+STATUS_ALLOC_FAILED = -2
+STATUS_FAILED = -1
+STATUS_SUCCESS = 0
+STATUS_ABORTED = 1
+
+DEVICE_TYPE_CPU = 0
+DEVICE_TYPE_GPU = 1
+DEVICE_TYPE_IGPU = 2
+DEVICE_TYPE_ACCEL = 3
+
+BUFFER_USAGE_ANY = 0
+BUFFER_USAGE_WEIGHTS = 1
+BUFFER_USAGE_COMPUTE = 2
+
+FLAG_INPUT = 1
+FLAG_OUTPUT = 2
+
+MAX_DIMS = 4
+MAX_SRC = 10
+
+# The ggml release this binding's signatures and struct layout were written for.
+SUPPORTED_VERSION_PREFIX = "0.20."

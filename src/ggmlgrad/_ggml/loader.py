@@ -1,0 +1,86 @@
+"""Finding and loading the ggml shared libraries.
+
+Search order: the directory in ``GGMLGRAD_GGML_LIB`` (a user's own ggml built
+with CUDA/Vulkan/Metal), then the ``libggml-python`` wheel (``lib64/*.so`` on
+Linux, ``lib/*.dylib`` on macOS, ``bin/*.dll`` on Windows).
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+# An abort inside ggml would otherwise try to attach a debugger for a backtrace.
+os.environ.setdefault("GGML_NO_BACKTRACE", "1")
+
+
+class GGMLLibraryError(ImportError):
+    """The ggml shared libraries are missing, incomplete or of another version."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LibraryInfo:
+    directory: str
+    source: str                      # "GGMLGRAD_GGML_LIB" or "libggml-python"
+    files: tuple[str, ...]           # loaded library files, in load order
+    backend_files: tuple[str, ...]   # dynamically loadable backends found beside them
+
+
+def _lib_names() -> tuple[str, str, str]:
+    if sys.platform == "win32":
+        return "ggml-base.dll", "ggml-cpu.dll", "ggml.dll"
+    ext = ".dylib" if sys.platform == "darwin" else ".so"
+    return f"libggml-base{ext}", f"libggml-cpu{ext}", f"libggml{ext}"
+
+
+def _wheel_dir() -> Path | None:
+    spec = importlib.util.find_spec("libggml")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations)))
+    for sub in ("lib64", "lib", "bin"):
+        if (root / sub / _lib_names()[0]).exists():
+            return root / sub
+    return root
+
+
+def find_library_dir() -> tuple[Path, str]:
+    override = os.environ.get("GGMLGRAD_GGML_LIB")
+    if override:
+        return Path(override), "GGMLGRAD_GGML_LIB"
+    d = _wheel_dir()
+    if d is None:
+        raise GGMLLibraryError(
+            "ggmlgrad: the ggml libraries were not found. Install them with "
+            "`pip install libggml-python==0.20.2.post1`, or point GGMLGRAD_GGML_LIB at a "
+            "directory holding libggml-base, libggml-cpu and libggml.")
+    return d, "libggml-python"
+
+
+def load() -> tuple[ctypes.CDLL, ctypes.CDLL, ctypes.CDLL, LibraryInfo]:
+    directory, source = find_library_dir()
+    names = _lib_names()
+    missing = [n for n in names if not (directory / n).exists()]
+    if missing:
+        raise GGMLLibraryError(
+            f"ggmlgrad: {directory} (from {source}) lacks {', '.join(missing)}; it needs "
+            f"{', '.join(names)}.")
+    mode = getattr(ctypes, "RTLD_GLOBAL", 0)
+    libs = []
+    if sys.platform == "win32":
+        os.add_dll_directory(str(directory))  # dependent DLLs resolve from here
+    for n in names:
+        try:
+            libs.append(ctypes.CDLL(str(directory / n), mode=mode))
+        except OSError as e:
+            raise GGMLLibraryError(f"ggmlgrad: could not load {directory / n}: {e}") from e
+    ext = Path(names[0]).suffix
+    core = set(names)
+    backend_files = tuple(sorted(
+        str(p) for p in directory.glob(f"*ggml-*{ext}")
+        if p.name not in core and not p.name.startswith(("libggml-base", "ggml-base"))))
+    info = LibraryInfo(str(directory), source, tuple(str(directory / n) for n in names), backend_files)
+    return libs[0], libs[1], libs[2], info

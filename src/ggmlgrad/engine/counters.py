@@ -1,0 +1,65 @@
+"""Counters for diagnosis and tests: graph computes, transfers, drains.
+
+A test can assert "this step ran in N computes" by reading ``counters()``
+before and after.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+
+class _Counters:
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.computes = Counter()        # by site (drain reason)
+        self.drains = Counter()          # by reason, including empty/failed ones that computed nothing
+        self.uploads = Counter()         # by site
+        self.upload_bytes = Counter()
+        self.downloads = Counter()
+        self.download_bytes = Counter()
+        self.nodes = []                  # graph node counts of the last computes (bounded)
+        self.failed = 0
+
+    def compute(self, site: str, n_nodes: int) -> None:
+        self.computes[site] += 1
+        self.nodes.append(n_nodes)
+        if len(self.nodes) > 1000:
+            del self.nodes[:500]
+
+    def snapshot(self) -> dict:
+        return {
+            "computes": sum(self.computes.values()),
+            "computes_by_site": dict(self.computes),
+            "drains_by_reason": dict(self.drains),
+            "uploads": sum(self.uploads.values()),
+            "uploads_by_site": dict(self.uploads),
+            "upload_bytes": sum(self.upload_bytes.values()),
+            "downloads": sum(self.downloads.values()),
+            "downloads_by_site": dict(self.downloads),
+            "download_bytes": sum(self.download_bytes.values()),
+            "last_graph_nodes": self.nodes[-1] if self.nodes else 0,
+            "failed_drains": self.failed,
+        }
+
+
+COUNTERS = _Counters()
+
+
+def counters() -> dict:
+    """A snapshot of the engine counters.
+
+    >>> import ggmlgrad as gg
+    >>> before = gg.counters()["computes"]
+    """
+    return COUNTERS.snapshot()
+
+
+def reset_counters() -> None:
+    COUNTERS.reset()
+
+
+def graph_node_counts() -> list[int]:
+    """Node counts of recent graph computes, oldest first."""
+    return list(COUNTERS.nodes)

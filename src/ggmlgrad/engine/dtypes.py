@@ -1,0 +1,65 @@
+"""Element types: float32 for compute, float16/bfloat16 for storage, int32 for indices."""
+from __future__ import annotations
+
+import numpy as np
+
+from .._ggml import consts
+
+
+class DType:
+    __slots__ = ("name", "ggml_type", "np_dtype", "itemsize", "is_float")
+
+    def __init__(self, name: str, ggml_type: int, np_dtype, itemsize: int, is_float: bool):
+        self.name, self.ggml_type, self.np_dtype, self.itemsize, self.is_float = name, ggml_type, np.dtype(np_dtype), itemsize, is_float
+
+    def __repr__(self) -> str:
+        return f"ggmlgrad.{self.name}"
+
+    def __reduce__(self):
+        return (from_any, (self.name,))
+
+
+float32 = DType("float32", consts.TYPE_F32, np.float32, 4, True)
+float16 = DType("float16", consts.TYPE_F16, np.float16, 2, True)
+# NumPy has no bfloat16: it travels as uint16 bit patterns and reads back as float32.
+bfloat16 = DType("bfloat16", consts.TYPE_BF16, np.uint16, 2, True)
+int32 = DType("int32", consts.TYPE_I32, np.int32, 4, False)
+
+ALL = {d.name: d for d in (float32, float16, bfloat16, int32)}
+_ALIASES = {"float": float32, "f32": float32, "half": float16, "f16": float16, "bf16": bfloat16,
+            "int": int32, "i32": int32, "long": int32, "int64": int32}
+
+
+def from_any(x) -> DType:
+    """Accepts a DType, its name, or a NumPy dtype/type."""
+    if isinstance(x, DType):
+        return x
+    if isinstance(x, str):
+        d = ALL.get(x) or _ALIASES.get(x)
+        if d is None:
+            raise TypeError(f"dtype: unknown dtype {x!r} (use float32, float16, bfloat16 or int32)")
+        return d
+    try:
+        nd = np.dtype(x)
+    except TypeError:
+        raise TypeError(f"dtype: cannot interpret {x!r} as a dtype") from None
+    if nd.kind == "f":
+        return float16 if nd == np.float16 else float32
+    if nd.kind in "iub":
+        return int32
+    raise TypeError(f"dtype: NumPy dtype {nd} has no ggmlgrad equivalent")
+
+
+def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16(x: np.ndarray) -> np.ndarray:
+    """Round to nearest even, as ggml does."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = u + (0x7FFF + ((u >> 16) & 1))
+    out = (rounded >> 16).astype(np.uint16)
+    nan = np.isnan(x)
+    if nan.any():
+        out[nan] = 0x7FC0
+    return out

@@ -1,0 +1,311 @@
+"""The execution queue: record nodes, drain them as ONE ggml graph.
+
+Every op goes through :meth:`Engine.record`. In eager mode the queue is
+drained at once (eager is graph mode with an immediate drain: one path, not
+two). In graph mode nodes accumulate until a sync point calls :meth:`drain`.
+
+Rules (each paid for by a silent wrong result in ggmlR, see ag_defer.R):
+- the queue is taken and cleared BEFORE computing, so a failed compute is never
+  retried against a context in an unknown state;
+- every live root is expanded (residual branches and gradients are roots that
+  are not reachable from one another);
+- a computed tensor enters later graphs as a LEAF aliasing its memory, never as
+  the node that produced it (that would re-run its ancestry from current inputs);
+- only a complete success marks tensors computed;
+- in-place writes run inside :meth:`exclusive`, which drains first, so a write
+  can never be ordered before reads queued ahead of it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import weakref
+from collections import Counter
+from contextlib import contextmanager
+from typing import Callable
+
+from .._ggml import InitParams, lib
+from ..runtime import Device, Storage, choose_threads, executor_for
+from . import modes
+from .array import COMPUTED, FAILED, PENDING, Array, ggml_ne
+from .counters import COUNTERS
+from .errors import GraphError, PendingError
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CTX_TENSORS = 4096           # tensors per node context
+_OP_HEADROOM = 96             # most tensors one op builder may create
+_OVERHEAD = lib.tensor_overhead()
+
+
+def user_site(skip: int = 2) -> str:
+    """file:line of the innermost frame outside the ggmlgrad package."""
+    f = sys._getframe(skip)
+    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+        f = f.f_back
+    return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
+
+
+class _ContextPool:
+    """ggml contexts for nodes, reused across epochs (ggml_reset keeps their memory)."""
+
+    def __init__(self) -> None:
+        self.free: list[int] = []
+        self.mem_size = _CTX_TENSORS * _OVERHEAD
+
+    def get(self) -> int:
+        if self.free:
+            return self.free.pop()
+        ctx = lib.init(InitParams(self.mem_size, None, True))
+        if not ctx:
+            raise MemoryError("ggmlgrad: ggml_init failed for a node context")
+        return ctx
+
+    def put(self, ctx: int) -> None:
+        lib.reset(ctx)
+        if len(self.free) < 8:
+            self.free.append(ctx)
+        else:
+            lib.free(ctx)
+
+
+class Engine:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.epoch = 0
+        self._ctxs = _ContextPool()
+        self._graph_ctx = 0
+        self._graph_ctx_size = 0
+        self._hold = 0
+        self._draining = False
+        self._fail_next: str | None = None
+        # Capture installs a guard here; it is told about uploads, downloads and drains.
+        self.guard = None
+        self._new_epoch_state()
+
+    # ------------------------------------------------------------------ queue state
+    def _new_epoch_state(self) -> None:
+        self.ctx = 0
+        self.ctx_list: list[int] = []
+        self.roots: list[tuple[weakref.ref, int]] = []
+        self.effects: list[int] = []
+        self.labels: list[str] = []
+        self.keep: list[Storage] = []
+        self.site: str | None = None
+        self.device: Device | None = None
+        self.work = 0.0
+        self.max_work = 0.0
+
+    def __len__(self) -> int:
+        return len(self.roots) + len(self.effects)
+
+    def _room(self) -> None:
+        ctx = self.ctx
+        if not ctx or lib.used_mem(ctx) > self._ctxs.mem_size - _OP_HEADROOM * _OVERHEAD:
+            self.ctx = self._ctxs.get()
+            self.ctx_list.append(self.ctx)
+
+    # ------------------------------------------------------------------ building
+    def node_of(self, a: Array) -> int:
+        """The node to use for ``a`` in the current epoch's graph."""
+        st = a._status
+        if st == PENDING:
+            return a._node
+        if st == FAILED:
+            raise PendingError(a._error or "ggmlgrad: this tensor's graph failed; it has no value")
+        if a._leaf_epoch == self.epoch:
+            return a._leaf
+        ne = ggml_ne(a.shape)
+        leaf = lib.new_tensor_4d(self.ctx, a.dtype.ggml_type, ne[0], ne[1], ne[2], ne[3])
+        s = a._storage
+        lib.backend_tensor_alloc(s.buffer, leaf, s.data)
+        self.keep.append(s)
+        a._leaf = leaf
+        a._leaf_epoch = self.epoch
+        return leaf
+
+    def begin(self, device: Device) -> int:
+        """Prepare to build nodes for ``device``; returns the ggml context to build in."""
+        if self.device is not device:
+            if self.device is not None and len(self):
+                self.drain("device_change")
+            self.device = device
+        self._room()
+        return self.ctx
+
+    def record(self, out: Array, label: str, build: Callable[..., int], inputs, work: float = 0.0) -> Array:
+        """Build ``out``'s node from ``inputs`` and queue it (drain at once in eager/check mode)."""
+        with self.lock:
+            ctx = self.begin(out.device)
+            nodes = [self.node_of(x) for x in inputs]
+            node = build(ctx, *nodes)
+            out._node = node
+            out._epoch = self.epoch
+            out._status = PENDING
+            self.roots.append((weakref.ref(out), node))
+            self.labels.append(label)
+            w = work or float(max(1, out.numel_))
+            self.work += w
+            if w > self.max_work:
+                self.max_work = w
+            if self._hold == 0:
+                if not modes.graph_enabled():
+                    self.drain("eager")
+                elif modes.check_enabled():
+                    self.drain("check")
+                elif self.site is None:
+                    self.site = user_site(3)
+            return out
+
+    def queue_write(self, target: Array, value_node: int, label: str = "write") -> None:
+        """Queue ``target ← value`` (call inside :meth:`exclusive` only)."""
+        if self._hold == 0:
+            raise RuntimeError("ggmlgrad internal: queue_write outside exclusive()")
+        leaf = self.node_of(target)
+        self.effects.append(lib.cpy(self.ctx, value_node, leaf))
+        self.labels.append(label)
+
+    @contextmanager
+    def exclusive(self, reason: str):
+        """Drain, let the body queue reads and writes, drain them as their own graph.
+
+        Used for in-place writes and optimizer steps: anything queued before
+        computes first, so the writes cannot be reordered before earlier reads.
+        """
+        with self.lock:
+            self.drain(reason)
+            self._hold += 1
+            try:
+                yield self
+            except BaseException:
+                self._hold -= 1
+                self._discard()
+                raise
+            self._hold -= 1
+            self.drain(reason)
+
+    # ------------------------------------------------------------------ draining
+    def _discard(self) -> None:
+        """Drop the queue without computing (its pending tensors become failed)."""
+        roots = self.roots
+        for ctx in self.ctx_list:
+            self._ctxs.put(ctx)
+        self.epoch += 1
+        self._new_epoch_state()
+        for ref, _ in roots:
+            a = ref()
+            if a is not None and a._status == PENDING:
+                a._status, a._node, a._error = FAILED, 0, "ggmlgrad: the queued op was discarded"
+
+    def fail_next_drain(self, message: str = "injected failure") -> None:
+        """Test seam: make the next non-empty drain fail as a ggml compute failure would."""
+        self._fail_next = message
+
+    def drain(self, reason: str) -> bool:
+        """Compute everything queued as one graph. Returns False when nothing was queued."""
+        with self.lock:
+            if self._draining or not (self.roots or self.effects):
+                return False
+            COUNTERS.drains[reason] += 1
+            if self.guard is not None:
+                self.guard.on_drain(reason)
+            self._draining = True
+            roots, effects, labels, keep = self.roots, self.effects, self.labels, self.keep
+            ctx_list, site, device, epoch = self.ctx_list, self.site, self.device, self.epoch
+            work, max_work = self.work, self.max_work
+            # Cleared BEFORE the compute: a failure must not leave a half-run queue to retry.
+            self.epoch += 1
+            self._new_epoch_state()
+            outs: list[Array] = []
+            try:
+                for ref, node in roots:
+                    a = ref()
+                    if a is None or a._status != PENDING or a._node != node:
+                        continue  # nobody can read it: computed only if a live node needs it
+                    s = Storage(a.device, a.nbytes)
+                    lib.backend_tensor_alloc(s.buffer, node, s.data)
+                    a._storage = s
+                    outs.append(a)
+                n_tensors = sum(lib.used_mem(c) for c in ctx_list) // _OVERHEAD + 16
+                graph = self._new_graph(n_tensors)
+                for a in outs:
+                    lib.build_forward_expand(graph, a._node)
+                for n in effects:
+                    lib.build_forward_expand(graph, n)
+                if self._fail_next is not None:
+                    msg, self._fail_next = self._fail_next, None
+                    raise RuntimeError(msg)
+                n_nodes = lib.graph_n_nodes(graph)
+                if n_nodes:
+                    status = executor_for(device).compute(graph, n_tensors, choose_threads(work, max_work))
+                    if status != 0:
+                        raise RuntimeError(f"ggml graph compute returned status {status}")
+                    COUNTERS.compute(reason, n_nodes)
+                for a in outs:
+                    a._status = COMPUTED
+                    a._node = 0
+            except Exception as e:
+                COUNTERS.failed += 1
+                msg = self._failure_message(labels, site, e)
+                for ref, _ in roots:
+                    a = ref()
+                    if a is not None and a._status == PENDING and a._epoch == epoch:
+                        a._status, a._node, a._storage = FAILED, 0, None
+                        a._error = "ggmlgrad: this tensor has no value because its graph failed.\n" + msg
+                raise GraphError(msg) from e
+            finally:
+                for ctx in ctx_list:
+                    self._ctxs.put(ctx)
+                del keep
+                self._draining = False
+            return True
+
+    def _new_graph(self, size: int) -> int:
+        need = lib.graph_overhead_custom(size, False) + 1024
+        if need > self._graph_ctx_size:
+            if self._graph_ctx:
+                lib.free(self._graph_ctx)
+            self._graph_ctx_size = max(need, 2 * self._graph_ctx_size)
+            self._graph_ctx = lib.init(InitParams(self._graph_ctx_size, None, True))
+        else:
+            lib.reset(self._graph_ctx)
+        return lib.new_graph_custom(self._graph_ctx, size, False)
+
+    @staticmethod
+    def _failure_message(labels: list[str], site: str | None, err: Exception) -> str:
+        counts = Counter(labels)  # insertion-ordered: order of first appearance
+        ops = ", ".join(f"{k} x{v}" for k, v in counts.items())
+        where = f" The first of them was queued at {site}." if site else ""
+        return (f"ggmlgrad graph mode: the queued graph failed ({len(labels)} queued ops: {ops}): {err}.{where}\n"
+                "Rerun with gg.graph_mode(True, check=True) or GGMLGRAD_GRAPH_CHECK=1 to compute each op as "
+                "it is queued and get the error at its own call.")
+
+    def take_for_capture(self):
+        """Hand the queue over to a capture recording instead of computing it.
+
+        Returns (roots, effects, ctx_list, labels, device, work, max_work, keep); the caller
+        owns the contexts and must give them back with :meth:`release_contexts`.
+        """
+        with self.lock:
+            state = (self.roots, self.effects, self.ctx_list, self.labels, self.device, self.work,
+                     self.max_work, self.keep)
+            self.epoch += 1
+            self._new_epoch_state()
+            return state
+
+    def release_contexts(self, ctx_list: list[int]) -> None:
+        for ctx in ctx_list:
+            lib.free(ctx)
+
+
+ENGINE = Engine()
+modes._on_graph_off.append(lambda: ENGINE.drain("graph_mode_off"))
+
+
+def queue_length() -> int:
+    """How many nodes are queued and not yet computed."""
+    return len(ENGINE)
+
+
+def is_pending(a: Array) -> bool:
+    return a._status == PENDING

@@ -1,0 +1,60 @@
+"""Host ↔ device transfers, counted by site and watched by the capture guard."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..runtime import Device, Storage
+from .array import Array, COMPUTED, FAILED
+from .counters import COUNTERS
+from .dtypes import DType, bf16_to_f32, bfloat16, f32_to_bf16
+from .errors import PendingError
+from .queue import ENGINE
+
+
+def host_array(data: np.ndarray, dtype: DType) -> np.ndarray:
+    """``data`` converted to the bytes ``dtype`` stores, C-contiguous."""
+    if dtype is bfloat16:
+        return f32_to_bf16(np.asarray(data, dtype=np.float32))
+    return np.ascontiguousarray(data, dtype=dtype.np_dtype)
+
+
+def upload_into(a: Array, data: np.ndarray, site: str) -> None:
+    """Write host ``data`` (already in ``a``'s storage dtype) into ``a``'s storage."""
+    if ENGINE.guard is not None:
+        ENGINE.guard.on_upload(site)
+    n = data.nbytes
+    if n:
+        a._storage.write(data.ctypes.data, n)
+    COUNTERS.uploads[site] += 1
+    COUNTERS.upload_bytes[site] += n
+
+
+def new_from_host(a: Array, data: np.ndarray, site: str) -> Array:
+    """Give the freshly initialised ``a`` a storage holding ``data``."""
+    a._storage = Storage(a.device, max(a.nbytes, 1))
+    a._status = COMPUTED
+    upload_into(a, data, site)
+    return a
+
+
+def download(a: Array, site: str) -> np.ndarray:
+    """A NumPy copy of ``a``'s value (drains the queue when ``a`` is pending)."""
+    if a._status != COMPUTED:
+        if a._status != FAILED:
+            ENGINE.drain("read")
+        if a._status == FAILED:
+            raise PendingError(a._error or "ggmlgrad: this tensor has no value")
+    if ENGINE.guard is not None:
+        ENGINE.guard.on_download(site)
+    out = np.empty(a.shape, dtype=a.dtype.np_dtype)
+    n = out.nbytes
+    if n:
+        a._storage.read(out.ctypes.data, n)
+    COUNTERS.downloads[site] += 1
+    COUNTERS.download_bytes[site] += n
+    if a.dtype is bfloat16:
+        return bf16_to_f32(out)
+    return out
+
+
+_ = Device

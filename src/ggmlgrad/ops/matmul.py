@@ -1,0 +1,135 @@
+"""Matrix products: matmul (NumPy semantics, batched with broadcasting) and linear."""
+from __future__ import annotations
+
+from .._ggml import consts, lib
+from ..engine import float32, precision
+from .build import expand, permute, reshape
+from .registry import define, op, same_device, same_float
+from .shapes import broadcast_shapes, numel
+
+
+def _prec(node: int) -> int:
+    if precision() == "f32":
+        lib.mul_mat_set_prec(node, consts.PREC_F32)
+    return node
+
+
+def _infer_matmul(a, b):
+    same_device("matmul", a, b)
+    same_float("matmul", a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: both operands need at least 1 dimension, got {a.shape} and {b.shape}")
+    ka = a.shape[-1]
+    kb = b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if ka != kb:
+        raise ValueError(f"matmul: inner dimensions differ: {a.shape} @ {b.shape} ({ka} != {kb})")
+    batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+    shape = batch + (a.shape[-2],) if a.ndim > 1 else batch
+    if b.ndim > 1:
+        shape = shape + (b.shape[-1],)
+    if len(batch) + 2 > 4:
+        raise ValueError(f"matmul: {a.shape} @ {b.shape} has more than 2 batch dimensions")
+    return shape, float32
+
+
+def _work_matmul(a, b):
+    m = a.shape[-2] if a.ndim > 1 else 1
+    n = b.shape[-1] if b.ndim > 1 else 1
+    batch = numel(broadcast_shapes("", a.shape[:-2], b.shape[:-2]))
+    return 2.0 * m * n * a.shape[-1] * batch
+
+
+@define("matmul", infer=_infer_matmul, work=_work_matmul,
+        backward=lambda g, n: _matmul_backward(g, n))
+def _matmul(ctx, nodes, inputs, out):
+    a, b = inputs
+    a2 = a.shape if a.ndim > 1 else (1,) + a.shape
+    b2 = b.shape if b.ndim > 1 else b.shape + (1,)
+    batch = broadcast_shapes("matmul", a2[:-2], b2[:-2])
+    nd = len(batch) + 2
+    a4 = _lead_pad(a2, nd)
+    b4 = _lead_pad(b2, nd)
+    na = expand(ctx, reshape(ctx, nodes[0], a4), a4, batch + a4[-2:])
+    # ggml_mul_mat(x, y) = y @ x^T in NumPy terms: pass b transposed (contiguous).
+    bt = lib.cont(ctx, permute(ctx, reshape(ctx, nodes[1], b4), tuple(range(nd - 2)) + (nd - 1, nd - 2)))
+    bt4 = b4[:-2] + (b4[-1], b4[-2])
+    bt = expand(ctx, bt, bt4, batch + bt4[-2:])
+    r = _prec(lib.mul_mat(ctx, bt, na))
+    return lib.cont(ctx, reshape(ctx, r, out.shape))
+
+
+def _matmul_backward(g, n):
+    a, b = n.inputs
+    a2 = a if a.ndim > 1 else op.reshape(a, shape=(1,) + a.shape)
+    b2 = b if b.ndim > 1 else op.reshape(b, shape=b.shape + (1,))
+    g2 = op.reshape(g, shape=_broadcast_out(a2.shape, b2.shape))
+    ga = gb = None
+    if a.requires_grad:
+        ga = op.matmul(g2, op.transpose_last(b2))
+        ga = op.reshape(op.sum_to_shape(ga, shape=_lead_pad(a2.shape, ga.ndim)), shape=a.shape) if ga.shape != a.shape else ga
+    if b.requires_grad:
+        gb = op.matmul(op.transpose_last(a2), g2)
+        gb = op.reshape(op.sum_to_shape(gb, shape=_lead_pad(b2.shape, gb.ndim)), shape=b.shape) if gb.shape != b.shape else gb
+    return ga, gb
+
+
+def _lead_pad(shape, nd):
+    return (1,) * (nd - len(shape)) + tuple(shape)
+
+
+def _broadcast_out(a2, b2):
+    return broadcast_shapes("matmul", a2[:-2], b2[:-2]) + (a2[-2], b2[-1])
+
+
+@define("transpose_last", infer=lambda a: (a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype),
+        backward=lambda g, n: op.transpose_last(g))
+def _transpose_last(ctx, nodes, inputs, out):
+    nd = inputs[0].ndim
+    return lib.cont(ctx, permute(ctx, nodes[0], tuple(range(nd - 2)) + (nd - 1, nd - 2)))
+
+
+def _infer_linear(x, w, *rest):
+    same_device("linear", x, w, *rest)
+    same_float("linear", x, w, *rest)
+    if w.ndim != 2:
+        raise ValueError(f"linear: weight must be 2-D (out_features, in_features), got {w.shape}")
+    if x.ndim < 1 or x.shape[-1] != w.shape[1]:
+        raise ValueError(f"linear: input {x.shape} does not match weight {w.shape} (expected last dim {w.shape[1]})")
+    if rest and rest[0].shape != (w.shape[0],):
+        raise ValueError(f"linear: bias must have shape ({w.shape[0]},), got {rest[0].shape}")
+    return x.shape[:-1] + (w.shape[0],), float32
+
+
+def _linear_backward(g, n):
+    x, w = n.inputs[:2]
+    g2 = op.reshape(g, shape=(-1, w.shape[0])) if g.ndim != 2 else g
+    x2 = op.reshape(x, shape=(-1, w.shape[1])) if x.ndim != 2 else x
+    gx = op.reshape(op.matmul(g2, w), shape=x.shape) if x.requires_grad else None
+    gw = op.outer_grad(x2, g2) if w.requires_grad else None
+    grads = (gx, gw)
+    if len(n.inputs) == 3:
+        grads += (op.sum(g2, axis=0) if n.inputs[2].requires_grad else None,)
+    return grads
+
+
+@define("linear", infer=_infer_linear, backward=_linear_backward,
+        work=lambda x, w, *b: 2.0 * numel(x.shape[:-1]) * w.shape[0] * w.shape[1])
+def _linear(ctx, nodes, inputs, out):
+    """x @ w.T + b with w of shape (out, in): ggml's mul_mat layout, so no transpose."""
+    x, w = inputs[:2]
+    nx = nodes[0]
+    if x.ndim != 2:
+        nx = reshape(ctx, nx, (numel(x.shape[:-1]), x.shape[-1]))
+    r = _prec(lib.mul_mat(ctx, nodes[1], nx))
+    if len(nodes) == 3:
+        r = lib.add(ctx, r, nodes[2])
+    if x.ndim != 2:
+        r = lib.cont(ctx, reshape(ctx, r, out.shape))
+    return r
+
+
+@define("outer_grad", infer=lambda x, g: ((g.shape[1], x.shape[1]), float32), differentiable=False,
+        work=lambda x, g: 2.0 * x.shape[0] * x.shape[1] * g.shape[1])
+def _outer_grad(ctx, nodes, inputs, out):
+    """g.T @ x for x (N, in), g (N, out) → (out, in), via ggml_out_prod (no transposes)."""
+    return lib.out_prod(ctx, nodes[0], nodes[1])

@@ -1,0 +1,85 @@
+"""The op registry: one definition per op, iterated by the tests.
+
+An :class:`OpDef` holds, for one op:
+- ``infer(*inputs, **params) -> (shape, dtype)``: validation and shape inference
+  in Python; it raises ``ValueError``/``TypeError`` naming the op, so bad input
+  never reaches ggml (a ggml assertion aborts the whole process);
+- ``forward(ctx, nodes, inputs, out, **params) -> node``: the ggml node builder;
+- ``backward(g, saved) -> grads``: the gradient rule, itself built from ops, so
+  gradients are ggml nodes in the same queue. Grads may come back in the
+  broadcast shape; autograd reduces them to each input's shape.
+
+``op.NAME(...)`` dispatches through the autograd layer (installed at import by
+``ggmlgrad.autograd``), which is how backward rules call other ops without this
+layer importing the one above it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from ..engine import DType, float32
+
+
+@dataclasses.dataclass
+class OpDef:
+    name: str
+    infer: Callable[..., tuple[tuple, DType]]
+    forward: Callable[..., int]
+    backward: Callable[..., tuple] | None = None
+    work: Callable[..., float] | None = None       # flops estimate for the thread policy
+    save_output: bool = False                       # backward reads the op's output
+    n_tensor_inputs: int | None = None              # None: every positional input is a tensor
+    differentiable: bool = True
+    doc: str = ""
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def define(name: str, *, infer, backward=None, work=None, save_output=False, differentiable=True, doc=""):
+    """Decorator registering ``forward`` under ``name``."""
+    def deco(forward):
+        if name in REGISTRY:
+            raise RuntimeError(f"op {name!r} defined twice")
+        REGISTRY[name] = OpDef(name, infer, forward, backward, work, save_output,
+                               differentiable=differentiable, doc=doc or (forward.__doc__ or ""))
+        return forward
+    return deco
+
+
+class _Dispatcher:
+    """``op.add(a, b)`` → the autograd layer's apply(REGISTRY['add'], a, b)."""
+
+    apply: Callable[..., Any] | None = None
+
+    def __getattr__(self, name: str):
+        opdef = REGISTRY.get(name)
+        if opdef is None:
+            raise AttributeError(f"no op named {name!r}")
+        apply = type(self).apply
+
+        def call(*inputs, **params):
+            return apply(opdef, inputs, params)
+        call.__name__ = name
+        return call
+
+
+op = _Dispatcher()
+
+
+def same_float(opname: str, *xs) -> DType:
+    """All inputs float32 (the compute dtype) → float32; else a TypeError naming the op."""
+    for x in xs:
+        if x.dtype is not float32:
+            shapes = ", ".join(f"{tuple(y.shape)}:{y.dtype.name}" for y in xs)
+            raise TypeError(f"{opname}: expected float32 tensors, got {shapes} "
+                            f"(cast with .float() / .to('float32'))")
+    return float32
+
+
+def same_device(opname: str, *xs) -> None:
+    d = xs[0].device
+    for x in xs[1:]:
+        if x.device is not d:
+            raise ValueError(f"{opname}: tensors are on different devices ({d.name} and {x.device.name})")

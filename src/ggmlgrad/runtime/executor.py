@@ -1,0 +1,79 @@
+"""Graph execution through ``ggml_backend_sched``.
+
+Each device gets one executor whose scheduler spans [the device's backend or an
+accelerator such as BLAS, CPU]: a node runs on the first backend that supports
+it, so matmuls go to BLAS/the GPU and ops a GPU backend lacks fall back to CPU.
+"""
+from __future__ import annotations
+
+from .._ggml import backend_set_threads_fn, consts, lib, pointer_array
+from .device import ACCELERATORS, Device, cpu_device
+
+_INITIAL_GRAPH_SIZE = 8192
+
+
+class Executor:
+    def __init__(self, device: Device):
+        self.device = device
+        cpu = cpu_device()
+        self.cpu_backend = cpu.backend
+        backends = []
+        self.thread_setters = []  # (backend, setter) for every backend that takes a thread count
+        if device.kind != "cpu":
+            backends.append(device.backend)
+        else:
+            for acc in ACCELERATORS:
+                b = lib.backend_dev_init(acc, None)
+                if b:
+                    backends.append(b)
+                    setter = backend_set_threads_fn(lib.backend_dev_backend_reg(acc))
+                    if setter is not None:
+                        self.thread_setters.append((b, setter))
+        backends.append(self.cpu_backend)
+        self.backends = backends
+        self.backend_names = [lib.backend_name(b).decode() for b in backends]
+        self.sched = 0
+        self.graph_size = 0
+        self.threads = 0
+
+    def _ensure_sched(self, graph_size: int) -> None:
+        if self.sched and graph_size <= self.graph_size:
+            return
+        if self.sched:
+            lib.backend_sched_free(self.sched)
+        size = _INITIAL_GRAPH_SIZE
+        while size < graph_size:
+            size *= 2
+        self._arr, addr = pointer_array(self.backends)
+        self.sched = lib.backend_sched_new(addr, None, len(self.backends), size, False, True)
+        if not self.sched:
+            raise RuntimeError("ggmlgrad: ggml_backend_sched_new failed")
+        self.graph_size = size
+
+    def set_threads(self, n: int) -> None:
+        if n != self.threads:
+            lib.backend_cpu_set_n_threads(self.cpu_backend, n)
+            for b, setter in self.thread_setters:
+                setter(b, n)
+            self.threads = n
+
+    def compute(self, graph: int, graph_size: int, threads: int) -> int:
+        """Allocate intermediates and compute ``graph``; returns the ggml status (0 = success)."""
+        self._ensure_sched(graph_size)
+        self.set_threads(threads)
+        lib.backend_sched_reset(self.sched)
+        if not lib.backend_sched_alloc_graph(self.sched, graph):
+            return consts.STATUS_ALLOC_FAILED
+        status = lib.backend_sched_graph_compute(self.sched, graph)
+        lib.backend_sched_synchronize(self.sched)
+        return status
+
+
+_EXECUTORS: dict[int, Executor] = {}
+
+
+def executor_for(device: Device) -> Executor:
+    ex = _EXECUTORS.get(device.dev_ptr)
+    if ex is None:
+        ex = _EXECUTORS[device.dev_ptr] = Executor(device)
+    return ex

@@ -1,0 +1,7 @@
+"""Layer 5: the user-facing Tensor and autograd."""
+from ..ops.registry import _Dispatcher
+from . import tape
+from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .tensor import Tensor, as_tensor, tensor
+
+_Dispatcher.apply = staticmethod(tape.apply)

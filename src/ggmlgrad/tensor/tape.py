@@ -1,0 +1,176 @@
+"""The tape: graph nodes recorded by ``apply`` and the reverse pass.
+
+Tensors record as soon as an input requires grad (no tape context). Backward
+appends gradient nodes to the engine queue like any other op: in graph mode it
+computes nothing, and forward + backward run as one graph at the next sync point.
+"""
+from __future__ import annotations
+
+import weakref
+
+from ..engine import ENGINE
+from ..ops.registry import OpDef
+from .grad_mode import _enabled, is_grad_enabled
+
+
+class Node:
+    """One recorded op: its inputs, their versions at record time, its params."""
+
+    __slots__ = ("opdef", "inputs", "versions", "params", "out_ref", "out_shape", "released", "__weakref__")
+
+    def __init__(self, opdef: OpDef, inputs: tuple, params: dict, out):
+        self.opdef = opdef
+        self.inputs = inputs
+        self.versions = tuple(x._version for x in inputs)
+        self.params = params
+        self.out_ref = weakref.ref(out) if opdef.save_output else None
+        self.out_shape = out.shape
+        self.released = False
+
+    @property
+    def name(self) -> str:
+        return self.opdef.name
+
+    @property
+    def output(self):
+        o = self.out_ref() if self.out_ref is not None else None
+        if o is None:
+            raise RuntimeError(f"{self.name} backward: its output was freed before backward")
+        return o
+
+    def __repr__(self) -> str:
+        return f"<{self.name}Backward>"
+
+    def check_versions(self) -> None:
+        for i, (x, v) in enumerate(zip(self.inputs, self.versions)):
+            if x._version != v:
+                raise RuntimeError(
+                    f"{self.name} backward: input {i} (shape {x.shape}) was modified in place after "
+                    f"it was saved for backward (version {v} → {x._version}); its gradient would be "
+                    f"wrong. Clone the tensor before the in-place op, or do the in-place op after "
+                    f"backward.")
+
+
+def _topo(root_fn: Node) -> list[Node]:
+    order: list[Node] = []
+    seen: set[int] = set()
+    stack = [(root_fn, False)]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            order.append(n)
+            continue
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        stack.append((n, True))
+        for x in n.inputs:
+            fn = x.grad_fn
+            if fn is not None and id(fn) not in seen:
+                stack.append((fn, False))
+    return order
+
+
+def run_backward(root, gradient, retain_graph: bool = False) -> None:
+    """Accumulate d(root)/d(leaf) into every leaf's ``.grad`` (queued, not computed)."""
+    from .tensor import Tensor  # same layer
+    fn = root.grad_fn
+    if fn is None:
+        if root.requires_grad:  # a leaf: its gradient is the seed itself
+            _accumulate_leaf(root, gradient, set())
+            return
+        raise RuntimeError("backward: tensor does not require grad and has no grad_fn")
+    order = _topo(fn)
+    grads: dict[int, Tensor] = {id(fn): gradient}
+    assigned: set[int] = set()
+    token = _enabled.set(False)
+    try:
+        for node in reversed(order):
+            g = grads.pop(id(node), None)
+            if g is None:
+                continue
+            if node.released:
+                raise RuntimeError(
+                    f"backward: trying to go through the graph a second time ({node.name}); its saved "
+                    f"tensors were freed after the first backward. Pass retain_graph=True the first time.")
+            node.check_versions()
+            in_grads = node.opdef.backward(g, node)
+            if not isinstance(in_grads, tuple):
+                in_grads = (in_grads,)
+            for x, gx in zip(node.inputs, in_grads):
+                if gx is None or not x.requires_grad:
+                    continue
+                if gx.shape != x.shape:
+                    gx = reduce_to_shape(gx, x.shape)
+                if x.grad_fn is None:
+                    _accumulate_leaf(x, gx, assigned)
+                else:
+                    if x._retains_grad:
+                        _accumulate_leaf(x, gx, assigned)
+                    prev = grads.get(id(x.grad_fn))
+                    grads[id(x.grad_fn)] = gx if prev is None else prev + gx
+            if not retain_graph:
+                node.released = True
+                node.inputs = tuple(_Released(x) for x in node.inputs)
+                node.out_ref = None
+    finally:
+        _enabled.reset(token)
+
+
+class _Released:
+    """Stands in for a freed saved tensor: keeps grad routing, drops the memory."""
+
+    __slots__ = ("requires_grad", "grad_fn", "shape", "_version", "_retains_grad", "__weakref__")
+
+    def __init__(self, x):
+        self.requires_grad = x.requires_grad
+        self.grad_fn = x.grad_fn
+        self.shape = x.shape
+        self._version = x._version
+        self._retains_grad = x._retains_grad
+
+
+def _accumulate_leaf(x, g, assigned: set[int]) -> None:
+    if isinstance(x, _Released):
+        return
+    if id(g) in assigned or g is x.grad:
+        g = g.clone()
+    if x.grad is None:
+        x.grad = g
+    else:
+        x.grad = x.grad + g
+    assigned.add(id(x.grad))
+
+
+def reduce_to_shape(g, shape: tuple):
+    """Sum a broadcast gradient back to ``shape`` (NumPy broadcasting rules)."""
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdim=True)
+    if g.shape != shape:
+        g = g.reshape(shape)
+    return g
+
+
+def apply(opdef: OpDef, inputs: tuple, params: dict):
+    """Validate, queue the node, and record it on the tape when an input requires grad."""
+    from .tensor import Tensor
+    shape, dtype = opdef.infer(*inputs, **params)
+    out = Tensor._blank(shape, dtype, inputs[0].device if inputs else params["device"])
+    work = opdef.work(*inputs, **params) if opdef.work is not None else 0.0
+    fwd = opdef.forward
+    ENGINE.record(out, opdef.name, lambda ctx, *nodes: fwd(ctx, nodes, inputs, out, **params), inputs, work)
+    if opdef.differentiable and _enabled.get():
+        for x in inputs:
+            if x.requires_grad:
+                if opdef.backward is None:
+                    raise RuntimeError(f"{opdef.name}: no backward rule; call it under gg.no_grad() "
+                                       f"or detach its inputs")
+                out.requires_grad = True
+                out.grad_fn = Node(opdef, inputs, params, out)
+                break
+    return out
+
+
+_ = is_grad_enabled

@@ -1,0 +1,483 @@
+"""The user-facing Tensor."""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, Array, DType, download, dtypes, float32,
+                      host_array, int32, new_from_host, upload_into)
+from ..ops import op
+from ..ops.shapes import check_ndim
+from ..runtime import Device, resolve_device
+from . import tape
+from .grad_mode import is_grad_enabled, no_grad
+
+
+class Tensor(Array):
+    """An n-d array (at most 4-D) on a ggml device, with autograd.
+
+    >>> import ggmlgrad as gg
+    >>> x = gg.tensor([[1.0, 2.0]], requires_grad=True)
+    >>> (x * x).sum().backward()
+    >>> x.grad.tolist()
+    [[2.0, 4.0]]
+    """
+
+    __slots__ = ("requires_grad", "grad", "grad_fn", "_version", "_retains_grad", "__dict__")
+    __array_priority__ = 1000  # NumPy defers `ndarray op Tensor` to our reflected operators
+
+    @classmethod
+    def _blank(cls, shape: tuple, dtype: DType, device: Device) -> "Tensor":
+        t = cls.__new__(cls)
+        t._init_array(shape, dtype, device)
+        t.requires_grad = False
+        t.grad = None
+        t.grad_fn = None
+        t._version = 0
+        t._retains_grad = False
+        return t
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("use gg.tensor(data) or a factory such as gg.zeros(shape) to make a Tensor")
+
+    # ------------------------------------------------------------- properties
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def T(self) -> "Tensor":
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self) -> "Tensor":
+        return op.transpose_last(self)
+
+    @property
+    def is_pending(self) -> bool:
+        return self._status == PENDING
+
+    def numel(self) -> int:
+        return self.numel_
+
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    # ------------------------------------------------------------- host reads (sync points)
+    def numpy(self) -> np.ndarray:
+        """A NumPy copy the caller owns (drains the queue if this tensor is pending)."""
+        return download(self, "numpy()")
+
+    def __array__(self, dtype=None, copy=None):
+        a = download(self, "__array__")
+        return a.astype(dtype) if dtype is not None else a
+
+    def item(self) -> float | int:
+        if self.numel_ != 1:
+            raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
+        return download(self, "item()").reshape(()).item()
+
+    def tolist(self):
+        return download(self, "tolist()").tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype is not int32:
+            raise TypeError("only integer tensors can be used as an index")
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self.numel_ != 1:
+            raise ValueError(f"the truth value of a tensor with {self.numel_} elements is ambiguous")
+        return bool(self.item())
+
+    def __repr__(self) -> str:
+        if self._status == FAILED:
+            return f"tensor(<failed: no value>, shape={self.shape})"
+        body = np.array2string(download(self, "repr"), separator=", ", prefix="tensor(")
+        extra = []
+        if self.dtype is not float32:
+            extra.append(f"dtype={self.dtype.name}")
+        if self.device.kind != "cpu":
+            extra.append(f"device='{self.device.name}'")
+        if self.grad_fn is not None:
+            extra.append(f"grad_fn=<{self.grad_fn.name}Backward>")
+        elif self.requires_grad:
+            extra.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extra) + ")"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        if self.numel_ == 1 and spec:
+            return format(self.item(), spec)
+        return repr(self)
+
+    # ------------------------------------------------------------- autograd
+    def backward(self, gradient: "Tensor | None" = None, retain_graph: bool = False) -> None:
+        """Queue the gradient nodes; ``.grad`` of each leaf accumulates (graph mode: computed later)."""
+        if not self.requires_grad:
+            raise RuntimeError("backward: tensor does not require grad (no input had requires_grad=True)")
+        if gradient is None:
+            if self.numel_ != 1:
+                raise RuntimeError(f"backward: gradient can be implicit only for scalar outputs, got shape {self.shape}")
+            with no_grad():
+                gradient = op.fill_like(self, c=1.0)
+        else:
+            gradient = as_tensor(gradient, device=self.device)
+            if gradient.shape != self.shape:
+                raise ValueError(f"backward: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
+        tape.run_backward(self, gradient, retain_graph)
+
+    def detach(self) -> "Tensor":
+        """The same value without history (shares nothing with the tape)."""
+        t = Tensor._blank(self.shape, self.dtype, self.device)
+        t._storage, t._node, t._epoch, t._status, t._error = self._storage, self._node, self._epoch, self._status, self._error
+        if self._status == PENDING:
+            # The pending node belongs to `self`; the detached twin reads it as an op input.
+            with no_grad():
+                return op.clone(self)
+        return t
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if not isinstance(requires_grad, bool):
+            raise TypeError("requires_grad_: expected a bool")
+        if requires_grad and not self.dtype.is_float:
+            raise TypeError(f"requires_grad_: only float tensors can require grad, got {self.dtype.name}")
+        if self.grad_fn is not None and not requires_grad:
+            raise RuntimeError("requires_grad_: cannot turn off requires_grad on a non-leaf tensor; use detach()")
+        self.requires_grad = requires_grad
+        return self
+
+    def retain_grad(self) -> None:
+        self._retains_grad = True
+
+    # ------------------------------------------------------------- dtype / device
+    def to(self, target=None, dtype=None, device=None) -> "Tensor":
+        """``t.to("float16")``, ``t.to(gg.int32)``, ``t.to("cpu")``, ``t.to(device=..., dtype=...)``."""
+        if target is not None:
+            try:
+                dtype = dtypes.from_any(target)
+            except TypeError:
+                device = target
+        t = self
+        if device is not None and resolve_device(device) is not t.device:
+            d = resolve_device(device)
+            t = _from_numpy(download(t, "to(device)") if t.dtype is not dtypes.bfloat16 else download(t, "to(device)"), t.dtype, d,
+                            requires_grad=False)
+            # Cross-device copies go through the host; no gradient flows across.
+        if dtype is not None:
+            d = dtypes.from_any(dtype)
+            if d is not t.dtype:
+                t = op.cast(t, dtype=d)
+        return t
+
+    def float(self) -> "Tensor":
+        return self.to(float32)
+
+    def int(self) -> "Tensor":
+        return self.to(int32)
+
+    def half(self) -> "Tensor":
+        return self.to(dtypes.float16)
+
+    def cpu(self) -> "Tensor":
+        return self.to(device="cpu")
+
+    def clone(self) -> "Tensor":
+        return op.clone(self)
+
+    def contiguous(self) -> "Tensor":
+        return self
+
+    # ------------------------------------------------------------- in-place (version counter)
+    def _check_inplace(self, name: str) -> None:
+        if self.requires_grad and is_grad_enabled():
+            what = "a leaf tensor that requires grad" if self.grad_fn is None else "a tensor that is part of the autograd graph"
+            raise RuntimeError(f"{name}: in-place operation on {what}; wrap it in gg.no_grad() "
+                               f"(e.g. a manual parameter update) or use the out-of-place op")
+
+    def _write(self, name: str, make_value) -> "Tensor":
+        """Overwrite this tensor's storage with ``make_value()`` (built from its current value)."""
+        self._check_inplace(name)
+        with ENGINE.exclusive("inplace"):
+            if self._status != COMPUTED:
+                raise RuntimeError(f"{name}: this tensor has no value (its graph failed)")
+            with no_grad():
+                v = make_value()
+                if v.shape != self.shape:
+                    v = op.expand_as(v, self)
+                if v.dtype is not self.dtype:
+                    v = op.cast(v, dtype=self.dtype)
+                ENGINE.queue_write(self, ENGINE.node_of(v), name)
+                del v  # dead before the drain: its value lives only in the graph arena
+        self._version += 1
+        return self
+
+    def copy_(self, src) -> "Tensor":
+        """Overwrite with ``src`` (tensor, array or scalar; broadcast to this shape)."""
+        if isinstance(src, Tensor):
+            if src.device is not self.device:
+                src = src.to(device=self.device)
+            return self._write("copy_", lambda: op.clone(src) if src.dtype is self.dtype and src.shape == self.shape else src.to(self.dtype) if src.shape == self.shape else op.expand_as(src.to(float32) if src.dtype is not float32 else src, self))
+        arr = np.asarray(src)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"copy_: cannot copy from {type(src).__name__} of dtype {arr.dtype}")
+        try:
+            arr = np.broadcast_to(arr, self.shape)
+        except ValueError:
+            raise ValueError(f"copy_: source shape {arr.shape} cannot be broadcast to {self.shape}") from None
+        self._check_inplace("copy_")
+        with ENGINE.lock:
+            ENGINE.drain("inplace")  # queued nodes may read this storage: they run first
+            if self._status != COMPUTED:
+                raise RuntimeError("copy_: this tensor has no value (its graph failed)")
+            upload_into(self, host_array(arr, self.dtype), "copy_()")
+        self._version += 1
+        return self
+
+    def add_(self, other, alpha: float = 1.0) -> "Tensor":
+        return self._write("add_", lambda: self + (other * alpha if alpha != 1 else other))
+
+    def sub_(self, other, alpha: float = 1.0) -> "Tensor":
+        return self._write("sub_", lambda: self - (other * alpha if alpha != 1 else other))
+
+    def mul_(self, other) -> "Tensor":
+        return self._write("mul_", lambda: self * other)
+
+    def div_(self, other) -> "Tensor":
+        return self._write("div_", lambda: self / other)
+
+    def clamp_(self, min=None, max=None) -> "Tensor":
+        return self._write("clamp_", lambda: self.clamp(min, max))
+
+    def fill_(self, value: float) -> "Tensor":
+        return self._write("fill_", lambda: op.fill_like(self, c=float(value)))
+
+    def zero_(self) -> "Tensor":
+        return self.fill_(0.0)
+
+    # ------------------------------------------------------------- operators
+    def __add__(self, o):
+        return add(self, o)
+
+    def __radd__(self, o):
+        return add(o, self)
+
+    def __sub__(self, o):
+        return sub(self, o)
+
+    def __rsub__(self, o):
+        return sub(o, self)
+
+    def __mul__(self, o):
+        return mul(self, o)
+
+    def __rmul__(self, o):
+        return mul(o, self)
+
+    def __truediv__(self, o):
+        return div(self, o)
+
+    def __rtruediv__(self, o):
+        return div(o, self)
+
+    def __matmul__(self, o):
+        return op.matmul(self, as_tensor(o, device=self.device))
+
+    def __rmatmul__(self, o):
+        return op.matmul(as_tensor(o, device=self.device), self)
+
+    def __pow__(self, o):
+        return pow(self, o)
+
+    def __rpow__(self, o):
+        return pow(o, self)
+
+    def __neg__(self):
+        return op.neg(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return op.abs(self)
+
+    __hash__ = object.__hash__
+
+    # ------------------------------------------------------------- methods
+    def sum(self, axis=None, keepdim: bool = False, dim=None):
+        return op.sum(self, axis=_axis(axis, dim), keepdim=keepdim)
+
+    def mean(self, axis=None, keepdim: bool = False, dim=None):
+        return op.mean(self, axis=_axis(axis, dim), keepdim=keepdim)
+
+    def reshape(self, *shape):
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return op.reshape(self, shape=tuple(shape))
+
+    view = reshape
+
+    def permute(self, *axes):
+        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+        return op.permute(self, axes=tuple(axes))
+
+    def exp(self):
+        return op.exp(self)
+
+    def log(self):
+        return op.log(self)
+
+    def sqrt(self):
+        return op.sqrt(self)
+
+    def abs(self):
+        return op.abs(self)
+
+    def relu(self):
+        return op.relu(self)
+
+    def tanh(self):
+        return op.tanh(self)
+
+    def sigmoid(self):
+        return op.sigmoid(self)
+
+    def square(self):
+        return op.square(self)
+
+
+def _axis(axis, dim):
+    if dim is not None:
+        if axis is not None:
+            raise TypeError("pass either axis or dim, not both")
+        return dim
+    return axis
+
+
+# ---------------------------------------------------------------------- conversion helpers
+def _from_numpy(arr: np.ndarray, dtype: DType, device: Device, requires_grad: bool) -> Tensor:
+    shape = tuple(int(s) for s in arr.shape)
+    check_ndim("tensor", shape)
+    t = Tensor._blank(shape, dtype, device)
+    new_from_host(t, host_array(arr, dtype), "tensor()")
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (array, nested lists, scalar or Tensor).
+
+    Floats become float32, integers int32 (unless ``dtype`` says otherwise).
+
+    >>> import ggmlgrad as gg
+    >>> gg.tensor([[1, 2], [3, 4]], dtype=gg.float32).shape
+    (2, 2)
+    """
+    dev = resolve_device(device)
+    if isinstance(data, Tensor):
+        t = data.detach().to(device=dev)
+        if dtype is not None:
+            t = t.to(dtype)
+        t = t.clone() if t is data else t
+        t.requires_grad = False
+        return t.requires_grad_(requires_grad) if requires_grad else t
+    arr = np.asarray(data)
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+        raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__} (dtype {arr.dtype})")
+    if dtype is None:
+        d = float32 if arr.dtype.kind in "fb" or arr.dtype.kind == "f" else int32
+        if arr.dtype == np.float16:
+            d = dtypes.float16
+        if arr.dtype.kind == "b":
+            d = float32
+    else:
+        d = dtypes.from_any(dtype)
+    if d is int32 and arr.dtype.kind in "iu" and arr.size and (arr.max() > 2**31 - 1 or arr.min() < -2**31):
+        raise ValueError("tensor: integer values do not fit in int32")
+    return _from_numpy(arr, d, dev, requires_grad)
+
+
+def as_tensor(x, device=None) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    return tensor(x, dtype=float32 if not isinstance(x, np.ndarray) or x.dtype.kind in "fb" else None, device=device)
+
+
+def _scalar(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) or isinstance(x, (bool, np.bool_))
+
+
+# ---------------------------------------------------------------------- arithmetic with scalars
+def add(a, b) -> Tensor:
+    """a + b with NumPy broadcasting; Python scalars become op parameters (no upload)."""
+    if isinstance(a, Tensor) and _scalar(b):
+        return op.add_scalar(a, c=float(b))
+    if isinstance(b, Tensor) and _scalar(a):
+        return op.add_scalar(b, c=float(a))
+    a, b = _pair(a, b)
+    return op.add(a, b)
+
+
+def sub(a, b) -> Tensor:
+    if isinstance(a, Tensor) and _scalar(b):
+        return op.add_scalar(a, c=-float(b))
+    if isinstance(b, Tensor) and _scalar(a):
+        return op.add_scalar(op.neg(b), c=float(a))
+    a, b = _pair(a, b)
+    return op.sub(a, b)
+
+
+def mul(a, b) -> Tensor:
+    if isinstance(a, Tensor) and _scalar(b):
+        return op.scale(a, c=float(b))
+    if isinstance(b, Tensor) and _scalar(a):
+        return op.scale(b, c=float(a))
+    a, b = _pair(a, b)
+    return op.mul(a, b)
+
+
+def div(a, b) -> Tensor:
+    if isinstance(a, Tensor) and _scalar(b):
+        fb = float(b)
+        return op.scale(a, c=1.0 / fb if fb != 0 else np.copysign(np.inf, fb))
+    if isinstance(b, Tensor) and _scalar(a):
+        return op.rdiv_scalar(b, c=float(a))
+    a, b = _pair(a, b)
+    return op.div(a, b)
+
+
+def pow(a, b) -> Tensor:
+    if isinstance(a, Tensor) and _scalar(b):
+        return op.pow_scalar(a, p=float(b))
+    if isinstance(b, Tensor) and _scalar(a):
+        return op.exp(op.scale(b, c=float(np.log(float(a)))))
+    a, b = _pair(a, b)
+    return op.pow(a, b)
+
+
+def _pair(a, b) -> tuple[Tensor, Tensor]:
+    if isinstance(a, Tensor):
+        return a, as_tensor(b, device=a.device)
+    if isinstance(b, Tensor):
+        return as_tensor(a, device=b.device), b
+    raise TypeError(f"expected at least one Tensor, got {type(a).__name__} and {type(b).__name__}")
+
+
+_ = (Sequence, tape, FAILED)
