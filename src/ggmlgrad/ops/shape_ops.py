@@ -31,9 +31,11 @@ def _reshape(ctx, nodes, inputs, out, shape):
 
 def _infer_permute(a, axes):
     axes = tuple(axes)
-    if sorted(a % max(a.ndim, 1) if isinstance(a, int) else -1 for a in axes) != list(range(a.ndim)) or len(axes) != a.ndim:
-        raise ValueError(f"permute: axes {axes} are not a permutation of the {a.ndim} dimensions of {a.shape}")
-    axes = tuple(x % a.ndim for x in axes)
+    nd = a.ndim
+    norm = [x % nd if isinstance(x, int) and not isinstance(x, bool) and -nd <= x < nd else -1 for x in axes] if nd else []
+    if len(axes) != nd or sorted(norm) != list(range(nd)):
+        raise ValueError(f"permute: axes {axes} are not a permutation of the {nd} dimensions of {a.shape}")
+    axes = tuple(norm)
     return tuple(a.shape[i] for i in axes), a.dtype
 
 

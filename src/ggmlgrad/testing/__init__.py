@@ -1,0 +1,1 @@
+"""Test support: OpInfo tables (NumPy float64 references and sample inputs for every op)."""

@@ -1,0 +1,95 @@
+"""OpInfo entries for the core arithmetic, reductions, reshape/permute, matmul and basic activations."""
+from __future__ import annotations
+
+import numpy as np
+
+import ggmlgrad as gg
+from .opinfo import INTERNAL_OPS, OpInfo, Sample, rand_shapes_binary, register
+
+
+def _binary_samples(rng, positive_b=False):
+    out = []
+    for sa, sb in rand_shapes_binary(rng):
+        a = rng.standard_normal(sa)
+        b = rng.standard_normal(sb)
+        if positive_b:
+            b = np.abs(b) + 0.5
+        out.append(Sample((a, b)))
+    return out
+
+
+def _unary_samples(rng, positive=False, away_from_zero=False):
+    out = []
+    for s in [(3, 4), (), (1,), (2, 3, 4), (2, 1, 3, 2)]:
+        x = rng.standard_normal(s)
+        if positive:
+            x = np.abs(x) + 0.3
+        if away_from_zero:
+            x = np.where(np.abs(x) < 0.2, 0.5, x)
+        out.append(Sample((x,)))
+    return out
+
+
+register(
+    OpInfo("add", ("add",), lambda a, b: a + b, lambda a, b: a + b, _binary_samples),
+    OpInfo("sub", ("sub",), lambda a, b: a - b, lambda a, b: a - b, _binary_samples),
+    OpInfo("mul", ("mul",), lambda a, b: a * b, lambda a, b: a * b, _binary_samples),
+    OpInfo("div", ("div",), lambda a, b: a / b, lambda a, b: a / b, lambda r: _binary_samples(r, positive_b=True)),
+    OpInfo("pow", ("pow",), lambda a, b: a ** b, lambda a, b: a ** b,
+           lambda r: [Sample((np.abs(r.standard_normal((3, 4))) + 0.5, r.standard_normal((3, 4)))),
+                      Sample((np.abs(r.standard_normal((2, 3))) + 0.5, r.standard_normal((3,))))]),
+    OpInfo("scalar_mul", ("scale",), lambda a: a * 2.5, lambda a: a * 2.5, _unary_samples),
+    OpInfo("scalar_rmul_div", ("scale",), lambda a: 3.0 * a / 4.0, lambda a: 3.0 * a / 4.0, _unary_samples),
+    OpInfo("scalar_add", ("add_scalar",), lambda a: a + 1.5, lambda a: a + 1.5, _unary_samples),
+    OpInfo("scalar_rsub", ("add_scalar", "neg"), lambda a: 2.0 - a, lambda a: 2.0 - a, _unary_samples),
+    OpInfo("scalar_rdiv", ("rdiv_scalar",), lambda a: 2.0 / a, lambda a: 2.0 / a,
+           lambda r: _unary_samples(r, positive=True)),
+    OpInfo("neg", ("neg",), lambda a: -a, lambda a: -a, _unary_samples),
+    OpInfo("exp", ("exp",), lambda a: a.exp(), np.exp, _unary_samples),
+    OpInfo("log", ("log",), lambda a: a.log(), np.log, lambda r: _unary_samples(r, positive=True)),
+    OpInfo("sqrt", ("sqrt",), lambda a: a.sqrt(), np.sqrt, lambda r: _unary_samples(r, positive=True)),
+    OpInfo("abs", ("abs",), lambda a: abs(a), np.abs, lambda r: _unary_samples(r, away_from_zero=True)),
+    OpInfo("sign", ("sign",), gg.sign, np.sign, lambda r: _unary_samples(r, away_from_zero=True), grad=False),
+    OpInfo("square", ("square",), lambda a: a.square(), np.square, _unary_samples),
+    OpInfo("clone", ("clone",), lambda a: a.clone(), lambda a: a.copy(), _unary_samples),
+    OpInfo("pow_int", ("pow_scalar",), lambda a: a ** 3, lambda a: a ** 3, _unary_samples),
+    OpInfo("pow_int_even", ("pow_scalar",), lambda a: a ** 4, lambda a: a ** 4, _unary_samples),
+    OpInfo("pow_frac", ("pow_scalar",), lambda a: a ** 1.7, lambda a: a ** 1.7,
+           lambda r: _unary_samples(r, positive=True)),
+    OpInfo("pow_neg", ("pow_scalar",), lambda a: a ** -2, lambda a: a ** -2.0,
+           lambda r: _unary_samples(r, positive=True)),
+    OpInfo("sum_all", ("sum",), lambda a: a.sum(), lambda a: np.sum(a), _unary_samples),
+    OpInfo("sum_axis", ("sum",), lambda a, axis, keepdim: a.sum(axis=axis, keepdim=keepdim),
+           lambda a, axis, keepdim: np.sum(a, axis=axis, keepdims=keepdim),
+           lambda r: [Sample((r.standard_normal((3, 4, 5)), ax, kd)) for ax in (0, 1, 2, -1, (0, 2), (1, 2))
+                      for kd in (False, True)]),
+    OpInfo("mean_axis", ("mean",), lambda a, axis, keepdim: a.mean(axis=axis, keepdim=keepdim),
+           lambda a, axis, keepdim: np.mean(a, axis=axis, keepdims=keepdim),
+           lambda r: [Sample((r.standard_normal((3, 4, 5)), ax, kd)) for ax in (None, 0, 2, (0, 1))
+                      for kd in (False, True)] + [Sample((r.standard_normal(()), None, False))]),
+    OpInfo("reshape", ("reshape",), lambda a, s: a.reshape(s), lambda a, s: a.reshape(s),
+           lambda r: [Sample((r.standard_normal((3, 4)), (2, 6))), Sample((r.standard_normal((2, 3, 4)), (-1,))),
+                      Sample((r.standard_normal(()), (1, 1)))]),
+    OpInfo("permute", ("permute",), lambda a, p: a.permute(p), lambda a, p: np.transpose(a, p),
+           lambda r: [Sample((r.standard_normal((2, 3, 4)), (2, 0, 1))), Sample((r.standard_normal((3, 4)), (1, 0))),
+                      Sample((r.standard_normal((2, 3, 4, 5)), (3, 1, 0, 2)))]),
+    OpInfo("matmul", ("matmul", "transpose_last", "sum_to_shape"), gg.matmul, np.matmul,
+           lambda r: [Sample((r.standard_normal(a), r.standard_normal(b))) for a, b in
+                      [((3, 4), (4, 5)), ((4,), (4, 3)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)),
+                       ((2, 3, 4), (2, 4, 5)), ((3, 4), (2, 4, 5)), ((2, 1, 3, 4), (3, 4, 2))]]),
+    OpInfo("linear", ("linear", "outer_grad"), gg.linear, lambda x, w, b: x @ w.T + b,
+           lambda r: [Sample((r.standard_normal((5, 3)), r.standard_normal((4, 3)), r.standard_normal((4,)))),
+                      Sample((r.standard_normal((2, 5, 3)), r.standard_normal((4, 3)), r.standard_normal((4,))))]),
+    OpInfo("linear_nobias", ("linear",), lambda x, w: gg.linear(x, w), lambda x, w: x @ w.T,
+           lambda r: [Sample((r.standard_normal((5, 3)), r.standard_normal((4, 3))))]),
+    OpInfo("relu", ("relu",), gg.relu, lambda a: np.maximum(a, 0), lambda r: _unary_samples(r, away_from_zero=True)),
+    OpInfo("tanh", ("tanh",), gg.tanh, np.tanh, _unary_samples),
+    OpInfo("sigmoid", ("sigmoid",), gg.sigmoid, lambda a: 1 / (1 + np.exp(-a)), _unary_samples),
+)
+
+INTERNAL_OPS.update({
+    "fill_like": "backward seeds and fill_/zero_ (tests/test_tensor.py)",
+    "step": "relu backward",
+    "expand_as": "reduction backward (sum_axis, mean_axis)",
+    "cast": "dtype conversion tests (tests/test_tensor.py)",
+})
