@@ -1,0 +1,112 @@
+"""Op-recording cost per queued op (graph mode) and eager per-op overhead.
+
+The recording cost is the floor of an uncaptured graph-mode step: every op pays
+validation + node building + queueing before anything computes.
+
+    PYTHONPATH=src python benchmarks/bench_record.py [--n 20000] [--profile]
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+
+import ggmlgrad as gg
+
+
+def _per_op_us(fn, n: int, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn(n)
+        best = min(best, time.perf_counter() - t0)
+    return best / n * 1e6
+
+
+def record_chain(n: int) -> None:
+    """n elementwise ops queued in graph mode, drained once (drain time excluded)."""
+    x = gg.ones(8, 8)
+    with gg.graph_mode(True):
+        y = x
+        for _ in range(n):
+            y = y * 1.0
+        gg.engine.ENGINE._discard()  # drop without computing: only recording is timed
+
+
+def record_binary(n: int) -> None:
+    """n tensor-tensor adds (two inputs: leaf lookups + broadcasting inference)."""
+    a, b = gg.ones(8, 8), gg.ones(8, 8)
+    with gg.graph_mode(True):
+        for _ in range(n):
+            a + b
+        gg.engine.ENGINE._discard()
+
+
+def record_autograd(n: int) -> None:
+    """n ops on a tensor that requires grad (tape Node recorded too)."""
+    x = gg.ones(8, 8, requires_grad=True)
+    with gg.graph_mode(True):
+        y = x
+        for _ in range(n):
+            y = y * 1.0
+        gg.engine.ENGINE._discard()
+
+
+def eager_small(n: int) -> None:
+    """n eager elementwise ops (each one a full graph compute)."""
+    x = gg.ones(8, 8)
+    for _ in range(n):
+        x * 1.0
+
+
+def eager_matmul(n: int) -> None:
+    a, b = gg.ones(64, 64), gg.ones(64, 64)
+    for _ in range(n):
+        a @ b
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=20000)
+    ap.add_argument("--profile", action="store_true", help="cProfile the graph-mode recording path")
+    args = ap.parse_args()
+    n = args.n
+    print(f"ggmlgrad {gg.__version__}; n={n} ops per measurement (best of 3)")
+    rows = [
+        ("graph mode: record x*1.0 (no grad)", record_chain, n),
+        ("graph mode: record a+b (no grad)", record_binary, n),
+        ("graph mode: record x*1.0 (requires_grad)", record_autograd, n),
+        ("eager: x*1.0, 8x8", eager_small, max(n // 10, 100)),
+        ("eager: 64x64 @ 64x64", eager_matmul, max(n // 10, 100)),
+    ]
+    for name, fn, count in rows:
+        fn(min(count, 100))  # warm-up
+        print(f"{name:45s} {_per_op_us(fn, count):8.2f} us/op")
+    try:
+        import torch
+        torch.set_num_threads(1)
+        a = torch.ones(8, 8)
+        b, c = torch.ones(64, 64), torch.ones(64, 64)
+
+        def t_small(k):
+            for _ in range(k):
+                a * 1.0
+
+        def t_mm(k):
+            for _ in range(k):
+                b @ c
+        print(f"{'torch eager: x*1.0, 8x8':45s} {_per_op_us(t_small, n):8.2f} us/op")
+        print(f"{'torch eager: 64x64 @ 64x64':45s} {_per_op_us(t_mm, n // 10):8.2f} us/op")
+    except ImportError:
+        print("(torch not installed: no reference)")
+    if args.profile:
+        pr = cProfile.Profile()
+        pr.enable()
+        record_autograd(n)
+        pr.disable()
+        pstats.Stats(pr).sort_stats("tottime").print_stats(15)
+
+
+if __name__ == "__main__":
+    main()
