@@ -165,6 +165,13 @@ class Engine:
         self.effects.append(lib.cpy(self.ctx, value_node, leaf))
         self.labels.append(label)
 
+    def queue_effect(self, node: int, label: str = "effect") -> None:
+        """Queue a node that writes in place by itself (e.g. ggml_opt_step_adamw); inside :meth:`exclusive` only."""
+        if self._hold == 0:
+            raise RuntimeError("ggmlgrad internal: queue_effect outside exclusive()")
+        self.effects.append(node)
+        self.labels.append(label)
+
     @contextmanager
     def exclusive(self, reason: str):
         """Drain, let the body queue reads and writes, drain them as their own graph.
