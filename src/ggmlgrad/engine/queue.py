@@ -79,6 +79,8 @@ class Engine:
         self._hold = 0
         self._draining = False
         self._fail_next: str | None = None
+        # Set by autograd while it builds gradient nodes: they are labelled "backward" in errors.
+        self.phase_label: str | None = None
         # Capture installs a guard here; it is told about uploads, downloads and drains.
         self.guard = None
         self._new_epoch_state()
@@ -143,7 +145,7 @@ class Engine:
             out._epoch = self.epoch
             out._status = PENDING
             self.roots.append((weakref.ref(out), node))
-            self.labels.append(label)
+            self.labels.append(self.phase_label or label)
             w = work or float(max(1, out.numel_))
             self.work += w
             if w > self.max_work:
@@ -152,6 +154,7 @@ class Engine:
                 if not modes.graph_enabled():
                     self.drain("eager")
                 elif modes.check_enabled():
+                    self.site = user_site(3)
                     self.drain("check")
                 elif self.site is None:
                     self.site = user_site(3)
@@ -253,7 +256,8 @@ class Engine:
                     a._node = 0
             except Exception as e:
                 COUNTERS.failed += 1
-                msg = self._failure_message(labels, site, e)
+                # Eager: the op that failed is the call that drained (no site was kept).
+                msg = self._failure_message(labels, site or user_site(1), e)
                 for ref, _ in roots:
                     a = ref()
                     if a is not None and a._status == PENDING and a._epoch == epoch:

@@ -84,6 +84,7 @@ def run_backward(root, gradient, retain_graph: bool = False) -> None:
     grads: dict[int, Tensor] = {id(fn): gradient}
     assigned: set[int] = set()
     token = _enabled.set(False)
+    prev_label, ENGINE.phase_label = ENGINE.phase_label, "backward"  # GraphError names these "backward"
     try:
         for node in reversed(order):
             g = grads.pop(id(node), None)
@@ -114,6 +115,7 @@ def run_backward(root, gradient, retain_graph: bool = False) -> None:
                 node.inputs = tuple(_Released(x) for x in node.inputs)
                 node.out_ref = None
     finally:
+        ENGINE.phase_label = prev_label
         _enabled.reset(token)
 
 
