@@ -124,6 +124,8 @@ class Engine:
         self.keep.append(s)
         a._leaf = leaf
         a._leaf_epoch = self.epoch
+        if self.guard is not None:
+            self.guard.on_leaf(a, leaf)  # capture: which computed tensors a recording references
         return leaf
 
     def begin(self, device: Device) -> int:
