@@ -205,6 +205,13 @@ def backend_set_threads_fn(reg: int):
     return _SET_THREADS_T(addr) if addr else None
 
 
+def backend_dev_memory(dev_ptr: int) -> tuple[int, int]:
+    """(free, total) bytes of a backend device, as ggml reports them."""
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    lib.backend_dev_memory(dev_ptr, ctypes.addressof(free), ctypes.addressof(total))
+    return free.value, total.value
+
+
 def pointer_array(values):
     """A C array of pointers (kept alive by the caller) and its address."""
     arr = (ctypes.c_void_p * len(values))(*values)

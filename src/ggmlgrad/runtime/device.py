@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextvars
 from functools import cached_property
 
-from .._ggml import consts, lib
+from .._ggml import backend_dev_memory, consts, lib
 
 _GPU_KIND = {"cuda": "cuda", "vulkan": "vulkan", "metal": "metal", "mtl": "metal", "sycl": "sycl",
              "opencl": "opencl", "cann": "cann", "webgpu": "webgpu", "rocm": "cuda", "hip": "cuda",
@@ -45,10 +45,7 @@ class Device:
 
     def memory(self) -> tuple[int, int]:
         """(free, total) bytes as reported by ggml."""
-        import ctypes
-        free, total = ctypes.c_size_t(), ctypes.c_size_t()
-        lib.backend_dev_memory(self.dev_ptr, ctypes.addressof(free), ctypes.addressof(total))
-        return free.value, total.value
+        return backend_dev_memory(self.dev_ptr)
 
     def __repr__(self) -> str:
         return f"device('{self.name}')"
