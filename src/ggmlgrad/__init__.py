@@ -20,6 +20,7 @@ from .tensor.creation import (arange, eye, full, full_like, linspace, manual_see
                               randn, zeros, zeros_like)
 from .tensor.functional import *  # noqa: F401,F403
 from .info import info
+from .tensor.gradcheck import GradcheckError, gradcheck
 
 
 def pending(t: Tensor) -> bool:
