@@ -1,5 +1,6 @@
 """Layer 4: ops — one definition per op (validation, ggml forward builder, backward rule)."""
 from .registry import REGISTRY, OpDef, define, op
 from . import elementwise, reduce, shape_ops, matmul, activation  # noqa: F401  (registration)
+from . import indexing  # noqa: F401  (registration)
 
 __all__ = ["REGISTRY", "OpDef", "define", "op"]
