@@ -1,11 +1,13 @@
-"""Reshape, transpose/permute (results are contiguous copies, not aliases)."""
+"""Reshape, permute, broadcast_to, slice (basic indexing core) and concat.
+
+Results are contiguous copies, never aliases of their input."""
 from __future__ import annotations
 
 from .._ggml import lib
 from ..engine import float32
-from .build import permute, reshape
-from .registry import define, op
-from .shapes import check_ndim, numel
+from .build import expand, permute, reshape, shape_only
+from .registry import define, op, same_float
+from .shapes import check_ndim, norm_axis, numel
 
 
 def _resolve_shape(a, shape) -> tuple:
@@ -53,3 +55,204 @@ def _permute(ctx, nodes, inputs, out, axes):
 
 
 _ = float32
+
+
+# ---------------------------------------------------------------- broadcast_to
+def _infer_broadcast_to(a, shape):
+    try:
+        shape = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise TypeError(f"broadcast_to: shape must be a sequence of ints, got {shape!r}") from None
+    check_ndim("broadcast_to", shape)
+    if len(shape) < a.ndim:
+        raise ValueError(f"broadcast_to: cannot broadcast {a.shape} to {shape} (fewer dimensions)")
+    lead = len(shape) - a.ndim
+    out = []
+    for i, s in enumerate(shape):
+        src = a.shape[i - lead] if i >= lead else None
+        if s == -1:
+            if src is None:
+                raise ValueError(f"broadcast_to: -1 is not allowed for the new leading dimension {i} "
+                                 f"(broadcasting {a.shape} to {shape})")
+            s = src
+        if s < 0:
+            raise ValueError(f"broadcast_to: negative size {s} in {shape}")
+        if src is not None and src != s and src != 1:
+            raise ValueError(f"broadcast_to: cannot broadcast {a.shape} to {shape} "
+                             f"(dimension {i}: {src} vs {s})")
+        out.append(s)
+    return tuple(out), a.dtype
+
+
+@define("broadcast_to", infer=_infer_broadcast_to,
+        backward=lambda g, n: op.sum_to_shape(g, shape=n.inputs[0].shape))
+def _broadcast_to(ctx, nodes, inputs, out, shape):
+    """Repeat size-1 (and new leading) dimensions to ``out.shape``."""
+    a = inputs[0]
+    src = nodes[0]
+    if a.shape == out.shape or numel(out.shape) == 0:
+        return lib.cont(ctx, src) if numel(out.shape) else lib.cont(ctx, reshape(ctx, src, out.shape))
+    full = (1,) * (len(out.shape) - a.ndim) + tuple(a.shape)
+    if full != a.shape:
+        src = reshape(ctx, src, full)
+    return expand(ctx, src, full, out.shape)
+
+
+# ---------------------------------------------------------------- slice (basic indexing core)
+def _infer_slice(a, start, stop, step):
+    """``start/stop/step``: one normalised entry per axis (0 <= start, step >= 1)."""
+    nd = a.ndim
+    if not (len(start) == len(stop) == len(step) == nd):
+        raise ValueError(f"slice: need one start/stop/step per dimension of {a.shape}, "
+                         f"got {start}, {stop}, {step}")
+    shape = []
+    for i, (b, e, s, d) in enumerate(zip(start, stop, step, a.shape)):
+        if s < 1:
+            raise ValueError(f"slice: step must be positive, got {s} on dimension {i} of {a.shape}")
+        if not (0 <= b <= d and 0 <= e <= d):
+            raise IndexError(f"slice: [{b}:{e}] is out of bounds for dimension {i} of size {d} ({a.shape})")
+        shape.append(len(range(b, e, s)))
+    return tuple(shape), a.dtype
+
+
+def _strides(shape: tuple) -> list[int]:
+    st = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        st[i] = st[i + 1] * shape[i + 1]
+    return st
+
+
+def _inner_stage(shape, start, step, out_shape) -> bool:
+    """A step along the innermost axis needs its own pass (ggml views keep nb0 = element size)."""
+    return bool(shape) and step[-1] != 1 and out_shape[-1] > 1
+
+
+def _outer_view(shape, start, step, out_shape, es):
+    """(ne, nb1..nb3, offset) of the strided view for a slice whose inner step is 1 (or unused)."""
+    st = _strides(shape)
+    nd = len(shape)
+    ne = list(reversed(out_shape)) + [1] * (4 - nd)
+    nb = [st[nd - 1 - k] * step[nd - 1 - k] * es if k < nd else 0 for k in range(4)]
+    for k in range(nd, 4):  # padded dims: size 1, stride past everything before
+        nb[k] = nb[k - 1] * ne[k - 1] if k else es
+    offset = sum(b * s for b, s in zip(start, st)) * es if numel(out_shape) else 0
+    return ne, nb, offset
+
+
+@define("slice", infer=_infer_slice,
+        backward=lambda g, n: op.slice_backward(g, shape=n.inputs[0].shape, start=n.params["start"],
+                                                step=n.params["step"]))
+def _slice(ctx, nodes, inputs, out, start, stop, step):
+    """x[b0:e0:s0, b1:e1:s1, ...] as strided ggml views made contiguous."""
+    a = inputs[0]
+    es = a.dtype.itemsize
+    node, shape = nodes[0], tuple(a.shape)
+    start, step = tuple(start), tuple(step)
+    if not shape:
+        return lib.cont(ctx, node)
+    if _inner_stage(shape, start, step, out.shape):
+        rows, L, n = numel(shape[:-1]), shape[-1], out.shape[-1]
+        v = lib.view_3d(ctx, node, 1, n, rows, step[-1] * es, L * es, start[-1] * es)
+        node = lib.cont(ctx, v)
+        shape = shape[:-1] + (n,)
+        start, step = start[:-1] + (0,), step[:-1] + (1,)
+    ne, nb, offset = _outer_view(shape, start, step, out.shape, es)
+    v = lib.view_4d(ctx, node, ne[0], ne[1], ne[2], ne[3], nb[1], nb[2], nb[3], offset)
+    return lib.cont(ctx, v)
+
+
+def _infer_slice_backward(g, shape, start, step):
+    same_float("slice_backward", g)
+    shape = tuple(shape)
+    if len(shape) != g.ndim:
+        raise ValueError(f"slice_backward: gradient {g.shape} and input shape {shape} differ in rank")
+    stop = tuple(b + (n - 1) * s + 1 if n else b for b, n, s in zip(start, g.shape, step))
+    if _infer_slice(_Shape(shape, g.dtype), start, stop, step)[0] != g.shape:
+        raise ValueError(f"slice_backward: gradient {g.shape} does not fit in {shape} at {start} step {step}")
+    return shape, g.dtype
+
+
+class _Shape:
+    """Just enough of a tensor for the slice validator."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype, self.ndim = tuple(shape), dtype, len(shape)
+
+
+def _zeros(ctx, shape):
+    return lib.fill(ctx, shape_only(ctx, shape), 0.0)
+
+
+@define("slice_backward", infer=_infer_slice_backward,
+        backward=lambda g, n: op.slice(g, start=n.params["start"], stop=_stop_of(n), step=n.params["step"]))
+def _slice_backward(ctx, nodes, inputs, out, shape, start, step):
+    """Zeros of ``shape`` with the gradient added at the slice's positions (ggml_acc)."""
+    g = inputs[0]
+    es = g.dtype.itemsize
+    shape, start, step = tuple(shape), tuple(start), tuple(step)
+    if numel(g.shape) == 0 or not shape:
+        return _zeros(ctx, shape) if numel(g.shape) == 0 else lib.cont(ctx, nodes[0])
+    inner = _inner_stage(shape, start, step, g.shape)
+    mid = shape[:-1] + (g.shape[-1],) if inner else shape
+    mstart = start[:-1] + (0,) if inner else start
+    mstep = step[:-1] + (1,) if inner else step
+    _, nb, offset = _outer_view(mid, mstart, mstep, g.shape, es)
+    node = lib.acc(ctx, _zeros(ctx, mid), nodes[0], nb[1], nb[2], nb[3], offset)
+    if inner:
+        rows, L, n = numel(shape[:-1]), shape[-1], g.shape[-1]
+        src = lib.reshape_3d(ctx, node, 1, n, rows)
+        node = lib.acc(ctx, _zeros(ctx, shape), src, step[-1] * es, L * es, rows * L * es, start[-1] * es)
+    return node
+
+
+def _stop_of(n):
+    """The stop of the slice that slice_backward's input was cut with."""
+    return tuple(b + (k - 1) * s + 1 if k else b
+                 for b, k, s in zip(n.params["start"], n.inputs[0].shape, n.params["step"]))
+
+
+# ---------------------------------------------------------------- concat
+def _infer_concat(*xs, axis):
+    if not xs:
+        raise ValueError("concat: expected a non-empty sequence of tensors")
+    first = xs[0]
+    if first.ndim == 0:
+        raise ValueError("concat: zero-dimensional tensors cannot be concatenated (use stack)")
+    ax = norm_axis("concat", axis, first.ndim)
+    for x in xs[1:]:
+        if x.device is not first.device:
+            raise ValueError(f"concat: tensors are on different devices ({first.device.name} and {x.device.name})")
+        if x.dtype is not first.dtype:
+            raise TypeError(f"concat: dtypes differ ({first.dtype.name} and {x.dtype.name})")
+        if x.ndim != first.ndim or any(s != t for i, (s, t) in enumerate(zip(x.shape, first.shape)) if i != ax):
+            raise ValueError(f"concat: shapes {', '.join(str(y.shape) for y in xs)} differ outside "
+                             f"dimension {axis}")
+    size = sum(x.shape[ax] for x in xs)
+    return first.shape[:ax] + (size,) + first.shape[ax + 1:], first.dtype
+
+
+def _concat_backward(g, n):
+    ax = norm_axis("concat", n.params["axis"], g.ndim)
+    grads, pos = [], 0
+    for x in n.inputs:
+        k = x.shape[ax]
+        if x.requires_grad:
+            start = tuple(pos if i == ax else 0 for i in range(g.ndim))
+            stop = tuple(pos + k if i == ax else s for i, s in enumerate(g.shape))
+            grads.append(op.slice(g, start=start, stop=stop, step=(1,) * g.ndim))
+        else:
+            grads.append(None)
+        pos += k
+    return tuple(grads)
+
+
+@define("concat", infer=_infer_concat, backward=_concat_backward)
+def _concat(ctx, nodes, inputs, out, axis):
+    """ggml_concat joins two at a time: fold left over the (non-empty) inputs."""
+    ax = norm_axis("concat", axis, out.ndim)
+    dim = out.ndim - 1 - ax
+    parts = [nd for nd, x in zip(nodes, inputs) if x.shape[ax] > 0] or [nodes[0]]
+    r = parts[0]
+    for p in parts[1:]:
+        r = lib.concat(ctx, r, p, dim)
+    return lib.cont(ctx, r) if r is parts[0] else r

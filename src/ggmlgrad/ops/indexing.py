@@ -1,0 +1,274 @@
+"""Indexing with int32 index tensors: index_select, gather, embedding, and their scatter-add backwards.
+
+Index values live on the device, so Python cannot see them without a read. ggml's
+get_rows asserts (aborting the process) on an out-of-range row, so every index goes
+through :func:`_safe_index` before it reaches get_rows: cast to float, clamped to the
+valid range, cast back — graph nodes, no host round trip. Hence:
+
+- eager mode: the index tensor is already computed, so the op reads it back (a
+  counted download) and raises ``IndexError`` naming the op for values out of range;
+- graph mode (or while a capture is recording): no read is possible, and
+  out-of-range indices are **clamped** to the nearest valid index.
+
+Gradients scatter-add with ``ggml_get_rows_back``: repeated indices accumulate.
+"""
+from __future__ import annotations
+
+from .._ggml import consts, lib
+from ..engine import COMPUTED, ENGINE, download, float32, graph_enabled, int32
+from .build import permute, reshape, shape_only
+from .registry import define, op, same_float
+from .shapes import check_ndim, norm_axis, numel
+
+# get_rows runs on float row numbers while offsets are added: exact up to 2**24.
+_EXACT_F32 = 2 ** 24
+
+
+# ---------------------------------------------------------------- validation
+def _check_index(opname: str, index, size: int, *, wrap: bool = False, what: str = "") -> None:
+    if index.dtype is not int32:
+        raise TypeError(f"{opname}: index must be an int32 tensor, got {index.dtype.name} {index.shape}")
+    if numel(index.shape) == 0:
+        return
+    if size == 0:
+        raise IndexError(f"{opname}: cannot index into an empty dimension{what}")
+    # Eager: the value is on the device and computed, so read it and refuse bad values.
+    # Graph mode / capture: no read; _safe_index clamps instead.
+    if graph_enabled() or ENGINE.guard is not None or index._status != COMPUTED:
+        return
+    vals = download(index, f"{opname} index check")
+    lo, hi = int(vals.min()), int(vals.max())
+    low_ok = -size if wrap else 0
+    if lo < low_ok or hi >= size:
+        bad = lo if lo < low_ok else hi
+        raise IndexError(f"{opname}: index {bad} is out of range for size {size}{what}")
+
+
+def _safe_index(ctx: int, node: int, size: int, wrap: bool = False, offsets: int | None = None) -> int:
+    """int32 index node → int32 node clamped to [0, size) (negative wrapped first when ``wrap``).
+
+    ``offsets`` (float, broadcastable) is added after clamping (flat indices for gather).
+    """
+    f = lib.cast(ctx, node, consts.TYPE_F32)
+    if wrap:
+        neg = lib.step(ctx, lib.neg(ctx, f))           # 1 where index < 0
+        f = lib.add(ctx, f, lib.scale(ctx, neg, float(size)))
+    f = lib.clamp(ctx, f, 0.0, float(size - 1))
+    if offsets is not None:
+        f = lib.add(ctx, f, offsets)
+    return lib.cast(ctx, f, consts.TYPE_I32)
+
+
+def _out_dtype(x):
+    return int32 if x.dtype is int32 else float32
+
+
+def _zeros_like_shape(ctx: int, shape: tuple, dtype) -> int:
+    z = lib.fill(ctx, shape_only(ctx, shape), 0.0)
+    return lib.cast(ctx, z, consts.TYPE_I32) if dtype is int32 else z
+
+
+def _axis_first(nd: int, axis: int) -> tuple:
+    return (axis,) + tuple(i for i in range(nd) if i != axis)
+
+
+def _axis_last(nd: int, axis: int) -> tuple:
+    return tuple(i for i in range(nd) if i != axis) + (axis,)
+
+
+def _inverse(perm: tuple) -> tuple:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
+
+
+def _permuted(ctx, node, perm):
+    """Contiguous copy of ``node`` with NumPy axes permuted (no-op for the identity)."""
+    if perm == tuple(range(len(perm))):
+        return node
+    return lib.cont(ctx, permute(ctx, node, perm))
+
+
+def _finish(ctx, node, shape_before_perm, inv):
+    """Reshape to ``shape_before_perm``, undo the permutation, return a contiguous non-view."""
+    node = reshape(ctx, node, shape_before_perm)
+    if inv != tuple(range(len(inv))):
+        node = permute(ctx, node, inv)
+    return lib.cont(ctx, node)
+
+
+# ---------------------------------------------------------------- index_select
+def _infer_index_select(x, index, axis, wrap=False):
+    if x.ndim == 0:
+        raise ValueError(f"index_select: cannot index a 0-d tensor (shape {x.shape})")
+    ax = norm_axis("index_select", axis, x.ndim)
+    if index.ndim > 1:
+        raise ValueError(f"index_select: index must be 1-D, got shape {index.shape}")
+    if x.device is not index.device:
+        raise ValueError("index_select: input and index are on different devices")
+    _check_index("index_select", index, x.shape[ax], wrap=wrap,
+                 what=f" (dimension {axis} of {x.shape})")
+    k = numel(index.shape)
+    return x.shape[:ax] + (k,) + x.shape[ax + 1:], _out_dtype(x)
+
+
+def _index_select_backward(g, n):
+    x, index = n.inputs
+    return op.index_select_backward(g, index, shape=x.shape, axis=n.params["axis"],
+                                    wrap=n.params.get("wrap", False)), None
+
+
+@define("index_select", infer=_infer_index_select, backward=_index_select_backward)
+def _index_select(ctx, nodes, inputs, out, axis, wrap=False):
+    """Rows of ``x`` along ``axis`` picked by a 1-D index (ggml_get_rows)."""
+    x, index = inputs
+    if numel(out.shape) == 0:
+        return _zeros_like_shape(ctx, out.shape, out.dtype)
+    ax = norm_axis("index_select", axis, x.ndim)
+    perm = _axis_first(x.ndim, ax)
+    L, k = x.shape[ax], numel(index.shape)
+    rest = tuple(x.shape[i] for i in perm[1:])
+    src = reshape(ctx, _permuted(ctx, nodes[0], perm), (L, numel(rest)))
+    ids = lib.reshape_1d(ctx, _safe_index(ctx, nodes[1], L, wrap), k)
+    rows = lib.get_rows(ctx, src, ids)
+    return _finish(ctx, rows, (k,) + rest, _inverse(perm))
+
+
+def _infer_index_select_backward(g, index, shape, axis, wrap=False):
+    same_float("index_select_backward", g)
+    shape = tuple(shape)
+    ax = norm_axis("index_select_backward", axis, len(shape))
+    want = shape[:ax] + (numel(index.shape),) + shape[ax + 1:]
+    if g.shape != want or index.dtype is not int32:
+        raise ValueError(f"index_select_backward: gradient {g.shape} does not match {want}")
+    return shape, float32
+
+
+@define("index_select_backward", infer=_infer_index_select_backward,
+        backward=lambda g, n: (op.index_select(g, n.inputs[1], axis=n.params["axis"],
+                                               wrap=n.params.get("wrap", False)), None))
+def _index_select_backward_fwd(ctx, nodes, inputs, out, shape, axis, wrap=False):
+    """Zeros of ``shape`` with each gradient row added at its index (repeats accumulate)."""
+    g, index = inputs
+    shape = tuple(shape)
+    if numel(g.shape) == 0 or numel(shape) == 0:
+        return _zeros_like_shape(ctx, shape, float32)
+    ax = norm_axis("index_select_backward", axis, len(shape))
+    perm = _axis_first(len(shape), ax)
+    L, k = shape[ax], numel(index.shape)
+    rest = tuple(shape[i] for i in perm[1:])
+    r = numel(rest)
+    gm = reshape(ctx, _permuted(ctx, nodes[0], perm), (k, r))
+    ids = lib.reshape_1d(ctx, _safe_index(ctx, nodes[1], L, wrap), k)
+    acc = lib.get_rows_back(ctx, gm, ids, shape_only(ctx, (L, r)))
+    return _finish(ctx, acc, (L,) + rest, _inverse(perm))
+
+
+# ---------------------------------------------------------------- gather
+def _infer_gather(x, index, axis):
+    if x.ndim == 0:
+        raise ValueError(f"gather: cannot gather from a 0-d tensor (shape {x.shape})")
+    ax = norm_axis("gather", axis, x.ndim)
+    if index.ndim != x.ndim:
+        raise ValueError(f"gather: index must have as many dimensions as the input: "
+                         f"input {x.shape}, index {index.shape}")
+    for i, (s, t) in enumerate(zip(x.shape, index.shape)):
+        if i != ax and s != t:
+            raise ValueError(f"gather: index {index.shape} and input {x.shape} differ in dimension {i} "
+                             f"(only dimension {axis} may differ)")
+    if x.device is not index.device:
+        raise ValueError("gather: input and index are on different devices")
+    if numel(x.shape) > _EXACT_F32 or numel(index.shape) > _EXACT_F32:
+        raise ValueError(f"gather: tensors with more than {_EXACT_F32} elements are not supported "
+                         f"(input {x.shape}, index {index.shape})")
+    _check_index("gather", index, x.shape[ax], what=f" (dimension {axis} of {x.shape})")
+    return tuple(index.shape), _out_dtype(x)
+
+
+def _flat_gather_index(ctx, index_node, index_shape, axis, L):
+    """Flat element numbers into the axis-last copy of the input, one per index element."""
+    nd = len(index_shape)
+    perm = _axis_last(nd, axis)
+    k = index_shape[axis]
+    b = numel(index_shape) // k
+    ip = reshape(ctx, _permuted(ctx, index_node, perm), (b, k))
+    offsets = lib.reshape_2d(ctx, lib.arange(ctx, 0.0, float(b * L), float(L)), 1, b)
+    flat = _safe_index(ctx, ip, L, offsets=offsets)
+    return lib.reshape_1d(ctx, flat, b * k), perm, b
+
+
+def _gather_backward(g, n):
+    x, index = n.inputs
+    return op.gather_backward(g, index, shape=x.shape, axis=n.params["axis"]), None
+
+
+@define("gather", infer=_infer_gather, backward=_gather_backward)
+def _gather(ctx, nodes, inputs, out, axis):
+    """out[..., j, ...] = x[..., index[..., j, ...], ...] along ``axis`` (PyTorch gather)."""
+    x, index = inputs
+    if numel(out.shape) == 0:
+        return _zeros_like_shape(ctx, out.shape, out.dtype)
+    ax = norm_axis("gather", axis, x.ndim)
+    L = x.shape[ax]
+    flat, perm, b = _flat_gather_index(ctx, nodes[1], index.shape, ax, L)
+    src = reshape(ctx, _permuted(ctx, nodes[0], perm), (b * L, 1))   # every element its own row
+    picked = lib.get_rows(ctx, src, flat)
+    return _finish(ctx, picked, tuple(index.shape[i] for i in perm), _inverse(perm))
+
+
+def _infer_gather_backward(g, index, shape, axis):
+    same_float("gather_backward", g)
+    if g.shape != index.shape:
+        raise ValueError(f"gather_backward: gradient {g.shape} and index {index.shape} differ")
+    return tuple(shape), float32
+
+
+@define("gather_backward", infer=_infer_gather_backward,
+        backward=lambda g, n: (op.gather(g, n.inputs[1], axis=n.params["axis"]), None))
+def _gather_backward_fwd(ctx, nodes, inputs, out, shape, axis):
+    """Zeros of ``shape`` with each gradient element added at its gathered position."""
+    g, index = inputs
+    shape = tuple(shape)
+    if numel(g.shape) == 0 or numel(shape) == 0:
+        return _zeros_like_shape(ctx, shape, float32)
+    ax = norm_axis("gather_backward", axis, len(shape))
+    L = shape[ax]
+    flat, perm, b = _flat_gather_index(ctx, nodes[1], index.shape, ax, L)
+    gm = reshape(ctx, _permuted(ctx, nodes[0], perm), (numel(g.shape), 1))
+    acc = lib.get_rows_back(ctx, gm, flat, shape_only(ctx, (b * L, 1)))
+    return _finish(ctx, acc, tuple(shape[i] for i in perm), _inverse(perm))
+
+
+# ---------------------------------------------------------------- embedding
+def _infer_embedding(weight, index):
+    if weight.ndim != 2:
+        raise ValueError(f"embedding: weight must be 2-D (num_embeddings, dim), got {weight.shape}")
+    if index.ndim > 3:
+        raise ValueError(f"embedding: index may have at most 3 dimensions, got {index.shape}")
+    if weight.device is not index.device:
+        raise ValueError("embedding: weight and index are on different devices")
+    _check_index("embedding", index, weight.shape[0], what=f" (weight {weight.shape})")
+    shape = tuple(index.shape) + (weight.shape[1],)
+    check_ndim("embedding", shape)
+    return shape, _out_dtype(weight)
+
+
+def _embedding_backward(g, n):
+    weight, index = n.inputs
+    k = numel(index.shape)
+    g2 = op.reshape(g, shape=(k, weight.shape[1])) if g.ndim != 2 else g
+    i1 = op.reshape(index, shape=(k,)) if index.ndim != 1 else index
+    return op.index_select_backward(g2, i1, shape=weight.shape, axis=0), None
+
+
+@define("embedding", infer=_infer_embedding, backward=_embedding_backward)
+def _embedding(ctx, nodes, inputs, out):
+    """weight[index]: one row of ``weight`` per index element (ggml_get_rows)."""
+    weight, index = inputs
+    if numel(out.shape) == 0:
+        return _zeros_like_shape(ctx, out.shape, out.dtype)
+    k = numel(index.shape)
+    ids = lib.reshape_1d(ctx, _safe_index(ctx, nodes[1], weight.shape[0]), k)
+    rows = lib.get_rows(ctx, nodes[0], ids)
+    return rows if index.ndim == 1 else lib.cont(ctx, reshape(ctx, rows, out.shape))
