@@ -1,0 +1,320 @@
+"""Ops behind ``gg.nn``: layer norm, masked softmax, attention, fused losses, one-hot.
+
+Each op validates its inputs in ``infer`` (a ggml assertion would abort the
+process), builds ggml nodes in its forward, and has a backward rule written
+with ops, so gradients are graph nodes in the same queue.
+
+Attention: the forward runs ggml's fused ``flash_attn_ext`` (set
+``FLASH_ATTENTION = False`` to compose it from matmul + masked softmax
+instead); the backward is composed from matmuls and the softmax gradient,
+because ``ggml_flash_attn_back`` is marked "needs to be adapted to
+flash_attn_ext" in ggml 0.20 and does not take a mask.
+"""
+from __future__ import annotations
+
+from .._ggml import consts, lib
+from ..engine import float32, int32
+from .build import expand, permute, reshape
+from .registry import define, op, same_device, same_float
+from .shapes import check_ndim, numel
+
+#: Use ggml_flash_attn_ext for the attention forward (else matmul + softmax).
+FLASH_ATTENTION = True
+
+
+def _real(name: str, key: str, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"{name}: `{key}` must be a real number, got {v!r}")
+    return float(v)
+
+
+def _rows(shape: tuple) -> int:
+    return numel(shape[:-1]) if shape else 1
+
+
+# ---------------------------------------------------------------- layer norm
+def _infer_layer_norm(x, eps):
+    same_float("layer_norm", x)
+    if x.ndim == 0:
+        raise ValueError("layer_norm: input must have at least 1 dimension")
+    if _real("layer_norm", "eps", eps) < 0:
+        raise ValueError(f"layer_norm: eps must be >= 0, got {eps}")
+    return x.shape, float32
+
+
+def _layer_norm_backward(g, n):
+    """d/dx of (x - mean) * rstd over the last axis: rstd * (g - mean(g) - xhat * mean(g * xhat))."""
+    x = n.inputs[0]
+    xhat = n.output
+    mu = op.mean(x, axis=-1, keepdim=True)
+    var = op.mean(op.square(op.sub(x, mu)), axis=-1, keepdim=True)
+    rstd = op.pow_scalar(op.add_scalar(var, c=n.params["eps"]), p=-0.5)
+    inner = op.sub(op.sub(g, op.mean(g, axis=-1, keepdim=True)),
+                   op.mul(xhat, op.mean(op.mul(g, xhat), axis=-1, keepdim=True)))
+    return op.mul(inner, rstd)
+
+
+@define("layer_norm", infer=_infer_layer_norm, backward=_layer_norm_backward, save_output=True,
+        work=lambda x, eps: 5.0 * numel(x.shape))
+def _layer_norm(ctx, nodes, inputs, out, eps):
+    """(x - mean) / sqrt(var + eps) over the last axis (biased variance, as PyTorch), via ggml_norm."""
+    return lib.norm(ctx, nodes[0], float(eps))
+
+
+# ---------------------------------------------------------------- masked, scaled softmax over the last axis
+def _check_mask(name: str, mask, target: tuple) -> None:
+    """A mask must match ``target`` in its last two axes (rows may be 1) and be 1 or equal elsewhere."""
+    same_float(name, mask)
+    if mask.ndim > len(target):
+        raise ValueError(f"{name}: mask {mask.shape} has more dimensions than the scores {target}")
+    m = (1,) * (len(target) - mask.ndim) + tuple(mask.shape)
+    ok = m[-1] == target[-1] and (len(target) < 2 or m[-2] in (1, target[-2]))
+    ok = ok and all(a in (1, b) for a, b in zip(m[:-2], target[:-2]))
+    if not ok:
+        raise ValueError(f"{name}: mask of shape {mask.shape} does not broadcast to the scores {target} "
+                         f"(last axis must match; other axes 1 or equal)")
+
+
+def _mask_node(ctx, node, mask_shape: tuple, target: tuple, ggml_type: int = consts.TYPE_F32) -> int:
+    """The mask as ggml wants it: padded to the target's ndim, rows expanded, contiguous, of ``ggml_type``."""
+    m = (1,) * (len(target) - len(mask_shape)) + tuple(mask_shape)
+    node = reshape(ctx, node, m)
+    if len(m) >= 2 and m[-2] != target[-2]:
+        full = m[:-2] + target[-2:]
+        node = expand(ctx, node, m, full)
+    else:
+        node = lib.cont(ctx, node)
+    if ggml_type != consts.TYPE_F32:
+        node = lib.cast(ctx, node, ggml_type)
+    return node
+
+
+def _infer_masked_softmax(x, *mask, scale=1.0, causal=False):
+    same_float("masked_softmax", x)
+    if x.ndim == 0:
+        raise ValueError("masked_softmax: input must have at least 1 dimension")
+    _real("masked_softmax", "scale", scale)
+    if not isinstance(causal, bool):
+        raise TypeError(f"masked_softmax: causal must be a bool, got {causal!r}")
+    if causal and x.ndim < 2:
+        raise ValueError(f"masked_softmax: causal masking needs at least 2 dimensions, got {x.shape}")
+    if len(mask) > 1:
+        raise TypeError("masked_softmax: at most one mask")
+    if mask:
+        same_device("masked_softmax", x, mask[0])
+        _check_mask("masked_softmax", mask[0], x.shape)
+    return x.shape, float32
+
+
+def _masked_softmax_backward(g, n):
+    y = n.output
+    gy = op.sub(g, op.sum(op.mul(g, y), axis=-1, keepdim=True))
+    gx = op.mul(y, gy)
+    scale = n.params.get("scale", 1.0)
+    if scale != 1.0:
+        gx = op.scale(gx, c=scale)
+    return (gx,) + (None,) * (len(n.inputs) - 1)
+
+
+@define("masked_softmax", infer=_infer_masked_softmax, backward=_masked_softmax_backward, save_output=True,
+        work=lambda x, *m, **p: 5.0 * numel(x.shape))
+def _masked_softmax(ctx, nodes, inputs, out, scale=1.0, causal=False):
+    """softmax(x * scale + mask) over the last axis; ``causal`` masks columns j > i (top-left aligned)."""
+    x = nodes[0]
+    if causal:
+        x = lib.diag_mask_inf(ctx, x, 0)
+    mask = _mask_node(ctx, nodes[1], inputs[1].shape, inputs[0].shape) if len(nodes) > 1 else None
+    return lib.soft_max_ext(ctx, x, mask, float(scale), 0.0)
+
+
+# ---------------------------------------------------------------- attention (B, H, L, D)
+def _infer_attention(q, k, v, *mask, scale, causal=False):
+    name = "attention"
+    same_device(name, q, k, v, *mask)
+    same_float(name, q, k, v)
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise ValueError(f"{name}: q, k, v must be 4-D (batch, heads, length, dim), got {q.shape}, {k.shape}, {v.shape}")
+    b, h, lq, d = q.shape
+    if k.shape[:2] != (b, h) or v.shape[:2] != (b, h) or k.shape[3] != d or v.shape[2] != k.shape[2]:
+        raise ValueError(f"{name}: shapes do not fit: q {q.shape}, k {k.shape}, v {v.shape} "
+                         f"(expected k (B, H, S, D) and v (B, H, S, Dv) with q (B, H, L, D))")
+    _real(name, "scale", scale)
+    if not isinstance(causal, bool):
+        raise TypeError(f"{name}: causal must be a bool, got {causal!r}")
+    if len(mask) > 1:
+        raise TypeError(f"{name}: at most one mask")
+    target = (b, h, lq, k.shape[2])
+    if mask:
+        _check_mask(name, mask[0], target)
+    return (b, h, lq, v.shape[3]), float32
+
+
+def _attention_backward(g, n):
+    """Composed: P = softmax(scale * Q K^T + mask); dV = P^T dO; dS = P * (dP - rowsum(dP * P)) * scale."""
+    q, k, v = n.inputs[:3]
+    mask = n.inputs[3:]
+    scale, causal = n.params["scale"], n.params.get("causal", False)
+    p = op.masked_softmax(op.matmul(q, op.transpose_last(k)), *mask, scale=scale, causal=causal)
+    gv = op.matmul(op.transpose_last(p), g) if v.requires_grad else None
+    gq = gk = None
+    if q.requires_grad or k.requires_grad:
+        dp = op.matmul(g, op.transpose_last(v))
+        ds = op.scale(op.mul(p, op.sub(dp, op.sum(op.mul(dp, p), axis=-1, keepdim=True))), c=scale)
+        gq = op.matmul(ds, k) if q.requires_grad else None
+        gk = op.matmul(op.transpose_last(ds), q) if k.requires_grad else None
+    return (gq, gk, gv) + (None,) * len(mask)
+
+
+def _work_attention(q, k, v, *m, **p):
+    b, h, lq, d = q.shape
+    return 2.0 * b * h * lq * k.shape[2] * (d + v.shape[3])
+
+
+@define("attention", infer=_infer_attention, backward=_attention_backward, work=_work_attention)
+def _attention(ctx, nodes, inputs, out, scale, causal=False):
+    """softmax(scale * q @ k^T + mask [+ causal]) @ v, via ggml_flash_attn_ext (or composed)."""
+    q, k, v = inputs[:3]
+    target = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    if not FLASH_ATTENTION:
+        return _attention_composed(ctx, nodes, inputs, target, scale, causal)
+    mask = None
+    if len(nodes) > 3:
+        mask = _mask_node(ctx, nodes[3], inputs[3].shape, target)
+    if causal:
+        if mask is None:
+            # A zero (L, S) plane built on the device (no upload), then -inf above the diagonal.
+            ar = lib.arange(ctx, 0.0, float(target[3]), 1.0)
+            mask = lib.fill(ctx, lib.repeat_4d(ctx, ar, target[3], target[2], 1, 1), 0.0)
+        mask = lib.diag_mask_inf(ctx, mask, 0)
+    if mask is not None:
+        mask = lib.cast(ctx, mask, consts.TYPE_F16)  # the CPU kernel reads an F16 mask
+    r = lib.flash_attn_ext(ctx, nodes[0], nodes[1], nodes[2], mask, float(scale), 0.0, 0.0)
+    lib.flash_attn_ext_set_prec(r, consts.PREC_F32)
+    # r is (B, L, H, Dv) in NumPy order; the op returns (B, H, L, Dv).
+    return lib.cont(ctx, permute(ctx, r, (0, 2, 1, 3)))
+
+
+def _attention_composed(ctx, nodes, inputs, target, scale, causal):
+    nq, nk, nv = nodes[:3]
+    s = lib.mul_mat(ctx, nk, nq)                      # (B, H, L, S): ggml mul_mat(k, q) = q @ k^T
+    lib.mul_mat_set_prec(s, consts.PREC_F32)
+    if causal:
+        s = lib.diag_mask_inf(ctx, s, 0)
+    mask = _mask_node(ctx, nodes[3], inputs[3].shape, target) if len(nodes) > 3 else None
+    p = lib.soft_max_ext(ctx, s, mask, float(scale), 0.0)
+    vt = lib.cont(ctx, permute(ctx, nv, (0, 1, 3, 2)))  # (B, H, Dv, S)
+    r = lib.mul_mat(ctx, vt, p)                        # p @ v
+    lib.mul_mat_set_prec(r, consts.PREC_F32)
+    return r
+
+
+# ---------------------------------------------------------------- fused softmax cross-entropy (per row)
+def _infer_sce(x, q):
+    same_device("softmax_cross_entropy", x, q)
+    same_float("softmax_cross_entropy", x, q)
+    if x.ndim == 0 or x.shape != q.shape:
+        raise ValueError(f"softmax_cross_entropy: logits {x.shape} and target probabilities {q.shape} "
+                         f"must have the same shape (..., classes)")
+    if x.shape[-1] == 0:
+        raise ValueError("softmax_cross_entropy: zero classes")
+    return x.shape[:-1], float32
+
+
+def _sce_backward(g, n):
+    """d/dx of -sum(q * log_softmax(x)) = softmax(x) * sum(q) - q (targets get no gradient)."""
+    x, q = n.inputs
+    gcol = op.reshape(g, shape=tuple(g.shape) + (1,))
+    p = op.masked_softmax(x, scale=1.0)
+    d = op.sub(op.mul(p, op.sum(q, axis=-1, keepdim=True)), q)
+    return op.mul(d, gcol), None
+
+
+@define("softmax_cross_entropy", infer=_infer_sce, backward=_sce_backward,
+        work=lambda x, q: 6.0 * numel(x.shape))
+def _softmax_cross_entropy(ctx, nodes, inputs, out):
+    """Row losses -sum_c q_c log_softmax(x)_c over the last axis, stable (row max subtracted)."""
+    x = inputs[0]
+    c = x.shape[-1]
+    rows = _rows(x.shape)
+    nx = reshape(ctx, nodes[0], (rows, c))
+    nq = reshape(ctx, nodes[1], (rows, c))
+    m = lib.pool_1d(ctx, nx, consts.POOL_MAX, c, c, 0)       # (rows, 1) row maxima
+    xs = lib.sub(ctx, nx, lib.repeat(ctx, m, nx))
+    lse = lib.log(ctx, lib.sum_rows(ctx, lib.exp(ctx, xs)))   # (rows, 1)
+    qsum = lib.sum_rows(ctx, nq)
+    qx = lib.sum_rows(ctx, lib.mul(ctx, nq, xs))
+    loss = lib.sub(ctx, lib.mul(ctx, qsum, lse), qx)          # sum(q) * lse - sum(q * xs)
+    return lib.cont(ctx, reshape(ctx, loss, out.shape if out.shape else (1,)))
+
+
+# ---------------------------------------------------------------- one-hot (built on the device)
+def _infer_one_hot(idx, num_classes, ignore_index=None):
+    if idx.dtype is not int32:
+        raise TypeError(f"one_hot: indices must be int32, got {idx.dtype.name}")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+        raise ValueError(f"one_hot: num_classes must be a positive int, got {num_classes!r}")
+    if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
+        raise TypeError(f"one_hot: ignore_index must be an int or None, got {ignore_index!r}")
+    shape = tuple(idx.shape) + (num_classes,)
+    check_ndim("one_hot", shape)
+    return shape, float32
+
+
+def _eq_const(ctx, node, c: float) -> int:
+    """1.0 where node == c (integer-valued floats), else 0.0."""
+    return lib.step(ctx, lib.scale_bias(ctx, lib.abs(ctx, lib.scale_bias(ctx, node, 1.0, -c)), -1.0, 0.5))
+
+
+@define("one_hot", infer=_infer_one_hot, differentiable=False)
+def _one_hot(ctx, nodes, inputs, out, num_classes, ignore_index=None):
+    """Row i is e_{idx[i]}; indices outside [0, C) or equal to ``ignore_index`` give a zero row."""
+    n = max(numel(inputs[0].shape), 1)
+    c = num_classes
+    t = lib.cast(ctx, reshape(ctx, nodes[0], (n, 1)), consts.TYPE_F32)       # (n, 1)
+    tt = lib.repeat_4d(ctx, t, c, n, 1, 1)                                    # (n, c)
+    cols = lib.repeat_4d(ctx, lib.arange(ctx, 0.0, float(c), 1.0), c, n, 1, 1)
+    diff = lib.abs(ctx, lib.sub(ctx, tt, cols))
+    oh = lib.step(ctx, lib.scale_bias(ctx, diff, -1.0, 0.5))                  # |t - j| < 0.5
+    if ignore_index is not None and 0 <= ignore_index < c:
+        keep = lib.scale_bias(ctx, _eq_const(ctx, t, float(ignore_index)), -1.0, 1.0)
+        oh = lib.mul(ctx, oh, lib.repeat(ctx, keep, oh))
+    return lib.cont(ctx, reshape(ctx, oh, out.shape))
+
+
+# ---------------------------------------------------------------- binary cross-entropy with logits
+def _infer_bce(x, y, *pw):
+    same_device("bce_with_logits", x, y, *pw)
+    same_float("bce_with_logits", x, y, *pw)
+    if x.shape != y.shape:
+        raise ValueError(f"bce_with_logits: target shape {y.shape} must equal input shape {x.shape}")
+    if pw:
+        p = pw[0].shape
+        if len(p) > x.ndim or any(a not in (1, b) for a, b in zip(p[::-1], x.shape[::-1])):
+            raise ValueError(f"bce_with_logits: pos_weight {p} does not broadcast to the input {x.shape}")
+    return x.shape, float32
+
+
+def _bce_backward(g, n):
+    """d/dx of (1 - y) x + L softplus(-x), L = 1 + (pw - 1) y:  (1 - y) - L sigmoid(-x)."""
+    x, y = n.inputs[:2]
+    s = op.sigmoid(op.neg(x))
+    one_minus_y = op.add_scalar(op.neg(y), c=1.0)
+    if len(n.inputs) == 3:
+        big_l = op.add_scalar(op.mul(op.add_scalar(n.inputs[2], c=-1.0), y), c=1.0)
+        s = op.mul(s, big_l)
+    return (op.mul(g, op.sub(one_minus_y, s)), None) + ((None,) if len(n.inputs) == 3 else ())
+
+
+@define("bce_with_logits", infer=_infer_bce, backward=_bce_backward, work=lambda x, *r: 8.0 * numel(x.shape))
+def _bce_with_logits(ctx, nodes, inputs, out):
+    """Elementwise (1 - y) x + L (log(1 + exp(-|x|)) + max(-x, 0)): no overflow for large |x|."""
+    nx, ny = nodes[:2]
+    sp = lib.add(ctx, lib.log(ctx, lib.scale_bias(ctx, lib.exp(ctx, lib.neg(ctx, lib.abs(ctx, nx))), 1.0, 1.0)),
+                 lib.relu(ctx, lib.neg(ctx, nx)))                            # softplus(-x)
+    if len(nodes) == 3:
+        ps = tuple(inputs[2].shape)
+        p_full = (1,) * (len(out.shape) - len(ps)) + ps
+        pw = nodes[2] if p_full == out.shape else expand(ctx, reshape(ctx, nodes[2], p_full), p_full, out.shape)
+        big_l = lib.scale_bias(ctx, lib.mul(ctx, lib.scale_bias(ctx, pw, 1.0, -1.0), ny), 1.0, 1.0)
+        sp = lib.mul(ctx, sp, big_l)
+    return lib.add(ctx, lib.mul(ctx, lib.scale_bias(ctx, ny, -1.0, 1.0), nx), sp)
