@@ -49,6 +49,12 @@ class Node:
                     f"it was saved for backward (version {v} → {x._version}); its gradient would be "
                     f"wrong. Clone the tensor before the in-place op, or do the in-place op after "
                     f"backward.")
+        o = self.out_ref() if self.out_ref is not None else None
+        if o is not None and o._version != 0:  # the saved output was modified in place
+            raise RuntimeError(
+                f"{self.name} backward: its output (shape {o.shape}) was modified in place after it was "
+                f"saved for backward (version 0 → {o._version}); its gradient would be wrong. Clone the "
+                f"output before the in-place op.")
 
 
 def _topo(root_fn: Node) -> list[Node]:
@@ -81,6 +87,9 @@ def run_backward(root, gradient, retain_graph: bool = False) -> None:
             return
         raise RuntimeError("backward: tensor does not require grad and has no grad_fn")
     order = _topo(fn)
+    # Saved outputs are weak refs (out.grad_fn → node would otherwise be a cycle); their
+    # consumers' inputs keep them alive, and releasing a consumer must not free them mid-pass.
+    saved_outputs = [n.out_ref() for n in order if n.out_ref is not None]
     grads: dict[int, Tensor] = {id(fn): gradient}
     assigned: set[int] = set()
     token = _enabled.set(False)
@@ -117,6 +126,7 @@ def run_backward(root, gradient, retain_graph: bool = False) -> None:
     finally:
         ENGINE.phase_label = prev_label
         _enabled.reset(token)
+        del saved_outputs
 
 
 class _Released:
