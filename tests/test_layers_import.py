@@ -1,7 +1,7 @@
 """The layer rule of SPEC §1, checked on the source: imports point downward only.
 
 _ggml -> runtime -> engine -> ops -> tensor -> toolkit (nn, optim, data, io, capture,
-distributions, testing, ...) -> the package root -> the applications (demo, __main__).
+distributions, ...) -> the package root -> the applications (demo, __main__, the testing tables).
 A module may import its own layer or a lower one, never a higher one; only ``_ggml``
 imports ``ctypes``. Every import statement counts, including ones inside functions
 (a lazy import upward is still an upward dependency).

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Rebuild ggml from the libggml-python sdist with native code (-march=native), llamafile sgemm
+# and OpenBLAS, replacing the prebuilt (portable, no BLAS) wheel in the current Python env.
+#
+#   bash scripts/build-fast-ggml.sh            # uses `python3` (or $PYTHON) on PATH
+#   PYTHON=/path/to/venv/bin/python bash scripts/build-fast-ggml.sh
+#
+# Afterwards `python -c "import ggmlgrad as gg; print(gg.info())"` reports
+# "accelerators": ["BLAS"] and "build": "fast (BLAS)". The native build is tuned to this CPU:
+# don't copy it to another machine. Undo with:
+#   pip install --force-reinstall --no-deps libggml-python==0.20.2.post1
+set -euo pipefail
+
+PYTHON="${PYTHON:-python3}"
+GGML_VERSION="0.20.2.post1"
+
+need_apt=()
+command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+if ! { [ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] \
+       || ls /usr/include/*/openblas*/cblas.h >/dev/null 2>&1 \
+       || ldconfig -p 2>/dev/null | grep -q libopenblas.so; }; then
+    need_apt+=(libopenblas-dev)
+fi
+if [ "${#need_apt[@]}" -gt 0 ]; then
+    echo "build-fast-ggml: installing ${need_apt[*]} (apt-get)"
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+
+echo "build-fast-ggml: building libggml-python==${GGML_VERSION} from source (a few minutes)"
+CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_LLAMAFILE=ON -DGGML_BLAS=ON -DGGML_BLAS_VENDOR=OpenBLAS" \
+    "$PYTHON" -m pip install --force-reinstall --no-deps --no-cache-dir --no-binary libggml-python \
+    "libggml-python==${GGML_VERSION}"
+
+"$PYTHON" - <<'EOF'
+import importlib.util, pathlib
+root = pathlib.Path(next(iter(importlib.util.find_spec("libggml").submodule_search_locations)))
+blas = sorted(p.name for p in root.rglob("*ggml-blas.*") if p.suffix in (".so", ".dylib", ".dll"))
+if not blas:
+    raise SystemExit(f"build-fast-ggml: no ggml-blas library under {root} (was OpenBLAS found by cmake?)")
+try:
+    import ggmlgrad as gg
+except ImportError:
+    print("build-fast-ggml: built", blas[0], "under", root)
+else:
+    info = gg.info()
+    print("build-fast-ggml:", info["build"], "| accelerators:", info["accelerators"], "|", info["library_dir"])
+EOF
