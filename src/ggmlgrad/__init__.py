@@ -19,6 +19,7 @@ from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enab
 from .tensor.creation import (arange, eye, full, full_like, linspace, manual_seed, ones, ones_like, rand, randint,
                               randn, zeros, zeros_like)
 from .tensor.functional import *  # noqa: F401,F403
+from .tensor.functional_shape import *  # noqa: F401,F403
 from .info import info
 from .tensor.gradcheck import GradcheckError, gradcheck
 

@@ -3,5 +3,6 @@ from ..ops.registry import _Dispatcher
 from . import tape
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tensor import Tensor, as_tensor, tensor
+from . import shape_methods  # noqa: F401  (attaches indexing/shape methods to Tensor)
 
 _Dispatcher.apply = staticmethod(tape.apply)

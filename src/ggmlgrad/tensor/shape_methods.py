@@ -1,0 +1,212 @@
+"""Tensor methods for shapes and indexing, attached to :class:`Tensor` at import.
+
+``t[...]`` supports NumPy basic indexing: ints (negative ok), slices with positive
+steps along any axis, ``None``/newaxis and ``...``; plus ONE integer index (an int32
+tensor, a list or an int array) combined with slices, which selects along its axis
+(``index_select``; negative values count from the end). The result is a new
+contiguous tensor (no views). Negative steps and boolean masks raise (a mask's result
+shape depends on the data, which would need a device read).
+
+>>> import ggmlgrad as gg
+>>> x = gg.arange(12.0).reshape(3, 4)
+>>> x[1].tolist(), x[:, ::2].shape, x[None, -1, 1:].shape
+([4.0, 5.0, 6.0, 7.0], (3, 2), (1, 3))
+>>> x[[2, 0]].shape
+(2, 4)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine import int32
+from ..ops import op
+from ..ops.shapes import check_ndim
+from . import functional_shape as F
+from .functional_shape import IndexRangeError
+from .tensor import Tensor
+
+
+# ---------------------------------------------------------------- __getitem__
+def _is_int(k) -> bool:
+    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+
+
+def _advanced(k) -> bool:
+    return isinstance(k, (Tensor, list, np.ndarray))
+
+
+def _check_key_item(k) -> None:
+    if isinstance(k, (bool, np.bool_)):
+        raise TypeError("indexing: boolean indices (masks) are not supported: the result shape would "
+                        "depend on the data; use gg.where / multiplication by a mask instead")
+    if isinstance(k, Tensor) and k.dtype is not int32:
+        raise TypeError(f"indexing: index tensors must be int32 (got {k.dtype.name}); boolean/float masks "
+                        f"are not supported")
+    if isinstance(k, (list, np.ndarray)):
+        arr = np.asarray(k)
+        if arr.dtype.kind == "b":
+            raise TypeError("indexing: boolean masks are not supported (the result shape would depend on "
+                            "the data)")
+        if arr.size and arr.dtype.kind not in "iu":
+            raise TypeError(f"indexing: index lists/arrays must hold integers, got dtype {arr.dtype}")
+    if not (k is None or k is Ellipsis or isinstance(k, slice) or _is_int(k) or _advanced(k)):
+        raise TypeError(f"indexing: unsupported index {k!r} (ints, slices, None, ..., or one int "
+                        f"tensor/list are supported)")
+
+
+def getitem(x: Tensor, key) -> Tensor:
+    """``x[key]`` with NumPy basic indexing plus one integer index tensor/list (see module doc)."""
+    key = key if isinstance(key, tuple) else (key,)
+    for k in key:
+        _check_key_item(k)
+    if sum(k is Ellipsis for k in key) > 1:
+        raise IndexError("indexing: an index can only have a single ellipsis ('...')")
+    consuming = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if consuming > x.ndim:
+        raise IndexRangeError(f"indexing: too many indices for a tensor of shape {x.shape}: {consuming} "
+                              f"were indexed")
+    if sum(1 for k in key if _advanced(k)) > 1:
+        raise TypeError("indexing: only one index tensor/list per indexing expression is supported; "
+                        "index in two steps or use gg.gather")
+    if Ellipsis in [k for k in key if not _advanced(k)]:
+        i = next(j for j, k in enumerate(key) if k is Ellipsis)
+        key = key[:i] + (slice(None),) * (x.ndim - consuming) + key[i + 1:]
+    else:
+        key = key + (slice(None),) * (x.ndim - consuming)
+
+    start, stop, step = [], [], []
+    out_shape: list = []      # final shape; the advanced axis is filled in below
+    sliced_shape = []
+    adv = None                # (axis in x, index)
+    axis = 0
+    for k in key:
+        if k is None:
+            out_shape.append(1)
+            continue
+        n = x.shape[axis]
+        if isinstance(k, slice):
+            b, e, s = k.indices(n) if k.step is None or k.step > 0 else (0, 0, k.step)
+            if s <= 0:
+                raise ValueError(f"indexing: negative or zero slice steps are not supported "
+                                 f"(got step {k.step} on dimension {axis} of {x.shape})")
+            start.append(b), stop.append(e), step.append(s)
+            ln = len(range(b, e, s))
+            sliced_shape.append(ln)
+            out_shape.append(ln)
+        elif _is_int(k):
+            i = int(k)
+            if not -n <= i < n:
+                raise IndexRangeError(f"indexing: index {i} is out of range for dimension {axis} with "
+                                      f"size {n} (shape {x.shape})")
+            i %= n
+            start.append(i), stop.append(i + 1), step.append(1)
+            sliced_shape.append(1)
+        else:
+            start.append(0), stop.append(n), step.append(1)
+            sliced_shape.append(n)
+            adv = (axis, len(out_shape), k)
+            out_shape.append(None)
+        axis += 1
+
+    y = x
+    if tuple(sliced_shape) != x.shape or any(b != 0 for b in start):
+        y = op.slice(x, start=tuple(start), stop=tuple(stop), step=tuple(step))
+    if adv is not None:
+        ax, pos, k = adv
+        idx = _index_for(k, x.shape[ax], ax, x)
+        flat = idx if idx.ndim == 1 else op.reshape(idx, shape=(int(np.prod(idx.shape)),))
+        y = op.index_select(y, flat, axis=ax, wrap=True)
+        out_shape = out_shape[:pos] + list(idx.shape) + out_shape[pos + 1:]
+    shape = tuple(out_shape)
+    check_ndim("indexing", shape)
+    if y is x:
+        return op.reshape(x, shape=shape)   # a copy: results never alias their input
+    return y if y.shape == shape else op.reshape(y, shape=shape)
+
+
+def _index_for(k, n: int, axis: int, x: Tensor) -> Tensor:
+    """The int32 index tensor for an advanced index; host lists are checked (and wrapped) here."""
+    if isinstance(k, Tensor):
+        return k
+    arr = np.asarray(k)
+    if arr.size == 0:
+        arr = arr.astype(np.int64)
+    if arr.size and (arr.min() < -n or arr.max() >= n):
+        bad = arr.min() if arr.min() < -n else arr.max()
+        raise IndexRangeError(f"indexing: index {int(bad)} is out of range for dimension {axis} with size "
+                              f"{n} (shape {x.shape})")
+    arr = np.where(arr < 0, arr + n, arr).astype(np.int32)
+    from .tensor import tensor
+    return tensor(arr, dtype=int32, device=x.device)
+
+
+def _iter(x: Tensor):
+    if x.ndim == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return (getitem(x, i) for i in range(x.shape[0]))
+
+
+# ---------------------------------------------------------------- methods
+def squeeze(self: Tensor, dim=None) -> Tensor:
+    return F.squeeze(self, dim)
+
+
+def unsqueeze(self: Tensor, dim: int) -> Tensor:
+    return F.unsqueeze(self, dim)
+
+
+def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    return F.flatten(self, start_dim, end_dim)
+
+
+def expand(self: Tensor, *sizes) -> Tensor:
+    return F.expand(self, *sizes)
+
+
+def expand_as(self: Tensor, other: Tensor) -> Tensor:
+    return F.broadcast_to(self, other.shape)
+
+
+def broadcast_to(self: Tensor, shape) -> Tensor:
+    return F.broadcast_to(self, shape)
+
+
+def transpose(self: Tensor, dim0: int, dim1: int) -> Tensor:
+    return F.swapaxes(self, dim0, dim1)
+
+
+def split(self: Tensor, split_size_or_sections, dim: int = 0):
+    return F.split(self, split_size_or_sections, dim)
+
+
+def chunk(self: Tensor, chunks: int, dim: int = 0):
+    return F.chunk(self, chunks, dim)
+
+
+def narrow(self: Tensor, dim: int, start: int, length: int) -> Tensor:
+    return F.narrow(self, dim, start, length)
+
+
+def gather(self: Tensor, dim: int, index) -> Tensor:
+    return F.gather(self, dim, index)
+
+
+def index_select(self: Tensor, dim: int, index) -> Tensor:
+    return F.index_select(self, dim, index)
+
+
+def movedim(self: Tensor, source: int, destination: int) -> Tensor:
+    return F.movedim(self, source, destination)
+
+
+_METHODS = {
+    "__getitem__": getitem, "__iter__": _iter, "squeeze": squeeze, "unsqueeze": unsqueeze,
+    "flatten": flatten, "expand": expand, "expand_as": expand_as, "broadcast_to": broadcast_to,
+    "transpose": transpose, "swapaxes": transpose, "split": split, "chunk": chunk, "narrow": narrow,
+    "gather": gather, "index_select": index_select, "movedim": movedim,
+}
+
+for _name, _fn in _METHODS.items():
+    # Never replace a method the Tensor class defines itself (its owner decides those).
+    if _name not in Tensor.__dict__:
+        setattr(Tensor, _name, _fn)
