@@ -411,6 +411,9 @@ def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> T
         d = dtypes.from_any(dtype)
     if d is int32 and arr.dtype.kind in "iu" and arr.size and (arr.max() > 2**31 - 1 or arr.min() < -2**31):
         raise ValueError("tensor: integer values do not fit in int32")
+    if d is int32 and arr.dtype.kind == "f" and arr.size and not (
+            np.isfinite(arr).all() and arr.max() <= 2**31 - 1 and arr.min() >= -2**31):
+        raise ValueError("tensor: float values are not finite or do not fit in int32")
     return _from_numpy(arr, d, dev, requires_grad)
 
 
