@@ -1,0 +1,119 @@
+"""Eager per-op overhead and an eager MLP training step: ggmlgrad vs PyTorch eager.
+
+    python benchmarks/bench_eager.py                 # prebuilt ggml
+    GGMLGRAD_GGML_LIB=/path/to/fast/lib python benchmarks/bench_eager.py
+    python benchmarks/bench_eager.py --profile       # cProfile of ggmlgrad's per-op path
+
+Goal (issue 2): eager per-op overhead within 2x of PyTorch eager's.
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from common import fmt, header, median_us, profile, ratio, table, try_torch
+
+import ggmlgrad as gg
+
+
+def ops_cases(torch):
+    rng = np.random.default_rng(0)
+    a32, b32 = rng.standard_normal((2, 32, 32), dtype=np.float32)
+    a64, b64 = rng.standard_normal((2, 64, 64), dtype=np.float32)
+    ga32, gb32, ga64, gb64 = (gg.tensor(x) for x in (a32, b32, a64, b64))
+    cases = [
+        ("add 32x32", lambda: ga32 + gb32, None),
+        ("mul 32x32", lambda: ga32 * gb32, None),
+        ("relu 32x32", lambda: gg.relu(ga32), None),
+        ("matmul 64x64", lambda: ga64 @ gb64, None),
+    ]
+    if torch is not None:
+        ta32, tb32, ta64, tb64 = (torch.from_numpy(x.copy()) for x in (a32, b32, a64, b64))
+        torch_fns = [lambda: ta32 + tb32, lambda: ta32 * tb32, lambda: torch.relu(ta32), lambda: ta64 @ tb64]
+        cases = [(n, g, t) for (n, g, _), t in zip(cases, torch_fns)]
+    return cases
+
+
+def mlp_step_cases(torch, sizes=(64, 128, 128, 10), batch=64):
+    """One Adam training step (zero_grad, forward, cross-entropy, backward, step), as in the demo."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((batch, sizes[0]), dtype=np.float32)
+    y = rng.integers(0, sizes[-1], batch).astype(np.int32)
+
+    def gg_model():
+        layers = []
+        for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+            layers.append(gg.nn.Linear(n_in, n_out))
+            if i < len(sizes) - 2:
+                layers.append(gg.nn.ReLU())
+        return gg.nn.Sequential(*layers)
+
+    model = gg_model()
+    opt = gg.optim.Adam(model.parameters(), lr=1e-3)
+    gx, gy = gg.tensor(x), gg.tensor(y, dtype=gg.int32)
+
+    def gg_step():
+        opt.zero_grad()
+        loss = gg.nn.functional.cross_entropy(model(gx), gy)
+        loss.backward()
+        opt.step()
+        return loss
+
+    t_step = None
+    if torch is not None:
+        layers = []
+        for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+            layers.append(torch.nn.Linear(n_in, n_out))
+            if i < len(sizes) - 2:
+                layers.append(torch.nn.ReLU())
+        tmodel = torch.nn.Sequential(*layers)
+        topt = torch.optim.Adam(tmodel.parameters(), lr=1e-3)
+        tx, ty = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+
+        def t_step():
+            topt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(tmodel(tx), ty)
+            loss.backward()
+            topt.step()
+            return loss
+    name = f"MLP {'-'.join(map(str, sizes))} b{batch} Adam step"
+    return [(name, gg_step, t_step)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--number", type=int, default=2000, help="calls per timed block for single ops")
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--profile", action="store_true", help="cProfile the eager add 32x32 and the MLP step")
+    args = ap.parse_args()
+    torch = try_torch()
+    print(header(gg))
+    rows = []
+    for name, g, t in ops_cases(torch):
+        gu = median_us(g, args.number, args.repeat)
+        tu = median_us(t, args.number, args.repeat) if t else None
+        rows.append([name, fmt(gu), fmt(tu), ratio(gu, tu)])
+    for name, g, t in mlp_step_cases(torch):
+        n = max(20, args.number // 20)
+        gu = median_us(g, n, args.repeat)
+        tu = median_us(t, n, args.repeat) if t else None
+        rows.append([name, fmt(gu), fmt(tu), ratio(gu, tu)])
+    print(table(["eager (median per call)", "ggmlgrad", "torch", "ggmlgrad/torch"], rows))
+    print(f"eager graph computes per MLP step: ", end="")
+    step = mlp_step_cases(None)[0][1]
+    step()
+    gg.reset_counters()
+    step()
+    print(gg.counters()["computes"])
+    if args.profile:
+        name, g, _ = ops_cases(None)[0]
+        print(f"\ncProfile, ggmlgrad eager {name}, per op:")
+        print(profile(g, 20000))
+        name, g, _ = mlp_step_cases(None)[0]
+        print(f"\ncProfile, ggmlgrad eager {name}, per step:")
+        print(profile(g, 300))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""A training step of small MLPs with Adam: ggmlgrad eager vs graph mode (vs captured, when
+``gg.capture_step`` exists) vs PyTorch eager, side by side in one run.
+
+    python benchmarks/bench_train.py
+    GGMLGRAD_GGML_LIB=/path/to/fast/lib python benchmarks/bench_train.py
+    python benchmarks/bench_train.py --profile 784-256-10     # cProfile of one graph-mode step
+
+A step = zero_grad, forward, cross-entropy loss, backward, Adam step, on a fixed batch already on
+the device (the same for every framework). Goal (issue 3): graph mode at most 0.5x, 0.6x, 0.9x of
+PyTorch eager's step time on the three networks below.
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from common import fmt, header, median_us, profile, ratio, table, try_torch
+
+import ggmlgrad as gg
+
+NETWORKS = {  # name -> (layer sizes, batch, goal for graph mode / torch)
+    "4-32-32-2": ((4, 32, 32, 2), 32, 0.5),
+    "64-64-64-8": ((64, 64, 64, 8), 256, 0.6),
+    "784-256-10": ((784, 256, 10), 128, 0.9),
+}
+
+
+def _data(sizes, batch, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, sizes[0]), dtype=np.float32)
+    y = rng.integers(0, sizes[-1], batch).astype(np.int32)
+    return x, y
+
+
+def _layers(nn, sizes):
+    layers = []
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(n_in, n_out))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return layers
+
+
+def gg_step(sizes, batch, graph: bool):
+    """A step function; in graph mode the optimizer step drains the queue (forward+backward, then Adam)."""
+    x, y = _data(sizes, batch)
+    model = gg.nn.Sequential(*_layers(gg.nn, sizes))
+    opt = gg.optim.Adam(model.parameters(), lr=1e-3)
+    gx, gy = gg.tensor(x), gg.tensor(y, dtype=gg.int32)
+
+    def step():
+        with gg.graph_mode(graph):
+            opt.zero_grad()
+            loss = gg.nn.functional.cross_entropy(model(gx), gy)
+            loss.backward()
+            opt.step()
+        return loss
+    return step
+
+
+def gg_captured_step(sizes, batch):
+    x, y = _data(sizes, batch)
+    model = gg.nn.Sequential(*_layers(gg.nn, sizes))
+    opt = gg.optim.Adam(model.parameters(), lr=1e-3)
+    captured = gg.capture_step(lambda xb, yb: gg.nn.functional.cross_entropy(model(xb), yb), opt)
+    return lambda: captured(x, y)
+
+
+def torch_step(torch, sizes, batch):
+    x, y = _data(sizes, batch)
+    model = torch.nn.Sequential(*_layers(torch.nn, sizes))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    tx, ty = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(tx), ty)
+        loss.backward()
+        opt.step()
+    return step
+
+
+def computes_per_step(step) -> int:
+    step()
+    gg.reset_counters()
+    step()
+    return gg.counters()["computes"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--number", type=int, default=100, help="steps per timed block")
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--profile", choices=sorted(NETWORKS), help="cProfile graph-mode steps of one network")
+    args = ap.parse_args()
+    torch = try_torch()
+    has_capture = hasattr(gg, "capture_step")
+    print(header(gg))
+    rows = []
+    for name, (sizes, batch, goal) in NETWORKS.items():
+        eager = median_us(gg_step(sizes, batch, graph=False), args.number, args.repeat)
+        graph = median_us(gg_step(sizes, batch, graph=True), args.number, args.repeat)
+        capt = median_us(gg_captured_step(sizes, batch), args.number, args.repeat) if has_capture else None
+        tor = median_us(torch_step(torch, sizes, batch), args.number, args.repeat) if torch else None
+        n_eager = computes_per_step(gg_step(sizes, batch, graph=False))
+        n_graph = computes_per_step(gg_step(sizes, batch, graph=True))
+        rows.append([f"{name} b{batch}", fmt(eager), fmt(graph), fmt(capt), fmt(tor), ratio(eager, tor),
+                     ratio(graph, tor), f"<= {goal}x", ratio(capt, tor), f"{n_eager} / {n_graph}"])
+    print(table(["Adam step (median)", "gg eager", "gg graph", "gg capture", "torch", "eager/torch",
+                 "graph/torch", "goal", "capture/torch", "computes e/g"], rows))
+    if args.profile:
+        sizes, batch, _ = NETWORKS[args.profile]
+        step = gg_step(sizes, batch, graph=True)
+        for _ in range(10):
+            step()
+        print(f"\ncProfile, ggmlgrad graph-mode step {args.profile} b{batch}, per step:")
+        print(profile(step, 200))
+
+
+if __name__ == "__main__":
+    main()

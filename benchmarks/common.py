@@ -1,0 +1,79 @@
+"""Timing helpers shared by the benchmark scripts (medians of repeated blocks, never timed tests)."""
+from __future__ import annotations
+
+import cProfile
+import io
+import os
+import pstats
+import statistics
+import sys
+import time
+from typing import Callable
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+if SRC not in sys.path:  # run from a checkout without installing
+    sys.path.insert(0, SRC)
+
+
+def median_us(fn: Callable[[], object], number: int, repeat: int = 7, warmup: int = 10) -> float:
+    """Median over `repeat` blocks of the mean time of one call in a block of `number` calls (µs)."""
+    for _ in range(warmup):
+        fn()
+    per_call = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        per_call.append((time.perf_counter() - t0) / number)
+    return statistics.median(per_call) * 1e6
+
+
+def try_torch():
+    """PyTorch if installed (the benchmarks compare against torch==2.13.0 CPU eager), else None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}x" if a is not None and b else "-"
+
+
+def fmt(us: float | None) -> str:
+    if us is None:
+        return "-"
+    return f"{us:.1f} µs" if us < 1000 else f"{us / 1000:.3f} ms"
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def profile(fn: Callable[[], object], number: int, top: int = 25) -> str:
+    """cProfile `number` calls of fn; top functions by own time, with µs per call of fn."""
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(number):
+        fn()
+    pr.disable()
+    s = io.StringIO()
+    st = pstats.Stats(pr, stream=s)
+    st.sort_stats("tottime")
+    rows = []
+    for (file, line, name), (cc, nc, tt, ct, _) in sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:top]:
+        short = file.split("/src/")[-1] if "/src/" in file else os.path.basename(file)
+        rows.append([f"{short}:{line}:{name}", f"{nc / number:.1f}", f"{tt / number * 1e6:.2f}",
+                     f"{ct / number * 1e6:.2f}"])
+    return table(["function", "calls/iter", "own µs/iter", "cum µs/iter"], rows)
+
+
+def header(gg) -> str:
+    info = gg.info()
+    torch = try_torch()
+    tv = f"torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else "torch not installed"
+    return (f"ggmlgrad {gg.__version__} | ggml {info['ggml_version']} {info['build']} "
+            f"[{info['library_dir']}] | threads {info['threads']} | {tv} | {os.cpu_count()} CPUs")

@@ -1,0 +1,42 @@
+"""Command line: ``python -m ggmlgrad demo [--epochs N] [--seed S] [--mode capture|graph|eager]``
+and ``python -m ggmlgrad info``."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m ggmlgrad", description="ggmlgrad command line")
+    sub = p.add_subparsers(dest="command", metavar="{demo,info}")
+    d = sub.add_parser("demo", help="train an MLP on the scikit-learn digits and report test accuracy")
+    from .demo import DEFAULT_MODE, MODES   # demo imports numpy only at module level besides ggmlgrad
+    d.add_argument("--epochs", type=int, default=15, help="training epochs (default 15)")
+    d.add_argument("--seed", type=int, default=0, help="seed for the split, init and shuffles (default 0)")
+    d.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
+                   help=f"execution mode (default {DEFAULT_MODE})")
+    d.add_argument("--batch-size", type=int, default=64, help="minibatch size (default 64)")
+    sub.add_parser("info", help="print gg.info(): ggml version, library, devices, build, threads")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "demo":
+        from .demo import run_demo
+        if args.epochs < 1 or args.batch_size < 1:
+            print("error: --epochs and --batch-size must be >= 1", file=sys.stderr)
+            return 2
+        run_demo(epochs=args.epochs, seed=args.seed, mode=args.mode, batch_size=args.batch_size)
+        return 0
+    if args.command == "info":
+        import ggmlgrad as gg
+        print(json.dumps(gg.info(), indent=2))
+        return 0
+    _parser().print_help()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
