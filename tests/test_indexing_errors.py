@@ -1,0 +1,164 @@
+"""Bad input to shape and indexing ops raises clean Python errors (never a ggml abort),
+and index tensors with out-of-range values are refused (eager) or clamped (graph mode)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import ggmlgrad as gg
+from ggmlgrad.ops import op
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+
+
+def _x():
+    return gg.tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+
+
+BAD_CALLS = {
+    # name: (callable, expected exception, text the message must contain)
+    "squeeze_dim": (lambda x: x.squeeze(3), IndexError, "squeeze"),
+    "unsqueeze_dim": (lambda x: x.unsqueeze(-5), IndexError, "unsqueeze"),
+    "unsqueeze_5d": (lambda x: x.reshape(1, 2, 3, 4).unsqueeze(0), ValueError, "at most 4"),
+    "flatten_order": (lambda x: x.flatten(2, 1), ValueError, "flatten"),
+    "flatten_dim": (lambda x: x.flatten(0, 3), IndexError, "flatten"),
+    "transpose_dim": (lambda x: x.transpose(0, 3), IndexError, "transpose"),
+    "broadcast_bad": (lambda x: gg.broadcast_to(x, (2, 5, 4)), ValueError, "broadcast_to"),
+    "broadcast_fewer": (lambda x: gg.broadcast_to(x, (3, 4)), ValueError, "broadcast_to"),
+    "expand_new_minus1": (lambda x: x.expand(-1, 2, 3, 4), ValueError, "broadcast_to"),
+    "cat_shapes": (lambda x: gg.cat([x, gg.ones(2, 2, 4)], dim=2), ValueError, "concat"),
+    "cat_dim": (lambda x: gg.cat([x, x], dim=3), ValueError, "concat"),
+    "cat_empty": (lambda x: gg.cat([]), ValueError, "cat"),
+    "cat_not_list": (lambda x: gg.cat(x), TypeError, "cat"),
+    "cat_dtype": (lambda x: gg.cat([x, x.to(gg.int32)]), TypeError, "concat"),
+    "cat_0d": (lambda x: gg.cat([x.sum(), x.sum()]), ValueError, "concat"),
+    "stack_shapes": (lambda x: gg.stack([x, x[0]]), ValueError, "stack"),
+    "stack_5d": (lambda x: gg.stack([x.reshape(1, 2, 3, 4)] * 2), ValueError, "stack"),
+    "split_sections": (lambda x: gg.split(x, [1, 1], dim=1), ValueError, "split"),
+    "split_size": (lambda x: gg.split(x, 0), ValueError, "split"),
+    "chunk_zero": (lambda x: gg.chunk(x, 0), ValueError, "chunk"),
+    "narrow_range": (lambda x: x.narrow(2, 3, 2), IndexError, "narrow"),
+    "int_index": (lambda x: x[2], IndexError, "out of range"),
+    "neg_int_index": (lambda x: x[:, -4], IndexError, "out of range"),
+    "too_many": (lambda x: x[0, 0, 0, 0], IndexError, "too many"),
+    "two_ellipsis": (lambda x: x[..., 0, ...], IndexError, "ellipsis"),
+    "neg_step": (lambda x: x[::-1], ValueError, "negative"),
+    "bool_mask": (lambda x: x[x.sum(axis=(1, 2)) > 0] if hasattr(gg.Tensor, "__gt__") else x[[True, False]],
+                  TypeError, "mask"),
+    "bool_list": (lambda x: x[[True, False]], TypeError, "mask"),
+    "float_index": (lambda x: x[1.0], TypeError, "unsupported"),
+    "list_range": (lambda x: x[[0, 2]], IndexError, "out of range"),
+    "two_advanced": (lambda x: x[[0], [1]], TypeError, "one index"),
+    "index_float_tensor": (lambda x: gg.index_select(x, 0, gg.tensor([0.0])), TypeError, "int32"),
+    "index_select_2d": (lambda x: gg.index_select(x, 0, gg.tensor([[0]])), ValueError, "1-D"),
+    "index_select_dim": (lambda x: gg.index_select(x, 3, gg.tensor([0])), ValueError, "index_select"),
+    "gather_ndim": (lambda x: gg.gather(x, 1, gg.tensor([[0]])), ValueError, "gather"),
+    "gather_bigger": (lambda x: gg.gather(x, 1, gg.zeros(3, 3, 4, dtype=gg.int32)), ValueError, "gather"),
+    "gather_dim": (lambda x: gg.gather(x, -4, gg.zeros(2, 3, 4, dtype=gg.int32)), IndexError, "gather"),
+    "embedding_1d_weight": (lambda x: gg.embedding(x[0, 0], gg.tensor([0])), ValueError, "embedding"),
+    "embedding_4d_index": (lambda x: gg.embedding(x[0], gg.zeros(1, 1, 1, 1, dtype=gg.int32)), ValueError,
+                           "embedding"),
+    "slice_bad_params": (lambda x: op.slice(x, start=(0, 0), stop=(1, 1), step=(1, 1)), ValueError, "slice"),
+    "slice_out_of_bounds": (lambda x: op.slice(x, start=(0, 0, 0), stop=(3, 3, 4), step=(1, 1, 1)),
+                            IndexError, "slice"),
+    # index VALUES out of range: only visible after a read, done in eager mode
+    "index_select_value": (lambda x: gg.index_select(x, 1, gg.tensor([0, 3])), IndexError, "index_select"),
+    "index_select_negative": (lambda x: gg.index_select(x, 1, gg.tensor([-1])), IndexError, "index_select"),
+    "getitem_tensor_value": (lambda x: x[:, gg.tensor([-4])], IndexError, "out of range"),
+    "gather_value": (lambda x: gg.gather(x, 2, gg.full((2, 3, 1), 4, dtype=gg.int32)), IndexError, "gather"),
+    "embedding_value": (lambda x: gg.embedding(x[0], gg.tensor([[0, 3]])), IndexError, "embedding"),
+    "embedding_negative": (lambda x: gg.embedding(x[0], gg.tensor([-1])), IndexError, "embedding"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_CALLS))
+def test_bad_call_raises(name):
+    fn, exc, text = BAD_CALLS[name]
+    with pytest.raises(exc) as info:
+        fn(_x())
+    assert text.lower() in str(info.value).lower()
+
+
+def test_dim_errors_are_also_value_errors():
+    # PyTorch raises IndexError for a bad dim; ggmlgrad's errors are ValueErrors too.
+    with pytest.raises(ValueError):
+        _x().squeeze(7)
+
+
+def test_out_of_range_values_in_a_subprocess_do_not_abort():
+    """ggml's get_rows aborts the process on a bad row: make sure it never sees one."""
+    code = textwrap.dedent("""
+        import ggmlgrad as gg, numpy as np
+        x = gg.tensor(np.arange(12, dtype=np.float32).reshape(3, 4), requires_grad=True)
+        calls = {
+            "index_select": lambda: gg.index_select(x, 0, gg.tensor([0, 1000000])),
+            "gather": lambda: gg.gather(x, 1, gg.tensor([[0, -5]] * 3)),
+            "embedding": lambda: gg.embedding(x, gg.tensor([[2**31 - 1]])),
+            "getitem": lambda: x[gg.tensor([3])],
+            "getitem_list": lambda: x[[0, 9]],
+            "int": lambda: x[-9],
+        }
+        for name, fn in calls.items():
+            try:
+                fn()
+                print(name, "NO-ERROR")
+            except IndexError as e:
+                print(name, "IndexError")
+        # graph mode: values cannot be read, so they are clamped; forward and backward must run
+        with gg.graph_mode(True):
+            a = gg.index_select(x, 0, gg.tensor([-3, 1000000]))
+            b = gg.gather(x, 1, gg.tensor([[0, -5]] * 3))
+            c = gg.embedding(x, gg.tensor([[2**31 - 1, -2**31]]))
+            d = x[gg.tensor([7, -1])]
+            (a.sum() + b.sum() + c.sum() + d.sum()).backward()
+        print("graph", a.tolist()[1][0], b.tolist()[0], c.tolist()[0][0][0], c.tolist()[0][1][0], d.tolist()[0][0])
+        print("grad", x.grad.numpy().sum())
+        print("SURVIVED")
+    """)
+    env = dict(os.environ, PYTHONPATH=SRC)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, f"process died (rc {r.returncode}):\n{r.stdout}\n{r.stderr[-3000:]}"
+    lines = r.stdout.splitlines()
+    for name in ("index_select", "gather", "embedding", "getitem", "getitem_list", "int"):
+        assert f"{name} IndexError" in lines, r.stdout
+    # clamped: row 1000000 -> row 2 (first value 8), column -5 -> 0, 2**31-1 -> row 2, -2**31 -> row 0,
+    # getitem wraps negatives like NumPy and clamps the rest: 7 -> 2
+    assert "graph 8.0 [0.0, 0.0] 8.0 0.0 8.0" in lines, r.stdout
+    # every gradient element that flowed back landed somewhere: 8 + 6 + 8 + 8 elements of ones
+    assert "grad 30.0" in lines, r.stdout
+    assert lines[-1] == "SURVIVED"
+
+
+def test_eager_index_check_is_one_counted_read_and_graph_mode_reads_nothing():
+    x = _x()
+    idx = gg.tensor([0, 2])
+    before = gg.counters()["downloads_by_site"].get("index_select index check", 0)
+    gg.index_select(x, 1, idx)
+    after = gg.counters()["downloads_by_site"].get("index_select index check", 0)
+    assert after == before + 1
+    d0 = gg.counters()["downloads"]
+    with gg.graph_mode(True):
+        y = gg.index_select(x, 1, idx)
+        assert y.is_pending
+        assert gg.counters()["downloads"] == d0
+    np.testing.assert_array_equal(y.numpy(), np.arange(24, dtype=np.float32).reshape(2, 3, 4)[:, [0, 2]])
+
+
+def test_split_pieces_gradients_accumulate_and_graph_mode_is_one_compute():
+    w = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
+    with gg.graph_mode(True):
+        x = gg.tensor(w, requires_grad=True)
+        a, b, c = x.split(2, dim=1)
+        loss = (a * 1.0 + b * 2.0 + c * 3.0).sum() + x[::2, 1::2].sum()
+        c0 = gg.counters()["computes"]
+        loss.backward()
+        g = x.grad.numpy()
+        assert gg.counters()["computes"] == c0 + 1
+    expected = np.repeat(np.array([[1.0, 2.0, 3.0]]), 2, axis=1).repeat(4, axis=0)
+    expected[::2, 1::2] += 1
+    np.testing.assert_allclose(g, expected)
