@@ -3,7 +3,11 @@ from __future__ import annotations
 
 from .._ggml import lib
 from ..engine import float32
+from .build import is_view, permute, reshape
+from .elementwise import select_node
+from .reduce import logsumexp_parts
 from .registry import define, op, same_float
+from .shapes import norm_axis, numel
 
 
 def _infer_act(name):
@@ -35,3 +39,219 @@ def _tanh(ctx, nodes, inputs, out):
         backward=lambda g, n: op.mul(g, op.mul(n.output, op.add_scalar(op.neg(n.output), c=1.0))))
 def _sigmoid(ctx, nodes, inputs, out):
     return lib.sigmoid(ctx, nodes[0])
+
+
+def _number(name, key, v, positive=False):
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"{name}: `{key}` must be a real number, got {v!r}")
+    if positive and not v > 0:
+        raise ValueError(f"{name}: `{key}` must be > 0, got {v!r}")
+
+
+# ---------------------------------------------------------------- leaky_relu, elu
+def _infer_leaky(a, negative_slope=0.01):
+    same_float("leaky_relu", a)
+    _number("leaky_relu", "negative_slope", negative_slope)
+    return a.shape, float32
+
+
+def _leaky_backward(g, n):
+    s = float(n.params.get("negative_slope", 0.01))
+    # slope where x <= 0 (torch: the x == 0 case takes the negative side), 1 where x > 0
+    return op.mul(g, op.add_scalar(op.scale(op.step(n.inputs[0]), c=1.0 - s), c=s))
+
+
+@define("leaky_relu", infer=_infer_leaky, backward=_leaky_backward)
+def _leaky_relu(ctx, nodes, inputs, out, negative_slope=0.01):
+    return lib.leaky_relu(ctx, nodes[0], float(negative_slope), False)
+
+
+def _infer_elu(a, alpha=1.0):
+    same_float("elu", a)
+    _number("elu", "alpha", alpha)
+    return a.shape, float32
+
+
+def _elu_backward(g, n):
+    x, alpha = n.inputs[0], float(n.params.get("alpha", 1.0))
+    pos = op.step(x)
+    neg_slope = op.add_scalar(op.mul(op.add_scalar(op.neg(pos), c=1.0), n.output), c=alpha)  # out + alpha where x <= 0
+    return op.mul(g, op.add(pos, op.mul(op.add_scalar(op.neg(pos), c=1.0), neg_slope)))
+
+
+@define("elu", infer=_infer_elu, backward=_elu_backward, save_output=True)
+def _elu(ctx, nodes, inputs, out, alpha=1.0):
+    """x if x > 0 else alpha * (exp(x) - 1)."""
+    e = lib.elu(ctx, nodes[0])
+    if float(alpha) == 1.0:
+        return e
+    r = lib.relu(ctx, nodes[0])
+    return lib.add(ctx, r, lib.scale(ctx, lib.sub(ctx, e, r), float(alpha)))
+
+
+# ---------------------------------------------------------------- gelu, silu, softplus
+_SQRT_2_OVER_PI = 0.7978845608028654
+_INV_SQRT_2PI = 0.3989422804014327
+_GELU_C = 0.044715
+
+
+def _infer_gelu(a, approximate="none"):
+    same_float("gelu", a)
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return a.shape, float32
+
+
+def _gelu_tanh_inner(ctx, x):
+    """sqrt(2/pi) * (x + 0.044715 x^3)"""
+    return lib.scale(ctx, lib.mul(ctx, x, lib.scale_bias(ctx, lib.sqr(ctx, x), _GELU_C, 1.0)), _SQRT_2_OVER_PI)
+
+
+@define("gelu", infer=_infer_gelu, backward=lambda g, n: op.gelu_backward(g, n.inputs[0], **n.params))
+def _gelu(ctx, nodes, inputs, out, approximate="none"):
+    """x * Phi(x) (erf form), or the tanh approximation. The tanh form is composed here because
+    ggml's CPU ggml_gelu reads an fp16 lookup table (errors near 1e-3)."""
+    x = nodes[0]
+    if approximate == "none":
+        return lib.gelu_erf(ctx, x)
+    t = lib.tanh(ctx, _gelu_tanh_inner(ctx, x))
+    return lib.mul(ctx, lib.scale(ctx, x, 0.5), lib.scale_bias(ctx, t, 1.0, 1.0))
+
+
+def _infer_grad_pair(name):
+    def infer(g, x, **params):
+        same_float(name, g, x)
+        if g.shape != x.shape:
+            raise ValueError(f"{name}: gradient {g.shape} and input {x.shape} differ")
+        return x.shape, float32
+    return infer
+
+
+@define("gelu_backward", infer=_infer_grad_pair("gelu_backward"), differentiable=False)
+def _gelu_backward(ctx, nodes, inputs, out, approximate="none"):
+    """g * d gelu/dx in one node group."""
+    g, x = nodes
+    if approximate == "none":
+        # Phi(x) = gelu(x)/x (x = 0 nudged to 1e-30, where Phi = 0.5); pdf = exp(-x^2/2)/sqrt(2 pi)
+        is_zero = lib.scale_bias(ctx, lib.step(ctx, lib.abs(ctx, x)), -1e-30, 1e-30)
+        xs = lib.add(ctx, x, is_zero)
+        cdf = lib.div(ctx, lib.gelu_erf(ctx, xs), xs)
+        pdf = lib.scale(ctx, lib.exp(ctx, lib.scale(ctx, lib.sqr(ctx, x), -0.5)), _INV_SQRT_2PI)
+        d = lib.add(ctx, cdf, lib.mul(ctx, x, pdf))
+    else:
+        # 0.5(1+t) + 0.5 x (1-t^2) sqrt(2/pi)(1 + 3c x^2),  t = tanh(inner)
+        t = lib.tanh(ctx, _gelu_tanh_inner(ctx, x))
+        left = lib.scale_bias(ctx, t, 0.5, 0.5)
+        sech2 = lib.scale_bias(ctx, lib.sqr(ctx, t), -1.0, 1.0)
+        dinner = lib.scale_bias(ctx, lib.sqr(ctx, x), 3.0 * _GELU_C * _SQRT_2_OVER_PI, _SQRT_2_OVER_PI)
+        d = lib.add(ctx, left, lib.mul(ctx, lib.scale(ctx, x, 0.5), lib.mul(ctx, sech2, dinner)))
+    return lib.mul(ctx, g, d)
+
+
+@define("silu", infer=_infer_act("silu"), backward=lambda g, n: op.silu_backward(g, n.inputs[0]))
+def _silu(ctx, nodes, inputs, out):
+    """x * sigmoid(x)"""
+    return lib.silu(ctx, nodes[0])
+
+
+@define("silu_backward", infer=_infer_grad_pair("silu_backward"), differentiable=False)
+def _silu_backward(ctx, nodes, inputs, out):
+    return lib.silu_back(ctx, nodes[0], nodes[1])   # (dy, x) -> dy * s * (1 + x (1 - s))
+
+
+def _infer_softplus(a, beta=1.0, threshold=20.0):
+    same_float("softplus", a)
+    _number("softplus", "beta", beta, positive=True)
+    _number("softplus", "threshold", threshold)
+    return a.shape, float32
+
+
+def _softplus_backward(g, n):
+    x = n.inputs[0]
+    beta, thr = float(n.params.get("beta", 1.0)), float(n.params.get("threshold", 20.0))
+    d = op.sigmoid(op.scale(x, c=beta)) if beta != 1.0 else op.sigmoid(x)
+    if thr < 20.0:   # above the threshold softplus is the identity: slope exactly 1
+        lin = op.compare_scalar(x, kind="gt", c=thr / beta)
+        d = op.add(d, op.mul(lin, op.add_scalar(op.neg(d), c=1.0)))
+    return op.mul(g, d)
+
+
+@define("softplus", infer=_infer_softplus, backward=_softplus_backward)
+def _softplus(ctx, nodes, inputs, out, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta x)) / beta, and x where beta x > threshold (torch.nn.functional.softplus).
+    ggml's own switch to the identity is at 20; thresholds above it differ by < 3e-9."""
+    x = nodes[0]
+    beta = float(beta)
+    z = lib.scale(ctx, x, beta) if beta != 1.0 else x
+    sp = lib.softplus(ctx, z)
+    if beta != 1.0:
+        sp = lib.scale(ctx, sp, 1.0 / beta)
+    if float(threshold) < 20.0:
+        n = numel(inputs[0].shape)
+        over = lib.step(ctx, lib.scale_bias(ctx, z, 1.0, -float(threshold)))
+        xs = lib.cont(ctx, x) if is_view(x) else x
+        sp = lib.cont(ctx, reshape(ctx, select_node(ctx, over, xs, sp, n), inputs[0].shape))
+    return sp
+
+
+# ---------------------------------------------------------------- softmax family along any axis
+def _infer_softmax(name):
+    def infer(a, axis=-1):
+        same_float(name, a)
+        norm_axis(name, axis, a.ndim)
+        return a.shape, float32
+    return infer
+
+
+def _swap_last(ndim: int, axis: int) -> tuple:
+    perm = list(range(ndim))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    return tuple(perm)
+
+
+def _along_last(ctx, node, shape, axis, fn):
+    """Apply a row-wise ggml builder ``fn`` along ``axis`` (moved last and back: a swap is its own inverse)."""
+    nd = len(shape)
+    axis = axis % max(nd, 1)
+    if nd <= 1 or axis == nd - 1:
+        return fn(node)
+    perm = _swap_last(nd, axis)
+    r = fn(lib.cont(ctx, permute(ctx, node, perm)))
+    return lib.cont(ctx, permute(ctx, r, perm))
+
+
+@define("softmax", infer=_infer_softmax("softmax"), save_output=True,
+        backward=lambda g, n: op.softmax_backward(g, n.output, axis=n.params.get("axis", -1)))
+def _softmax(ctx, nodes, inputs, out, axis=-1):
+    return _along_last(ctx, nodes[0], inputs[0].shape, axis, lambda v: lib.soft_max(ctx, v))
+
+
+@define("softmax_backward", infer=_infer_grad_pair("softmax_backward"), differentiable=False)
+def _softmax_backward(ctx, nodes, inputs, out, axis=-1):
+    """y * (g - sum(g * y)) along ``axis`` (ggml_soft_max_ext_back on rows)."""
+    g, y = nodes
+    shape = inputs[0].shape
+    nd = len(shape)
+    ax = axis % max(nd, 1)
+    if nd <= 1 or ax == nd - 1:
+        return lib.soft_max_ext_back(ctx, g, y, 1.0, 0.0)
+    perm = _swap_last(nd, ax)
+    gm = lib.cont(ctx, permute(ctx, g, perm))
+    ym = lib.cont(ctx, permute(ctx, y, perm))
+    return lib.cont(ctx, permute(ctx, lib.soft_max_ext_back(ctx, gm, ym, 1.0, 0.0), perm))
+
+
+def _log_softmax_backward(g, n):
+    axis = n.params.get("axis", -1)
+    return op.sub(g, op.mul(op.exp(n.output), op.sum(g, axis=axis, keepdim=True)))
+
+
+@define("log_softmax", infer=_infer_softmax("log_softmax"), save_output=True, backward=_log_softmax_backward)
+def _log_softmax(ctx, nodes, inputs, out, axis=-1):
+    """x - logsumexp(x) along ``axis`` (stable: never log of an underflowed softmax)."""
+    a = inputs[0]
+    ax = norm_axis("log_softmax", axis, a.ndim)
+    if a.ndim == 0:
+        return lib.scale(ctx, nodes[0], 0.0)
+    m, logsum = logsumexp_parts(ctx, nodes[0], a.shape, (ax,))
+    return lib.sub(ctx, lib.sub(ctx, nodes[0], m), logsum)

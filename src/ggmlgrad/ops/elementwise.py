@@ -1,9 +1,9 @@
 """Elementwise arithmetic with NumPy broadcasting, unary math, comparisons, where."""
 from __future__ import annotations
 
-from .._ggml import lib
-from ..engine import float32
-from .build import expand
+from .._ggml import consts, lib
+from ..engine import float32, int32
+from .build import expand, is_view, reshape
 from .registry import define, op, same_device, same_float
 from .shapes import broadcast_shapes, numel
 
@@ -161,3 +161,197 @@ def _cast_backward(g, n):
 def _cast(ctx, nodes, inputs, out, dtype):
     """Convert to another dtype (float32 ↔ float16/bfloat16/int32)."""
     return lib.cast(ctx, nodes[0], dtype.ggml_type)
+
+
+# ---------------------------------------------------------------- selection helpers (shared with reduce/activation)
+FLT_MAX = 3.4028234663852886e38
+
+
+def full_node(ctx, node, shape: tuple, out_shape: tuple):
+    """``node`` broadcast to ``out_shape`` as a contiguous tensor (a repeat when shapes differ)."""
+    r = expand(ctx, node, shape, out_shape)
+    return r if r is not node else (lib.cont(ctx, node) if is_view(node) else node)
+
+
+def nonzero01(ctx, node):
+    """1.0 where ``node`` is non-zero, else 0.0 (NaN counts as zero: step(|nan|) = 0)."""
+    return lib.step(ctx, lib.abs(ctx, node))
+
+
+def select_node(ctx, cond01, a_full, b_full, n: int):
+    """Elementwise ``a if cond else b`` for contiguous nodes of ``n`` elements; ``cond01`` holds exactly 0.0/1.0.
+
+    Built as a row gather (ggml_get_rows over [b, a] pairs), not as ``a*c + b*(1-c)``: a
+    product would turn an unselected inf or NaN into NaN. The result is a view-free node
+    with ggml shape [1, 1, n]; callers reshape it.
+    """
+    idx = lib.cast(ctx, lib.reshape_2d(ctx, cond01, 1, n), consts.TYPE_I32)   # values 0/1: always in range
+    pairs = lib.concat(ctx, lib.reshape_3d(ctx, b_full, 1, 1, n), lib.reshape_3d(ctx, a_full, 1, 1, n), 1)
+    return lib.get_rows(ctx, pairs, idx)
+
+
+# ---------------------------------------------------------------- comparisons (float 0/1 results, no grad)
+_CMP_KINDS = ("lt", "le", "gt", "ge", "eq", "ne")
+_CMP_FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+def _as_f32(ctx, node, dtype):
+    return node if dtype is float32 else lib.cast(ctx, node, consts.TYPE_F32)
+
+
+def _check_cmp_dtype(name, *xs):
+    for x in xs:
+        if x.dtype is not float32 and x.dtype is not int32:
+            raise TypeError(f"{name}: expected float32 or int32 tensors, got {x.dtype.name} "
+                            f"(shape {tuple(x.shape)}); cast with .float()")
+
+
+def _cmp_from_diff(ctx, d, kind: str):
+    """0/1 from d = a - b. Exact for finite values and infinities (inf - inf = NaN reads as equal);
+    comparisons involving NaN give 0 for lt/gt and 1 for le/ge/eq (0 for ne)."""
+    if kind == "gt":
+        return lib.step(ctx, d)
+    if kind == "lt":
+        return lib.step(ctx, lib.neg(ctx, d))
+    if kind == "ge":
+        return lib.scale_bias(ctx, lib.step(ctx, lib.neg(ctx, d)), -1.0, 1.0)
+    if kind == "le":
+        return lib.scale_bias(ctx, lib.step(ctx, d), -1.0, 1.0)
+    if kind == "ne":
+        return nonzero01(ctx, d)
+    return lib.scale_bias(ctx, nonzero01(ctx, d), -1.0, 1.0)  # eq
+
+
+def _infer_cmp(name):
+    def infer(a, b):
+        same_device(name, a, b)
+        _check_cmp_dtype(name, a, b)
+        return broadcast_shapes(name, a.shape, b.shape), float32
+    return infer
+
+
+def _cmp_builder(kind):
+    def forward(ctx, nodes, inputs, out):
+        a, b = inputs
+        na, nb = _as_f32(ctx, nodes[0], a.dtype), _as_f32(ctx, nodes[1], b.dtype)
+        s = out.shape
+        k = kind
+        if a.shape != s and b.shape == s:      # ggml broadcasts only its second operand
+            na, nb, k = nb, na, _CMP_FLIP[kind]
+            a, b = b, a
+        d = lib.sub(ctx, expand(ctx, na, a.shape, s), nb)
+        return _cmp_from_diff(ctx, d, k)
+    return forward
+
+
+for _kind in _CMP_KINDS:
+    define(_kind, infer=_infer_cmp(_kind), differentiable=False, work=_work_binary,
+           doc=f"elementwise a {_kind} b as float32 0/1 (no gradient)")(_cmp_builder(_kind))
+
+
+def _infer_cmp_scalar(a, kind, c):
+    _check_cmp_dtype("compare_scalar", a)
+    if kind not in _CMP_KINDS:
+        raise ValueError(f"compare_scalar: kind must be one of {_CMP_KINDS}, got {kind!r}")
+    if isinstance(c, bool) or not isinstance(c, (int, float)):
+        raise TypeError(f"compare_scalar: the scalar must be a real number, got {c!r}")
+    return a.shape, float32
+
+
+@define("compare_scalar", infer=_infer_cmp_scalar, differentiable=False)
+def _compare_scalar(ctx, nodes, inputs, out, kind, c):
+    """x <kind> c for a Python number c (an op parameter: nothing is uploaded)."""
+    x = _as_f32(ctx, nodes[0], inputs[0].dtype)
+    return _cmp_from_diff(ctx, lib.scale_bias(ctx, x, 1.0, -float(c)), kind)
+
+
+# ---------------------------------------------------------------- clamp, maximum/minimum, where
+def _infer_clamp(a, lo=None, hi=None):
+    same_float("clamp", a)
+    if lo is None and hi is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    for k, v in (("min", lo), ("max", hi)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise TypeError(f"clamp: `{k}` must be a real number or None, got {v!r}")
+    return a.shape, float32
+
+
+def _clamp_backward(g, n):
+    x = n.inputs[0]
+    lo, hi = n.params.get("lo"), n.params.get("hi")
+    if lo is not None and hi is not None and lo > hi:
+        return op.scale(g, c=0.0)
+    mask = None
+    if lo is not None:
+        mask = op.compare_scalar(x, kind="ge", c=lo)
+    if hi is not None:
+        m2 = op.compare_scalar(x, kind="le", c=hi)
+        mask = m2 if mask is None else op.mul(mask, m2)
+    return op.mul(g, mask)
+
+
+@define("clamp", infer=_infer_clamp, backward=_clamp_backward)
+def _clamp(ctx, nodes, inputs, out, lo=None, hi=None):
+    """min(max(x, lo), hi) like torch.clamp (lo > hi gives hi everywhere); gradient flows where
+    lo <= x <= hi. NaN inputs come out clamped (ggml's MIN/MAX), not NaN."""
+    x = nodes[0]
+    if lo is not None and hi is not None and lo > hi:
+        return lib.fill(ctx, x, float(hi))
+    lo_f = -float("inf") if lo is None else float(lo)
+    hi_f = float("inf") if hi is None else float(hi)
+    # ggml_clamp works in place and returns a view: clamp a private copy, hand back a real tensor.
+    return lib.cont(ctx, lib.clamp(ctx, lib.dup(ctx, x), lo_f, hi_f))
+
+
+def _minmax_builder(take_a_when):
+    def forward(ctx, nodes, inputs, out):
+        a, b = inputs
+        s = out.shape
+        fa, fb = full_node(ctx, nodes[0], a.shape, s), full_node(ctx, nodes[1], b.shape, s)
+        d = lib.sub(ctx, fa, fb) if take_a_when == "gt" else lib.sub(ctx, fb, fa)
+        n = numel(s)
+        return lib.cont(ctx, reshape(ctx, select_node(ctx, lib.step(ctx, d), fa, fb, n), s))
+    return forward
+
+
+def _minmax_backward(sign):
+    # Ties split the gradient evenly (torch.maximum): weight of a = 0.5 ± 0.5*sign(a - b).
+    def backward(g, n):
+        a, b = n.inputs
+        wa = op.add_scalar(op.scale(op.sign(op.sub(a, b)), c=0.5 * sign), c=0.5)
+        ga = op.mul(g, wa)
+        return ga, op.sub(g, ga)
+    return backward
+
+
+define("maximum", infer=_infer_binary("maximum"), work=_work_binary, backward=_minmax_backward(1.0),
+       doc="elementwise max with broadcasting; equal values share the gradient 0.5/0.5")(_minmax_builder("gt"))
+define("minimum", infer=_infer_binary("minimum"), work=_work_binary, backward=_minmax_backward(-1.0),
+       doc="elementwise min with broadcasting; equal values share the gradient 0.5/0.5")(_minmax_builder("lt"))
+
+
+def _infer_where(cond, a, b):
+    same_device("where", cond, a, b)
+    _check_cmp_dtype("where", cond)
+    same_float("where", a, b)
+    return broadcast_shapes("where", cond.shape, a.shape, b.shape), float32
+
+
+def _where_backward(g, n):
+    cond, a, b = n.inputs
+    zero = op.fill_like(g, c=0.0)
+    ga = op.where(cond, g, zero) if a.requires_grad else None
+    gb = op.where(cond, zero, g) if b.requires_grad else None
+    return None, ga, gb
+
+
+@define("where", infer=_infer_where, backward=_where_backward,
+        work=lambda c, a, b: float(numel(broadcast_shapes("", c.shape, a.shape, b.shape))))
+def _where(ctx, nodes, inputs, out):
+    """a where cond is non-zero, else b (broadcasting all three). The unselected branch never
+    leaks into the result: inf or NaN there does not turn into NaN."""
+    cond, a, b = inputs
+    s = out.shape
+    c = nonzero01(ctx, full_node(ctx, _as_f32(ctx, nodes[0], cond.dtype), cond.shape, s))
+    fa, fb = full_node(ctx, nodes[1], a.shape, s), full_node(ctx, nodes[2], b.shape, s)
+    return lib.cont(ctx, reshape(ctx, select_node(ctx, c, fa, fb, numel(s)), s))

@@ -1,9 +1,10 @@
 """Reductions over all or given axes, with keepdim."""
 from __future__ import annotations
 
-from .._ggml import lib
-from ..engine import float32
-from .build import expand, reshape, sum_to
+from .._ggml import consts, lib
+from ..engine import float32, int32
+from .build import expand, permute, reshape, sum_to
+from .elementwise import FLT_MAX
 from .registry import define, op, same_float
 from .shapes import norm_axes, numel
 
@@ -86,3 +87,166 @@ def _sum_to_shape(ctx, nodes, inputs, out, shape):
     full = (1,) * (a.ndim - len(shape)) + tuple(shape)
     r = sum_to(ctx, nodes[0], a.shape, full)
     return lib.cont(ctx, reshape(ctx, r, tuple(shape)))
+
+
+# ---------------------------------------------------------------- max/min, argmax/argmin, var, logsumexp
+_MAX_EXACT_ROW = 2 ** 24   # argmax index arithmetic runs in float32: exact below 2^24
+
+
+def _rows_last(ctx, node, shape: tuple, axes: tuple):
+    """(node, R, K): ``node`` with the reduced ``axes`` moved last and flattened, as a contiguous
+    ggml matrix of K rows of R elements (rows in the order of the kept axes)."""
+    kept = tuple(i for i in range(len(shape)) if i not in axes)
+    perm = kept + tuple(axes)
+    if perm != tuple(range(len(shape))):
+        node = lib.cont(ctx, permute(ctx, node, perm))
+    r = numel(tuple(shape[i] for i in axes))
+    k = numel(tuple(shape[i] for i in kept))
+    return lib.reshape_2d(ctx, node, r, k), r, k
+
+
+def _row_max(ctx, mat, r: int, k: int):
+    """Max of each row of a contiguous [K rows x R] matrix, as a [1, 1, K] node (exact, -inf safe)."""
+    idx = lib.argmax(ctx, mat)                                   # I32 [K], any maximal position
+    return lib.get_rows(ctx, lib.reshape_3d(ctx, mat, 1, r, k), lib.reshape_2d(ctx, idx, 1, k))
+
+
+def _infer_extreme(name):
+    def infer(a, axis=None, keepdim=False):
+        shape, dtype = _infer_reduce(name)(a, axis=axis, keepdim=keepdim)
+        if numel(a.shape) == 0:
+            raise ValueError(f"{name}: cannot reduce an empty tensor of shape {a.shape}")
+        return shape, dtype
+    return infer
+
+
+def _extreme_backward(g, n):
+    # Gradient to every maximal position, shared evenly between ties (torch.amax).
+    x = n.inputs[0]
+    kept = _kept(x.shape, norm_axes("", n.params.get("axis"), x.ndim))
+    hit = op.eq(x, op.reshape(n.output, shape=kept))
+    count = op.sum(hit, axis=n.params.get("axis"), keepdim=True)
+    return op.mul(hit, op.div(op.reshape(g, shape=kept), count))
+
+
+def _extreme_builder(name, negate: bool):
+    def forward(ctx, nodes, inputs, out, axis=None, keepdim=False):
+        a = inputs[0]
+        x = lib.neg(ctx, nodes[0]) if negate else nodes[0]
+        mat, r, k = _rows_last(ctx, x, a.shape, norm_axes(name, axis, a.ndim))
+        m = reshape(ctx, _row_max(ctx, mat, r, k), out.shape)
+        return lib.neg(ctx, m) if negate else lib.cont(ctx, m)
+    return forward
+
+
+define("amax", infer=_infer_extreme("amax"), backward=_extreme_backward, save_output=True,
+       doc="max over all or given axes (values only, like torch.amax)")(_extreme_builder("amax", False))
+define("amin", infer=_infer_extreme("amin"), backward=_extreme_backward, save_output=True,
+       doc="min over all or given axes (values only, like torch.amin)")(_extreme_builder("amin", True))
+
+
+def _infer_arg(name):
+    def infer(a, axis=None, keepdim=False):
+        if a.dtype is not float32 and a.dtype is not int32:
+            raise TypeError(f"{name}: expected a float32 or int32 tensor, got {a.dtype.name}")
+        if not isinstance(keepdim, bool):
+            raise TypeError(f"{name}: keepdim must be a bool, got {keepdim!r}")
+        if axis is not None and not (isinstance(axis, int) and not isinstance(axis, bool)):
+            raise TypeError(f"{name}: axis must be an int or None, got {axis!r}")
+        axes = norm_axes(name, axis, a.ndim)
+        r = numel(tuple(a.shape[i] for i in axes))
+        if numel(a.shape) == 0:
+            raise ValueError(f"{name}: cannot reduce an empty tensor of shape {a.shape}")
+        if r > _MAX_EXACT_ROW:
+            raise ValueError(f"{name}: reducing {r} elements at once is not supported (at most {_MAX_EXACT_ROW})")
+        if axis is None:
+            return ((1,) * a.ndim if keepdim else ()), int32
+        return _reduced_shape(a.shape, axes, keepdim), int32
+    return infer
+
+
+def _arg_builder(name, negate: bool):
+    def forward(ctx, nodes, inputs, out, axis=None, keepdim=False):
+        a = inputs[0]
+        x = nodes[0] if a.dtype is float32 else lib.cast(ctx, nodes[0], consts.TYPE_F32)
+        if negate:
+            x = lib.neg(ctx, x)
+        mat, r, k = _rows_last(ctx, x, a.shape, norm_axes(name, axis, a.ndim))
+        # ggml_argmax returns the LAST maximal index; PyTorch and NumPy return the first. Reverse
+        # each row (a gather with indices r-1 .. 0), take argmax, map back: first = r-1-last.
+        rev = lib.scale_bias(ctx, lib.arange(ctx, 0.0, float(r), 1.0), -1.0, float(r - 1))   # r-1 .. 0
+        rev = lib.cast(ctx, lib.repeat_4d(ctx, rev, r, k, 1, 1), consts.TYPE_I32)
+        flipped = lib.get_rows(ctx, lib.reshape_3d(ctx, mat, 1, r, k), rev)
+        last = lib.cast(ctx, lib.argmax(ctx, lib.reshape_2d(ctx, flipped, r, k)), consts.TYPE_F32)
+        first = lib.scale_bias(ctx, last, -1.0, float(r - 1))
+        return lib.cast(ctx, reshape(ctx, first, out.shape), consts.TYPE_I32)
+    return forward
+
+
+define("argmax", infer=_infer_arg("argmax"), differentiable=False,
+       doc="index of the first maximum along an axis (or of the flattened tensor); int32")(_arg_builder("argmax", False))
+define("argmin", infer=_infer_arg("argmin"), differentiable=False,
+       doc="index of the first minimum along an axis (or of the flattened tensor); int32")(_arg_builder("argmin", True))
+
+
+def _infer_var(a, axis=None, correction=1, keepdim=False):
+    shape, dtype = _infer_reduce("var")(a, axis=axis, keepdim=keepdim)
+    if isinstance(correction, bool) or not isinstance(correction, (int, float)):
+        raise TypeError(f"var: correction must be a number, got {correction!r}")
+    return shape, dtype
+
+
+def _var_divisor(shape, axes, correction) -> float:
+    d = numel(tuple(shape[i] for i in axes)) - correction
+    return 1.0 / d if d > 0 else float("inf")   # torch: nan/inf when there are too few elements
+
+
+def _var_backward(g, n):
+    x = n.inputs[0]
+    axis = n.params.get("axis")
+    axes = norm_axes("", axis, x.ndim)
+    c = 2.0 * _var_divisor(x.shape, axes, n.params.get("correction", 1))
+    centered = op.sub(x, op.mean(x, axis=axis, keepdim=True))
+    return op.scale(op.mul(centered, op.reshape(g, shape=_kept(x.shape, axes))), c=c)
+
+
+@define("var", infer=_infer_var, backward=_var_backward)
+def _var(ctx, nodes, inputs, out, axis=None, correction=1, keepdim=False):
+    """sum((x - mean)^2) / (N - correction) over all or given axes (torch.var; correction=1 default)."""
+    a = inputs[0]
+    axes = norm_axes("var", axis, a.ndim)
+    kept = _kept(a.shape, axes)
+    cnt = numel(tuple(a.shape[i] for i in axes))
+    mean = lib.scale(ctx, sum_to(ctx, nodes[0], a.shape, kept), 1.0 / max(cnt, 1))
+    if tuple(kept) != tuple(a.shape) and all(s == 1 for s in kept):
+        mean = reshape(ctx, mean, kept)
+    sq = lib.sqr(ctx, lib.sub(ctx, nodes[0], mean))
+    v = lib.scale(ctx, sum_to(ctx, sq, a.shape, kept), _var_divisor(a.shape, axes, correction))
+    return lib.cont(ctx, reshape(ctx, v, out.shape))
+
+
+def logsumexp_parts(ctx, node, shape: tuple, axes: tuple):
+    """(m, log(sum(exp(x - m)))) over ``axes``, both in the kept shape (reduced axes as size 1).
+    m is the max clamped finite, so all -inf rows give -inf and +inf gives +inf, not NaN.
+    log_softmax uses (x - m) - logsum: subtracting m first keeps precision for large x."""
+    kept = _kept(shape, axes)
+    mat, r, k = _rows_last(ctx, node, shape, axes)
+    m = lib.clamp(ctx, lib.dup(ctx, reshape(ctx, _row_max(ctx, mat, r, k), kept)), -FLT_MAX, FLT_MAX)
+    s = sum_to(ctx, lib.exp(ctx, lib.sub(ctx, node, m)), shape, kept)
+    if tuple(kept) != tuple(shape) and all(d == 1 for d in kept):
+        s = reshape(ctx, s, kept)
+    return m, lib.log(ctx, s)
+
+
+def _logsumexp_backward(g, n):
+    x = n.inputs[0]
+    kept = _kept(x.shape, norm_axes("", n.params.get("axis"), x.ndim))
+    return op.mul(op.exp(op.sub(x, op.reshape(n.output, shape=kept))), op.reshape(g, shape=kept))
+
+
+@define("logsumexp", infer=_infer_extreme("logsumexp"), backward=_logsumexp_backward, save_output=True)
+def _logsumexp(ctx, nodes, inputs, out, axis=None, keepdim=False):
+    """log(sum(exp(x))) over all or given axes, numerically stable."""
+    a = inputs[0]
+    m, logsum = logsumexp_parts(ctx, nodes[0], a.shape, norm_axes("logsumexp", axis, a.ndim))
+    return lib.cont(ctx, reshape(ctx, lib.add(ctx, logsum, m), out.shape))

@@ -2,10 +2,16 @@
 from __future__ import annotations
 
 from ..ops import op
-from .tensor import Tensor, add, as_tensor, div, mul, pow, sub
+from .tensor import Tensor, add, as_tensor, binary_extreme, clamp, compare, div, mul, pow, sub, where
 
 __all__ = ["add", "sub", "mul", "div", "pow", "matmul", "exp", "log", "sqrt", "abs", "neg", "square",
-           "sum", "mean", "reshape", "permute", "transpose", "relu", "tanh", "sigmoid", "linear", "sign"]
+           "sum", "mean", "reshape", "permute", "transpose", "relu", "tanh", "sigmoid", "linear", "sign",
+           # comparisons, selection
+           "lt", "le", "gt", "ge", "eq", "ne", "clamp", "clip", "maximum", "minimum", "where",
+           # reductions
+           "max", "min", "amax", "amin", "argmax", "argmin", "var", "std", "logsumexp",
+           # activations
+           "leaky_relu", "gelu", "silu", "softplus", "elu", "softmax", "log_softmax"]
 
 
 def matmul(a, b) -> Tensor:
@@ -79,3 +85,130 @@ def tanh(x: Tensor) -> Tensor:
 
 def sigmoid(x: Tensor) -> Tensor:
     return op.sigmoid(x)
+
+
+# ---------------------------------------------------------------------- comparisons (float32 0/1, no grad)
+def lt(a, b) -> Tensor:
+    """``a < b`` elementwise as float32 0/1.
+
+    >>> import ggmlgrad as gg
+    >>> gg.lt(gg.tensor([1.0, 3.0]), 2.0).tolist()
+    [1.0, 0.0]
+    """
+    return compare(a, b, "lt")
+
+
+def le(a, b) -> Tensor:
+    return compare(a, b, "le")
+
+
+def gt(a, b) -> Tensor:
+    return compare(a, b, "gt")
+
+
+def ge(a, b) -> Tensor:
+    return compare(a, b, "ge")
+
+
+def eq(a, b) -> Tensor:
+    return compare(a, b, "eq")
+
+
+def ne(a, b) -> Tensor:
+    return compare(a, b, "ne")
+
+
+clip = clamp
+
+
+def maximum(a, b) -> Tensor:
+    """Elementwise max with broadcasting; equal values share the gradient 0.5/0.5 (torch)."""
+    return binary_extreme(a, b, "maximum")
+
+
+def minimum(a, b) -> Tensor:
+    return binary_extreme(a, b, "minimum")
+
+
+# ---------------------------------------------------------------------- reductions
+def max(x: Tensor, dim=None, keepdim: bool = False, *, axis=None):  # noqa: A001
+    """torch.max: ``max(x)`` → 0-d; ``max(x, dim)`` → (values, indices); ``max(x, other)`` → maximum.
+
+    >>> import ggmlgrad as gg
+    >>> gg.max(gg.tensor([[1.0, 5.0], [7.0, 2.0]]), dim=1).values.tolist()
+    [5.0, 7.0]
+    """
+    return x.max(dim, keepdim, axis=axis)
+
+
+def min(x: Tensor, dim=None, keepdim: bool = False, *, axis=None):  # noqa: A001
+    return x.min(dim, keepdim, axis=axis)
+
+
+def amax(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """Max over all or given axes (values only); ties share the gradient evenly."""
+    return x.amax(dim, keepdim, axis=axis)
+
+
+def amin(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    return x.amin(dim, keepdim, axis=axis)
+
+
+def argmax(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """int32 index of the first maximum along ``dim`` (flattened when None)."""
+    return x.argmax(dim, keepdim, axis=axis)
+
+
+def argmin(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    return x.argmin(dim, keepdim, axis=axis)
+
+
+def var(x: Tensor, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None) -> Tensor:
+    """Variance over all or given axes; ``correction`` defaults to 1 (torch.var)."""
+    return x.var(dim, correction=correction, keepdim=keepdim, unbiased=unbiased, axis=axis)
+
+
+def std(x: Tensor, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None) -> Tensor:
+    return x.std(dim, correction=correction, keepdim=keepdim, unbiased=unbiased, axis=axis)
+
+
+def logsumexp(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """log(sum(exp(x))) over all or given axes, computed stably."""
+    return x.logsumexp(dim, keepdim, axis=axis)
+
+
+# ---------------------------------------------------------------------- activations
+def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
+    return op.leaky_relu(x, negative_slope=negative_slope)
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """GELU, exact (erf) or ``approximate="tanh"``, as torch.nn.functional.gelu."""
+    return op.gelu(x, approximate=approximate)
+
+
+def silu(x: Tensor) -> Tensor:
+    return op.silu(x)
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    return op.softplus(x, beta=beta, threshold=threshold)
+
+
+def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
+    return op.elu(x, alpha=alpha)
+
+
+def softmax(x: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
+    """Softmax along any axis (default the last).
+
+    >>> import ggmlgrad as gg
+    >>> gg.softmax(gg.tensor([[0.0, 0.0]]), dim=1).tolist()
+    [[0.5, 0.5]]
+    """
+    return x.softmax(dim, axis=axis)
+
+
+def log_softmax(x: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
+    """x - logsumexp(x) along any axis (stable)."""
+    return x.log_softmax(dim, axis=axis)

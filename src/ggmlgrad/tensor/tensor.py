@@ -361,6 +361,109 @@ class Tensor(Array):
     def square(self):
         return op.square(self)
 
+    def neg(self):
+        return op.neg(self)
+
+    def sign(self):
+        return op.sign(self)
+
+    def pow(self, exponent):
+        return pow(self, exponent)
+
+    # ------------------------------------------------------------- comparisons (float 0/1, no grad)
+    def __lt__(self, o):
+        return compare(self, o, "lt")
+
+    def __le__(self, o):
+        return compare(self, o, "le")
+
+    def __gt__(self, o):
+        return compare(self, o, "gt")
+
+    def __ge__(self, o):
+        return compare(self, o, "ge")
+
+    def __eq__(self, o):  # type: ignore[override]
+        return compare(self, o, "eq")
+
+    def __ne__(self, o):  # type: ignore[override]
+        return compare(self, o, "ne")
+
+    lt, le, gt, ge, eq, ne = __lt__, __le__, __gt__, __ge__, __eq__, __ne__
+
+    # ------------------------------------------------------------- math (function forms in functional.py)
+    def clamp(self, min=None, max=None):  # noqa: A002  (torch names)
+        """Limit to [min, max]; either side optional; bounds may be numbers or tensors."""
+        return clamp(self, min, max)
+
+    clip = clamp
+
+    def maximum(self, other):
+        return binary_extreme(self, other, "maximum")
+
+    def minimum(self, other):
+        return binary_extreme(self, other, "minimum")
+
+    def where(self, condition, other):
+        """``self`` where ``condition`` is non-zero, else ``other`` (torch.Tensor.where)."""
+        return where(condition, self, other)
+
+    def max(self, dim=None, keepdim: bool = False, *, axis=None):
+        """torch semantics: ``t.max()`` the largest value; ``t.max(dim)`` a (values, indices) pair;
+        ``t.max(other)`` elementwise maximum. For values over several axes use ``amax``."""
+        return extreme(self, _axis(axis, dim), keepdim, "max")
+
+    def min(self, dim=None, keepdim: bool = False, *, axis=None):
+        return extreme(self, _axis(axis, dim), keepdim, "min")
+
+    def amax(self, dim=None, keepdim: bool = False, *, axis=None):
+        return op.amax(self, axis=_axes(_axis(axis, dim)), keepdim=keepdim)
+
+    def amin(self, dim=None, keepdim: bool = False, *, axis=None):
+        return op.amin(self, axis=_axes(_axis(axis, dim)), keepdim=keepdim)
+
+    def argmax(self, dim=None, keepdim: bool = False, *, axis=None):
+        """Index (int32) of the first maximum along ``dim``, or in the flattened tensor."""
+        return op.argmax(self, axis=_axis(axis, dim), keepdim=keepdim)
+
+    def argmin(self, dim=None, keepdim: bool = False, *, axis=None):
+        return op.argmin(self, axis=_axis(axis, dim), keepdim=keepdim)
+
+    def var(self, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None):
+        """Variance with ``correction`` (default 1: Bessel's correction, as in torch)."""
+        return op.var(self, axis=_axes(_axis(axis, dim)), correction=_correction(correction, unbiased),
+                      keepdim=keepdim)
+
+    def std(self, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None):
+        return op.sqrt(self.var(dim, correction=correction, keepdim=keepdim, unbiased=unbiased, axis=axis))
+
+    def logsumexp(self, dim=None, keepdim: bool = False, *, axis=None):
+        return op.logsumexp(self, axis=_axes(_axis(axis, dim)), keepdim=keepdim)
+
+    def softmax(self, dim=None, *, axis=None):
+        """Softmax along ``dim`` (default the last axis)."""
+        d = _axis(axis, dim)
+        return op.softmax(self, axis=-1 if d is None else d)
+
+    def log_softmax(self, dim=None, *, axis=None):
+        d = _axis(axis, dim)
+        return op.log_softmax(self, axis=-1 if d is None else d)
+
+    def leaky_relu(self, negative_slope: float = 0.01):
+        return op.leaky_relu(self, negative_slope=negative_slope)
+
+    def gelu(self, approximate: str = "none"):
+        return op.gelu(self, approximate=approximate)
+
+    def silu(self):
+        return op.silu(self)
+
+    def softplus(self, beta: float = 1.0, threshold: float = 20.0):
+        return op.softplus(self, beta=beta, threshold=threshold)
+
+    def elu(self, alpha: float = 1.0):
+        return op.elu(self, alpha=alpha)
+
 
 def _axis(axis, dim):
     if dim is not None:
@@ -473,6 +576,101 @@ def pow(a, b) -> Tensor:
         return op.exp(op.scale(b, c=float(np.log(float(a)))))
     a, b = _pair(a, b)
     return op.pow(a, b)
+
+
+# ---------------------------------------------------------------------- comparisons, clamp, max/min, where
+class MaxMin(tuple):
+    """``(values, indices)`` from ``t.max(dim)`` / ``t.min(dim)``, like torch.return_types.max."""
+
+    __slots__ = ()
+
+    def __new__(cls, values: Tensor, indices: Tensor):
+        return super().__new__(cls, (values, indices))
+
+    @property
+    def values(self) -> Tensor:
+        return self[0]
+
+    @property
+    def indices(self) -> Tensor:
+        return self[1]
+
+
+def compare(a, b, kind: str):
+    """``a <kind> b`` (kind: lt, le, gt, ge, eq, ne) as a float32 0/1 tensor; scalars are op params."""
+    if isinstance(a, Tensor) and _scalar(b):
+        return op.compare_scalar(a, kind=kind, c=float(b))
+    if isinstance(b, Tensor) and _scalar(a):
+        return op.compare_scalar(b, kind=_FLIPPED[kind], c=float(a))
+    if not isinstance(a, (Tensor, np.ndarray, list, tuple)) or not isinstance(b, (Tensor, np.ndarray, list, tuple)):
+        return NotImplemented
+    a, b = _pair(a, b)
+    return getattr(op, kind)(a, b)
+
+
+_FLIPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+def clamp(x: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
+    """torch.clamp: numbers become op params; tensor bounds go through maximum/minimum."""
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    lo = None if min is None or isinstance(min, Tensor) else float(min)
+    hi = None if max is None or isinstance(max, Tensor) else float(max)
+    if lo is not None or hi is not None:
+        x = op.clamp(x, lo=lo, hi=hi)
+    if isinstance(min, Tensor):
+        x = op.maximum(x, min)
+    if isinstance(max, Tensor):
+        x = op.minimum(x, max)
+    return x
+
+
+def binary_extreme(a, b, name: str) -> Tensor:
+    """maximum/minimum of tensors (or a tensor and a number: that is a one-sided clamp)."""
+    if isinstance(a, Tensor) and _scalar(b):
+        return op.clamp(a, **{"lo" if name == "maximum" else "hi": float(b)})
+    if isinstance(b, Tensor) and _scalar(a):
+        return op.clamp(b, **{"lo" if name == "maximum" else "hi": float(a)})
+    a, b = _pair(a, b)
+    return getattr(op, name)(a, b)
+
+
+def extreme(x: Tensor, dim, keepdim: bool, kind: str):
+    if isinstance(dim, Tensor):
+        return binary_extreme(x, dim, "maximum" if kind == "max" else "minimum")
+    if dim is None:
+        return op.amax(x, keepdim=keepdim) if kind == "max" else op.amin(x, keepdim=keepdim)
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise TypeError(f"{kind}: dim must be an int (use amax/amin for several axes), got {dim!r}")
+    values = op.amax(x, axis=dim, keepdim=keepdim) if kind == "max" else op.amin(x, axis=dim, keepdim=keepdim)
+    indices = op.argmax(x, axis=dim, keepdim=keepdim) if kind == "max" else op.argmin(x, axis=dim, keepdim=keepdim)
+    return MaxMin(values, indices)
+
+
+def where(condition, a, b) -> Tensor:
+    """``a`` where ``condition`` is non-zero, else ``b``; numbers allowed for a and b (no upload)."""
+    like = next((t for t in (condition, a, b) if isinstance(t, Tensor)), None)
+    if like is None:
+        raise TypeError("where: expected at least one Tensor")
+    condition = as_tensor(condition, device=like.device)
+    if _scalar(a):
+        a = op.fill_like(b if isinstance(b, Tensor) else condition, c=float(a))
+    if _scalar(b):
+        b = op.fill_like(a if isinstance(a, Tensor) else condition, c=float(b))
+    return op.where(condition, as_tensor(a, device=like.device), as_tensor(b, device=like.device))
+
+
+def _axes(axis):
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+def _correction(correction, unbiased):
+    if correction is not None and unbiased is not None:
+        raise TypeError("var/std: pass either correction or unbiased, not both")
+    if unbiased is not None:
+        return 1 if unbiased else 0
+    return 1 if correction is None else correction
 
 
 def _pair(a, b) -> tuple[Tensor, Tensor]:
