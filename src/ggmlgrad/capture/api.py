@@ -1,0 +1,613 @@
+"""``gg.capture`` and ``gg.capture_step``: record once per signature, replay as upload → compute(s) → download.
+
+>>> import numpy as np, ggmlgrad as gg
+>>> w = gg.tensor(np.ones((3, 2), np.float32))
+>>> @gg.capture
+... def f(x):
+...     return (x @ w).relu()
+>>> f(np.ones((4, 3), np.float32)).tolist()[0]   # records, then computes
+[3.0, 3.0]
+>>> f(np.full((4, 3), 2.0, np.float32))[0, 0]     # replays: 1 upload, 1 compute, 1 download
+6.0
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import math
+import os
+import weakref
+from collections import OrderedDict
+from typing import Any, Callable
+
+import numpy as np
+
+from ..engine import ENGINE, CaptureError, dtypes, float32, int32, modes
+from ..runtime import Device, resolve_device
+from ..tensor import Tensor, no_grad
+from ..ops import op
+from .recording import Recorder, download, fill_noise, put_arg, unpack
+
+log = logging.getLogger("ggmlgrad.capture")
+
+_ARRAY = "array"
+_CONST = "const"
+
+
+# ---------------------------------------------------------------------------- argument trees
+def _describe(x) -> tuple:
+    """Signature entry for one argument leaf."""
+    if isinstance(x, np.ndarray):
+        return (_ARRAY, x.shape, _slot_dtype(x.dtype).name)
+    if isinstance(x, Tensor):
+        return (_ARRAY, x.shape, x.dtype.name)
+    if isinstance(x, (bool, int, float, str, type(None), np.generic)) and not isinstance(x, np.ndarray):
+        return (_CONST, type(x).__name__, x if not isinstance(x, np.generic) else x.item())
+    if isinstance(x, (tuple, list)):
+        return (type(x).__name__, tuple(_describe(v) for v in x))
+    if isinstance(x, dict):
+        return ("dict", tuple((k, _describe(v)) for k, v in x.items()))
+    raise TypeError(f"capture: unsupported argument type {type(x).__name__} (pass arrays, tensors, Python "
+                    f"numbers, or tuples/lists/dicts of them)")
+
+
+def _slot_dtype(np_dtype: np.dtype):
+    if np_dtype == np.float16:
+        return dtypes.float16
+    if np_dtype.kind in "iu":
+        return int32
+    if np_dtype.kind in "fb":
+        return float32
+    raise TypeError(f"capture: unsupported array dtype {np_dtype}")
+
+
+def _leaves(x, out: list) -> None:
+    """Array leaves in signature order."""
+    if isinstance(x, (np.ndarray, Tensor)):
+        out.append(x)
+    elif isinstance(x, (tuple, list)):
+        for v in x:
+            _leaves(v, out)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _leaves(v, out)
+
+
+def _rebuild(x, tensors):
+    """``x`` with every array leaf replaced by the next tensor from ``tensors``."""
+    if isinstance(x, (np.ndarray, Tensor)):
+        return next(tensors)
+    if isinstance(x, tuple):
+        return tuple(_rebuild(v, tensors) for v in x)
+    if isinstance(x, list):
+        return [_rebuild(v, tensors) for v in x]
+    if isinstance(x, dict):
+        return {k: _rebuild(v, tensors) for k, v in x.items()}
+    return x
+
+
+def _leaf_names(x, prefix: str, out: list) -> None:
+    if isinstance(x, (np.ndarray, Tensor)):
+        out.append(prefix)
+    elif isinstance(x, (tuple, list)):
+        for i, v in enumerate(x):
+            _leaf_names(v, f"{prefix}[{i}]", out)
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            _leaf_names(v, f"{prefix}[{k!r}]", out)
+
+
+# ---------------------------------------------------------------------------- output trees
+class _OutSpec:
+    """Structure of what the function returned; leaves are output indices."""
+
+    def __init__(self, value, tensors: list):
+        self.tree = self._flatten(value, tensors)
+
+    def _flatten(self, x, tensors):
+        if isinstance(x, Tensor):
+            tensors.append(x)
+            return ("T", len(tensors) - 1)
+        if isinstance(x, tuple) and not hasattr(x, "_fields"):
+            return ("tuple", [self._flatten(v, tensors) for v in x])
+        if isinstance(x, list):
+            return ("list", [self._flatten(v, tensors) for v in x])
+        if isinstance(x, dict):
+            return ("dict", [(k, self._flatten(v, tensors)) for k, v in x.items()])
+        if isinstance(x, (bool, int, float, str, type(None))):
+            return ("C", x)
+        raise TypeError(f"capture: the captured function returned {type(x).__name__}; return tensors, Python "
+                        f"constants, or tuples/lists/dicts of them")
+
+    def build(self, arrays: list):
+        return self._build(self.tree, arrays)
+
+    def _build(self, node, arrays):
+        kind, v = node
+        if kind == "T":
+            return arrays[v]
+        if kind == "tuple":
+            return tuple(self._build(c, arrays) for c in v)
+        if kind == "list":
+            return [self._build(c, arrays) for c in v]
+        if kind == "dict":
+            return {k: self._build(c, arrays) for k, c in v}
+        return v
+
+
+# ---------------------------------------------------------------------------- recordings
+class _Recording:
+    """What replay needs: the graphs, the packed inputs, the outputs' places, and what to watch."""
+
+    def __init__(self, key, recorder: Recorder, inputs, graphs, downloads_at, dl_bytes, block, out_spec,
+                 n_user_outputs: int):
+        self.key = key
+        self.inputs = inputs
+        self.graphs = graphs
+        self.block = block
+        self.dl_bytes = dl_bytes
+        self.out_spec = out_spec
+        self.n_user_outputs = n_user_outputs
+        self.arg_slots = inputs.args
+        self.noise_slots = inputs.noise
+        self.refs = recorder.refs
+        # (offset, nbytes, np dtype, shape, is bf16) per downloaded output
+        self.out_layout = [(off, t) for off, t in downloads_at]
+        self._recorder_graphs = recorder.graphs
+
+    def stale(self) -> str | None:
+        """Why this recording can no longer be replayed (a referenced tensor replaced), or None."""
+        for ref, storage, shape in self.refs:
+            t = ref()
+            if t is None:
+                return f"a tensor the recording reads (shape {shape}) was freed or replaced"
+            if t._storage is not storage:
+                return f"a tensor the recording reads (shape {shape}) was replaced (its memory changed)"
+        return None
+
+    def stage_args(self, leaves: list) -> None:
+        for slot, v in zip(self.arg_slots, leaves):
+            put_arg(slot, v)
+        if self.noise_slots:
+            fill_noise(self.noise_slots)
+
+    def outputs(self, raw: np.ndarray) -> list:
+        return [unpack(raw, off, t) for off, t in self.out_layout]
+
+    def free(self) -> None:
+        for g in self.graphs:
+            g.free()
+        self.graphs = []
+        self.refs = []
+
+
+def _explain_default() -> bool:
+    return os.environ.get("GGMLGRAD_CAPTURE_EXPLAIN", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class Captured:
+    """A function recorded once per signature and replayed (see :func:`capture`)."""
+
+    _kind = "capture"
+
+    def __init__(self, fn: Callable, max_recordings: int = 8, explain: bool | None = None):
+        if not callable(fn):
+            raise TypeError(f"capture: expected a callable, got {type(fn).__name__}")
+        if isinstance(max_recordings, bool) or not isinstance(max_recordings, int) or max_recordings < 1:
+            raise ValueError(f"capture: max_recordings must be a positive int, got {max_recordings!r}")
+        self.fn = fn
+        functools.update_wrapper(self, fn, updated=())
+        self.max_recordings = max_recordings
+        self.explain = _explain_default() if explain is None else bool(explain)
+        self._cache: OrderedDict[tuple, _Recording] = OrderedDict()
+        self._gone: dict[tuple, str] = {}     # key -> why its recording went away (for explain)
+        self._last_key: tuple | None = None
+        self._param_names = self._names(fn)
+        self.n_recordings = 0                 # recordings made so far (for tests and diagnosis)
+
+    @staticmethod
+    def _names(fn) -> list[str]:
+        try:
+            return [p.name for p in inspect.signature(fn).parameters.values()
+                    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            return []
+
+    # -- signature
+    def _key(self, args: tuple, kwargs: dict) -> tuple:
+        dev = None
+        for a in args:
+            if isinstance(a, Tensor):
+                dev = a.device
+                break
+        if dev is None:
+            dev = resolve_device(None)
+        parts = tuple(_describe(a) for a in args)
+        kw = tuple((k, _describe(v)) for k, v in kwargs.items()) if kwargs else ()
+        return (parts, kw, dev.name, modes.precision()) + self._extra_key()
+
+    def _extra_key(self) -> tuple:
+        return ()
+
+    def _arg_label(self, i: int) -> str:
+        return self._param_names[i] if i < len(self._param_names) else f"args[{i}]"
+
+    def _why(self, key: tuple) -> str:
+        """Explain a new recording for ``key`` against the last one used."""
+        if key in self._gone:
+            return self._gone.pop(key)
+        old = self._last_key
+        if old is None:
+            return "first call"
+        diffs = []
+        (pa, ka, da, pra), (pb, kb, db, prb) = old[:4], key[:4]
+        if len(pa) != len(pb):
+            diffs.append(f"number of positional arguments {len(pa)} → {len(pb)}")
+        for i, (x, y) in enumerate(zip(pa, pb)):
+            if x != y:
+                diffs.append(f"argument {self._arg_label(i)!r}: {_fmt(x)} → {_fmt(y)}")
+        dka, dkb = dict(ka), dict(kb)
+        for k in sorted(set(dka) | set(dkb)):
+            if dka.get(k) != dkb.get(k):
+                diffs.append(f"keyword argument {k!r}: {_fmt(dka.get(k))} → {_fmt(dkb.get(k))}")
+        if da != db:
+            diffs.append(f"device {da} → {db}")
+        if pra != prb:
+            diffs.append(f"matmul precision {pra!r} → {prb!r}")
+        if old[4:] != key[4:]:
+            diffs.extend(self._extra_why(old[4:], key[4:]))
+        return "; ".join(diffs) or "new signature"
+
+    def _extra_why(self, old: tuple, new: tuple) -> list[str]:
+        return ["options changed"]
+
+    def _explain(self, msg: str) -> None:
+        if self.explain:
+            name = getattr(self.fn, "__qualname__", repr(self.fn))
+            log.warning("ggmlgrad %s(%s) records again: %s", self._kind, name, msg)
+
+    # -- calls
+    def __call__(self, *args, **kwargs):
+        key = self._key(args, kwargs)
+        rec = self._cache.get(key)
+        if rec is not None:
+            why = self._stale(rec)
+            if why is not None:
+                self._drop(key, why)
+                rec = None
+            else:
+                self._cache.move_to_end(key)
+        leaves: list = []
+        _leaves(args, leaves)
+        if kwargs:
+            _leaves(tuple(kwargs.values()), leaves)
+        if rec is None:
+            self._explain(self._why(key)) if (self._last_key is not None or key in self._gone) else None
+            rec = self._record(key, args, kwargs)
+            self._cache[key] = rec
+            self.n_recordings += 1
+            while len(self._cache) > self.max_recordings:
+                old_key, old = self._cache.popitem(last=False)
+                old.free()
+                self._gone[old_key] = f"its recording was evicted from the LRU cache (max_recordings=" \
+                                      f"{self.max_recordings})"
+        self._last_key = key
+        return self._run(rec, leaves)
+
+    def _stale(self, rec: _Recording) -> str | None:
+        return rec.stale()
+
+    def _drop(self, key, why: str) -> None:
+        rec = self._cache.pop(key, None)
+        if rec is not None:
+            rec.free()
+        self._gone[key] = why
+
+    def _device_of(self, args, kwargs) -> Device:
+        ls: list = []
+        _leaves(args, ls)
+        _leaves(tuple(kwargs.values()), ls)
+        for a in ls:
+            if isinstance(a, Tensor):
+                return a.device
+        return resolve_device(None)
+
+    def _make_inputs(self, rec: Recorder, args, kwargs):
+        names: list[str] = []
+        for i, a in enumerate(args):
+            _leaf_names(a, self._arg_label(i), names)
+        for k, v in kwargs.items():
+            _leaf_names(v, k, names)
+        leaves: list = []
+        _leaves(args, leaves)
+        _leaves(tuple(kwargs.values()), leaves)
+        tensors = []
+        for name, a in zip(names, leaves):
+            if isinstance(a, Tensor):
+                shape, dt = a.shape, a.dtype
+            else:
+                shape, dt = tuple(int(s) for s in a.shape), _slot_dtype(a.dtype)
+            if len(shape) > 4:
+                raise ValueError(f"capture: argument {name} has {len(shape)} dimensions; at most 4 are supported")
+            tensors.append(rec.input("arg", name, shape, dt))
+        it = iter(tensors)
+        new_args = tuple(_rebuild(a, it) for a in args)
+        new_kwargs = {k: _rebuild(v, it) for k, v in kwargs.items()}
+        return new_args, new_kwargs
+
+    def _record(self, key, args, kwargs) -> _Recording:
+        device = self._device_of(args, kwargs)
+        recorder = Recorder(device)
+        with recorder:
+            call_args, call_kwargs = self._make_inputs(recorder, args, kwargs)
+            out = self.fn(*call_args, **call_kwargs)
+            tensors: list[Tensor] = []
+            spec = _OutSpec(out, tensors)
+            _g, downloads_at, dl_bytes, block, _ = recorder.take_graph("forward", tensors, [])
+            inputs = recorder.finish()
+        return _Recording(key, recorder, inputs, recorder.graphs, downloads_at, dl_bytes, block, spec, len(tensors))
+
+    def _run(self, rec: _Recording, leaves: list):
+        if ENGINE.roots or ENGINE.effects:
+            ENGINE.drain("capture")  # queued work may write what the replay reads
+        rec.stage_args(leaves)
+        rec.inputs.upload()
+        rec.graphs[0].compute()
+        raw = download(rec.block, rec.dl_bytes)
+        return rec.out_spec.build(rec.outputs(raw))
+
+    # -- management
+    def free(self) -> None:
+        """Release every recording (device memory, graphs); the next call records again."""
+        for key, rec in self._cache.items():
+            rec.free()
+            self._gone[key] = "captured.free() released its recording"
+        self._cache.clear()
+
+    @property
+    def recordings(self) -> int:
+        """How many recordings are cached now."""
+        return len(self._cache)
+
+    def __repr__(self) -> str:
+        return f"<ggmlgrad {self._kind} of {getattr(self.fn, '__qualname__', self.fn)!r}: " \
+               f"{len(self._cache)} recording(s)>"
+
+    def __get__(self, obj, objtype=None):
+        # Decorating a method: capture per instance is the user's job; bind like a function.
+        if obj is None:
+            return self
+        return functools.partial(self.__call__, obj)
+
+
+def _fmt(d) -> str:
+    if d is None:
+        return "absent"
+    if isinstance(d, tuple) and d and d[0] == _ARRAY:
+        return f"array shape {tuple(d[1])} {d[2]}"
+    if isinstance(d, tuple) and d and d[0] == _CONST:
+        return f"constant {d[2]!r}"
+    return repr(d)
+
+
+# ---------------------------------------------------------------------------- training steps
+class CapturedStep(Captured):
+    """A training step (forward, backward, optional grad-norm clipping, optimizer update), captured.
+
+    Replay: ONE upload (arguments, noise, clip limit, the optimizer's hyperparameters for this
+    step), graph 1 (forward + backward + clipping), ONE download (loss outputs + grad norm),
+    graph 2 (the update, in place), then the optimizer's step counters advance.
+    """
+
+    _kind = "capture_step"
+
+    def __init__(self, loss_fn: Callable, optimizer, max_grad_norm: float | None = None, max_recordings: int = 8,
+                 explain: bool | None = None):
+        for m in ("_hparams_arrays", "_queue_update", "_advance"):
+            if not hasattr(optimizer, m):
+                raise TypeError(f"capture_step: the optimizer {type(optimizer).__name__} lacks {m}() "
+                                f"(use a gg.optim optimizer)")
+        super().__init__(loss_fn, max_recordings, explain)
+        self.optimizer = optimizer
+        self.max_grad_norm = _check_norm(max_grad_norm)
+        self.grad_norm: float | None = None   # the last step's norm (with clipping)
+        self._last_rec = None
+
+    def set(self, max_grad_norm: float | None = ...) -> "CapturedStep":
+        """Change options without recording again (the clip limit is an input of the recording).
+
+        Turning clipping on or off switches to a recording with or without the clipping nodes.
+        """
+        if max_grad_norm is not ...:
+            self.max_grad_norm = _check_norm(max_grad_norm)
+        return self
+
+    def _opt_params(self) -> list:
+        opt = self.optimizer
+        if hasattr(opt, "flat_params"):
+            return opt.flat_params()
+        return [p for g in opt.param_groups for p in g["params"]]
+
+    def _opt_signature(self):
+        opt = self.optimizer
+        if hasattr(opt, "_signature"):
+            return opt._signature()
+        return tuple(id(p) for p in self._opt_params())
+
+    def _extra_key(self) -> tuple:
+        return (self.max_grad_norm is not None,)
+
+    def _extra_why(self, old, new) -> list[str]:
+        return [f"gradient clipping {'on' if new[0] else 'off'} (was {'on' if old[0] else 'off'})"]
+
+    def _stale(self, rec) -> str | None:
+        if self._opt_signature() != rec.opt_signature:
+            return "the optimizer's parameter set or update structure changed"
+        return rec.stale()
+
+    def _record(self, key, args, kwargs) -> _Recording:
+        device = self._device_of(args, kwargs)
+        opt = self.optimizer
+        params = self._opt_params()
+        opt_sig = self._opt_signature()
+        clip = self.max_grad_norm is not None
+        saved = [p.grad for p in params]
+        recorder = Recorder(device)
+        try:
+            with recorder:
+                call_args, call_kwargs = self._make_inputs(recorder, args, kwargs)
+                for p in params:
+                    p.grad = None
+                out = self.fn(*call_args, **call_kwargs)
+                loss = _pick_loss(out)
+                loss.backward()
+                grads = [p.grad for p in params]
+                for p in params:
+                    p.grad = None
+                live = [g for g in grads if g is not None]
+                if not live:
+                    raise CaptureError("capture_step: the loss does not depend on any optimizer parameter")
+                norm = None
+                with no_grad():
+                    if clip:
+                        limit = recorder.input("clip", "max_grad_norm", (), float32)
+                        norm = op.capture_grad_norm(*live)
+                        scale = op.capture_clip_scale(norm, limit)
+                        grads = [op.mul(g, scale) if g is not None else None for g in grads]
+                tensors: list[Tensor] = []
+                spec = _OutSpec(out, tensors)
+                n_user = len(tensors)
+                downloads = tensors + ([norm] if clip else [])
+                _g1, downloads_at, dl_bytes, block, dev_out = recorder.take_graph(
+                    "forward+backward", downloads, [g for g in grads if g is not None])
+                it = iter(dev_out)
+                grads = [next(it) if g is not None else None for g in grads]
+                hp_arrays = [np.asarray(a, np.float32) for a in opt._hparams_arrays()]
+                hps = [recorder.input("hparam", f"optimizer group {i} hyperparameters", a.shape, float32)
+                       for i, a in enumerate(hp_arrays)]
+                with no_grad(), recorder.hold():
+                    opt._queue_update(grads, hps)
+                recorder.take_graph("optimizer update", [], [])
+                inputs = recorder.finish()
+        except BaseException:
+            for p, g in zip(params, saved):
+                p.grad = g
+            raise
+        rec = _Recording(key, recorder, inputs, recorder.graphs, downloads_at, dl_bytes, block, spec, n_user)
+        rec.opt_signature = opt_sig
+        rec.params = params
+        rec.grads = grads
+        rec.clip_slot = inputs.clip[0] if clip else None
+        rec.hparam_slots = inputs.hparams
+        rec.norm_index = n_user if clip else None
+        return rec
+
+    def _run(self, rec: _Recording, leaves: list):
+        if ENGINE.roots or ENGINE.effects:
+            ENGINE.drain("capture")
+        rec.stage_args(leaves)
+        opt = self.optimizer
+        for slot, a in zip(rec.hparam_slots, opt._hparams_arrays()):
+            slot.view[...] = a
+        if rec.clip_slot is not None:
+            rec.clip_slot.view[...] = self.max_grad_norm
+        rec.inputs.upload()
+        g1, g2 = rec.graphs
+        g1.compute()
+        raw = download(rec.block, rec.dl_bytes)
+        outs = rec.outputs(raw)
+        if self._last_rec is not rec:
+            for p, g in zip(rec.params, rec.grads):
+                p.grad = g
+            self._last_rec = rec
+        if rec.norm_index is not None:
+            norm = float(outs[rec.norm_index])
+            self.grad_norm = norm
+            if not math.isfinite(norm):
+                raise RuntimeError(
+                    f"capture_step: the total gradient norm is {norm}; the update was skipped (weights, "
+                    f"optimizer moments and step counters are unchanged). Lower the learning rate or check "
+                    f"the loss for inf/nan.")
+        g2.compute()
+        opt._advance()
+        result = rec.out_spec.build(outs[:rec.n_user_outputs])
+        if rec.norm_index is not None:
+            return result, outs[rec.norm_index]
+        return result
+
+    def free(self) -> None:
+        super().free()
+        self._last_rec = None
+
+
+def _pick_loss(out) -> Tensor:
+    loss = out
+    if isinstance(out, (tuple, list)) and out:
+        loss = out[0]
+    elif isinstance(out, dict):
+        if "loss" not in out:
+            raise CaptureError("capture_step: the loss function returned a dict without a 'loss' entry")
+        loss = out["loss"]
+    if not isinstance(loss, Tensor):
+        raise CaptureError(f"capture_step: the loss function must return a scalar Tensor (or a tuple/dict "
+                           f"whose first/'loss' entry is one), got {type(loss).__name__}")
+    if loss.numel_ != 1:
+        raise CaptureError(f"capture_step: the loss must have one element, got shape {loss.shape}")
+    if not loss.requires_grad:
+        raise CaptureError("capture_step: the loss does not require grad (no parameter reached it)")
+    return loss
+
+
+def _check_norm(v):
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        raise ValueError(f"capture_step: max_grad_norm must be a positive number or None, got {v!r}")
+    return float(v)
+
+
+# ---------------------------------------------------------------------------- public functions
+def capture(fn: Callable | None = None, *, max_recordings: int = 8, explain: bool | None = None):
+    """Record ``fn`` once per signature and replay it (also a decorator, with or without options).
+
+    ``fn`` takes arrays/tensors (positional or keyword, possibly in tuples/lists/dicts) and
+    returns tensors (or tuples/lists/dicts of them); a call returns the same structure as
+    fresh NumPy arrays. Python-number arguments are constants of the recording (a new value
+    records again). Inside ``fn``: no uploads of new host data, no host reads, no eager
+    computes (``gg.CaptureError`` names the line); randomness from dropout/sampling is an
+    input refilled from the seeded generator at every replay.
+
+    >>> import numpy as np, ggmlgrad as gg
+    >>> f = gg.capture(lambda x: x * 2, max_recordings=2)
+    >>> f(np.ones(2, np.float32)).tolist()
+    [2.0, 2.0]
+    """
+    if fn is None:
+        return lambda f: Captured(f, max_recordings=max_recordings, explain=explain)
+    return Captured(fn, max_recordings=max_recordings, explain=explain)
+
+
+def capture_step(loss_fn: Callable, optimizer, max_grad_norm: float | None = None, *, max_recordings: int = 8,
+                 explain: bool | None = None) -> CapturedStep:
+    """A captured training step: ``loss_fn(*args)`` → backward → (clip) → ``optimizer`` update.
+
+    Returns what ``loss_fn`` returns (as NumPy); with ``max_grad_norm`` it returns
+    ``(that, grad_norm)``. A non-finite gradient norm raises before the update and changes
+    nothing. Learning rates (schedulers), step counters, bias corrections and the clip limit
+    are inputs: changing them never records again. Parameters' ``.grad`` hold the last
+    step's (clipped) gradients.
+
+    >>> import numpy as np, ggmlgrad as gg
+    >>> w = gg.tensor(np.ones(2, np.float32), requires_grad=True)
+    >>> opt = gg.optim.SGD([w], lr=0.5)
+    >>> step = gg.capture_step(lambda x: ((w * x).sum() - 1.0) ** 2, opt)
+    >>> float(step(np.ones(2, np.float32)))
+    1.0
+    >>> w.tolist()
+    [0.0, 0.0]
+    """
+    return CapturedStep(loss_fn, optimizer, max_grad_norm, max_recordings=max_recordings, explain=explain)
+
+
+_ = (weakref, Any)
