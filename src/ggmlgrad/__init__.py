@@ -21,9 +21,9 @@ from .tensor.creation import (arange, eye, full, full_like, linspace, manual_see
 from .tensor.functional import *  # noqa: F401,F403
 from .tensor.functional_shape import *  # noqa: F401,F403
 from .info import info
+from . import optim  # noqa: E402  (toolkit: gg.optim)
 from .capture import Buffer, capture, capture_step
 from .tensor.gradcheck import GradcheckError, gradcheck
-from . import distributions, nn  # noqa: E402  (toolkit: gg.nn, gg.distributions)
 
 
 def pending(t: Tensor) -> bool:
