@@ -63,6 +63,7 @@ _BASE = {
     "ggml_leaky_relu": "p:ppfb", "ggml_scale": "p:ppf", "ggml_scale_bias": "p:ppff",
     "ggml_clamp": "p:ppff", "ggml_cast": "p:ppi", "ggml_concat": "p:pppi",
     "ggml_repeat_4d": "p:ppllll",
+    "ggml_cont_4d": "p:ppllll",
     "ggml_reshape_1d": "p:ppl", "ggml_reshape_2d": "p:ppll", "ggml_reshape_3d": "p:pplll",
     "ggml_reshape_4d": "p:ppllll",
     "ggml_view_1d": "p:pplz", "ggml_view_2d": "p:ppllzz", "ggml_view_3d": "p:pplllzzz",
