@@ -7,7 +7,7 @@ from .._ggml import lib
 from ..engine import float32
 from .build import expand, permute, reshape, shape_only
 from .registry import define, op, same_float
-from .shapes import check_ndim, norm_axis, numel
+from .shapes import check_ndim, ne as _ne, norm_axis, numel
 
 
 def _resolve_shape(a, shape) -> tuple:
@@ -99,20 +99,37 @@ def _broadcast_to(ctx, nodes, inputs, out, shape):
 
 
 # ---------------------------------------------------------------- slice (basic indexing core)
-def _infer_slice(a, start, stop, step):
-    """``start/stop/step``: one normalised entry per axis (0 <= start, step >= 1)."""
-    nd = a.ndim
+def _sliced_shape(opname, in_shape, start, stop, step) -> tuple:
+    nd = len(in_shape)
     if not (len(start) == len(stop) == len(step) == nd):
-        raise ValueError(f"slice: need one start/stop/step per dimension of {a.shape}, "
+        raise ValueError(f"{opname}: need one start/stop/step per dimension of {in_shape}, "
                          f"got {start}, {stop}, {step}")
     shape = []
-    for i, (b, e, s, d) in enumerate(zip(start, stop, step, a.shape)):
+    for i, (b, e, s, d) in enumerate(zip(start, stop, step, in_shape)):
         if s < 1:
-            raise ValueError(f"slice: step must be positive, got {s} on dimension {i} of {a.shape}")
+            raise ValueError(f"{opname}: step must be positive, got {s} on dimension {i} of {in_shape}")
         if not (0 <= b <= d and 0 <= e <= d):
-            raise IndexError(f"slice: [{b}:{e}] is out of bounds for dimension {i} of size {d} ({a.shape})")
+            raise IndexError(f"{opname}: [{b}:{e}] is out of bounds for dimension {i} of size {d} ({in_shape})")
         shape.append(len(range(b, e, s)))
-    return tuple(shape), a.dtype
+    return tuple(shape)
+
+
+def _final_shape(opname, sliced: tuple, shape) -> tuple:
+    """``shape``: the sliced shape with size-1 dims dropped or inserted (ints, None, newaxis)."""
+    if shape is None:
+        return sliced
+    shape = tuple(int(d) for d in shape)
+    check_ndim(opname, shape)
+    if tuple(d for d in shape if d != 1) != tuple(d for d in sliced if d != 1):
+        raise ValueError(f"{opname}: result shape {shape} is not the sliced shape {sliced} with size-1 "
+                         f"dimensions dropped or added")
+    return shape
+
+
+def _infer_slice(a, start, stop, step, shape=None):
+    """``start/stop/step``: one normalised entry per axis (0 <= start, stop <= size, step >= 1)."""
+    sliced = _sliced_shape("slice", a.shape, start, stop, step)
+    return _final_shape("slice", sliced, shape), a.dtype
 
 
 def _strides(shape: tuple) -> list[int]:
@@ -122,61 +139,65 @@ def _strides(shape: tuple) -> list[int]:
     return st
 
 
-def _inner_stage(shape, start, step, out_shape) -> bool:
+def _inner_stage(shape, step, sliced) -> bool:
     """A step along the innermost axis needs its own pass (ggml views keep nb0 = element size)."""
-    return bool(shape) and step[-1] != 1 and out_shape[-1] > 1
+    return bool(shape) and step[-1] != 1 and sliced[-1] > 1
 
 
-def _outer_view(shape, start, step, out_shape, es):
-    """(ne, nb1..nb3, offset) of the strided view for a slice whose inner step is 1 (or unused)."""
+def _view_layout(shape, start, step, sliced, es):
+    """(ne, nb, offset) of the strided view ``x[start::step]`` (inner step 1, or unused)."""
     st = _strides(shape)
     nd = len(shape)
-    ne = list(reversed(out_shape)) + [1] * (4 - nd)
-    nb = [st[nd - 1 - k] * step[nd - 1 - k] * es if k < nd else 0 for k in range(4)]
-    for k in range(nd, 4):  # padded dims: size 1, stride past everything before
-        nb[k] = nb[k - 1] * ne[k - 1] if k else es
-    offset = sum(b * s for b, s in zip(start, st)) * es if numel(out_shape) else 0
+    ne = list(reversed(sliced)) + [1] * (4 - nd)
+    nb = [es, 0, 0, 0]
+    for k in range(1, 4):
+        if k < nd:
+            nb[k] = st[nd - 1 - k] * step[nd - 1 - k] * es
+        else:   # padded dims: size 1, stride past the previous dim
+            nb[k] = nb[k - 1] * max(ne[k - 1], 1)
+    offset = sum(b * s for b, s in zip(start, st)) * es if numel(sliced) else 0
     return ne, nb, offset
 
 
-@define("slice", infer=_infer_slice,
-        backward=lambda g, n: op.slice_backward(g, shape=n.inputs[0].shape, start=n.params["start"],
-                                                step=n.params["step"]))
-def _slice(ctx, nodes, inputs, out, start, stop, step):
-    """x[b0:e0:s0, b1:e1:s1, ...] as strided ggml views made contiguous."""
-    a = inputs[0]
-    es = a.dtype.itemsize
-    node, shape = nodes[0], tuple(a.shape)
-    start, step = tuple(start), tuple(step)
-    if not shape:
-        return lib.cont(ctx, node)
-    if _inner_stage(shape, start, step, out.shape):
-        rows, L, n = numel(shape[:-1]), shape[-1], out.shape[-1]
+def _cont_as(ctx, node, shape):
+    """One copy: a contiguous non-view node of NumPy ``shape`` (same element count)."""
+    n = _ne(shape)
+    return lib.cont_4d(ctx, node, n[0], n[1], n[2], n[3])
+
+
+def _slice_view(ctx, node, in_shape, start, step, sliced, final, es):
+    """Contiguous ``x[start::step]`` (stops implied by ``sliced``) laid out as ``final``."""
+    shape, start, step = tuple(in_shape), tuple(start), tuple(step)
+    if not shape:                                   # 0-d input: only size-1 dims can be added
+        return _cont_as(ctx, node, final)
+    if _inner_stage(shape, step, sliced):
+        rows, L, n = numel(shape[:-1]), shape[-1], sliced[-1]
         v = lib.view_3d(ctx, node, 1, n, rows, step[-1] * es, L * es, start[-1] * es)
         node = lib.cont(ctx, v)
         shape = shape[:-1] + (n,)
         start, step = start[:-1] + (0,), step[:-1] + (1,)
-    ne, nb, offset = _outer_view(shape, start, step, out.shape, es)
+    ne, nb, offset = _view_layout(shape, start, step, sliced, es)
     v = lib.view_4d(ctx, node, ne[0], ne[1], ne[2], ne[3], nb[1], nb[2], nb[3], offset)
-    return lib.cont(ctx, v)
+    return _cont_as(ctx, v, final)
 
 
-def _infer_slice_backward(g, shape, start, step):
+@define("slice", infer=_infer_slice,
+        backward=lambda g, n: op.slice_backward(g, shape=n.inputs[0].shape, start=n.params["start"],
+                                                stop=n.params["stop"], step=n.params["step"]))
+def _slice(ctx, nodes, inputs, out, start, stop, step, shape=None):
+    """x[b0:e0:s0, b1:e1:s1, ...] as strided ggml views made contiguous, laid out as ``out.shape``
+    (so ``x[i]`` and ``x[None, ...]`` need no separate reshape)."""
+    a = inputs[0]
+    sliced = _sliced_shape("slice", a.shape, start, stop, step)
+    return _slice_view(ctx, nodes[0], a.shape, start, step, sliced, tuple(out.shape), a.dtype.itemsize)
+
+
+def _infer_slice_backward(g, shape, start, stop, step):
     same_float("slice_backward", g)
     shape = tuple(shape)
-    if len(shape) != g.ndim:
-        raise ValueError(f"slice_backward: gradient {g.shape} and input shape {shape} differ in rank")
-    stop = tuple(b + (n - 1) * s + 1 if n else b for b, n, s in zip(start, g.shape, step))
-    if _infer_slice(_Shape(shape, g.dtype), start, stop, step)[0] != g.shape:
-        raise ValueError(f"slice_backward: gradient {g.shape} does not fit in {shape} at {start} step {step}")
+    sliced = _sliced_shape("slice_backward", shape, start, stop, step)
+    _final_shape("slice_backward", sliced, g.shape)
     return shape, g.dtype
-
-
-class _Shape:
-    """Just enough of a tensor for the slice validator."""
-
-    def __init__(self, shape, dtype):
-        self.shape, self.dtype, self.ndim = tuple(shape), dtype, len(shape)
 
 
 def _zeros(ctx, shape):
@@ -184,31 +205,30 @@ def _zeros(ctx, shape):
 
 
 @define("slice_backward", infer=_infer_slice_backward,
-        backward=lambda g, n: op.slice(g, start=n.params["start"], stop=_stop_of(n), step=n.params["step"]))
-def _slice_backward(ctx, nodes, inputs, out, shape, start, step):
+        backward=lambda g, n: op.slice(g, start=n.params["start"], stop=n.params["stop"], step=n.params["step"],
+                                       shape=n.inputs[0].shape))
+def _slice_backward(ctx, nodes, inputs, out, shape, start, stop, step):
     """Zeros of ``shape`` with the gradient added at the slice's positions (ggml_acc)."""
     g = inputs[0]
     es = g.dtype.itemsize
     shape, start, step = tuple(shape), tuple(start), tuple(step)
-    if numel(g.shape) == 0 or not shape:
-        return _zeros(ctx, shape) if numel(g.shape) == 0 else lib.cont(ctx, nodes[0])
-    inner = _inner_stage(shape, start, step, g.shape)
-    mid = shape[:-1] + (g.shape[-1],) if inner else shape
+    sliced = _sliced_shape("slice_backward", shape, start, stop, step)
+    if numel(sliced) == 0:
+        return _zeros(ctx, shape)
+    if not shape:
+        return lib.cont(ctx, nodes[0])
+    src = reshape(ctx, nodes[0], sliced)           # g is contiguous: a free relabelling
+    inner = _inner_stage(shape, step, sliced)
+    mid = shape[:-1] + (sliced[-1],) if inner else shape
     mstart = start[:-1] + (0,) if inner else start
     mstep = step[:-1] + (1,) if inner else step
-    _, nb, offset = _outer_view(mid, mstart, mstep, g.shape, es)
-    node = lib.acc(ctx, _zeros(ctx, mid), nodes[0], nb[1], nb[2], nb[3], offset)
+    _, nb, offset = _view_layout(mid, mstart, mstep, sliced, es)
+    node = lib.acc(ctx, _zeros(ctx, mid), src, nb[1], nb[2], nb[3], offset)
     if inner:
-        rows, L, n = numel(shape[:-1]), shape[-1], g.shape[-1]
+        rows, L, n = numel(shape[:-1]), shape[-1], sliced[-1]
         src = lib.reshape_3d(ctx, node, 1, n, rows)
         node = lib.acc(ctx, _zeros(ctx, shape), src, step[-1] * es, L * es, rows * L * es, start[-1] * es)
     return node
-
-
-def _stop_of(n):
-    """The stop of the slice that slice_backward's input was cut with."""
-    return tuple(b + (k - 1) * s + 1 if k else b
-                 for b, k, s in zip(n.params["start"], n.inputs[0].shape, n.params["step"]))
 
 
 # ---------------------------------------------------------------- concat

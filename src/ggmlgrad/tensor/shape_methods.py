@@ -108,19 +108,19 @@ def getitem(x: Tensor, key) -> Tensor:
             out_shape.append(None)
         axis += 1
 
+    if adv is None:   # one op: the slice lays its result out with ints dropped and Nones added
+        shape = tuple(out_shape)
+        check_ndim("indexing", shape)
+        return op.slice(x, start=tuple(start), stop=tuple(stop), step=tuple(step), shape=shape)
     y = x
-    if tuple(sliced_shape) != x.shape or any(b != 0 for b in start):
+    if tuple(sliced_shape) != x.shape:
         y = op.slice(x, start=tuple(start), stop=tuple(stop), step=tuple(step))
-    if adv is not None:
-        ax, pos, k = adv
-        idx = _index_for(k, x.shape[ax], ax, x)
-        flat = idx if idx.ndim == 1 else op.reshape(idx, shape=(int(np.prod(idx.shape)),))
-        y = op.index_select(y, flat, axis=ax, wrap=True)
-        out_shape = out_shape[:pos] + list(idx.shape) + out_shape[pos + 1:]
-    shape = tuple(out_shape)
+    ax, pos, k = adv
+    idx = _index_for(k, x.shape[ax], ax, x)
+    flat = idx if idx.ndim == 1 else op.reshape(idx, shape=(int(np.prod(idx.shape)),))
+    y = op.index_select(y, flat, axis=ax, wrap=True)
+    shape = tuple(out_shape[:pos] + list(idx.shape) + out_shape[pos + 1:])
     check_ndim("indexing", shape)
-    if y is x:
-        return op.reshape(x, shape=shape)   # a copy: results never alias their input
     return y if y.shape == shape else op.reshape(y, shape=shape)
 
 

@@ -35,10 +35,10 @@ def _np_gather_backward(g, idx, shape, axis):
     return out
 
 
-def _np_slice_backward(g, shape, start, step):
+def _np_slice_backward(g, shape, start, stop, step):
     out = np.zeros(shape)
-    key = tuple(slice(b, b + (n - 1) * s + 1 if n else b, s) for b, n, s in zip(start, g.shape, step))
-    out[key] = g
+    key = tuple(slice(b, e, s) for b, e, s in zip(start, stop, step))
+    out[key] = g.reshape(out[key].shape)
     return out
 
 
@@ -197,10 +197,11 @@ register(
            lambda r: [Sample((_n(r, 3, 4), _idx(3, -1, 0, 3)), nondiff=(1,)),
                       Sample((_n(r, 3, 4, 2), np.array([[0, 1], [2, 2]], dtype=np.int32)), nondiff=(1,))]),
     OpInfo("slice_backward", ("slice_backward", "slice"),
-           lambda g, shape, start, step: op.slice_backward(g, shape=shape, start=start, step=step),
+           lambda g, shape, start, stop, step: op.slice_backward(g, shape=shape, start=start, stop=stop, step=step),
            _np_slice_backward,
-           lambda r: [Sample((_n(r, 2, 2), (4, 5), (1, 0), (2, 3))), Sample((_n(r, 3), (7,), (1,), (2,))),
-                      Sample((_n(r, 1, 2, 2), (2, 3, 6), (1, 0, 1), (1, 2, 4)))]),
+           lambda r: [Sample((_n(r, 2, 2), (4, 5), (1, 0), (4, 5), (2, 3))), Sample((_n(r, 3), (7,), (1,), (6,), (2,))),
+                      Sample((_n(r, 1, 2, 2), (2, 3, 6), (1, 0, 1), (2, 3, 6), (1, 2, 4))),
+                      Sample((_n(r, 2), (3, 4), (1, 1), (2, 4), (1, 2))), Sample((_n(r), (2, 3), (1, 2), (2, 3), (1, 1)))]),
     OpInfo("index_select", ("index_select", "index_select_backward"), lambda a, d, i: gg.index_select(a, d, i),
            lambda a, d, i: np.take(a, i.astype(np.int64), axis=d), _index_select_samples),
     OpInfo("index_select_backward", ("index_select_backward", "index_select"),
