@@ -1,0 +1,125 @@
+"""Gradient clipping on ``.grad`` (graph ops: no host round trip, works in graph mode and capture).
+
+The clipped gradients replace each parameter's ``.grad`` (a new tensor holding the
+scaled values, like every gradient accumulation in ggmlgrad), so the optimizer's next
+``step()`` uses them.
+
+>>> import ggmlgrad as gg
+>>> from ggmlgrad.nn.utils import clip_grad_norm_
+>>> w = gg.tensor([3.0, 4.0], requires_grad=True)
+>>> (w * w).sum().backward()                  # grad (6, 8): norm 10
+>>> round(clip_grad_norm_([w], max_norm=1.0).item(), 4)
+10.0
+>>> [round(x, 4) for x in w.grad.tolist()]
+[0.6, 0.8]
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from ..engine import float32
+from ..ops import op
+from ..tensor import Tensor, no_grad
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+
+
+def _params(parameters) -> list[Tensor]:
+    if isinstance(parameters, Tensor):
+        return [parameters]
+    ps = list(parameters)
+    for p in ps:
+        if not isinstance(p, Tensor):
+            raise TypeError(f"expected Tensors, got {type(p).__name__}")
+    return ps
+
+
+def _f32(g: Tensor) -> Tensor:
+    return g if g.dtype is float32 else op.cast(g, dtype=float32)
+
+
+def total_norm(grads: list[Tensor], norm_type: float) -> Tensor:
+    """The ``norm_type``-norm of all ``grads`` taken together, as a 0-d tensor (graph ops)."""
+    if norm_type == math.inf:
+        parts = [op.amax(op.abs(_f32(g))) for g in grads]
+        total = parts[0]
+        for p in parts[1:]:
+            total = op.maximum(total, p)
+        return total
+    if norm_type == 2.0:
+        parts = [op.sum(op.square(_f32(g))) for g in grads]
+    elif norm_type == 1.0:
+        parts = [op.sum(op.abs(_f32(g))) for g in grads]
+    else:
+        parts = [op.sum(op.pow_scalar(op.abs(_f32(g)), p=norm_type)) for g in grads]
+    s = parts[0]
+    for p in parts[1:]:
+        s = op.add(s, p)
+    if norm_type == 1.0:
+        return s
+    return op.sqrt(s) if norm_type == 2.0 else op.pow_scalar(s, p=1.0 / norm_type)
+
+
+def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm_type: float = 2.0,
+                    error_if_nonfinite: bool = False) -> Tensor:
+    """Scale the gradients so that their joint ``norm_type``-norm is at most ``max_norm``.
+
+    Like ``torch.nn.utils.clip_grad_norm_``: the factor is ``min(1, max_norm / (norm + 1e-6))``,
+    applied on the device; the total norm (before clipping) comes back as a 0-d tensor.
+    Only ``error_if_nonfinite=True`` reads the norm back to the host (to raise).
+
+    >>> import ggmlgrad as gg
+    >>> w = gg.tensor([1.0], requires_grad=True)
+    >>> (w * 10).sum().backward()
+    >>> clip_grad_norm_([w], 2.0).item(), w.grad.tolist()
+    (10.0, [2.0])
+    """
+    params = _params(parameters)
+    try:
+        max_norm = float(max_norm)
+        norm_type = float(norm_type)
+    except (TypeError, ValueError):
+        raise TypeError("clip_grad_norm_: max_norm and norm_type must be numbers") from None
+    if not norm_type > 0:
+        raise ValueError(f"clip_grad_norm_: norm_type must be positive, got {norm_type}")
+    with no_grad():
+        grads = [p.grad for p in params if p.grad is not None and p.grad.numel() > 0]
+        if not grads:
+            from ..tensor import tensor
+            return tensor(0.0)
+        total = total_norm(grads, norm_type)
+        if error_if_nonfinite and not math.isfinite(total.item()):
+            raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is "
+                               f"non-finite, so it cannot be clipped. To disable this error and scale the "
+                               f"gradients by the non-finite norm anyway, set `error_if_nonfinite=False`")
+        coef = op.clamp(op.rdiv_scalar(op.add_scalar(total, c=1e-6), c=max_norm), hi=1.0)
+        for p in params:
+            g = p.grad
+            if g is None or g.numel() == 0:
+                continue
+            scaled = op.mul(_f32(g), coef)
+            p.grad = scaled if g.dtype is float32 else op.cast(scaled, dtype=g.dtype)
+    return total
+
+
+def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float) -> None:
+    """Clamp every gradient element to ``[-clip_value, clip_value]`` (graph op).
+
+    >>> import ggmlgrad as gg
+    >>> w = gg.tensor([1.0, 1.0], requires_grad=True)
+    >>> (w * gg.tensor([-3.0, 0.5])).sum().backward()
+    >>> clip_grad_value_([w], 1.0); w.grad.tolist()
+    [-1.0, 0.5]
+    """
+    params = _params(parameters)
+    v = float(clip_value)
+    if not v >= 0:
+        raise ValueError(f"clip_grad_value_: clip_value must be non-negative, got {clip_value}")
+    with no_grad():
+        for p in params:
+            g = p.grad
+            if g is None:
+                continue
+            c = op.clamp(_f32(g), lo=-v, hi=v)
+            p.grad = c if g.dtype is float32 else op.cast(c, dtype=g.dtype)

@@ -1,0 +1,89 @@
+"""ggml node builders for optimizer updates.
+
+These are not registry ops: they build raw ggml nodes that the optimizers queue
+inside ``ENGINE.exclusive`` (the only place where in-place writes are allowed),
+reading hyperparameters from a small F32 tensor so that changing ``lr`` (or any
+other value in it) needs no new graph. Every function takes the node context
+and ggml node pointers and returns ggml node pointers; nothing is computed here.
+
+Hyperparameter tensors are 1-D F32; ``scalar(ctx, hp, i)`` is a one-element view
+of entry ``i`` that ggml's binary ops broadcast over a whole tensor.
+"""
+from __future__ import annotations
+
+from .._ggml import consts, lib
+
+_F32 = consts.TYPE_F32
+
+# Layout of the Adam/AdamW hyperparameter vector. The first 7 entries are exactly
+# what ggml_opt_step_adamw reads (alpha, beta1, beta2, eps, wd, 1/(1-beta1^t), 1/(1-beta2^t)).
+ADAM_LR, ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_DECOUPLED_WD, ADAM_BC1_INV, ADAM_BC2_INV = range(7)
+ADAM_L2_WD, ADAM_ONE_MINUS_BETA1, ADAM_ONE_MINUS_BETA2, ADAM_KEEP = 7, 8, 9, 10
+ADAM_HPARAMS = 11
+
+# Layout of the SGD hyperparameter vector.
+SGD_LR, SGD_WD, SGD_MOMENTUM, SGD_DAMP = range(4)
+SGD_HPARAMS = 4
+
+
+def scalar(ctx: int, hp: int, i: int) -> int:
+    """A one-element view of ``hp[i]`` (broadcasts in ggml_add/mul/div)."""
+    return lib.view_1d(ctx, hp, 1, 4 * i)
+
+
+def as_f32(ctx: int, node: int, ggml_type: int) -> int:
+    return node if ggml_type == _F32 else lib.cast(ctx, node, _F32)
+
+
+def effective_grad(ctx: int, grad: int, param: int, hp: int, wd_index: int | None, maximize: bool) -> int:
+    """``(-grad if maximize else grad) + wd * param`` (the L2 term only when ``wd_index`` is given)."""
+    g = lib.neg(ctx, grad) if maximize else grad
+    if wd_index is not None:
+        g = lib.add(ctx, g, lib.mul(ctx, param, scalar(ctx, hp, wd_index)))
+    return g
+
+
+def sgd_update(ctx: int, param: int, grad: int, buf: int | None, hp: int, nesterov: bool) -> tuple[int, int | None]:
+    """PyTorch's SGD on an already weight-decayed/maximized ``grad`` (all F32 nodes).
+
+    buf' = momentum * buf + damp * grad   (damp = 1 on a parameter's first step, else 1 - dampening)
+    d    = grad + momentum * buf' (nesterov) | buf' | grad (no momentum)
+    p'   = p - lr * d
+    Returns (p', buf') with buf' None without momentum.
+    """
+    new_buf = None
+    d = grad
+    if buf is not None:
+        new_buf = lib.add(ctx, lib.mul(ctx, buf, scalar(ctx, hp, SGD_MOMENTUM)),
+                          lib.mul(ctx, grad, scalar(ctx, hp, SGD_DAMP)))
+        d = lib.add(ctx, grad, lib.mul(ctx, new_buf, scalar(ctx, hp, SGD_MOMENTUM))) if nesterov else new_buf
+    return lib.sub(ctx, param, lib.mul(ctx, d, scalar(ctx, hp, SGD_LR))), new_buf
+
+
+def adamw_fused(ctx: int, param: int, grad: int, m: int, v: int, hp: int) -> int:
+    """ggml_opt_step_adamw: updates ``param``, ``m``, ``v`` in place; returns the node to queue as an effect.
+
+    ggml's rule (CPU and CUDA):  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g²;
+    p = p (1 - lr wd) - lr (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+    which is PyTorch's AdamW (eps outside the square root, decay applied to the old p).
+    ``param`` must be a leaf of F32 storage; ggml requires its PARAM flag.
+    """
+    lib.set_param(param)
+    params7 = lib.view_1d(ctx, hp, 7, 0)
+    return lib.opt_step_adamw(ctx, param, grad, m, v, params7)
+
+
+def adam_composed(ctx: int, param: int, grad: int, m: int, v: int, hp: int) -> tuple[int, int, int]:
+    """The same update as :func:`adamw_fused` from elementary ops (all F32 nodes).
+
+    Used for float16/bfloat16 parameters (ggml's fused op is F32 only) and for ``fused=False``.
+    Returns (p', m', v').
+    """
+    s = lambda i: scalar(ctx, hp, i)  # noqa: E731
+    new_m = lib.add(ctx, lib.mul(ctx, m, s(ADAM_BETA1)), lib.mul(ctx, grad, s(ADAM_ONE_MINUS_BETA1)))
+    new_v = lib.add(ctx, lib.mul(ctx, v, s(ADAM_BETA2)), lib.mul(ctx, lib.sqr(ctx, grad), s(ADAM_ONE_MINUS_BETA2)))
+    m_hat = lib.mul(ctx, new_m, s(ADAM_BC1_INV))
+    denom = lib.add(ctx, lib.sqrt(ctx, lib.mul(ctx, new_v, s(ADAM_BC2_INV))), s(ADAM_EPS))
+    step = lib.mul(ctx, lib.div(ctx, m_hat, denom), s(ADAM_LR))
+    new_p = lib.sub(ctx, lib.mul(ctx, param, s(ADAM_KEEP)), step)
+    return new_p, new_m, new_v

@@ -1,0 +1,131 @@
+"""Adam and AdamW on ggml's fused ``opt_step_adamw`` (one graph compute per step for all parameters)."""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from ..engine import ENGINE, float32
+from ..ops import optim_ops as oo
+from ..tensor import Tensor
+from .optimizer import Optimizer
+
+
+class Adam(Optimizer):
+    """``torch.optim.Adam`` (amsgrad not supported). ``weight_decay`` is the L2 form:
+    ``weight_decay * p`` is added to the gradient before the moments.
+
+    Update for step ``t`` (PyTorch's, eps outside the square root)::
+
+        m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+        p = p - lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+
+    float32 parameters use ggml's fused ``ggml_opt_step_adamw`` (which implements exactly
+    this, plus AdamW's decoupled decay); float16/bfloat16 parameters, or ``fused=False``,
+    use the same update composed from elementary ops, with float32 moments.
+    Hyperparameters (lr, betas, eps, decay, bias corrections) are a per-group tensor
+    uploaded each step: changing them needs no new graph.
+
+    >>> import ggmlgrad as gg
+    >>> w = gg.tensor([1.0, -2.0], requires_grad=True)
+    >>> opt = gg.optim.Adam([w], lr=0.1)
+    >>> (w * w).sum().backward(); opt.step()
+    >>> [round(x, 4) for x in w.tolist()]
+    [0.9, -1.9]
+    """
+
+    _decoupled = False
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *, maximize: bool = False,
+                 fused: bool | None = None):
+        if amsgrad:
+            raise NotImplementedError(f"{type(self).__name__}: amsgrad is not supported")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      maximize=maximize, fused=fused))
+
+    def _validate_group(self, group: dict) -> None:
+        super()._validate_group(group)
+        betas = group["betas"]
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"Invalid betas: {betas!r} (expected two numbers)")
+        group["betas"] = tuple(betas)
+        for i, b in enumerate(betas):
+            if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0.0 <= b < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {b!r}")
+        for k in ("eps", "weight_decay"):
+            v = group[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+                raise ValueError(f"Invalid {k} value: {v!r}")
+        if not isinstance(group["maximize"], bool):
+            raise TypeError(f"{type(self).__name__}: maximize must be a bool")
+        if group.get("fused") not in (None, True, False):
+            raise TypeError(f"{type(self).__name__}: fused must be None, True or False")
+
+    def _state_tensor_keys(self, group: dict) -> tuple[str, ...]:
+        return ("exp_avg", "exp_avg_sq")
+
+    def _use_fused(self, group: dict, p: Tensor) -> bool:
+        if group.get("fused") is False:
+            return False
+        if p.dtype is not float32:
+            if group.get("fused"):
+                raise TypeError(f"{type(self).__name__}(fused=True): ggml's fused AdamW needs float32 "
+                                f"parameters, got {p.dtype.name} (shape {p.shape}); use fused=None")
+            return False
+        return True
+
+    def _group_structure(self, group: dict) -> tuple:
+        return (group["maximize"], group["weight_decay"] != 0 and not self._decoupled, group.get("fused"))
+
+    def _group_hparams(self, group: dict, step: int) -> np.ndarray:
+        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        hp = np.zeros(oo.ADAM_HPARAMS, np.float64)
+        hp[oo.ADAM_LR], hp[oo.ADAM_BETA1], hp[oo.ADAM_BETA2], hp[oo.ADAM_EPS] = lr, b1, b2, eps
+        hp[oo.ADAM_DECOUPLED_WD] = wd if self._decoupled else 0.0
+        hp[oo.ADAM_L2_WD] = 0.0 if self._decoupled else wd
+        hp[oo.ADAM_BC1_INV] = 1.0 / (1.0 - b1 ** step)
+        hp[oo.ADAM_BC2_INV] = 1.0 / (1.0 - b2 ** step)
+        hp[oo.ADAM_ONE_MINUS_BETA1] = 1.0 - b1
+        hp[oo.ADAM_ONE_MINUS_BETA2] = 1.0 - b2
+        hp[oo.ADAM_KEEP] = 1.0 - lr * hp[oo.ADAM_DECOUPLED_WD]
+        return hp.astype(np.float32)
+
+    def _queue_param(self, ctx: int, p: Tensor, grad_node: int, grad_dtype, hp: int, group: dict,
+                     state: dict) -> None:
+        pn = ENGINE.node_of(p)
+        l2 = oo.ADAM_L2_WD if group["weight_decay"] != 0 and not self._decoupled else None
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        g = oo.as_f32(ctx, grad_node, grad_dtype.ggml_type)
+        if self._use_fused(group, p):
+            g = oo.effective_grad(ctx, g, pn, hp, l2, group["maximize"])
+            ENGINE.queue_effect(oo.adamw_fused(ctx, pn, g, ENGINE.node_of(m), ENGINE.node_of(v), hp),
+                                "adamw.fused")
+            return
+        pf = oo.as_f32(ctx, pn, p.dtype.ggml_type)
+        g = oo.effective_grad(ctx, g, pf, hp, l2, group["maximize"])
+        new_p, new_m, new_v = oo.adam_composed(ctx, pf, g, ENGINE.node_of(m), ENGINE.node_of(v), hp)
+        ENGINE.queue_write(m, new_m, "adam.exp_avg")
+        ENGINE.queue_write(v, new_v, "adam.exp_avg_sq")
+        ENGINE.queue_write(p, new_p, "adam.param")
+
+
+class AdamW(Adam):
+    """``torch.optim.AdamW``: Adam with decoupled weight decay, ``p = p (1 - lr wd)`` before the
+    Adam step (default ``weight_decay=0.01`` as in PyTorch).
+
+    >>> import ggmlgrad as gg
+    >>> w = gg.tensor([1.0], requires_grad=True)
+    >>> opt = gg.optim.AdamW([w], lr=0.1, weight_decay=0.5)
+    >>> (w * w).sum().backward(); opt.step()
+    >>> round(w.item(), 4)       # 1 * (1 - 0.1*0.5) - 0.1
+    0.85
+    """
+
+    _decoupled = True
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
+                 fused: bool | None = None):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                         maximize=maximize, fused=fused)

@@ -1,0 +1,436 @@
+"""The optimizer base: parameter groups, per-parameter state, state dicts, one-graph steps.
+
+Contract with capture (``gg.capture_step`` records the update once and replays it)
+-------------------------------------------------------------------------------
+Every optimizer implements three methods; :meth:`Optimizer.step` is exactly
+``ENGINE.exclusive: upload hparams -> _queue_update(current .grad) -> drain -> _advance``.
+
+``_hparams_arrays() -> list[np.ndarray]``
+    One float32 array per parameter group holding every number the update graph
+    reads for the NEXT step (lr, betas, eps, weight decay, bias corrections for
+    step+1, SGD's first-step dampening switch ...). Host-only; no device work.
+``_queue_update(grads, hparams) -> None``
+    ``grads`` is parallel to :meth:`Optimizer.flat_params` (all parameters of all
+    groups, in order; ``None`` = no gradient: that parameter is skipped, as in
+    PyTorch). ``hparams`` holds one device tensor per group with the values of
+    ``_hparams_arrays()``. Queues the update nodes and ``ENGINE.queue_write`` /
+    ``ENGINE.queue_effect`` writes for every parameter with a gradient. Must be
+    called inside ``ENGINE.exclusive``; it uploads nothing and reads nothing back.
+``_advance() -> None``
+    Host-side bookkeeping after a successful update: the step counter of every
+    parameter the last ``_queue_update`` updated goes up by one.
+
+Options that change the graph's structure rather than its inputs (momentum on or
+off, nesterov, maximize, weight decay zero or not, fused or composed Adam, the
+parameter set) are summarised by ``_signature()``; a recording keyed on it stays
+valid while only ``_hparams_arrays()`` values change.
+
+Differences from PyTorch (on purpose): state tensors (moments, momentum buffers)
+are allocated when a parameter joins the optimizer, with ``step`` 0, so
+``opt.state[p]`` exists before the first step; ``state_dict()`` returns device
+snapshots (clones), not references to the live state, and ``step`` is an int.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterable, MutableMapping
+from typing import Any, Callable
+
+import numpy as np
+
+from ..engine import ENGINE, float32, graph_mode, new_from_host
+from ..ops import op
+from ..tensor import Tensor, no_grad
+from ..tensor.grad_mode import enable_grad
+
+_HPARAM_SITE = "optimizer.hparams"
+
+
+class _State(MutableMapping):
+    """``opt.state[p]`` keyed by parameter identity (tensors compare elementwise, not by identity)."""
+
+    def __init__(self) -> None:
+        self._d: dict[int, tuple[Tensor, dict]] = {}
+
+    def __getitem__(self, p: Tensor) -> dict:
+        return self._d[id(p)][1]
+
+    def __setitem__(self, p: Tensor, value: dict) -> None:
+        self._d[id(p)] = (p, value)
+
+    def __delitem__(self, p: Tensor) -> None:
+        del self._d[id(p)]
+
+    def __contains__(self, p) -> bool:
+        return id(p) in self._d and self._d[id(p)][0] is p
+
+    def __iter__(self):
+        return (p for p, _ in self._d.values())
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+class Optimizer:
+    """Base class. Subclasses define ``_validate_group``, ``_init_state``,
+    ``_group_hparams`` and ``_queue_param`` (see the module docstring for the
+    capture contract built on them).
+
+    >>> import ggmlgrad as gg
+    >>> w = gg.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = gg.optim.SGD([w], lr=0.1)
+    >>> for _ in range(2):           # gradient accumulation: two backward() per step
+    ...     (w * w).sum().backward()
+    >>> opt.step(); opt.zero_grad()
+    >>> [round(x, 4) for x in w.tolist()]
+    [0.6, 1.2]
+    """
+
+    #: names of the per-parameter state tensors (subclasses; may depend on the group)
+    def _state_tensor_keys(self, group: dict) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def __init__(self, params: Iterable, defaults: dict):
+        if isinstance(params, Tensor):
+            raise TypeError("optimizer params must be an iterable of Tensors or dicts, got a Tensor "
+                            "(wrap it in a list)")
+        self.defaults = dict(defaults)
+        self.param_groups: list[dict] = []
+        self.state = _State()
+        self._last_updated: list[Tensor] = []
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        with graph_mode(True):   # the state's zero fills run as one graph (left pending until needed)
+            for g in groups:
+                self.add_param_group(g)
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(g):
+                if k != "params":
+                    lines.append(f"    {k}: {g[k]}")
+        return "\n".join(lines) + "\n)"
+
+    # ------------------------------------------------------------------ groups
+    def flat_params(self) -> list[Tensor]:
+        """All parameters of all groups, in group order (the order ``_queue_update``'s grads follow)."""
+        return [p for g in self.param_groups for p in g["params"]]
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group (``{"params": [...], "lr": ...}``); unset options take the defaults."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"add_param_group: expected a dict, got {type(param_group).__name__}")
+        params = param_group.get("params")
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters must be an ordered collection (a set's order changes between runs)")
+        else:
+            params = list(params) if params is not None else []
+        if not params:
+            raise ValueError("add_param_group: the group has no parameters")
+        seen = {id(p) for p in self.flat_params()}
+        for i, p in enumerate(params):
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__} at position {i}")
+            if not p.dtype.is_float:
+                raise TypeError(f"optimizer can only optimize float tensors, got {p.dtype.name} (shape {p.shape})")
+            if not p.is_leaf:
+                raise ValueError(f"can't optimize a non-leaf Tensor (shape {p.shape}); use .detach().requires_grad_()")
+            if id(p) in seen:
+                raise ValueError(f"some parameters appear in more than one parameter group (shape {p.shape})")
+            seen.add(id(p))
+        group = {k: v for k, v in param_group.items() if k != "params"}
+        for k, v in self.defaults.items():
+            group.setdefault(k, v)
+        self._validate_group(group)
+        group["params"] = params
+        self.param_groups.append(group)
+        with no_grad():
+            for p in params:
+                self.state[p] = self._fresh_state(p, group)
+
+    def _fresh_state(self, p: Tensor, group: dict) -> dict:
+        st: dict[str, Any] = {"step": 0}
+        for key in self._state_tensor_keys(group):
+            st[key] = _zeros_f32(p)
+        return st
+
+    def _validate_group(self, group: dict) -> None:
+        lr = group.get("lr")
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr >= 0:
+            raise ValueError(f"Invalid learning rate: {lr!r}")
+
+    # ------------------------------------------------------------------ grads
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Drop the gradients (``set_to_none``) or replace them by zeros (a graph op, no upload)."""
+        with no_grad():
+            for p in self.flat_params():
+                if p.grad is None:
+                    continue
+                p.grad = None if set_to_none else op.fill_like(p.grad, c=0.0)
+
+    # ------------------------------------------------------------------ stepping
+    def step(self, closure: Callable[[], Any] | None = None):
+        """One update of every parameter that has a gradient: ONE graph compute for all of them.
+
+        The queue is drained first (pending gradients compute), then the update runs
+        as its own graph. ``closure`` (re-evaluates the loss, as in PyTorch) is optional.
+        """
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        params = self.flat_params()
+        grads = [p.grad for p in params]
+        for p, g in zip(params, grads):
+            if g is not None and g.shape != p.shape:
+                raise ValueError(f"{type(self).__name__}.step: gradient shape {g.shape} does not match its "
+                                 f"parameter's shape {p.shape}")
+        self._before_step()
+        with ENGINE.exclusive("optimizer"):
+            hparams = self._upload_hparams(self._step_hparams(params, grads))
+            self._queue_update_each(params, grads, hparams)
+        self._advance()
+        return loss
+
+    def _before_step(self) -> None:
+        """Hook: create state that a group option now needs (e.g. a momentum buffer)."""
+
+    def _step_hparams(self, params, grads) -> list[dict[int, np.ndarray]]:
+        """Per group: next-step value → hparams array. Parameters of a group normally share a
+        step count; one that missed updates (no gradient) gets its own bias corrections."""
+        out = []
+        i = 0
+        for group in self.param_groups:
+            by_step: dict[int, np.ndarray] = {}
+            for p in group["params"]:
+                if grads[i] is not None:
+                    t = self.state[p]["step"] + 1
+                    if t not in by_step:
+                        by_step[t] = self._group_hparams(group, t)
+                i += 1
+            out.append(by_step)
+        return out
+
+    def _upload_hparams(self, per_group: list[dict[int, np.ndarray]]) -> list[dict[int, Tensor]]:
+        return [{t: _hparam_tensor(a, g["params"][0]) for t, a in d.items()}
+                for g, d in zip(self.param_groups, per_group)]
+
+    def _queue_update_each(self, params, grads, hparams: list[dict[int, Tensor]]) -> None:
+        updated = []
+        i = 0
+        for gi, group in enumerate(self.param_groups):
+            for p in group["params"]:
+                g = grads[i]
+                i += 1
+                if g is None:
+                    continue
+                st = self.state[p]
+                hp = hparams[gi][st["step"] + 1] if isinstance(hparams[gi], dict) else hparams[gi]
+                ctx = ENGINE.begin(p.device)
+                self._queue_param(ctx, p, ENGINE.node_of(g), g.dtype, ENGINE.node_of(hp), group, st)
+                updated.append(p)
+        self._last_updated = updated
+
+    # --- the capture contract (see module docstring)
+    def _hparams_arrays(self) -> list[np.ndarray]:
+        out = []
+        for group in self.param_groups:
+            step = max(self.state[p]["step"] for p in group["params"])
+            out.append(self._group_hparams(group, step + 1))
+        return out
+
+    def _queue_update(self, grads: list, hparams: list[Tensor]) -> None:
+        params = self.flat_params()
+        if len(grads) != len(params):
+            raise ValueError(f"_queue_update: {len(grads)} grads for {len(params)} parameters")
+        if len(hparams) != len(self.param_groups):
+            raise ValueError(f"_queue_update: {len(hparams)} hparam tensors for {len(self.param_groups)} groups")
+        self._queue_update_each(params, grads, list(hparams))
+
+    def _advance(self) -> None:
+        for p in self._last_updated:
+            self.state[p]["step"] += 1
+
+    def _signature(self) -> tuple:
+        """Everything that shapes the update graph (not its input values)."""
+        return tuple((tuple((id(p), p.shape, p.dtype.name) for p in g["params"]), self._group_structure(g))
+                     for g in self.param_groups)
+
+    def _group_structure(self, group: dict) -> tuple:
+        return ()
+
+    # subclass hooks
+    def _group_hparams(self, group: dict, step: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _queue_param(self, ctx: int, p: Tensor, grad_node: int, grad_dtype, hp_node: int, group: dict,
+                     state: dict) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ state dicts
+    def state_dict(self) -> dict:
+        """``{"state": {index: {"step": int, name: Tensor}}, "param_groups": [{..., "params": [index]}]}``.
+
+        Tensors are device snapshots (clones), so later steps do not change a saved dict.
+        """
+        index = {id(p): i for i, p in enumerate(self.flat_params())}
+        groups = []
+        for g in self.param_groups:
+            d = {k: copy.deepcopy(v) for k, v in g.items() if k != "params"}
+            d["params"] = [index[id(p)] for p in g["params"]]
+            groups.append(d)
+        state = {}
+        with no_grad():
+            for p in self.flat_params():
+                st = self.state[p]
+                state[index[id(p)]] = {k: (v.clone() if isinstance(v, Tensor) else copy.deepcopy(v))
+                                       for k, v in st.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore groups' options, step counters and state tensors (bit-exact for float32 state).
+
+        Everything is validated before anything is written: a refused dict leaves the
+        optimizer unchanged. State tensors are written in place (one graph compute).
+        """
+        name = f"{type(self).__name__}.load_state_dict"
+        if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
+            raise ValueError(f"{name}: expected a dict with 'state' and 'param_groups'")
+        groups_in = state_dict["param_groups"]
+        if len(groups_in) != len(self.param_groups):
+            raise ValueError(f"{name}: the state dict has {len(groups_in)} parameter groups, "
+                             f"the optimizer has {len(self.param_groups)}")
+        new_groups = []
+        id_to_param: dict[int, Tensor] = {}
+        for gi, (mine, theirs) in enumerate(zip(self.param_groups, groups_in)):
+            if not isinstance(theirs, dict) or "params" not in theirs:
+                raise ValueError(f"{name}: parameter group {gi} is not a dict with 'params'")
+            if len(theirs["params"]) != len(mine["params"]):
+                raise ValueError(f"{name}: parameter group {gi} has {len(theirs['params'])} parameters in the "
+                                 f"state dict and {len(mine['params'])} in the optimizer")
+            g = {}
+            for k, v in theirs.items():
+                if k == "params":
+                    continue
+                if isinstance(mine.get(k), tuple) and isinstance(v, list):
+                    v = tuple(v)
+                g[k] = copy.deepcopy(v)
+            for k, v in mine.items():   # options the saved group lacks keep their current values
+                if k != "params" and k not in g:
+                    g[k] = copy.deepcopy(v)
+            try:
+                self._validate_group(g)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{name}: parameter group {gi}: {e}") from None
+            new_groups.append(g)
+            for p, idx in zip(mine["params"], theirs["params"]):
+                id_to_param[int(idx)] = p
+        states_in = state_dict["state"]
+        if not isinstance(states_in, dict):
+            raise ValueError(f"{name}: 'state' must be a dict keyed by parameter index")
+        planned: list[tuple[Tensor, dict, dict]] = []   # (param, new host values, {key: source tensor})
+        group_of = {id(p): g for g, mine in zip(new_groups, self.param_groups) for p in mine["params"]}
+        for key, st in states_in.items():
+            try:
+                idx = int(key)
+            except (TypeError, ValueError):
+                raise ValueError(f"{name}: state key {key!r} is not a parameter index") from None
+            if idx not in id_to_param:
+                raise ValueError(f"{name}: state for parameter index {idx}, which no group lists")
+            p = id_to_param[idx]
+            planned.append((p, *self._check_state_entry(name, idx, p, st, group_of[id(p)])))
+        with_state = {id(p) for p, _, _ in planned}
+        # Validated: now write. Tensors first (one exclusive graph), then host values.
+        uploads = []
+        for p, _, tensors in planned:
+            for k, src in tensors.items():
+                uploads.append((p, k, src))
+        fresh = {}
+        with no_grad():
+            for p in self.flat_params():
+                if id(p) not in with_state:
+                    fresh[id(p)] = self._fresh_state(p, group_of[id(p)])
+            for p, _, tensors in planned:   # a state key the new options need but the live state lacks
+                st = self.state[p]
+                for k in tensors:
+                    if k not in st:
+                        st[k] = _zeros_f32(p)
+        with ENGINE.exclusive("load_state_dict"):
+            for p, k, src in uploads:
+                dst = self.state[p][k]
+                if src is dst:
+                    continue
+                ENGINE.begin(dst.device)
+                ENGINE.queue_write(dst, ENGINE.node_of(src), "load_state_dict")
+        for p, host, tensors in planned:
+            st = self.state[p]
+            for k in list(st):
+                if k != "step" and k not in tensors:
+                    del st[k]
+            st.update(host)
+        for p in self.flat_params():
+            if id(p) in fresh:
+                self.state[p] = fresh[id(p)]
+        for mine, g in zip(self.param_groups, new_groups):
+            params = mine["params"]
+            mine.clear()
+            mine.update(g)
+            mine["params"] = params
+
+    def _check_state_entry(self, name: str, idx: int, p: Tensor, st, group: dict) -> tuple[dict, dict]:
+        if not isinstance(st, dict):
+            raise ValueError(f"{name}: state of parameter {idx} is not a dict")
+        host, tensors = {}, {}
+        step = st.get("step", 0)
+        if isinstance(step, Tensor):
+            step = step.item()
+        if isinstance(step, np.ndarray):
+            step = step.item()
+        if isinstance(step, bool) or not isinstance(step, (int, float, np.integer, np.floating)) \
+                or float(step) != math.floor(float(step)) or step < 0:
+            raise ValueError(f"{name}: parameter {idx}: 'step' must be a non-negative integer, got {step!r}")
+        host["step"] = int(step)
+        for k in self._state_tensor_keys(group):
+            if k not in st:
+                raise ValueError(f"{name}: parameter {idx}: missing state {k!r}")
+            v = st[k]
+            if isinstance(v, np.ndarray):
+                if v.dtype.kind != "f":
+                    raise ValueError(f"{name}: parameter {idx}: state {k!r} has dtype {v.dtype}; expected float")
+                v = _host_tensor(v, p)
+            if not isinstance(v, Tensor):
+                raise ValueError(f"{name}: parameter {idx}: state {k!r} must be a Tensor or array, "
+                                 f"got {type(v).__name__}")
+            if v.shape != p.shape:
+                raise ValueError(f"{name}: parameter {idx}: state {k!r} has shape {v.shape}, "
+                                 f"the parameter has shape {p.shape}")
+            if not v.dtype.is_float:
+                raise ValueError(f"{name}: parameter {idx}: state {k!r} has dtype {v.dtype.name}; expected float")
+            tensors[k] = v
+        return host, tensors
+
+
+# ---------------------------------------------------------------------- helpers
+def _zeros_f32(p: Tensor) -> Tensor:
+    """A float32 zero tensor shaped like ``p``, made on the device (a graph op, no upload)."""
+    z = op.fill_like(p, c=0.0)
+    return z if z.dtype is float32 else op.cast(z, dtype=float32)
+
+
+def _hparam_tensor(values: np.ndarray, like: Tensor) -> Tensor:
+    arr = np.ascontiguousarray(values, dtype=np.float32)
+    t = Tensor._blank(arr.shape, float32, like.device)
+    return new_from_host(t, arr, _HPARAM_SITE)
+
+
+def _host_tensor(arr: np.ndarray, like: Tensor) -> Tensor:
+    from ..tensor import tensor
+    return tensor(np.ascontiguousarray(arr, dtype=np.float32), device=like.device)
