@@ -231,35 +231,50 @@ def _slice_backward(ctx, nodes, inputs, out, shape, start, stop, step):
     return node
 
 
-# ---------------------------------------------------------------- concat
-def _infer_concat(*xs, axis):
+# ---------------------------------------------------------------- concat / stack
+MAX_CONCAT_INPUTS = 32   # one op builder may create ~96 ggml tensors (engine headroom); gg.cat groups
+
+
+def _infer_concat(*xs, axis, stack=False):
+    name = "stack" if stack else "concat"
     if not xs:
-        raise ValueError("concat: expected a non-empty sequence of tensors")
+        raise ValueError(f"{name}: expected a non-empty sequence of tensors")
+    if len(xs) > MAX_CONCAT_INPUTS:
+        raise ValueError(f"{name}: at most {MAX_CONCAT_INPUTS} tensors per op, got {len(xs)} "
+                         f"(gg.cat / gg.stack group longer lists)")
     first = xs[0]
-    if first.ndim == 0:
+    if first.ndim == 0 and not stack:
         raise ValueError("concat: zero-dimensional tensors cannot be concatenated (use stack)")
-    ax = norm_axis("concat", axis, first.ndim)
+    ax = norm_axis(name, axis, first.ndim + (1 if stack else 0))
     for x in xs[1:]:
         if x.device is not first.device:
-            raise ValueError(f"concat: tensors are on different devices ({first.device.name} and {x.device.name})")
+            raise ValueError(f"{name}: tensors are on different devices ({first.device.name} and {x.device.name})")
         if x.dtype is not first.dtype:
-            raise TypeError(f"concat: dtypes differ ({first.dtype.name} and {x.dtype.name})")
+            raise TypeError(f"{name}: dtypes differ ({first.dtype.name} and {x.dtype.name})")
+        if stack and x.shape != first.shape:
+            raise ValueError(f"stack: all tensors must have the same shape, got "
+                             f"{', '.join(str(y.shape) for y in xs)}")
         if x.ndim != first.ndim or any(s != t for i, (s, t) in enumerate(zip(x.shape, first.shape)) if i != ax):
             raise ValueError(f"concat: shapes {', '.join(str(y.shape) for y in xs)} differ outside "
                              f"dimension {axis}")
+    if stack:
+        shape = first.shape[:ax] + (len(xs),) + first.shape[ax:]
+        check_ndim("stack", shape)
+        return shape, first.dtype
     size = sum(x.shape[ax] for x in xs)
     return first.shape[:ax] + (size,) + first.shape[ax + 1:], first.dtype
 
 
 def _concat_backward(g, n):
+    stack = n.params.get("stack", False)
     ax = norm_axis("concat", n.params["axis"], g.ndim)
     grads, pos = [], 0
     for x in n.inputs:
-        k = x.shape[ax]
+        k = 1 if stack else x.shape[ax]
         if x.requires_grad:
             start = tuple(pos if i == ax else 0 for i in range(g.ndim))
             stop = tuple(pos + k if i == ax else s for i, s in enumerate(g.shape))
-            grads.append(op.slice(g, start=start, stop=stop, step=(1,) * g.ndim))
+            grads.append(op.slice(g, start=start, stop=stop, step=(1,) * g.ndim, shape=x.shape))
         else:
             grads.append(None)
         pos += k
@@ -267,12 +282,20 @@ def _concat_backward(g, n):
 
 
 @define("concat", infer=_infer_concat, backward=_concat_backward)
-def _concat(ctx, nodes, inputs, out, axis):
-    """ggml_concat joins two at a time: fold left over the (non-empty) inputs."""
+def _concat(ctx, nodes, inputs, out, axis, stack=False):
+    """Join along ``axis`` (``stack=True``: along a new axis). ggml_concat joins two at a
+    time: pairs are joined level by level (a balanced tree, not a growing chain)."""
     ax = norm_axis("concat", axis, out.ndim)
     dim = out.ndim - 1 - ax
-    parts = [nd for nd, x in zip(nodes, inputs) if x.shape[ax] > 0] or [nodes[0]]
-    r = parts[0]
-    for p in parts[1:]:
-        r = lib.concat(ctx, r, p, dim)
-    return lib.cont(ctx, r) if r is parts[0] else r
+    if stack:   # each input viewed with a size-1 dim at `ax` (contiguous: a free relabelling)
+        one = out.shape[:ax] + (1,) + out.shape[ax + 1:]
+        nodes = [reshape(ctx, nd, one) for nd in nodes]
+        parts = list(nodes)
+    else:
+        parts = [nd for nd, x in zip(nodes, inputs) if x.shape[ax] > 0] or [nodes[0]]
+    if len(parts) == 1:
+        return _cont_as(ctx, parts[0], out.shape)
+    while len(parts) > 1:
+        joined = [lib.concat(ctx, parts[i], parts[i + 1], dim) for i in range(0, len(parts) - 1, 2)]
+        parts = joined + ([parts[-1]] if len(parts) % 2 else [])
+    return parts[0]

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..engine import int32
 from ..ops import op
+from ..ops.shape_ops import MAX_CONCAT_INPUTS
 from ..ops.shapes import numel
 from .tensor import Tensor, tensor
 
@@ -180,8 +181,16 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     ts = _tensors("cat", tensors)
     if len(ts) == 1:
         _dim("cat", dim, ts[0].ndim)
-        return op.clone(ts[0]) if ts[0].dtype.is_float else op.reshape(ts[0], shape=ts[0].shape)
-    return op.concat(*ts, axis=dim)
+        return op.reshape(ts[0], shape=ts[0].shape)   # a copy, as every result
+    return _grouped(ts, lambda group: op.concat(*group, axis=dim))
+
+
+def _grouped(ts: list, join):
+    """``join`` at most MAX_CONCAT_INPUTS tensors per op; longer lists are joined in rounds."""
+    while len(ts) > MAX_CONCAT_INPUTS:
+        ts = [join(ts[i:i + MAX_CONCAT_INPUTS]) if len(ts[i:i + MAX_CONCAT_INPUTS]) > 1 else ts[i]
+              for i in range(0, len(ts), MAX_CONCAT_INPUTS)]
+    return join(ts)
 
 
 concat = cat
@@ -204,8 +213,11 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     d = _dim("stack", dim, len(first), extra=1)
     if len(first) >= 4:
         raise ValueError(f"stack: stacking {first} tensors would give 5 dimensions; ggmlgrad supports at most 4")
-    new = first[:d] + (1,) + first[d:]
-    return cat([op.reshape(t, shape=new) for t in ts], dim=d)
+    if len(ts) <= MAX_CONCAT_INPUTS:
+        return op.concat(*ts, axis=d, stack=True)
+    groups = [op.concat(*ts[i:i + MAX_CONCAT_INPUTS], axis=d, stack=True) if len(ts[i:i + MAX_CONCAT_INPUTS]) > 1
+              else unsqueeze(ts[i], d) for i in range(0, len(ts), MAX_CONCAT_INPUTS)]
+    return cat(groups, dim=d)
 
 
 def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:

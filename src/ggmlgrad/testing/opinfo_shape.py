@@ -136,13 +136,18 @@ def _cat_samples(r):
     return [Sample((_n(r, 2, 3), _n(r, 4, 3), 0)), Sample((_n(r, 2, 3), _n(r, 2, 1), _n(r, 2, 2), 1)),
             Sample((_n(r, 2, 3, 4), _n(r, 2, 3, 1), -1)), Sample((_n(r, 1), _n(r, 1), _n(r, 3), 0)),
             Sample((_n(r, 2, 1, 3, 2), _n(r, 2, 2, 3, 2), 1)), Sample((_n(r, 2, 3), _n(r, 2, 3), -2)),
-            Sample((_n(r, 3, 2), 1))]
+            Sample((_n(r, 3, 2), 1)), Sample((_n(r, 0, 2), _n(r, 3, 2), 0)), Sample(_many(r, 67, (1, 2)) + (0,))]
+
+
+def _many(r, n, shape):
+    return tuple(_n(r, *shape) for _ in range(n))
 
 
 def _stack_samples(r):
     return [Sample((_n(r, 3), _n(r, 3), 0)), Sample((_n(r, 2, 3), _n(r, 2, 3), _n(r, 2, 3), -1)),
             Sample((_n(r, 2, 3), _n(r, 2, 3), 1)), Sample((_n(r), _n(r), 0)),
-            Sample((_n(r, 1, 2, 2), _n(r, 1, 2, 2), 3))]
+            Sample((_n(r, 1, 2, 2), _n(r, 1, 2, 2), 3)), Sample((_n(r, 2), 0)),
+            Sample(_many(r, 70, (2,)) + (1,))]
 
 
 register(
@@ -176,7 +181,7 @@ register(
            lambda r: [Sample((_n(r, 2, 3, 4), 0, -1)), Sample((_n(r, 2, 3, 4), 2, 0))]),
     OpInfo("cat", ("concat", "slice"), lambda *a: gg.cat(list(a[:-1]), dim=a[-1]),
            lambda *a: np.concatenate(a[:-1], axis=a[-1]), _cat_samples),
-    OpInfo("stack", ("concat", "reshape"), lambda *a: gg.stack(list(a[:-1]), dim=a[-1]),
+    OpInfo("stack", ("concat",), lambda *a: gg.stack(list(a[:-1]), dim=a[-1]),
            lambda *a: np.stack(a[:-1], axis=a[-1]), _stack_samples),
     OpInfo("split", ("slice", "slice_backward"),
            lambda a, s, d: gg.cat(_split_weighted(gg.split(a, s, d)), dim=d),
