@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .._ggml import consts, lib
-from ..engine import float32, int32
+from ..engine import DType, float32, int32
 from .build import expand, is_view, reshape
 from .registry import define, op, same_device, same_float
 from .shapes import broadcast_shapes, numel
@@ -84,11 +84,13 @@ def _rdiv_scalar(ctx, nodes, inputs, out, c):
 
 @define("fill_like", infer=lambda a, c: (a.shape, a.dtype if a.dtype.is_float else float32), differentiable=False)
 def _fill_like(ctx, nodes, inputs, out, c):
-    """A tensor of ``a``'s shape filled with ``c`` (built on the device: no upload)."""
+    """A tensor of ``a``'s shape filled with ``c`` (built on the device: no upload); float16/bfloat16
+    inputs give a result of their own dtype, int32 inputs a float32 one."""
     n = nodes[0]
     if inputs[0].dtype is not float32:
-        n = lib.cast(ctx, n, 0)
-    return lib.fill(ctx, n, float(c))
+        n = lib.cast(ctx, n, consts.TYPE_F32)
+    r = lib.fill(ctx, n, float(c))
+    return r if out.dtype is float32 else lib.cast(ctx, r, out.dtype.ggml_type)
 
 
 # ---------------------------------------------------------------- unary math
@@ -107,24 +109,44 @@ _unary("square", lib.sqr, lambda g, n: op.mul(op.scale(g, c=2.0), n.inputs[0]))
 _unary("clone", lib.cont, lambda g, n: g)
 
 
-@define("pow_scalar", infer=_infer_unary("pow_scalar"),
-        backward=lambda g, n: op.mul(op.scale(g, c=n.params["p"]), op.pow_scalar(n.inputs[0], p=n.params["p"] - 1)))
+def _pow_scalar_backward(g, n):
+    p = float(n.params["p"])
+    if p == 0:
+        return op.scale(g, c=0.0)           # d/dx x**0 = 0 (not 0 * x**-1, which is NaN at 0)
+    if p == 1:
+        return g
+    return op.mul(op.scale(g, c=p), op.pow_scalar(n.inputs[0], p=p - 1))
+
+
+def _int_power(ctx, x, k: int):
+    """x**k for an integer k >= 1 by repeated squaring (exact sign, zero and inf handling)."""
+    result, base = None, x
+    while k:
+        if k & 1:
+            result = base if result is None else lib.mul(ctx, result, base)
+        k >>= 1
+        if k:
+            base = lib.sqr(ctx, base)
+    return result
+
+
+@define("pow_scalar", infer=_infer_unary("pow_scalar"), backward=_pow_scalar_backward)
 def _pow_scalar(ctx, nodes, inputs, out, p):
-    """x ** p (p a Python number). Integer p keeps NumPy's sign rules for negative x."""
+    """x ** p (p a Python number). Integer p (|p| <= 64) multiplies (NumPy's results for negative x,
+    zero and inf); other p use exp(p log x), so negative x gives NaN as in NumPy."""
     x = nodes[0]
     p = float(p)
     if p == 0:
         return lib.fill(ctx, x, 1.0)
     if p == 1:
         return lib.cont(ctx, x)
-    if p == 2:
-        return lib.sqr(ctx, x)
     if p == 0.5:
         return lib.sqrt(ctx, x)
-    if p == 3:
-        return lib.mul(ctx, lib.sqr(ctx, x), x)
-    if p == -1:
-        return lib.div(ctx, lib.fill(ctx, x, 1.0), x)
+    if p.is_integer() and abs(p) <= 64:
+        r = _int_power(ctx, x, int(abs(p)))
+        if p < 0:
+            return lib.div(ctx, lib.fill(ctx, x, 1.0), r)
+        return lib.cont(ctx, r) if r is x else r
     if p.is_integer():
         mag = lib.exp(ctx, lib.scale(ctx, lib.log(ctx, lib.abs(ctx, x)), p))
         return lib.mul(ctx, mag, lib.sgn(ctx, x)) if int(p) % 2 else mag
@@ -150,6 +172,8 @@ def _pow(ctx, nodes, inputs, out):
 
 
 def _infer_cast(a, dtype):
+    if not isinstance(dtype, DType):
+        raise TypeError(f"cast: dtype must be a ggmlgrad dtype, got {dtype!r}")
     return a.shape, dtype
 
 
@@ -159,8 +183,13 @@ def _cast_backward(g, n):
 
 @define("cast", infer=_infer_cast, backward=_cast_backward)
 def _cast(ctx, nodes, inputs, out, dtype):
-    """Convert to another dtype (float32 ↔ float16/bfloat16/int32)."""
-    return lib.cast(ctx, nodes[0], dtype.ggml_type)
+    """Convert to another dtype. ggml's CPU copy has no float16/bfloat16 ↔ int32 kernels (it aborts):
+    those go through float32. float → int32 truncates toward zero."""
+    src = inputs[0].dtype
+    node = nodes[0]
+    if src is not dtype and float32 not in (src, dtype) and int32 in (src, dtype):
+        node = lib.cast(ctx, node, consts.TYPE_F32)
+    return lib.cast(ctx, node, dtype.ggml_type)
 
 
 # ---------------------------------------------------------------- selection helpers (shared with reduce/activation)

@@ -63,7 +63,13 @@ def _mean(ctx, nodes, inputs, out, axis=None, keepdim=False):
     return lib.cont(ctx, reshape(ctx, lib.scale(ctx, s, 1.0 / max(cnt, 1)), out.shape))
 
 
-@define("expand_as", infer=lambda a, like: (like.shape, a.dtype),
+def _infer_expand_as(a, like):
+    if len(a.shape) > len(like.shape) or any(s not in (1, d) for s, d in zip(a.shape[::-1], like.shape[::-1])):
+        raise ValueError(f"expand_as: shape {a.shape} cannot be broadcast to {like.shape}")
+    return like.shape, a.dtype
+
+
+@define("expand_as", infer=_infer_expand_as,
         backward=lambda g, n: (op.sum_to_shape(g, shape=n.inputs[0].shape), None))
 def _expand_as(ctx, nodes, inputs, out):
     a = inputs[0]
