@@ -24,6 +24,7 @@ from .info import info
 from . import optim  # noqa: E402  (toolkit: gg.optim)
 from .capture import Buffer, capture, capture_step
 from .tensor.gradcheck import GradcheckError, gradcheck
+from . import distributions, nn  # noqa: E402  (toolkit: gg.nn, gg.distributions)
 
 
 def pending(t: Tensor) -> bool:

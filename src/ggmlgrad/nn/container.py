@@ -1,0 +1,129 @@
+"""Containers: Sequential, ModuleList, ModuleDict."""
+from __future__ import annotations
+
+import collections
+from typing import Iterable, Iterator, Mapping
+
+from .module import Module
+
+
+class Sequential(Module):
+    """Modules applied in order; built from modules or an OrderedDict of named modules.
+
+    >>> import ggmlgrad as gg
+    >>> net = gg.nn.Sequential(gg.nn.Linear(2, 3), gg.nn.ReLU())
+    >>> net(gg.ones(4, 2)).shape
+    (4, 3)
+    """
+
+    def __init__(self, *modules) -> None:
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], collections.OrderedDict):
+            for name, m in modules[0].items():
+                self.add_module(name, m)
+        else:
+            for i, m in enumerate(modules):
+                self.add_module(str(i), m)
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return Sequential(collections.OrderedDict(list(self._modules.items())[idx]))
+        keys = list(self._modules)
+        return self._modules[keys[_norm_index(idx, len(keys))]]
+
+    def append(self, module: Module) -> "Sequential":
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+
+def _norm_index(idx: int, n: int) -> int:
+    if isinstance(idx, bool) or not isinstance(idx, int):
+        raise TypeError(f"index must be an int, got {idx!r}")
+    if not -n <= idx < n:
+        raise IndexError(f"index {idx} is out of range for {n} modules")
+    return idx % n
+
+
+class ModuleList(Module):
+    """A list of modules whose parameters are registered (``for`` over it in your forward)."""
+
+    def __init__(self, modules: Iterable[Module] | None = None) -> None:
+        super().__init__()
+        for m in modules or ():
+            self.append(m)
+
+    def append(self, module: Module) -> "ModuleList":
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> "ModuleList":
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def __getitem__(self, idx):
+        mods = list(self._modules.values())
+        if isinstance(idx, slice):
+            return ModuleList(mods[idx])
+        return mods[_norm_index(idx, len(mods))]
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        self.add_module(str(_norm_index(idx, len(self._modules))), module)
+
+
+class ModuleDict(Module):
+    """An ordered mapping name → module whose parameters are registered."""
+
+    def __init__(self, modules: Mapping[str, Module] | None = None) -> None:
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def update(self, modules) -> None:
+        items = modules.items() if hasattr(modules, "items") else modules
+        for k, m in items:
+            self[k] = m
+
+    def __getitem__(self, key: str) -> Module:
+        return self._modules[key]
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        self.add_module(key, module)
+
+    def __delitem__(self, key: str) -> None:
+        del self._modules[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._modules
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()

@@ -1,0 +1,440 @@
+"""``gg.nn.functional`` (import as ``F``): layer functions and losses, all built from graph ops.
+
+Nothing here reads values back to the host, with one exception shared with the
+indexing ops: in eager mode integer class targets are checked against the
+number of classes (a counted download); in graph mode and inside a capture
+there is no read, and a target outside ``[0, C)`` that is not ``ignore_index``
+contributes nothing (like an ignored one).
+
+Differences from PyTorch (documented):
+- masks: a NumPy bool array or an int32 tensor is a *boolean* mask; a float
+  tensor is an *additive* mask (ggmlgrad has no bool dtype);
+- targets of ``cross_entropy``/``binary_cross_entropy_with_logits`` get no
+  gradient.
+
+>>> import ggmlgrad as gg
+>>> import ggmlgrad.nn.functional as F
+>>> logits = gg.tensor([[2.0, 0.0, -1.0]], requires_grad=True)
+>>> loss = F.cross_entropy(logits, gg.tensor([0]))
+>>> round(loss.item(), 4)
+0.1698
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..engine import COMPUTED, ENGINE, download, float32, graph_enabled, int32
+from ..ops import nn_ops, op
+from ..tensor import Tensor, as_tensor, tensor
+from ..tensor import functional as _tf
+from ..distributions.noise import draw_noise
+
+__all__ = [
+    "linear", "relu", "gelu", "silu", "tanh", "sigmoid", "leaky_relu", "softplus", "elu", "softmax",
+    "log_softmax", "dropout", "layer_norm", "embedding", "one_hot", "scaled_dot_product_attention",
+    "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "huber_loss", "smooth_l1_loss", "normalize",
+]
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _delegate(name: str):
+    """The tensor-level function form ``gg.<name>`` when the math ops provide it (else None)."""
+    return getattr(_tf, name, None)
+
+
+# ---------------------------------------------------------------- activations
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``input @ weight.T + bias`` (weight is (out_features, in_features))."""
+    return op.linear(input, weight, bias) if bias is not None else op.linear(input, weight)
+
+
+def relu(input: Tensor) -> Tensor:
+    return op.relu(input)
+
+
+def tanh(input: Tensor) -> Tensor:
+    return op.tanh(input)
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    return op.sigmoid(input)
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """GELU: exact (erf) by default, ``approximate="tanh"`` for the tanh form."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    f = _delegate("gelu")
+    if f is not None:
+        return f(input, approximate=approximate)
+    # tanh form composed from ops (used until the math ops provide gelu)
+    inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
+    return input * 0.5 * (op.tanh(inner) + 1.0)
+
+
+def silu(input: Tensor) -> Tensor:
+    f = _delegate("silu")
+    return f(input) if f is not None else input * op.sigmoid(input)
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    f = _delegate("leaky_relu")
+    if f is not None:
+        return f(input, negative_slope)
+    return op.relu(input) - op.relu(-input) * negative_slope
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    f = _delegate("softplus")
+    if f is not None and beta == 1.0:
+        return f(input)
+    z = input * beta
+    return (op.relu(z) + op.log(op.exp(-op.abs(z)) + 1.0)) * (1.0 / beta)
+
+
+def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
+    f = _delegate("elu")
+    if f is not None and alpha == 1.0:
+        return f(input)
+    return op.relu(input) + (op.exp(-op.relu(-input)) - 1.0) * alpha
+
+
+def _move_last(x: Tensor, dim: int):
+    nd = x.ndim
+    dim = dim % nd
+    if dim == nd - 1:
+        return x, None
+    perm = tuple(i for i in range(nd) if i != dim) + (dim,)
+    inv = [0] * nd
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return x.permute(perm), tuple(inv)
+
+
+def softmax(input: Tensor, dim: int = -1) -> Tensor:
+    """Softmax along ``dim`` (stable, ggml's fused soft_max)."""
+    if input.ndim == 0:
+        return op.masked_softmax(input.reshape(1), scale=1.0).reshape(())
+    x, inv = _move_last(input, dim)
+    y = op.masked_softmax(x, scale=1.0)
+    return y if inv is None else y.permute(inv)
+
+
+def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
+    """``x - logsumexp(x, dim)`` (no log of a softmax that underflowed)."""
+    f = _delegate("log_softmax")
+    if f is not None:
+        return f(input, dim)
+    return input - op.logsumexp(input, axis=dim, keepdim=True)
+
+
+# ---------------------------------------------------------------- dropout, normalisation, embedding
+def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by 1/(1-p); identity when not training.
+
+    The mask comes from :func:`ggmlgrad.distributions.noise.draw_noise` (seeded generator), as a tensor.
+    """
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: probability must be in [0, 1], got {p!r}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    mask = draw_noise("dropout_mask", input.shape, device=input.device, p=float(p))
+    return input * mask
+
+
+def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """Normalise over the trailing ``normalized_shape`` axes, then ``* weight + bias``."""
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not ns or tuple(input.shape[len(input.shape) - len(ns):]) != ns:
+        raise ValueError(f"layer_norm: normalized_shape {ns} does not match the trailing axes of {input.shape}")
+    x = input
+    if len(ns) > 1:
+        x = x.reshape(tuple(input.shape[:-len(ns)]) + (math.prod(ns),))
+    y = op.layer_norm(x, eps=float(eps))
+    if len(ns) > 1:
+        y = y.reshape(input.shape)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = -1, eps: float = 1e-12) -> Tensor:
+    """``x / max(||x||_p, eps)`` along ``dim``."""
+    norm = (op.abs(input) ** p).sum(axis=dim, keepdim=True) ** (1.0 / p)
+    return input / op.clamp(norm, lo=eps)
+
+
+def embedding(input: Tensor, weight: Tensor) -> Tensor:
+    """Rows of ``weight`` picked by the int32 ``input`` indices (gradients of repeated rows add up)."""
+    return op.embedding(weight, _index(input))
+
+
+def one_hot(tensor_: Tensor, num_classes: int = -1) -> Tensor:
+    """float32 one-hot rows (PyTorch returns int64; here float32, ready for arithmetic).
+
+    ``num_classes=-1`` (infer from the data) needs a host read and is refused in graph mode.
+    """
+    idx = _index(tensor_)
+    if num_classes == -1:
+        if graph_enabled():
+            raise ValueError("one_hot: pass num_classes in graph mode (inferring it would read the data)")
+        num_classes = int(download(idx, "one_hot num_classes").max()) + 1
+    return op.one_hot(idx, num_classes=num_classes)
+
+
+def _index(x) -> Tensor:
+    if isinstance(x, Tensor):
+        if x.dtype is not int32:
+            raise TypeError(f"expected an int32 index tensor, got {x.dtype.name}")
+        return x
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"expected integer indices, got {arr.dtype}")
+    return tensor(arr.astype(np.int32), dtype=int32)
+
+
+# ---------------------------------------------------------------- attention
+def _as_additive(mask, true_means_masked: bool, device) -> Tensor:
+    """A float additive mask (0 or -inf) from a bool array / int32 tensor, or a float tensor as is."""
+    if isinstance(mask, Tensor):
+        if mask.dtype.is_float:
+            return mask if mask.dtype is float32 else mask.float()
+        m = op.step(op.add_scalar(op.abs(mask.float()), c=-0.5))   # int32: nonzero = True → 1.0
+        keep = (-m + 1.0) if true_means_masked else m     # 1 where attention is allowed
+        return op.log(keep)                                # 0 or -inf, no 0 * inf
+    arr = np.asarray(mask)
+    if arr.dtype == np.bool_:
+        allowed = ~arr if true_means_masked else arr
+        return tensor(np.where(allowed, 0.0, -np.inf).astype(np.float32), device=device)
+    return as_tensor(arr.astype(np.float32), device=device)
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+                                 training: bool = True) -> Tensor:
+    """softmax(Q K^T * scale + mask) V over inputs shaped (..., L, E) with at most 2 leading axes.
+
+    ``attn_mask``: bool (True = may attend, as PyTorch) as a NumPy array or int32 tensor, or a float
+    tensor added to the scores; broadcast to (batch, heads, L, S). ``is_causal`` masks j > i.
+    The forward runs ggml's flash attention (no dropout); with ``dropout_p > 0`` the weights are
+    materialised so the dropout mask can be applied.
+    """
+    if query.ndim < 2 or query.ndim > 4:
+        raise ValueError(f"scaled_dot_product_attention: query must have 2 to 4 dimensions, got {query.shape}")
+    if key.ndim != query.ndim or value.ndim != query.ndim:
+        raise ValueError(f"scaled_dot_product_attention: query, key, value need the same number of dimensions, "
+                         f"got {query.shape}, {key.shape}, {value.shape}")
+    if is_causal and attn_mask is not None:
+        raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal, not both (as PyTorch)")
+    e = query.shape[-1]
+    sc = 1.0 / math.sqrt(e) if scale is None else float(scale)
+    lead = query.shape[:-2]
+    pad = (1,) * (4 - query.ndim)
+
+    def four(t):
+        return t if t.ndim == 4 else t.reshape(pad + tuple(t.shape))
+
+    q, k, v = four(query), four(key), four(value)
+    mask = ()
+    if attn_mask is not None:
+        m = _as_additive(attn_mask, true_means_masked=False, device=query.device)
+        mask = (m,)
+    if dropout_p > 0.0 and training:
+        w = op.masked_softmax(op.matmul(q, op.transpose_last(k)), *mask, scale=sc, causal=is_causal)
+        out = op.matmul(dropout(w, dropout_p, True), v)
+    else:
+        out = op.attention(q, k, v, *mask, scale=sc, causal=is_causal)
+    return out if query.ndim == 4 else out.reshape(tuple(lead) + tuple(out.shape[-2:]))
+
+
+# ---------------------------------------------------------------- losses
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "mean":
+        return loss.mean()
+    raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+
+
+def _check_reduction(fn: str, reduction) -> None:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{fn}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+
+
+def _pair(fn: str, input: Tensor, target) -> tuple[Tensor, Tensor]:
+    target = as_tensor(target, device=input.device)
+    if target.shape != input.shape:
+        raise ValueError(f"{fn}: target shape {target.shape} must equal input shape {input.shape} "
+                         f"(broadcasting is refused, as PyTorch warns it is usually a bug)")
+    return input, target
+
+
+def mse_loss(input: Tensor, target, reduction: str = "mean") -> Tensor:
+    """mean((input - target)^2) (or sum / none)."""
+    _check_reduction("mse_loss", reduction)
+    input, target = _pair("mse_loss", input, target)
+    return _reduce(op.square(input - target), reduction)
+
+
+def l1_loss(input: Tensor, target, reduction: str = "mean") -> Tensor:
+    _check_reduction("l1_loss", reduction)
+    input, target = _pair("l1_loss", input, target)
+    return _reduce(op.abs(input - target), reduction)
+
+
+def huber_loss(input: Tensor, target, reduction: str = "mean", delta: float = 1.0) -> Tensor:
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); d = input - target."""
+    _check_reduction("huber_loss", reduction)
+    if not delta > 0:
+        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+    input, target = _pair("huber_loss", input, target)
+    a = op.abs(input - target)
+    m = -op.relu(-a + delta) + delta            # min(|d|, delta), branch-free
+    return _reduce(op.square(m) * 0.5 + (a - m) * delta, reduction)
+
+
+def smooth_l1_loss(input: Tensor, target, reduction: str = "mean", beta: float = 1.0) -> Tensor:
+    """huber_loss(delta=beta) / beta; plain L1 for beta = 0."""
+    _check_reduction("smooth_l1_loss", reduction)
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
+    if beta == 0:
+        return l1_loss(input, target, reduction)
+    return huber_loss(input, target, reduction, delta=beta) * (1.0 / beta)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target, weight: Tensor | None = None,
+                                     reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+    """-[pos_weight * y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))], stable for any |x|."""
+    _check_reduction("binary_cross_entropy_with_logits", reduction)
+    input, target = _pair("binary_cross_entropy_with_logits", input, target)
+    args = (input, target) + ((as_tensor(pos_weight, device=input.device),) if pos_weight is not None else ())
+    loss = op.bce_with_logits(*args)
+    if weight is not None:
+        loss = loss * as_tensor(weight, device=input.device)
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy(input: Tensor, target, weight: Tensor | None = None, reduction: str = "mean") -> Tensor:
+    """-[y log p + (1 - y) log(1 - p)] for probabilities p (logs clamped at -100, as PyTorch)."""
+    _check_reduction("binary_cross_entropy", reduction)
+    input, target = _pair("binary_cross_entropy", input, target)
+    logp = op.clamp(op.log(input), lo=-100.0)
+    log1mp = op.clamp(op.log(-input + 1.0), lo=-100.0)
+    loss = -(target * logp + (-target + 1.0) * log1mp)
+    if weight is not None:
+        loss = loss * as_tensor(weight, device=input.device)
+    return _reduce(loss, reduction)
+
+
+def _class_last(input: Tensor) -> Tensor:
+    """(N, C, d1, ...) → (N, d1, ..., C): PyTorch puts classes on axis 1."""
+    if input.ndim <= 2:
+        return input
+    perm = (0,) + tuple(range(2, input.ndim)) + (1,)
+    return input.permute(perm)
+
+
+def _check_targets(fn: str, target: Tensor, num_classes: int, ignore_index: int) -> None:
+    """Eager mode only: refuse class indices outside [0, C) (graph mode cannot read them)."""
+    if graph_enabled() or ENGINE.guard is not None or target._status != COMPUTED or target.numel() == 0:
+        return
+    vals = download(target, f"{fn} target check")
+    bad = vals[(vals != ignore_index) & ((vals < 0) | (vals >= num_classes))]
+    if bad.size:
+        raise IndexError(f"{fn}: target {int(bad[0])} is out of bounds for {num_classes} classes")
+
+
+def _class_targets(fn: str, logits: Tensor, target, ignore_index: int):
+    """(one-hot targets (..., C), target tensor) for integer class targets."""
+    target = _index(target)
+    expect = tuple(logits.shape[:-1])
+    if tuple(target.shape) != expect:
+        raise ValueError(f"{fn}: target shape {target.shape} does not match the input (expected {expect})")
+    c = logits.shape[-1]
+    _check_targets(fn, target, c, ignore_index)
+    return op.one_hot(target, num_classes=c, ignore_index=ignore_index)
+
+
+def cross_entropy(input: Tensor, target, weight: Tensor | None = None, ignore_index: int = -100,
+                  reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """Cross-entropy of logits ``input`` (N, C) / (C,) / (N, C, d...) against class indices or probabilities.
+
+    Integer targets (int32 tensor or integer array): ``ignore_index`` rows count neither in the loss nor in
+    the mean's denominator; ``weight`` (C,) rescales classes (mean divides by the summed target weights).
+    Float targets of the input's shape are class probabilities. ``label_smoothing`` mixes the target with
+    the uniform distribution, as PyTorch. A fused op computes the loss (stable log-softmax inside) and
+    its gradient ``softmax(x) * sum(q) - q``.
+    """
+    _check_reduction("cross_entropy", reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if input.ndim == 0:
+        raise ValueError("cross_entropy: input must have a class dimension")
+    logits = _class_last(input)
+    c = logits.shape[-1]
+    is_class = (isinstance(target, Tensor) and target.dtype is int32) or (
+        not isinstance(target, Tensor) and np.asarray(target).dtype.kind in "iu")
+    w = as_tensor(weight, device=input.device) if weight is not None else None
+    if w is not None and tuple(w.shape) != (c,):
+        raise ValueError(f"cross_entropy: weight must have shape ({c},), got {w.shape}")
+    if is_class:
+        oh = _class_targets("cross_entropy", logits, target, ignore_index)
+        q = oh
+        if label_smoothing > 0.0:
+            valid = oh.sum(axis=-1, keepdim=True)                       # 0 on ignored rows
+            q = oh * (1.0 - label_smoothing) + valid * (label_smoothing / c)
+        if w is not None:
+            q = q * w
+        loss = op.softmax_cross_entropy(logits, q)
+        if reduction == "mean":
+            denom = (oh * w).sum() if w is not None else oh.sum()
+            return loss.sum() / denom
+        return _reduce(loss, reduction)
+    q = as_tensor(target, device=input.device)
+    if q.dtype is not float32:
+        q = q.float()
+    q = _class_last(q) if input.ndim > 2 else q
+    if tuple(q.shape) != tuple(logits.shape):
+        raise ValueError(f"cross_entropy: probability targets must have the input's shape {input.shape}, "
+                         f"got {target.shape if hasattr(target, 'shape') else np.shape(target)}")
+    if label_smoothing > 0.0:
+        q = q * (1.0 - label_smoothing) + label_smoothing / c
+    if w is not None:
+        q = q * w
+    return _reduce(op.softmax_cross_entropy(logits, q), reduction)
+
+
+def nll_loss(input: Tensor, target, weight: Tensor | None = None, ignore_index: int = -100,
+             reduction: str = "mean") -> Tensor:
+    """-input[i, target[i]] (``input`` holds log-probabilities), with ``ignore_index`` and class weights."""
+    _check_reduction("nll_loss", reduction)
+    if input.ndim == 0:
+        raise ValueError("nll_loss: input must have a class dimension")
+    logp = _class_last(input)
+    c = logp.shape[-1]
+    oh = _class_targets("nll_loss", logp, target, ignore_index)
+    q = oh
+    if weight is not None:
+        w = as_tensor(weight, device=input.device)
+        if tuple(w.shape) != (c,):
+            raise ValueError(f"nll_loss: weight must have shape ({c},), got {w.shape}")
+        q = oh * w
+    loss = -(logp * q).sum(axis=-1)
+    if reduction == "mean":
+        return loss.sum() / q.sum()
+    return _reduce(loss, reduction)
+
+
+_ = nn_ops

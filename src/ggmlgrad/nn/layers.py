@@ -1,0 +1,266 @@
+"""Basic layers: Linear, Embedding, LayerNorm, Dropout, Flatten, Identity and activation modules."""
+from __future__ import annotations
+
+import math
+
+from ..engine import float32
+from ..tensor import Tensor
+from ..tensor import no_grad
+from ..tensor.creation import generator, zeros
+from ..ops import op
+from . import functional as F
+from . import init
+from .module import Module, Parameter
+
+
+def _positive_int(cls: str, name: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ValueError(f"{cls}: {name} must be a positive int, got {v!r}")
+    return v
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias`` with weight (out_features, in_features), PyTorch's default init.
+
+    >>> import ggmlgrad as gg
+    >>> gg.nn.Linear(3, 2)
+    Linear(in_features=3, out_features=2, bias=True)
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
+        super().__init__()
+        self.in_features = _positive_int("Linear", "in_features", in_features)
+        self.out_features = _positive_int("Linear", "out_features", out_features)
+        self.weight = Parameter(zeros(out_features, in_features, device=device))
+        if bias:
+            self.bias = Parameter(zeros(out_features, device=device))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # kaiming_uniform_(a=sqrt(5)) gives U(-1/sqrt(fan_in), 1/sqrt(fan_in)), as torch.nn.Linear.
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1.0 / math.sqrt(self.in_features)
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Identity(Module):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__()
+
+    def forward(self, input: Tensor) -> Tensor:
+        return input
+
+
+class Flatten(Module):
+    """Flatten axes ``start_dim``..``end_dim`` into one (default: all but the batch axis)."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        nd = input.ndim
+        s, e = self.start_dim % max(nd, 1), self.end_dim % max(nd, 1)
+        if nd == 0 or s >= e:
+            return input
+        shape = tuple(input.shape[:s]) + (math.prod(input.shape[s:e + 1]),) + tuple(input.shape[e + 1:])
+        return input.reshape(shape)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Embedding(Module):
+    """A lookup table: ``weight[idx]``; weight ~ N(0, 1) as PyTorch; ``padding_idx`` row starts at 0
+    and gets no gradient."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 device=None, dtype=None) -> None:
+        super().__init__()
+        self.num_embeddings = _positive_int("Embedding", "num_embeddings", num_embeddings)
+        self.embedding_dim = _positive_int("Embedding", "embedding_dim", embedding_dim)
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"Embedding: padding_idx {padding_idx} is out of range for {num_embeddings} rows")
+            padding_idx %= num_embeddings
+        self.padding_idx = padding_idx
+        self.weight = Parameter(zeros(num_embeddings, embedding_dim, device=device))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        w = generator().standard_normal(self.weight.shape)
+        if self.padding_idx is not None:
+            w[self.padding_idx] = 0.0
+        with no_grad():
+            self.weight.copy_(w.astype("float32"))
+
+    def forward(self, input) -> Tensor:
+        out = F.embedding(input, self.weight)
+        if self.padding_idx is not None and self.weight.requires_grad:
+            # Rows looked up at padding_idx carry no gradient: multiply by a 0/1 keep-mask of the indices.
+            keep = _not_padding(F._index(input), self.padding_idx)
+            out = out * keep + (out * (-keep + 1.0)).detach()
+        return out
+
+    def extra_repr(self) -> str:
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+
+
+def _not_padding(idx: Tensor, padding_idx: int) -> Tensor:
+    """(…, 1) float 1.0 where idx != padding_idx."""
+    eq = op.one_hot(idx, num_classes=padding_idx + 1)   # last column: idx == padding_idx
+    col = op.slice(eq, start=(0,) * (eq.ndim - 1) + (padding_idx,), stop=tuple(eq.shape[:-1]) + (padding_idx + 1,),
+                   step=(1,) * eq.ndim)
+    return -col + 1.0
+
+
+class LayerNorm(Module):
+    """Normalise over the trailing ``normalized_shape`` axes; learnable weight (ones) and bias (zeros)."""
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
+                 device=None, dtype=None) -> None:
+        super().__init__()
+        ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        for s in ns:
+            _positive_int("LayerNorm", "normalized_shape entries", s)
+        self.normalized_shape = ns
+        self.eps = float(eps)
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(zeros(*ns, device=device))
+            init.ones_(self.weight)
+            if bias:
+                self.bias = Parameter(zeros(*ns, device=device))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class Dropout(Module):
+    """Zero elements with probability ``p`` during training (scaled by 1/(1-p)); identity in eval mode."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        super().__init__()
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: probability must be in [0, 1], got {p!r}")
+        self.p = float(p)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.dropout(input, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace=False"
+
+
+# ---------------------------------------------------------------- activation modules
+class ReLU(Module):
+    def forward(self, input: Tensor) -> Tensor:
+        return F.relu(input)
+
+
+class Tanh(Module):
+    def forward(self, input: Tensor) -> Tensor:
+        return F.tanh(input)
+
+
+class Sigmoid(Module):
+    def forward(self, input: Tensor) -> Tensor:
+        return F.sigmoid(input)
+
+
+class SiLU(Module):
+    def forward(self, input: Tensor) -> Tensor:
+        return F.silu(input)
+
+
+class GELU(Module):
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.gelu(input, self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate='{self.approximate}'"
+
+
+class LeakyReLU(Module):
+    def __init__(self, negative_slope: float = 0.01) -> None:
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.leaky_relu(input, self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}"
+
+
+class Softplus(Module):
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Softmax(Module):
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.softmax(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.log_softmax(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+_ = float32
+
+
+class ELU(Module):
+    def __init__(self, alpha: float = 1.0) -> None:
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.elu(input, self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}"

@@ -1,0 +1,382 @@
+"""``Module`` and ``Parameter``: the PyTorch-style container for layers and their state."""
+from __future__ import annotations
+
+import collections
+from typing import Any, Callable, Iterator, NamedTuple
+
+import numpy as np
+
+from ..engine import ENGINE, PENDING, dtypes
+from ..runtime import resolve_device
+from ..tensor import Tensor, no_grad
+from ..tensor.tensor import _from_numpy
+
+
+class Parameter(Tensor):
+    """A tensor that a :class:`Module` registers as a learnable parameter (``requires_grad=True``).
+
+    It shares storage with the tensor it wraps.
+
+    >>> import ggmlgrad as gg
+    >>> p = gg.nn.Parameter(gg.zeros(2))
+    >>> isinstance(p, gg.Tensor), p.requires_grad
+    (True, True)
+    """
+
+    def __new__(cls, data: Tensor | None = None, requires_grad: bool = True):
+        if data is None:
+            data = _from_numpy(np.zeros((0,), np.float32), dtypes.float32, resolve_device(None), False)
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Parameter: expected a Tensor, got {type(data).__name__}")
+        if data._status == PENDING:
+            ENGINE.drain("parameter")  # a parameter owns computed storage
+        p = object.__new__(cls)  # not cls._blank: that calls cls.__new__ (this method) again
+        p._init_array(data.shape, data.dtype, data.device)
+        p.requires_grad, p.grad, p.grad_fn, p._version, p._retains_grad = False, None, None, 0, False
+        p._storage, p._status, p._error = data._storage, data._status, data._error
+        if requires_grad:
+            p.requires_grad_(True)
+        return p
+
+    def __init__(self, data=None, requires_grad: bool = True):
+        pass  # everything happens in __new__ (Tensor.__init__ refuses direct construction)
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+    __str__ = __repr__
+
+    def __reduce_ex__(self, proto):
+        return (Parameter, (Tensor.detach(self), self.requires_grad))
+
+
+class IncompatibleKeys(NamedTuple):
+    missing_keys: list
+    unexpected_keys: list
+
+
+def _is_tensor(x) -> bool:
+    return isinstance(x, Tensor)
+
+
+class Module:
+    """Base class of layers: register parameters, buffers and submodules by attribute assignment.
+
+    >>> import ggmlgrad as gg
+    >>> class Net(gg.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.fc = gg.nn.Linear(3, 2)
+    ...     def forward(self, x):
+    ...         return self.fc(x).relu()
+    >>> [n for n, _ in Net().named_parameters()]
+    ['fc.weight', 'fc.bias']
+    """
+
+    _version = 1
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", collections.OrderedDict())
+        object.__setattr__(self, "_buffers", collections.OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
+        object.__setattr__(self, "_modules", collections.OrderedDict())
+
+    # ------------------------------------------------------------------ attribute registration
+    def __setattr__(self, name: str, value: Any) -> None:
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"cannot assign {name!r} before Module.__init__() is called")
+        params, buffers, modules = self._parameters, self._buffers, self._modules
+        if isinstance(value, Parameter):
+            self._discard(name)
+            params[name] = value
+        elif isinstance(value, Module):
+            self._discard(name)
+            modules[name] = value
+        elif name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} as parameter {name!r} "
+                                f"(a gg.nn.Parameter or None is required)")
+            params[name] = None
+        elif name in modules:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} as child module {name!r}")
+            modules[name] = None
+        elif name in buffers:
+            if value is not None and not _is_tensor(value):
+                raise TypeError(f"cannot assign {type(value).__name__} as buffer {name!r} (a Tensor or None)")
+            buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def _discard(self, name: str) -> None:
+        for d in (self.__dict__, self._parameters, self._buffers, self._modules):
+            d.pop(name, None)
+        self._non_persistent.discard(name)
+
+    def __getattr__(self, name: str) -> Any:
+        d = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            s = d.get(store)
+            if s is not None and name in s:
+                return s[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        for s in (self._parameters, self._buffers, self._modules):
+            if name in s:
+                del s[name]
+                self._non_persistent.discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"register_parameter: {name!r} must be a Parameter or None, got {type(param).__name__}")
+        self._check_name("register_parameter", name)
+        self._discard(name)
+        self._parameters[name] = param
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """A tensor that is state but not a parameter (running statistics, masks); in ``state_dict`` when persistent."""
+        if tensor is not None and not _is_tensor(tensor):
+            raise TypeError(f"register_buffer: {name!r} must be a Tensor or None, got {type(tensor).__name__}")
+        self._check_name("register_buffer", name)
+        self._discard(name)
+        self._buffers[name] = tensor
+        if not persistent:
+            self._non_persistent.add(name)
+
+    def add_module(self, name: str, module: "Module | None") -> None:
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: {name!r} must be a Module or None, got {type(module).__name__}")
+        self._check_name("add_module", name)
+        self._discard(name)
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def _check_name(self, fn: str, name: str) -> None:
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"{fn}: name must be a non-empty string without '.', got {name!r}")
+
+    # ------------------------------------------------------------------ calling
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} has no forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ------------------------------------------------------------------ traversal
+    def named_modules(self, memo: set | None = None, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name)
+
+    def modules(self) -> Iterator["Module"]:
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self) -> Iterator[tuple[str, "Module"]]:
+        seen = set()
+        for name, m in self._modules.items():
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
+                yield name, m
+
+    def children(self) -> Iterator["Module"]:
+        for _, m in self.named_children():
+            yield m
+
+    def _named(self, store: str, recurse: bool, prefix: str = ""):
+        seen: set[int] = set()
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for mp, m in mods:
+            for name, t in getattr(m, store).items():
+                if t is None or id(t) in seen:
+                    continue
+                seen.add(id(t))
+                yield (f"{mp}.{name}" if mp else name), t
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """(name, parameter) pairs, dotted names, each parameter once (shared ones by their first name)."""
+        return self._named("_parameters", recurse, prefix)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
+        return self._named("_buffers", recurse, prefix)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def apply(self, fn: Callable[["Module"], None]) -> "Module":
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # ------------------------------------------------------------------ modes and grads
+    def train(self, mode: bool = True) -> "Module":
+        if not isinstance(mode, bool):
+            raise TypeError(f"train: mode must be a bool, got {mode!r}")
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self) -> "Module":
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear every parameter's ``.grad`` (to None, or to zeros with ``set_to_none=False``)."""
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                with no_grad():
+                    p.grad = p.grad.detach()
+                    p.grad.zero_()
+
+    # ------------------------------------------------------------------ devices
+    def to(self, device=None, dtype=None) -> "Module":
+        """Move parameters and buffers to ``device`` in place (the same Parameter objects, as in PyTorch).
+
+        ``dtype`` is not supported: parameters compute in float32.
+        """
+        if dtype is not None:
+            raise NotImplementedError("Module.to(dtype=...): parameters stay float32 (cast inputs instead)")
+        if device is None:
+            return self
+        dev = resolve_device(device)
+        for t in list(self.parameters()) + list(self.buffers()):
+            if t.device is dev:
+                continue
+            _move_storage(t, dev)
+            if t.grad is not None:
+                t.grad = t.grad.to(device=dev)
+        return self
+
+    def cpu(self) -> "Module":
+        return self.to("cpu")
+
+    # ------------------------------------------------------------------ state dicts
+    def state_dict(self, prefix: str = "", keep_vars: bool = False) -> "collections.OrderedDict[str, Tensor]":
+        """Ordered name → tensor for every parameter and persistent buffer (shared storage, no copy)."""
+        out: collections.OrderedDict[str, Tensor] = collections.OrderedDict()
+        for mp, m in self.named_modules(prefix=prefix.rstrip(".")):
+            for name, p in m._parameters.items():
+                if p is not None:
+                    out[f"{mp}.{name}" if mp else name] = p if keep_vars else p.detach()
+            for name, b in m._buffers.items():
+                if b is not None and name not in m._non_persistent:
+                    out[f"{mp}.{name}" if mp else name] = b if keep_vars else b.detach()
+        return out
+
+    def _state_targets(self) -> "collections.OrderedDict[str, Tensor]":
+        return self.state_dict(keep_vars=True)
+
+    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
+        """Copy values into the existing parameters and buffers, in place.
+
+        Everything is validated first (names, shapes, dtypes); on any problem it
+        raises and the model is unchanged. With ``strict=False`` missing and
+        unexpected keys are allowed and returned; present keys are still checked.
+        """
+        if not hasattr(state_dict, "keys"):
+            raise TypeError(f"load_state_dict: expected a mapping, got {type(state_dict).__name__}")
+        targets = self._state_targets()
+        missing = [k for k in targets if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in targets]
+        errors = []
+        if strict:
+            if missing:
+                errors.append(f"missing keys: {missing}")
+            if unexpected:
+                errors.append(f"unexpected keys: {unexpected}")
+        plan = []
+        for name, target in targets.items():
+            if name not in state_dict:
+                continue
+            value = state_dict[name]
+            problem = _check_value(name, target, value)
+            if problem:
+                errors.append(problem)
+            else:
+                plan.append((target, value))
+        if errors:
+            raise RuntimeError(f"load_state_dict for {type(self).__name__}: nothing was loaded:\n  "
+                               + "\n  ".join(errors))
+        with no_grad():
+            for target, value in plan:
+                if isinstance(value, Tensor) and value.device is not target.device:
+                    value = value.to(device=target.device)
+                target.copy_(value)
+        return IncompatibleKeys(missing, unexpected)
+
+    # ------------------------------------------------------------------ repr
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = []
+        extra = self.extra_repr()
+        if extra:
+            lines.extend(extra.split("\n"))
+        for name, m in self._modules.items():
+            body = repr(m).replace("\n", "\n  ")
+            lines.append(f"({name}): {body}")
+        name = type(self).__name__
+        if not lines:
+            return f"{name}()"
+        if len(lines) == 1 and not self._modules:
+            return f"{name}({lines[0]})"
+        return name + "(\n  " + "\n  ".join(lines) + "\n)"
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules))
+
+
+def _check_value(name: str, target: Tensor, value) -> str | None:
+    if isinstance(value, Tensor):
+        shape, dtype = tuple(value.shape), value.dtype
+    elif isinstance(value, np.ndarray):
+        shape = tuple(value.shape)
+        try:
+            dtype = dtypes.from_any(value.dtype)
+        except TypeError:
+            return f"{name}: NumPy dtype {value.dtype} cannot be loaded"
+        if value.dtype == np.float64 or value.dtype.kind in "iub" and value.dtype != np.int32:
+            return f"{name}: dtype {value.dtype} does not match the model's {target.dtype.name}"
+    else:
+        return f"{name}: expected a Tensor or NumPy array, got {type(value).__name__}"
+    if shape != tuple(target.shape):
+        return f"{name}: shape {shape} does not match the model's {tuple(target.shape)}"
+    if dtype is not target.dtype:
+        return f"{name}: dtype {dtype.name} does not match the model's {target.dtype.name}"
+    return None
+
+
+def _move_storage(t: Tensor, dev) -> None:
+    """Rebind ``t`` to a copy of its value on ``dev`` (object identity kept, like PyTorch's ``.data`` swap)."""
+    moved = Tensor.detach(t).to(device=dev)
+    if moved._status == PENDING:
+        ENGINE.drain("to(device)")
+    t._storage, t._status, t._error = moved._storage, moved._status, moved._error
+    t.device = dev
+    t._leaf_epoch = -1
+    t._version += 1
