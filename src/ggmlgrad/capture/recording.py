@@ -69,7 +69,7 @@ class InputSlot:
     __slots__ = ("kind", "name", "shape", "dtype", "tensor", "leaves", "offset", "nbytes", "view", "sent",
                  "noise")
 
-    def __init__(self, kind: str, name: str, shape: tuple, dtype: DType, device: Device, noise: str | None = None):
+    def __init__(self, kind: str, name: str, shape: tuple, dtype: DType, device: Device, noise=None):
         self.kind = kind
         self.name = name
         self.shape = shape
@@ -207,6 +207,7 @@ class Recorder:
         ENGINE.guard = _Guard(self)
         self._prev_source = _random._capture_source
         _random._capture_source = self.noise_input
+        self._prev_hook = _set_dist_hook(self.noise_request)
         Recorder.current = self
         self.active = True
         self._settings = [modes.graph_mode(True, check=False)]
@@ -222,6 +223,7 @@ class Recorder:
             self._settings.pop().__exit__(None, None, None)
         ENGINE.guard = self._prev_guard
         _random._capture_source = self._prev_source
+        _set_dist_hook(self._prev_hook)
         Recorder.current = None
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -255,6 +257,15 @@ class Recorder:
             raise CaptureError(f"capture: noise requested on {device.name} inside a recording on {self.device.name}")
         n = sum(1 for s in self.slots if s.kind == "noise")
         return self.input("noise", f"noise[{n}] ({kind}) at {user_site(2)}", shape, float32, noise=kind)
+
+    def noise_request(self, req) -> Tensor:
+        """Hook for ``ggmlgrad.distributions.noise.draw_noise``: its request's ``sample()`` refills the input."""
+        if req.device is not self.device:
+            raise CaptureError(f"capture: noise requested on {req.device.name} inside a recording on "
+                               f"{self.device.name}")
+        n = sum(1 for s in self.slots if s.kind == "noise")
+        return self.input("noise", f"noise[{n}] ({req.kind}) at {user_site(2)}", tuple(req.shape), float32,
+                          noise=req.sample)
 
     def _on_leaf(self, a, leaf: int) -> None:
         slot = self._slot_of.get(id(a))
@@ -410,9 +421,21 @@ class Inputs:
 
 
 def fill_noise(slots: list[InputSlot]) -> None:
-    rng = generator()
+    """Refill every noise input from the seeded generator, in recording order."""
     for s in slots:
-        _random.draw_into(s.noise, s.view, rng)
+        if callable(s.noise):
+            s.view[...] = s.noise()
+        else:
+            _random.draw_into(s.noise, s.view, generator())
+
+
+def _set_dist_hook(hook):
+    """Install ``hook`` on the distributions' noise helper (if present); returns the previous hook."""
+    try:
+        from ..distributions.noise import set_noise_hook
+    except ImportError:
+        return None
+    return set_noise_hook(hook)
 
 
 def put_arg(slot: InputSlot, value) -> None:
