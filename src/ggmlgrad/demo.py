@@ -1,7 +1,7 @@
 """The demo: an MLP classifier on the scikit-learn digits (1,797 8x8 images).
 
-    python -m ggmlgrad demo                    # captured training step (the default)
-    python -m ggmlgrad demo --mode graph       # graph mode: one ggml graph per step
+    python -m ggmlgrad demo                    # graph mode (the default): one ggml graph per step
+    python -m ggmlgrad demo --mode capture     # captured training step: record once, replay
     python -m ggmlgrad demo --mode eager       # one graph compute per op
 
 Prints loss, held-out test accuracy and the median step time per epoch, then a final line
@@ -16,9 +16,11 @@ from typing import Callable
 import numpy as np
 
 import ggmlgrad as gg
+import ggmlgrad.nn  # noqa: F401  (gg.nn, gg.optim)
+import ggmlgrad.optim  # noqa: F401
 
 MODES = ("capture", "graph", "eager")
-DEFAULT_MODE = "capture"
+DEFAULT_MODE = "graph"
 
 
 def load_digits_split(seed: int, test_fraction: float = 0.2):
@@ -97,8 +99,7 @@ def run_demo(epochs: int = 15, seed: int = 0, mode: str = DEFAULT_MODE, batch_si
         f"MLP 64-{hidden}-{hidden}-10, Adam lr={lr}, batch {batch_size}, mode {mode}, "
         f"build {gg.info()['build']}")
 
-    previous = gg.graph_mode(mode != "eager")   # capture records in graph mode too
-    try:
+    with gg.graph_mode(mode != "eager"):   # capture records in graph mode too
         step = _train_step(model, optimizer, mode)
         loss = float("nan")
         step_ms: list[float] = []
@@ -117,8 +118,6 @@ def run_demo(epochs: int = 15, seed: int = 0, mode: str = DEFAULT_MODE, batch_si
             step_ms.append(median_ms)
             out(f"epoch {epoch:3d}/{epochs}  loss {loss:.4f}  test accuracy {acc:.4f}  "
                 f"step {median_ms:.3f} ms (median of {len(times)})")
-    finally:
-        gg.graph_mode(previous)
     acc = accuracy(model, x_test, y_test)
     out(f"final test accuracy {acc:.4f}")
     return {"test_accuracy": acc, "final_loss": loss, "step_ms": step_ms[-1], "mode": mode, "epochs": epochs}
