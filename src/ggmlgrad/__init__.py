@@ -21,6 +21,7 @@ from .tensor.creation import (arange, eye, full, full_like, linspace, manual_see
 from .tensor.functional import *  # noqa: F401,F403
 from .tensor.functional_shape import *  # noqa: F401,F403
 from .info import info
+from . import data  # noqa: E402  (toolkit: gg.data)
 from .io import save, load  # noqa: E402  (toolkit: gg.save / gg.load)
 from . import optim  # noqa: E402  (toolkit: gg.optim)
 from .capture import Buffer, capture, capture_step

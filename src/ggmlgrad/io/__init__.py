@@ -1,0 +1,23 @@
+"""``gg.save`` / ``gg.load``: state dicts (models and optimizers) as ``.safetensors`` or ``.gguf``.
+
+The format follows the file extension. Tensors keep their dtype bit for bit
+(float32, float16, bfloat16, int32); everything else in a (nested) state dict —
+ints, floats, strings, lists, tuples, dicts with str/int keys, NumPy arrays —
+travels in the file's metadata as JSON, together with a CRC-32 of every tensor.
+A flat ``{name: Tensor}`` dict is stored under its own names, so other tools
+read the file as an ordinary checkpoint.
+
+Writes are atomic (a temporary file in the same folder, then ``os.replace``): an
+interrupted save leaves the previous file intact. Loading a truncated or corrupt
+file raises :class:`CheckpointError` naming the file.
+
+>>> import os, tempfile, ggmlgrad as gg
+>>> w = gg.tensor([1.0, 2.0])
+>>> path = os.path.join(tempfile.mkdtemp(), "ckpt.safetensors")
+>>> gg.save({"w": w, "step": 3}, path)
+>>> d = gg.load(path); d["w"].tolist(), d["step"]
+([1.0, 2.0], 3)
+"""
+from .checkpoint import CheckpointError, load, save
+
+__all__ = ["save", "load", "CheckpointError"]
