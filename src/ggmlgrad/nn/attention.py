@@ -158,7 +158,8 @@ class MultiheadAttention(Module):
             if need_weights:
                 weights = w.mean(axis=1) if average_attn_weights else w
         else:
-            out = op.attention(q, k, v, *extra, scale=scale, causal=is_causal)
+            exact = F._is_binary_mask(key_padding_mask) and F._is_binary_mask(attn_mask)
+            out = op.attention(q, k, v, *extra, scale=scale, causal=is_causal, flash=exact)
         out = out.permute(0, 2, 1, 3).reshape(b, lq, e)
         out = self.out_proj(out)
         if unbatched:

@@ -90,16 +90,16 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     f = _delegate("softplus")
-    if f is not None and beta == 1.0:
-        return f(input)
+    if f is not None:
+        return f(input, beta, threshold)
     z = input * beta
     return (op.relu(z) + op.log(op.exp(-op.abs(z)) + 1.0)) * (1.0 / beta)
 
 
 def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
     f = _delegate("elu")
-    if f is not None and alpha == 1.0:
-        return f(input)
+    if f is not None:
+        return f(input, alpha)
     return op.relu(input) + (op.exp(-op.relu(-input)) - 1.0) * alpha
 
 
@@ -218,6 +218,15 @@ def _as_additive(mask, true_means_masked: bool, device) -> Tensor:
     return as_tensor(arr.astype(np.float32), device=device)
 
 
+def _is_binary_mask(mask) -> bool:
+    """True when the mask is boolean (its additive form is 0/-inf, exact in flash attention's float16)."""
+    if mask is None:
+        return True
+    if isinstance(mask, Tensor):
+        return not mask.dtype.is_float
+    return np.asarray(mask).dtype == np.bool_
+
+
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  training: bool = True) -> Tensor:
@@ -248,11 +257,12 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     if attn_mask is not None:
         m = _as_additive(attn_mask, true_means_masked=False, device=query.device)
         mask = (m,)
+    exact = _is_binary_mask(attn_mask)
     if dropout_p > 0.0 and training:
         w = op.masked_softmax(op.matmul(q, op.transpose_last(k)), *mask, scale=sc, causal=is_causal)
         out = op.matmul(dropout(w, dropout_p, True), v)
     else:
-        out = op.attention(q, k, v, *mask, scale=sc, causal=is_causal)
+        out = op.attention(q, k, v, *mask, scale=sc, causal=is_causal, flash=exact)
     return out if query.ndim == 4 else out.reshape(tuple(lead) + tuple(out.shape[-2:]))
 
 

@@ -128,7 +128,7 @@ def _masked_softmax(ctx, nodes, inputs, out, scale=1.0, causal=False):
 
 
 # ---------------------------------------------------------------- attention (B, H, L, D)
-def _infer_attention(q, k, v, *mask, scale, causal=False):
+def _infer_attention(q, k, v, *mask, scale, causal=False, flash=True):
     name = "attention"
     same_device(name, q, k, v, *mask)
     same_float(name, q, k, v)
@@ -139,8 +139,8 @@ def _infer_attention(q, k, v, *mask, scale, causal=False):
         raise ValueError(f"{name}: shapes do not fit: q {q.shape}, k {k.shape}, v {v.shape} "
                          f"(expected k (B, H, S, D) and v (B, H, S, Dv) with q (B, H, L, D))")
     _real(name, "scale", scale)
-    if not isinstance(causal, bool):
-        raise TypeError(f"{name}: causal must be a bool, got {causal!r}")
+    if not isinstance(causal, bool) or not isinstance(flash, bool):
+        raise TypeError(f"{name}: causal and flash must be bools, got {causal!r}, {flash!r}")
     if len(mask) > 1:
         raise TypeError(f"{name}: at most one mask")
     target = (b, h, lq, k.shape[2])
@@ -171,11 +171,15 @@ def _work_attention(q, k, v, *m, **p):
 
 
 @define("attention", infer=_infer_attention, backward=_attention_backward, work=_work_attention)
-def _attention(ctx, nodes, inputs, out, scale, causal=False):
-    """softmax(scale * q @ k^T + mask [+ causal]) @ v, via ggml_flash_attn_ext (or composed)."""
+def _attention(ctx, nodes, inputs, out, scale, causal=False, flash=True):
+    """softmax(scale * q @ k^T + mask [+ causal]) @ v, via ggml_flash_attn_ext (or composed).
+
+    The flash kernel reads the mask as float16: exact for 0/-inf masks, rounded for general
+    additive ones, so callers pass ``flash=False`` for float masks.
+    """
     q, k, v = inputs[:3]
     target = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
-    if not FLASH_ATTENTION:
+    if not (FLASH_ATTENTION and flash):
         return _attention_composed(ctx, nodes, inputs, target, scale, causal)
     mask = None
     if len(nodes) > 3:
