@@ -89,6 +89,15 @@ class LRScheduler:
         if unknown:
             raise ValueError(f"{type(self).__name__}.load_state_dict: unexpected keys {unknown}")
         self.__dict__.update(state_dict)
+        self._restore_groups()
+
+    def _restore_groups(self) -> None:
+        """Put the restored schedule's lr (and momentum) back into the groups, so the order of
+        ``optimizer.load_state_dict`` and scheduler construction does not matter (the schedule owns lr)."""
+        for g, lr in zip(self.optimizer.param_groups, self._last_lr):
+            g["lr"] = lr
+        if self.last_epoch >= 0:
+            self._apply_extra(self.last_epoch)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(last_epoch={self.last_epoch}, last_lr={self._last_lr})"
@@ -402,9 +411,9 @@ class SequentialLR(LRScheduler):
         subs = state_dict.pop("_schedulers", None)
         if subs is None or len(subs) != len(self._schedulers):
             raise ValueError("SequentialLR.load_state_dict: scheduler states missing or of the wrong number")
-        super().load_state_dict(state_dict)
         for s, d in zip(self._schedulers, subs):
             s.load_state_dict(d)
+        super().load_state_dict(state_dict)     # last: the active schedule's lr wins
 
 
 _ = types

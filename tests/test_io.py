@@ -1,0 +1,217 @@
+"""gg.save / gg.load: bit-exact round trips in both formats, nested optimizer state, atomic writes,
+corrupt/truncated files, foreign files, and resume == continue through a file."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import ggmlgrad as gg
+from ggmlgrad.io import CheckpointError
+
+FORMATS = pytest.mark.parametrize("ext", ["safetensors", "gguf"])
+
+
+def _bits(t: gg.Tensor) -> np.ndarray:
+    a = t.numpy()
+    return (a.view(np.uint32) >> 16).astype(np.uint16) if t.dtype is gg.bfloat16 else a.reshape(-1).view(np.uint8)
+
+
+def _model_state(rng):
+    special = np.array([0.0, -0.0, np.inf, -np.inf, 1e-45, 3.4e38, np.nan], np.float32)
+    return {
+        "layer.0.weight": gg.tensor(rng.standard_normal((4, 3)).astype(np.float32)),
+        "layer.0.bias": gg.tensor(special),
+        "emb.weight": gg.tensor(rng.standard_normal((5, 2)).astype(np.float32), dtype=gg.bfloat16),
+        "half": gg.tensor(rng.standard_normal((2, 2, 2)).astype(np.float16)),
+        "index": gg.tensor(np.array([[1, -2], [2**31 - 1, -2**31]], np.int64), dtype=gg.int32),
+        "scalar": gg.tensor(3.25),
+        "empty": gg.zeros(0, 4),
+        "a" * 80: gg.tensor([1.0]),               # longer than GGUF's 63-byte names
+    }
+
+
+@FORMATS
+def test_model_state_round_trip_bit_exact(tmp_path, ext):
+    sd = _model_state(np.random.default_rng(0))
+    path = tmp_path / f"model.{ext}"
+    gg.save(sd, path)
+    back = gg.load(path)
+    assert list(back) == list(sd)
+    for k, v in sd.items():
+        b = back[k]
+        assert isinstance(b, gg.Tensor) and b.dtype is v.dtype and b.shape == v.shape, k
+        np.testing.assert_array_equal(_bits(b), _bits(v), err_msg=k)
+
+
+@FORMATS
+def test_bf16_nan_payloads_and_f16_subnormals_preserved(tmp_path, ext):
+    # bit patterns chosen directly: NaNs with payloads and sign, subnormals, -0
+    bf_bits = np.array([0x7FC1, 0xFFC0, 0x7F81, 0x0001, 0x8000, 0x3F80], np.uint16)
+    t = gg.Tensor._blank((6,), gg.bfloat16, gg.get_device())
+    gg.engine.new_from_host(t, bf_bits, "test")
+    h = gg.tensor(np.array([6e-8, -0.0, 65504.0, np.nan], np.float16))
+    path = tmp_path / f"bits.{ext}"
+    gg.save({"bf": t, "h": h}, path)
+    back = gg.load(path)
+    np.testing.assert_array_equal(_bits(back["bf"]), bf_bits)
+    np.testing.assert_array_equal(back["h"].numpy().view(np.uint16), h.numpy().view(np.uint16))
+
+
+@FORMATS
+def test_optimizer_state_dict_round_trip(tmp_path, ext):
+    w = gg.tensor(np.ones((3, 2), np.float32), requires_grad=True)
+    b = gg.tensor(np.ones(2, np.float32), requires_grad=True)
+    opt = gg.optim.AdamW([{"params": [w]}, {"params": [b], "lr": 0.5, "betas": (0.8, 0.9)}], lr=0.1)
+    ((w * w).sum() + (b * 3).sum()).backward()
+    opt.step()
+    sd = opt.state_dict()
+    path = tmp_path / f"opt.{ext}"
+    gg.save(sd, path)
+    back = gg.load(path)
+    assert set(back) == {"state", "param_groups"}
+    assert sorted(back["state"]) == [0, 1]                       # int keys survive
+    assert back["param_groups"][1]["betas"] == (0.8, 0.9)        # tuples survive
+    assert back["param_groups"][1]["lr"] == 0.5 and back["param_groups"][0]["params"] == [0]
+    assert back["param_groups"][0]["fused"] is None
+    for i in (0, 1):
+        assert back["state"][i]["step"] == 1
+        for k in ("exp_avg", "exp_avg_sq"):
+            np.testing.assert_array_equal(back["state"][i][k].numpy(), sd["state"][i][k].numpy())
+
+
+@FORMATS
+def test_resume_from_file_equals_continue(tmp_path, ext):
+    rng = np.random.default_rng(3)
+    x = gg.tensor(rng.standard_normal((16, 3)).astype(np.float32))
+    y = gg.tensor(rng.standard_normal((16, 2)).astype(np.float32))
+
+    def make(w0, b0):
+        w, b = gg.tensor(w0, requires_grad=True), gg.tensor(b0, requires_grad=True)
+        return w, b, gg.optim.Adam([w, b], lr=0.05, weight_decay=0.01)
+
+    def train(w, b, opt, sched, n):
+        for _ in range(n):
+            opt.zero_grad()
+            (((x @ w) + b - y) ** 2).mean().backward()
+            opt.step()
+            sched.step()
+
+    w, b, opt = make(rng.standard_normal((3, 2)).astype(np.float32), np.zeros(2, np.float32))
+    sched = gg.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=20)
+    train(w, b, opt, sched, 6)
+    path = tmp_path / f"ckpt.{ext}"
+    gg.save({"model": {"w": w, "b": b}, "optim": opt.state_dict(), "sched": sched.state_dict()}, path)
+    train(w, b, opt, sched, 6)
+    ck = gg.load(path)
+    w2, b2, opt2 = make(ck["model"]["w"].numpy(), ck["model"]["b"].numpy())
+    opt2.load_state_dict(ck["optim"])
+    sched2 = gg.optim.lr_scheduler.CosineAnnealingLR(opt2, T_max=20)
+    sched2.load_state_dict(ck["sched"])
+    train(w2, b2, opt2, sched2, 6)
+    np.testing.assert_array_equal(w2.numpy(), w.numpy())
+    np.testing.assert_array_equal(b2.numpy(), b.numpy())
+
+
+@FORMATS
+def test_graph_mode_pending_tensors_are_saved(tmp_path, ext):
+    with gg.graph_mode(True):
+        t = gg.ones(3) * 2          # pending until the save reads it
+        gg.save({"t": t}, tmp_path / f"p.{ext}")
+    assert gg.load(tmp_path / f"p.{ext}")["t"].tolist() == [2.0, 2.0, 2.0]
+
+
+@FORMATS
+def test_truncated_and_corrupt_files_raise_naming_the_file(tmp_path, ext):
+    path = tmp_path / f"m.{ext}"
+    gg.save({"w": gg.tensor(np.arange(64, dtype=np.float32)), "n": 1}, path)
+    data = path.read_bytes()
+    trunc = tmp_path / f"trunc.{ext}"
+    trunc.write_bytes(data[:-40])
+    with pytest.raises(CheckpointError, match="trunc"):
+        gg.load(trunc)
+    flipped = bytearray(data)
+    flipped[-20] ^= 0xFF                       # inside the tensor data
+    bad = tmp_path / f"flip.{ext}"
+    bad.write_bytes(bytes(flipped))
+    with pytest.raises(CheckpointError, match="flip.*corrupt"):
+        gg.load(bad)
+    junk = tmp_path / f"junk.{ext}"
+    junk.write_bytes(b"\x00garbage" * 7)
+    with pytest.raises(CheckpointError, match="junk"):
+        gg.load(junk)
+    empty = tmp_path / f"empty.{ext}"
+    empty.write_bytes(b"")
+    with pytest.raises(CheckpointError, match="empty"):
+        gg.load(empty)
+
+
+@FORMATS
+def test_interrupted_save_leaves_previous_file(tmp_path, ext, monkeypatch):
+    path = tmp_path / f"c.{ext}"
+    gg.save({"w": gg.tensor([1.0, 2.0])}, path)
+    before = path.read_bytes()
+    from ggmlgrad.io import checkpoint
+
+    def boom(tmp, leaves, meta):
+        with open(tmp, "wb") as f:
+            f.write(b"partial")
+        raise KeyboardInterrupt("interrupted")
+
+    monkeypatch.setattr(checkpoint, "_write_safetensors" if ext == "safetensors" else "_write_gguf", boom)
+    with pytest.raises(KeyboardInterrupt):
+        gg.save({"w": gg.tensor([9.0, 9.0])}, path)
+    assert path.read_bytes() == before
+    assert os.listdir(tmp_path) == [path.name]        # no temporary file left behind
+    assert gg.load(path)["w"].tolist() == [1.0, 2.0]
+
+
+def test_refusals(tmp_path):
+    with pytest.raises(ValueError, match="extension"):
+        gg.save({"w": gg.tensor([1.0])}, tmp_path / "w.pt")
+    with pytest.raises(TypeError, match="cannot save a object"):
+        gg.save({"w": object()}, tmp_path / "w.safetensors")
+    with pytest.raises(TypeError, match="key"):
+        gg.save({(1, 2): gg.tensor([1.0])}, tmp_path / "w.safetensors")
+    with pytest.raises(FileNotFoundError):
+        gg.load(tmp_path / "missing.gguf")
+
+
+def test_foreign_safetensors_file(tmp_path):
+    from safetensors.numpy import save_file
+    save_file({"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.array([1, 2], np.int64),
+               "c": np.array([0.5], np.float64)}, str(tmp_path / "f.safetensors"))
+    d = gg.load(tmp_path / "f.safetensors")
+    assert d["a"].shape == (2, 3) and d["a"].tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert d["b"].dtype is gg.int32 and d["b"].tolist() == [1, 2]
+    assert d["c"].dtype is gg.float32 and d["c"].tolist() == [0.5]
+
+
+def test_foreign_gguf_file(tmp_path):
+    from gguf import GGUFWriter
+    p = str(tmp_path / "f.gguf")
+    w = GGUFWriter(p, "llama")
+    w.add_tensor("tok.weight", np.arange(6, dtype=np.float32).reshape(2, 3))
+    w.add_tensor("h", np.arange(4, dtype=np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    d = gg.load(p)
+    assert d["tok.weight"].shape == (2, 3) and d["tok.weight"].tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert d["h"].dtype is gg.float16
+
+
+@FORMATS
+def test_safetensors_file_is_readable_by_other_tools(tmp_path, ext):
+    path = tmp_path / f"m.{ext}"
+    gg.save({"w": gg.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))}, path)
+    if ext == "safetensors":
+        from safetensors.numpy import load_file
+        np.testing.assert_array_equal(load_file(str(path))["w"], np.arange(6).reshape(2, 3))
+    else:
+        from gguf import GGUFReader
+        t = GGUFReader(str(path)).tensors[0]
+        assert t.name == "w"
+        np.testing.assert_array_equal(np.asarray(t.data), np.arange(6).reshape(2, 3))
