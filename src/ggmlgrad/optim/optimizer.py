@@ -260,7 +260,11 @@ class Optimizer:
             self.state[p]["step"] += 1
 
     def _signature(self) -> tuple:
-        """Everything that shapes the update graph (not its input values)."""
+        """Everything that shapes the update graph (not its input values).
+
+        Capture calls this before recording, so state a group option now needs (a momentum
+        buffer turned on after construction) is created here, outside any recording."""
+        self._before_step()
         return tuple((tuple((id(p), p.shape, p.dtype.name) for p in g["params"]), self._group_structure(g))
                      for g in self.param_groups)
 
