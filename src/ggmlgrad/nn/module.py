@@ -88,10 +88,10 @@ class Module:
             raise AttributeError(f"cannot assign {name!r} before Module.__init__() is called")
         params, buffers, modules = self._parameters, self._buffers, self._modules
         if isinstance(value, Parameter):
-            self._discard(name)
+            self._discard(name, keep=params)  # reassignment keeps the registration order
             params[name] = value
         elif isinstance(value, Module):
-            self._discard(name)
+            self._discard(name, keep=modules)
             modules[name] = value
         elif name in params:
             if value is not None:
@@ -109,10 +109,12 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def _discard(self, name: str) -> None:
+    def _discard(self, name: str, keep=None) -> None:
         for d in (self.__dict__, self._parameters, self._buffers, self._modules):
-            d.pop(name, None)
-        self._non_persistent.discard(name)
+            if d is not keep:
+                d.pop(name, None)
+        if keep is not self._buffers:
+            self._non_persistent.discard(name)
 
     def __getattr__(self, name: str) -> Any:
         d = self.__dict__
@@ -278,14 +280,22 @@ class Module:
     def state_dict(self, prefix: str = "", keep_vars: bool = False) -> "collections.OrderedDict[str, Tensor]":
         """Ordered name → tensor for every parameter and persistent buffer (shared storage, no copy)."""
         out: collections.OrderedDict[str, Tensor] = collections.OrderedDict()
-        for mp, m in self.named_modules(prefix=prefix.rstrip(".")):
-            for name, p in m._parameters.items():
-                if p is not None:
-                    out[f"{mp}.{name}" if mp else name] = p if keep_vars else p.detach()
-            for name, b in m._buffers.items():
-                if b is not None and name not in m._non_persistent:
-                    out[f"{mp}.{name}" if mp else name] = b if keep_vars else b.detach()
+        self._save_state(out, prefix.rstrip("."), keep_vars)
         return out
+
+    def _save_state(self, out, prefix: str, keep_vars: bool) -> None:
+        # Like PyTorch: no de-duplication here, so a module shared twice is saved under both names.
+        def key(name):
+            return f"{prefix}.{name}" if prefix else name
+        for name, p in self._parameters.items():
+            if p is not None:
+                out[key(name)] = p if keep_vars else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent:
+                out[key(name)] = b if keep_vars else b.detach()
+        for name, m in self._modules.items():
+            if m is not None:
+                m._save_state(out, key(name), keep_vars)
 
     def _state_targets(self) -> "collections.OrderedDict[str, Tensor]":
         return self.state_dict(keep_vars=True)
