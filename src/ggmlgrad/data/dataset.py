@@ -30,7 +30,7 @@ class TensorDataset(Dataset):
 
     >>> import numpy as np, ggmlgrad as gg
     >>> ds = gg.data.TensorDataset(np.zeros((3, 2)), np.array([0, 1, 2]))
-    >>> len(ds), ds[1][1]
+    >>> len(ds), int(ds[1][1])
     (3, 1)
     """
 

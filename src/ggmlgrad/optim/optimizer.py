@@ -292,7 +292,7 @@ class Optimizer:
             d["params"] = [index[id(p)] for p in g["params"]]
             groups.append(d)
         state = {}
-        with no_grad():
+        with no_grad(), graph_mode(True):    # all snapshots in one graph, even in eager mode
             for p in self.flat_params():
                 st = self.state[p]
                 state[index[id(p)]] = {k: (v.clone() if isinstance(v, Tensor) else copy.deepcopy(v))
@@ -358,7 +358,7 @@ class Optimizer:
             for k, src in tensors.items():
                 uploads.append((p, k, src))
         fresh = {}
-        with no_grad():
+        with no_grad(), graph_mode(True):
             for p in self.flat_params():
                 if id(p) not in with_state:
                     fresh[id(p)] = self._fresh_state(p, group_of[id(p)])

@@ -5,7 +5,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..engine import ENGINE
+from ..engine import ENGINE, graph_mode
 from ..ops import optim_ops as oo
 from ..tensor import Tensor, no_grad
 from .optimizer import Optimizer, _zeros_f32
@@ -52,7 +52,7 @@ class SGD(Optimizer):
 
     def _before_step(self) -> None:
         # A scheduler (CyclicLR) or the user may turn momentum on after construction.
-        with no_grad():
+        with no_grad(), graph_mode(True):   # new buffers fill in one graph
             for g in self.param_groups:
                 if g["momentum"] != 0:
                     for p in g["params"]:
