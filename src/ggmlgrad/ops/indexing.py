@@ -32,6 +32,9 @@ def _check_index(opname: str, index, size: int, *, wrap: bool = False, what: str
         return
     if size == 0:
         raise IndexError(f"{opname}: cannot index into an empty dimension{what}")
+    if size > _EXACT_F32:
+        raise ValueError(f"{opname}: indexing a dimension of size {size} is not supported (indices are "
+                         f"clamped in float32, exact up to {_EXACT_F32}){what}")
     # Eager: the value is on the device and computed, so read it and refuse bad values.
     # Graph mode / capture: no read; _safe_index clamps instead.
     if graph_enabled() or ENGINE.guard is not None or index._status != COMPUTED:

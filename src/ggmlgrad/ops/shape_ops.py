@@ -114,9 +114,14 @@ def _sliced_shape(opname, in_shape, start, stop, step) -> tuple:
     return tuple(shape)
 
 
+def _lens(start, stop, step) -> tuple:
+    """The sliced shape of already validated start/stop/step (builder fast path)."""
+    return tuple((e - b + s - 1) // s if e > b else 0 for b, e, s in zip(start, stop, step))
+
+
 def _final_shape(opname, sliced: tuple, shape) -> tuple:
     """``shape``: the sliced shape with size-1 dims dropped or inserted (ints, None, newaxis)."""
-    if shape is None:
+    if shape is None or shape == sliced:
         return sliced
     shape = tuple(int(d) for d in shape)
     check_ndim(opname, shape)
@@ -188,7 +193,7 @@ def _slice(ctx, nodes, inputs, out, start, stop, step, shape=None):
     """x[b0:e0:s0, b1:e1:s1, ...] as strided ggml views made contiguous, laid out as ``out.shape``
     (so ``x[i]`` and ``x[None, ...]`` need no separate reshape)."""
     a = inputs[0]
-    sliced = _sliced_shape("slice", a.shape, start, stop, step)
+    sliced = _lens(start, stop, step)
     return _slice_view(ctx, nodes[0], a.shape, start, step, sliced, tuple(out.shape), a.dtype.itemsize)
 
 
@@ -212,7 +217,7 @@ def _slice_backward(ctx, nodes, inputs, out, shape, start, stop, step):
     g = inputs[0]
     es = g.dtype.itemsize
     shape, start, step = tuple(shape), tuple(start), tuple(step)
-    sliced = _sliced_shape("slice_backward", shape, start, stop, step)
+    sliced = _lens(start, stop, step)
     if numel(sliced) == 0:
         return _zeros(ctx, shape)
     if not shape:
