@@ -51,7 +51,7 @@ class RefSGD:
             g = g + o["weight_decay"] * p
         if o["momentum"]:
             if i not in self.buf:
-                self.buf[i] = g.copy()
+                self.buf[i] = np.array(g, dtype=np.float64)
             else:
                 self.buf[i] = o["momentum"] * self.buf[i] + (1 - o["dampening"]) * g
             g = g + o["momentum"] * self.buf[i] if o["nesterov"] else self.buf[i]
@@ -451,3 +451,36 @@ def test_state_dict_snapshot_is_one_graph_in_eager_mode():
     before = gg.counters()["computes"]
     opt.load_state_dict(sd)
     assert gg.counters()["computes"] - before == 1          # every state tensor written in one graph
+
+
+@pytest.mark.parametrize("cls,kw", [(SGD, dict(lr=0.1, momentum=0.9)), (Adam, dict(lr=0.1)),
+                                    (AdamW, dict(lr=0.1, weight_decay=0.1))])
+def test_float16_empty_and_0d_parameters(cls, kw):
+    h0 = np.array([1.0, -2.0, 0.5], np.float16)
+    empty = gg.zeros(0, 3, requires_grad=True)
+    s = gg.tensor(2.0, requires_grad=True)
+    h = gg.tensor(h0, requires_grad=True)
+    opt = cls([empty, s, h], **kw)
+    ref = (RefSGD if cls is SGD else (lambda **k: RefAdam(decoupled=cls is AdamW, **k)))(**kw)
+    rs, rh = 2.0, h0.astype(np.float64)
+    for _ in range(3):
+        opt.zero_grad()
+        hf = h.float()
+        (empty.sum() + s * s + (hf * hf).sum()).backward()
+        opt.step()
+        rs, rh = ref.step(0, rs, 2 * rs), ref.step(1, rh, 2 * rh.astype(np.float16).astype(np.float64))
+        rh = rh.astype(np.float16).astype(np.float64)      # the parameter is stored as float16
+    assert h.dtype is gg.float16 and empty.shape == (0, 3) and s.shape == ()
+    np.testing.assert_allclose(s.item(), rs, rtol=1e-5)
+    np.testing.assert_allclose(h.numpy().astype(np.float64), rh, rtol=2e-3, atol=2e-3)
+
+
+def test_queue_update_checks_its_arguments():
+    w = gg.tensor([1.0, 2.0], requires_grad=True)
+    opt = AdamW([w])
+    with ENGINE.exclusive("test"):
+        with pytest.raises(ValueError, match="gradient shape"):
+            opt._queue_update([gg.zeros(3)], [gg.tensor(opt._hparams_arrays()[0])])
+    with ENGINE.exclusive("test"):
+        with pytest.raises(ValueError, match="hyperparameter"):
+            opt._queue_update([gg.zeros(2)], [gg.zeros(3)])

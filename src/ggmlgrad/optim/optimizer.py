@@ -253,6 +253,14 @@ class Optimizer:
             raise ValueError(f"_queue_update: {len(grads)} grads for {len(params)} parameters")
         if len(hparams) != len(self.param_groups):
             raise ValueError(f"_queue_update: {len(hparams)} hparam tensors for {len(self.param_groups)} groups")
+        for p, g in zip(params, grads):
+            if g is not None and g.shape != p.shape:
+                raise ValueError(f"_queue_update: gradient shape {g.shape} for a parameter of shape {p.shape}")
+        for group, hp in zip(self.param_groups, hparams):
+            want = self._group_hparams(group, 1).shape
+            if hp.shape != want or hp.dtype is not float32:
+                raise ValueError(f"_queue_update: hyperparameter tensor {hp.shape}:{hp.dtype.name}, "
+                                 f"expected {want}:float32")
         self._queue_update_each(params, grads, list(hparams))
 
     def _advance(self) -> None:
