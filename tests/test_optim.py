@@ -484,3 +484,36 @@ def test_queue_update_checks_its_arguments():
     with ENGINE.exclusive("test"):
         with pytest.raises(ValueError, match="hyperparameter"):
             opt._queue_update([gg.zeros(2)], [gg.zeros(3)])
+
+
+@pytest.mark.parametrize("fused", [None, False], ids=["fused", "composed"])
+@pytest.mark.parametrize("cls", [Adam, AdamW])
+def test_single_step_from_loaded_state_eps_placement(cls, fused):
+    """One step from a restored state (t=5, tiny v, large eps) where eps inside vs outside the
+    square root would differ by orders of magnitude: must match PyTorch's rule to float32 precision."""
+    rng = np.random.default_rng(7)
+    p0 = rng.standard_normal(50).astype(np.float32)
+    m0 = (rng.standard_normal(50) * 1e-3).astype(np.float32)
+    v0 = (rng.random(50) * 1e-6).astype(np.float32)
+    g0 = (rng.standard_normal(50) * 1e-3).astype(np.float32)
+    lr, b1, b2, eps, wd = 0.01, 0.9, 0.99, 1e-3, 0.1
+    w = gg.tensor(p0, requires_grad=True)
+    opt = cls([w], lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd, fused=fused)
+    sd = opt.state_dict()
+    sd["state"][0] = {"step": 5, "exp_avg": gg.tensor(m0), "exp_avg_sq": gg.tensor(v0)}
+    opt.load_state_dict(sd)
+    w.grad = gg.tensor(g0)
+    opt.step()
+    p, g = p0.astype(np.float64), g0.astype(np.float64)
+    if cls is AdamW:
+        p = p * (1 - lr * wd)
+    else:
+        g = g + wd * p
+    m = b1 * m0 + (1 - b1) * g
+    v = b2 * v0 + (1 - b2) * g * g
+    t = 6
+    expected = p - lr / (1 - b1 ** t) * m / (np.sqrt(v) / math.sqrt(1 - b2 ** t) + eps)
+    np.testing.assert_allclose(w.numpy(), expected, rtol=2e-6, atol=2e-7)
+    np.testing.assert_allclose(opt.state[w]["exp_avg"].numpy(), m, rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(opt.state[w]["exp_avg_sq"].numpy(), v, rtol=1e-5, atol=1e-12)
+    assert opt.state[w]["step"] == 6
