@@ -13,7 +13,19 @@ def _infer_binary(name):
     def infer(a, b):
         same_device(name, a, b)
         same_float(name, a, b)
-        return broadcast_shapes(name, a.shape, b.shape), float32
+        shape = broadcast_shapes(name, a.shape, b.shape)
+        if shape != a.shape and shape != b.shape:
+            refuse_empty(name, shape)       # needs a repeat node first
+        return shape, float32
+    return infer
+
+
+def _infer_binary_multi(name):
+    """Binary ops built from several ggml nodes: empty results refused (see refuse_empty)."""
+    def infer(a, b):
+        shape, dtype = _infer_binary(name)(a, b)
+        refuse_empty(name, shape)
+        return shape, dtype
     return infer
 
 
@@ -75,7 +87,14 @@ def _add_scalar(ctx, nodes, inputs, out, c):
     return lib.scale_bias(ctx, nodes[0], 1.0, float(c))
 
 
-@define("rdiv_scalar", infer=_infer_unary("rdiv_scalar"), save_output=True,
+def _infer_unary_multi(name):
+    def infer(a, **params):
+        refuse_empty(name, a.shape)
+        return _infer_unary(name)(a, **params)
+    return infer
+
+
+@define("rdiv_scalar", infer=_infer_unary_multi("rdiv_scalar"), save_output=True,
         backward=lambda g, n: op.neg(op.div(op.mul(g, n.output), n.inputs[0])))
 def _rdiv_scalar(ctx, nodes, inputs, out, c):
     """c / x"""
@@ -130,7 +149,7 @@ def _int_power(ctx, x, k: int):
     return result
 
 
-@define("pow_scalar", infer=_infer_unary("pow_scalar"), backward=_pow_scalar_backward)
+@define("pow_scalar", infer=_infer_unary_multi("pow_scalar"), backward=_pow_scalar_backward)
 def _pow_scalar(ctx, nodes, inputs, out, p):
     """x ** p (p a Python number). Integer p (|p| <= 64) multiplies (NumPy's results for negative x,
     zero and inf); other p use exp(p log x), so negative x gives NaN as in NumPy."""
@@ -161,7 +180,7 @@ def _pow_backward(g, n):
     return ga, gb
 
 
-@define("pow", infer=_infer_binary("pow"), backward=_pow_backward, save_output=True, work=_work_binary)
+@define("pow", infer=_infer_binary_multi("pow"), backward=_pow_backward, save_output=True, work=_work_binary)
 def _pow(ctx, nodes, inputs, out):
     """a ** b for tensors (a > 0 for real results)."""
     na, nb = nodes
@@ -194,6 +213,13 @@ def _cast(ctx, nodes, inputs, out, dtype):
 
 # ---------------------------------------------------------------- selection helpers (shared with reduce/activation)
 FLT_MAX = 3.4028234663852886e38
+
+
+def refuse_empty(name: str, shape: tuple) -> None:
+    """Ops built from several ggml nodes cannot produce empty results yet: ggml aborts on a
+    zero-size intermediate (ggml-backend.cpp:2054, buffer == NULL). Refuse in Python instead."""
+    if numel(shape) == 0:
+        raise ValueError(f"{name}: empty tensors (result shape {tuple(shape)}) are not supported by this op")
 
 
 def full_node(ctx, node, shape: tuple, out_shape: tuple):
@@ -255,7 +281,9 @@ def _infer_cmp(name):
     def infer(a, b):
         same_device(name, a, b)
         _check_cmp_dtype(name, a, b)
-        return broadcast_shapes(name, a.shape, b.shape), float32
+        shape = broadcast_shapes(name, a.shape, b.shape)
+        refuse_empty(name, shape)
+        return shape, float32
     return infer
 
 
@@ -284,6 +312,7 @@ def _infer_cmp_scalar(a, kind, c):
         raise ValueError(f"compare_scalar: kind must be one of {_CMP_KINDS}, got {kind!r}")
     if isinstance(c, bool) or not isinstance(c, (int, float)):
         raise TypeError(f"compare_scalar: the scalar must be a real number, got {c!r}")
+    refuse_empty("compare_scalar", a.shape)
     return a.shape, float32
 
 
@@ -302,6 +331,7 @@ def _infer_clamp(a, lo=None, hi=None):
     for k, v in (("min", lo), ("max", hi)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
             raise TypeError(f"clamp: `{k}` must be a real number or None, got {v!r}")
+    refuse_empty("clamp", a.shape)
     return a.shape, float32
 
 
@@ -353,9 +383,9 @@ def _minmax_backward(sign):
     return backward
 
 
-define("maximum", infer=_infer_binary("maximum"), work=_work_binary, backward=_minmax_backward(1.0),
+define("maximum", infer=_infer_binary_multi("maximum"), work=_work_binary, backward=_minmax_backward(1.0),
        doc="elementwise max with broadcasting; equal values share the gradient 0.5/0.5")(_minmax_builder("gt"))
-define("minimum", infer=_infer_binary("minimum"), work=_work_binary, backward=_minmax_backward(-1.0),
+define("minimum", infer=_infer_binary_multi("minimum"), work=_work_binary, backward=_minmax_backward(-1.0),
        doc="elementwise min with broadcasting; equal values share the gradient 0.5/0.5")(_minmax_builder("lt"))
 
 
@@ -363,7 +393,9 @@ def _infer_where(cond, a, b):
     same_device("where", cond, a, b)
     _check_cmp_dtype("where", cond)
     same_float("where", a, b)
-    return broadcast_shapes("where", cond.shape, a.shape, b.shape), float32
+    shape = broadcast_shapes("where", cond.shape, a.shape, b.shape)
+    refuse_empty("where", shape)
+    return shape, float32
 
 
 def _where_backward(g, n):

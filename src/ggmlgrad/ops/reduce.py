@@ -4,7 +4,7 @@ from __future__ import annotations
 from .._ggml import consts, lib
 from ..engine import float32, int32
 from .build import expand, permute, reshape, sum_to
-from .elementwise import FLT_MAX
+from .elementwise import FLT_MAX, refuse_empty
 from .registry import define, op, same_float
 from .shapes import norm_axes, numel
 
@@ -23,9 +23,9 @@ def _infer_reduce(name):
         if not isinstance(keepdim, bool):
             raise TypeError(f"{name}: keepdim must be a bool, got {keepdim!r}")
         axes = norm_axes(name, axis, a.ndim)
-        if numel(a.shape) == 0 and name in ("max", "min"):
-            raise ValueError(f"{name}: cannot reduce an empty tensor of shape {a.shape}")
-        return _reduced_shape(a.shape, axes, keepdim), float32
+        shape = _reduced_shape(a.shape, axes, keepdim)
+        refuse_empty(name, shape)
+        return shape, float32
     return infer
 
 
