@@ -66,6 +66,14 @@ BAD_CALLS = {
     "slice_bad_params": (lambda x: op.slice(x, start=(0, 0), stop=(1, 1), step=(1, 1)), ValueError, "slice"),
     "slice_out_of_bounds": (lambda x: op.slice(x, start=(0, 0, 0), stop=(3, 3, 4), step=(1, 1, 1)),
                             IndexError, "slice"),
+    "setitem_index_tensor": (lambda x: x.__setitem__([0, 1], 1.0), TypeError, "assignment"),
+    "setitem_shape": (lambda x: x.__setitem__(0, gg.ones(4, 3)), ValueError, "cannot assign"),
+    "setitem_range": (lambda x: x.__setitem__((0, 3), 1.0), IndexError, "out of range"),
+    "setitem_neg_step": (lambda x: x.__setitem__((slice(None, None, -1),), 1.0), ValueError, "negative"),
+    "setitem_requires_grad": (lambda x: x.requires_grad_().__setitem__(0, 1.0), RuntimeError, "in-place"),
+    "setitem_float16": (lambda x: x.to(gg.float16).__setitem__(0, 1.0), TypeError, "slice_set"),
+    "slice_scatter_shape": (lambda x: gg.slice_scatter(x, gg.ones(2, 3, 2), dim=2, start=0, end=1),
+                            ValueError, "slice_set"),
     # index VALUES out of range: only visible after a read, done in eager mode
     "index_select_value": (lambda x: gg.index_select(x, 1, gg.tensor([0, 3])), IndexError, "index_select"),
     "index_select_negative": (lambda x: gg.index_select(x, 1, gg.tensor([-1])), IndexError, "index_select"),
@@ -162,3 +170,30 @@ def test_split_pieces_gradients_accumulate_and_graph_mode_is_one_compute():
     expected = np.repeat(np.array([[1.0, 2.0, 3.0]]), 2, axis=1).repeat(4, axis=0)
     expected[::2, 1::2] += 1
     np.testing.assert_allclose(g, expected)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_setitem_matches_numpy_and_bumps_the_version(graph):
+    ref = np.zeros((3, 4, 5), np.float32)
+    with gg.graph_mode(graph):
+        x = gg.zeros(3, 4, 5)
+        v0 = x._version
+        writes = [((slice(None), slice(None, None, 2)), 1.5), ((1,), np.arange(20, dtype=np.float32).reshape(4, 5)),
+                  ((Ellipsis, slice(1, None, 3)), np.float32(-2.0)), ((0, 2, 4), 7),
+                  ((slice(1, 3), None, 0, slice(None, None, 2)), np.ones((1, 3), np.float32) * 4)]
+        for key, val in writes:
+            x[key] = val
+            ref[key] = val
+        y = x * 1.0
+    np.testing.assert_array_equal(y.numpy(), ref)
+    assert x._version == v0 + len(writes)
+
+
+def test_setitem_with_tensor_value_broadcasts_and_leaves_value_alone():
+    x = gg.zeros(2, 3)
+    v = gg.tensor([1.0, 2.0, 3.0])
+    x[:] = v
+    v2 = v * 1
+    x[1, 1:] = v2[:2]
+    np.testing.assert_array_equal(x.numpy(), [[1, 2, 3], [1, 1, 2]])
+    np.testing.assert_array_equal(v.numpy(), [1, 2, 3])

@@ -304,3 +304,66 @@ def _concat(ctx, nodes, inputs, out, axis, stack=False):
         joined = [lib.concat(ctx, parts[i], parts[i + 1], dim) for i in range(0, len(parts) - 1, 2)]
         parts = joined + ([parts[-1]] if len(parts) % 2 else [])
     return parts[0]
+
+
+# ---------------------------------------------------------------- slice_set (t[key] = v)
+def _infer_slice_set(x, *v, start, stop, step, fill=None):
+    name = "slice_set"
+    if x.dtype.name not in ("float32", "int32"):
+        raise TypeError(f"{name}: only float32 and int32 tensors can be assigned into, got {x.dtype.name} "
+                        f"(convert with .to(...) first)")
+    sliced = _sliced_shape(name, x.shape, start, stop, step)
+    if len(v) > 1 or (not v and fill is None) or (v and fill is not None):
+        raise ValueError(f"{name}: give exactly one of a value tensor or `fill`")
+    if v:
+        if v[0].shape != sliced:
+            raise ValueError(f"{name}: value shape {v[0].shape} does not match the slice shape {sliced} of {x.shape}")
+        if v[0].dtype is not x.dtype:
+            raise TypeError(f"{name}: value dtype {v[0].dtype.name} differs from {x.dtype.name}")
+        if v[0].device is not x.device:
+            raise ValueError(f"{name}: tensors are on different devices")
+    elif isinstance(fill, bool) or not isinstance(fill, (int, float)):
+        raise TypeError(f"{name}: fill must be a real number, got {fill!r}")
+    return x.shape, x.dtype
+
+
+def _slice_set_backward(g, n):
+    p = n.params
+    key = dict(start=p["start"], stop=p["stop"], step=p["step"])
+    gx = op.slice_set(g, fill=0.0, **key) if n.inputs[0].requires_grad else None
+    if len(n.inputs) == 1:
+        return gx
+    gv = op.slice(g, **key) if n.inputs[1].requires_grad else None
+    return gx, gv
+
+
+@define("slice_set", infer=_infer_slice_set, backward=_slice_set_backward)
+def _slice_set(ctx, nodes, inputs, out, start, stop, step, fill=None):
+    """A copy of ``x`` with ``x[start:stop:step]`` replaced by ``v`` (or the constant ``fill``), via ggml_set."""
+    x = inputs[0]
+    es = x.dtype.itemsize
+    shape, start, step = tuple(x.shape), tuple(start), tuple(step)
+    sliced = _lens(start, stop, step)
+    if numel(sliced) == 0:
+        return lib.cont(ctx, nodes[0])
+    if len(nodes) > 1:
+        src = reshape(ctx, nodes[1], sliced)
+    else:
+        src = lib.fill(ctx, shape_only(ctx, sliced), float(fill))
+        if x.dtype.name != "float32":
+            src = lib.cast(ctx, src, x.dtype.ggml_type)
+    if not shape:
+        return lib.cont(ctx, src)
+    if not _inner_stage(shape, step, sliced):
+        _, nb, offset = _view_layout(shape, start, step, sliced, es)
+        return lib.set(ctx, nodes[0], src, nb[1], nb[2], nb[3], offset)
+    # Inner step: set the strided columns in a copy of the selected rows, then set those rows.
+    L, n = shape[-1], sliced[-1]
+    mid = sliced[:-1] + (L,)
+    ostart, ostep = start[:-1] + (0,), step[:-1] + (1,)
+    ne, nb, offset = _view_layout(shape, ostart, ostep, mid, es)
+    rows_view = lib.view_4d(ctx, nodes[0], ne[0], ne[1], ne[2], ne[3], nb[1], nb[2], nb[3], offset)
+    rows = numel(mid[:-1])
+    block = lib.set(ctx, lib.cont(ctx, rows_view), lib.reshape_3d(ctx, src, 1, n, rows),
+                    step[-1] * es, L * es, rows * L * es, start[-1] * es)
+    return lib.set(ctx, nodes[0], block, nb[1], nb[2], nb[3], offset)

@@ -25,7 +25,7 @@ from .tensor import Tensor, tensor
 
 __all__ = ["cat", "concat", "concatenate", "stack", "split", "chunk", "squeeze", "unsqueeze", "flatten",
            "broadcast_to", "expand", "narrow", "gather", "index_select", "embedding", "take_along_axis",
-           "swapaxes", "movedim"]
+           "swapaxes", "movedim", "slice_scatter"]
 
 
 # ---------------------------------------------------------------- helpers
@@ -240,6 +240,27 @@ def _slice_axis(x: Tensor, d: int, b: int, e: int) -> Tensor:
     start = tuple(b if i == d else 0 for i in range(x.ndim))
     stop = tuple(e if i == d else s for i, s in enumerate(x.shape))
     return op.slice(x, start=start, stop=stop, step=(1,) * x.ndim)
+
+
+def slice_scatter(x: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None,
+                  step: int = 1) -> Tensor:
+    """A copy of ``x`` with ``x[..., start:end:step, ...]`` (along ``dim``) replaced by ``src``
+    (PyTorch ``slice_scatter``; differentiable in both inputs).
+
+    >>> import ggmlgrad as gg
+    >>> gg.slice_scatter(gg.zeros(2, 4), gg.ones(2, 2), dim=1, start=1, end=3).tolist()
+    [[0.0, 1.0, 1.0, 0.0], [0.0, 1.0, 1.0, 0.0]]
+    """
+    _check_tensor("slice_scatter", x)
+    _check_tensor("slice_scatter", src)
+    d = _dim("slice_scatter", dim, x.ndim)
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step <= 0:
+        raise ValueError(f"slice_scatter: step must be a positive int, got {step!r}")
+    b, e, s = slice(start, end, step).indices(x.shape[d])
+    begin = tuple(b if i == d else 0 for i in range(x.ndim))
+    stop = tuple(e if i == d else n for i, n in enumerate(x.shape))
+    steps = tuple(s if i == d else 1 for i in range(x.ndim))
+    return op.slice_set(x, src, start=begin, stop=stop, step=steps)
 
 
 def split(x: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:

@@ -54,8 +54,9 @@ def _check_key_item(k) -> None:
                         f"tensor/list are supported)")
 
 
-def getitem(x: Tensor, key) -> Tensor:
-    """``x[key]`` with NumPy basic indexing plus one integer index tensor/list (see module doc)."""
+def _parse(x: Tensor, key):
+    """(start, stop, step, out_shape, sliced_shape, adv) of ``x[key]``; ``adv`` is
+    (axis, position in out_shape, index) for the one integer index, else None."""
     key = key if isinstance(key, tuple) else (key,)
     for k in key:
         _check_key_item(k)
@@ -107,14 +108,19 @@ def getitem(x: Tensor, key) -> Tensor:
             adv = (axis, len(out_shape), k)
             out_shape.append(None)
         axis += 1
+    return tuple(start), tuple(stop), tuple(step), out_shape, tuple(sliced_shape), adv
 
+
+def getitem(x: Tensor, key) -> Tensor:
+    """``x[key]`` with NumPy basic indexing plus one integer index tensor/list (see module doc)."""
+    start, stop, step, out_shape, sliced_shape, adv = _parse(x, key)
     if adv is None:   # one op: the slice lays its result out with ints dropped and Nones added
         shape = tuple(out_shape)
         check_ndim("indexing", shape)
-        return op.slice(x, start=tuple(start), stop=tuple(stop), step=tuple(step), shape=shape)
+        return op.slice(x, start=start, stop=stop, step=step, shape=shape)
     y = x
-    if tuple(sliced_shape) != x.shape:
-        y = op.slice(x, start=tuple(start), stop=tuple(stop), step=tuple(step))
+    if sliced_shape != x.shape:
+        y = op.slice(x, start=start, stop=stop, step=step)
     ax, pos, k = adv
     idx = _index_for(k, x.shape[ax], ax, x)
     flat = idx if idx.ndim == 1 else op.reshape(idx, shape=(int(np.prod(idx.shape)),))
@@ -122,6 +128,48 @@ def getitem(x: Tensor, key) -> Tensor:
     shape = tuple(out_shape[:pos] + list(idx.shape) + out_shape[pos + 1:])
     check_ndim("indexing", shape)
     return y if y.shape == shape else op.reshape(y, shape=shape)
+
+
+def setitem(x: Tensor, key, value) -> None:
+    """``x[key] = value`` for basic keys (ints, slices with positive steps, None, ...): an in-place
+    write (version bump; refused on tensors that take part in autograd while grad is on, like every
+    in-place op). ``value``: a number (an op parameter, nothing uploaded), or a tensor/array that
+    broadcasts to ``x[key].shape``. For a differentiable out-of-place form use ``gg.slice_scatter``.
+
+    >>> import ggmlgrad as gg
+    >>> x = gg.zeros(2, 4)
+    >>> x[:, ::2] = 1.0
+    >>> x.tolist()
+    [[1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]]
+    """
+    start, stop, step, out_shape, sliced_shape, adv = _parse(x, key)
+    if adv is not None:
+        raise TypeError("indexing: assignment through an index tensor/list is not supported (only ints, "
+                        "slices, None and ...)")
+    params = dict(start=start, stop=stop, step=step)
+    if isinstance(value, (bool, np.bool_)) or _is_int(value) or isinstance(value, (float, np.floating)):
+        x._write("__setitem__", lambda: op.slice_set(x, fill=float(value), **params))
+        return
+    from .tensor import tensor
+    v = value if isinstance(value, Tensor) else tensor(np.asarray(value), dtype=x.dtype, device=x.device)
+    if v.device is not x.device:
+        v = v.to(device=x.device)
+    shape = tuple(out_shape)
+    try:
+        np.broadcast_shapes(v.shape, shape)
+    except ValueError:
+        raise ValueError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}") from None
+    if np.broadcast_shapes(v.shape, shape) != shape:
+        raise ValueError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}")
+
+    def make():
+        w = v if v.dtype is x.dtype else op.cast(v, dtype=x.dtype)
+        if w.shape != shape:
+            w = op.broadcast_to(w, shape=shape)
+        if w.shape != sliced_shape:
+            w = op.reshape(w, shape=sliced_shape)
+        return op.slice_set(x, w, **params)
+    x._write("__setitem__", make)
 
 
 def _index_for(k, n: int, axis: int, x: Tensor) -> Tensor:
@@ -200,7 +248,7 @@ def movedim(self: Tensor, source: int, destination: int) -> Tensor:
 
 
 _METHODS = {
-    "__getitem__": getitem, "__iter__": _iter, "squeeze": squeeze, "unsqueeze": unsqueeze,
+    "__getitem__": getitem, "__setitem__": setitem, "__iter__": _iter, "squeeze": squeeze, "unsqueeze": unsqueeze,
     "flatten": flatten, "expand": expand, "expand_as": expand_as, "broadcast_to": broadcast_to,
     "transpose": transpose, "swapaxes": transpose, "split": split, "chunk": chunk, "narrow": narrow,
     "gather": gather, "index_select": index_select, "movedim": movedim,

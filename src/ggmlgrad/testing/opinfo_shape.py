@@ -42,6 +42,19 @@ def _np_slice_backward(g, shape, start, stop, step):
     return out
 
 
+def _np_slice_scatter(x, src, dim, start, end, step):
+    out = x.copy()
+    key = tuple(slice(start, end, step) if i == dim % x.ndim else slice(None) for i in range(x.ndim))
+    out[key] = src
+    return out
+
+
+def _np_slice_fill(x, start, stop, step, c):
+    out = x.copy()
+    out[tuple(slice(b, e, s) for b, e, s in zip(start, stop, step))] = c
+    return out
+
+
 def _split_weighted(pieces):
     return [p * float(i + 1) for i, p in enumerate(pieces)]
 
@@ -228,4 +241,13 @@ register(
                              nondiff=(1,))]),
     OpInfo("embedding", ("embedding", "index_select_backward"), lambda w, i: gg.embedding(w, i),
            lambda w, i: w[i.astype(np.int64)], _embedding_samples),
+    OpInfo("slice_scatter", ("slice_set", "slice"), gg.slice_scatter, _np_slice_scatter,
+           lambda r: [Sample((_n(r, 4, 5), _n(r, 4, 2), 1, 1, 5, 2)), Sample((_n(r, 4, 5), _n(r, 2, 5), 0, 0, None, 3)),
+                      Sample((_n(r, 2, 3, 4), _n(r, 2, 3, 1), -1, 3, 4, 1)), Sample((_n(r, 6), _n(r, 2), 0, 1, None, 4)),
+                      Sample((_n(r, 3, 4), _n(r, 0, 4), 0, 2, 2, 1))]),
+    OpInfo("slice_set_fill", ("slice_set",),
+           lambda x, b, e, s: op.slice_set(x, start=b, stop=e, step=s, fill=3.5),
+           lambda x, b, e, s: _np_slice_fill(x, b, e, s, 3.5),
+           lambda r: [Sample((_n(r, 3, 4, 5), (0, 1, 1), (3, 4, 5), (2, 2, 3))), Sample((_n(r, 4), (1,), (3,), (1,))),
+                      Sample((_n(r), (), (), ()))]),
 )
