@@ -165,9 +165,16 @@ def reduce_to_shape(g, shape: tuple):
     return g
 
 
+_Tensor = None  # tensor.py imports this module: the class is looked up once, at first use
+
+
 def apply(opdef: OpDef, inputs: tuple, params: dict):
     """Validate, queue the node, and record it on the tape when an input requires grad."""
-    from .tensor import Tensor
+    global _Tensor
+    Tensor = _Tensor
+    if Tensor is None:  # a function-level import runs the import machinery on every op (~0.5 us)
+        from .tensor import Tensor
+        _Tensor = Tensor
     shape, dtype = opdef.infer(*inputs, **params)
     out = Tensor._blank(shape, dtype, inputs[0].device if inputs else params["device"])
     work = opdef.work(*inputs, **params) if opdef.work is not None else 0.0
