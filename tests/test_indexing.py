@@ -1,0 +1,98 @@
+"""Randomised indexing against NumPy: t[key] (forward and gradient) and t[key] = v, eager and graph mode."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ggmlgrad as gg
+
+
+def _random_key(rng, shape):
+    """A random NumPy basic-indexing key (ints, positive-step slices, None, at most one ...)."""
+    key, dims = [], list(shape)
+    use_ellipsis = rng.random() < 0.3
+    ellipsis_at = rng.integers(0, len(dims) + 1) if use_ellipsis else -1
+    i = 0
+    while i < len(dims):
+        if i == ellipsis_at:
+            key.append(Ellipsis)
+            i += int(rng.integers(0, len(dims) - i + 1))   # the ellipsis swallows some dims
+            ellipsis_at = -1
+            continue
+        n = dims[i]
+        r = rng.random()
+        if r < 0.25:
+            key.append(int(rng.integers(-n, n)))
+        elif r < 0.35 and len(shape) + sum(k is None for k in key) < 4:
+            key.append(None)
+            continue
+        else:
+            start = int(rng.integers(-n - 1, n + 1)) if rng.random() < 0.6 else None
+            stop = int(rng.integers(-n - 1, n + 2)) if rng.random() < 0.6 else None
+            step = int(rng.integers(1, 4)) if rng.random() < 0.6 else None
+            key.append(slice(start, stop, step))
+        i += 1
+    if ellipsis_at >= 0:
+        key.append(Ellipsis)
+    return tuple(key)
+
+
+def _keys(seed, count):
+    rng = np.random.default_rng(seed)
+    shapes = [(7,), (4, 5), (3, 4, 5), (2, 3, 4, 5), (1, 6, 1)]
+    out = []
+    while len(out) < count:
+        shape = shapes[int(rng.integers(0, len(shapes)))]
+        key = _random_key(rng, shape)
+        x = np.zeros(shape)
+        if x[key].ndim <= 4:
+            out.append((shape, key))
+    return out
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_random_getitem_forward_and_grad(graph):
+    rng = np.random.default_rng(7)
+    for shape, key in _keys(11, 60):
+        a = rng.standard_normal(shape).astype(np.float32)
+        with gg.graph_mode(graph):
+            x = gg.tensor(a, requires_grad=True)
+            y = x[key]
+            w = rng.standard_normal(a[key].shape).astype(np.float32)
+            y.backward(gg.tensor(w))
+        np.testing.assert_array_equal(y.numpy(), a[key], err_msg=f"{shape} {key}")
+        expected = np.zeros(shape, np.float32)
+        expected[key] += w   # basic keys never repeat a position
+        np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-6, atol=1e-6, err_msg=f"{shape} {key}")
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_random_setitem(graph):
+    rng = np.random.default_rng(3)
+    for n, (shape, key) in enumerate(_keys(5, 60)):
+        a = rng.standard_normal(shape).astype(np.float32)
+        ref = a.copy()
+        v = rng.standard_normal(ref[key].shape).astype(np.float32)
+        value = v if n % 3 else 2.5          # every third write is a Python scalar
+        with gg.graph_mode(graph):
+            x = gg.tensor(a)
+            x[key] = value
+        ref[key] = value
+        np.testing.assert_array_equal(x.numpy(), ref, err_msg=f"{shape} {key}")
+
+
+def test_int_index_tensor_matches_numpy_with_negative_values_and_repeats():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 4, 3)).astype(np.float32)
+    idx = np.array([4, -1, 0, 0, -5], np.int32)
+    for key_fn in (lambda i: i, lambda i: (slice(None), i[:3] % 4), lambda i: (slice(1, None, 2), Ellipsis, i[:2] % 3)):
+        x = gg.tensor(a, requires_grad=True)
+        k_np = key_fn(idx)
+        k_gg = tuple(gg.tensor(k) if isinstance(k, np.ndarray) else k for k in k_np) if isinstance(k_np, tuple) \
+            else gg.tensor(k_np)
+        y = x[k_gg]
+        np.testing.assert_array_equal(y.numpy(), a[k_np])
+        y.sum().backward()
+        expected = np.zeros_like(a)
+        np.add.at(expected, k_np, 1.0)
+        np.testing.assert_array_equal(x.grad.numpy(), expected)
