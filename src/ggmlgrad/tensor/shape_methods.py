@@ -23,6 +23,7 @@ from ..ops import op
 from ..ops.shapes import check_ndim
 from . import functional_shape as F
 from .functional_shape import IndexRangeError
+from .grad_mode import is_grad_enabled
 from .tensor import Tensor
 
 
@@ -152,6 +153,9 @@ def setitem(x: Tensor, key, value) -> None:
         return
     from .tensor import tensor
     v = value if isinstance(value, Tensor) else tensor(np.asarray(value), dtype=x.dtype, device=x.device)
+    if v.requires_grad and is_grad_enabled():
+        raise RuntimeError("indexing: assigning a tensor that requires grad in place would drop its gradient; "
+                           "use the differentiable gg.slice_scatter(x, value, ...) or wrap it in gg.no_grad()")
     if v.device is not x.device:
         v = v.to(device=x.device)
     shape = tuple(out_shape)
