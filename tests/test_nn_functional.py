@@ -426,3 +426,80 @@ def test_losses_queue_no_transfers_in_graph_mode():
         assert c["computes"] == 0 and c["downloads"] == 0
         loss.item()
         assert gg.counters()["computes"] == 1
+
+
+# ---------------------------------------------------------------- bad input never reaches ggml
+_BAD_CALLS = r'''
+import numpy as np, ggmlgrad as gg
+import ggmlgrad.nn as nn, ggmlgrad.nn.functional as F
+from ggmlgrad.ops import op
+i32 = lambda a: gg.tensor(np.asarray(a, np.int32), dtype=gg.int32)
+cases = {
+    "layer_norm int": lambda: op.layer_norm(i32([1, 2]), eps=1e-5),
+    "layer_norm 0-d": lambda: op.layer_norm(gg.tensor(1.0), eps=1e-5),
+    "layer_norm eps": lambda: op.layer_norm(gg.ones(2, 3), eps=-1.0),
+    "softmax mask shape": lambda: op.masked_softmax(gg.ones(2, 3), gg.ones(2, 4)),
+    "softmax mask batch": lambda: op.masked_softmax(gg.ones(2, 3, 4), gg.ones(3, 3, 4)),
+    "softmax causal 1-d": lambda: op.masked_softmax(gg.ones(3), causal=True),
+    "attention 3-d": lambda: op.attention(gg.ones(2, 3, 4), gg.ones(2, 3, 4), gg.ones(2, 3, 4), scale=1.0),
+    "attention dim": lambda: op.attention(gg.ones(1, 1, 2, 4), gg.ones(1, 1, 3, 5), gg.ones(1, 1, 3, 4), scale=1.0),
+    "attention heads": lambda: op.attention(gg.ones(1, 2, 2, 4), gg.ones(1, 1, 3, 4), gg.ones(1, 1, 3, 4), scale=1.0),
+    "attention kv len": lambda: op.attention(gg.ones(1, 1, 2, 4), gg.ones(1, 1, 3, 4), gg.ones(1, 1, 2, 4), scale=1.0),
+    "attention mask": lambda: op.attention(gg.ones(1, 1, 2, 4), gg.ones(1, 1, 3, 4), gg.ones(1, 1, 3, 4),
+                                           gg.ones(2, 2), scale=1.0),
+    "attention empty": lambda: op.attention(gg.ones(1, 1, 0, 4), gg.ones(1, 1, 3, 4), gg.ones(1, 1, 3, 4), scale=1.0),
+    "attention empty kv": lambda: op.attention(gg.ones(1, 1, 2, 4), gg.ones(1, 1, 0, 4), gg.ones(1, 1, 0, 4), scale=1.0),
+    "one_hot float": lambda: op.one_hot(gg.ones(3), num_classes=3),
+    "one_hot classes": lambda: op.one_hot(i32([0]), num_classes=0),
+    "one_hot empty": lambda: op.one_hot(i32(np.zeros(0)), num_classes=3),
+    "sce shapes": lambda: op.softmax_cross_entropy(gg.ones(2, 3), gg.ones(2, 4)),
+    "sce empty": lambda: op.softmax_cross_entropy(gg.ones(0, 3), gg.ones(0, 3)),
+    "bce shapes": lambda: op.bce_with_logits(gg.ones(2, 3), gg.ones(3)),
+    "bce pos_weight": lambda: op.bce_with_logits(gg.ones(2, 3), gg.ones(2, 3), gg.ones(2)),
+    "bce empty": lambda: op.bce_with_logits(gg.ones(0), gg.ones(0)),
+    "ce target range": lambda: F.cross_entropy(gg.ones(2, 3), i32([0, 5])),
+    "ce float16": lambda: F.cross_entropy(gg.ones(2, 3, dtype=gg.float16), i32([0, 1])),
+    "ce target shape": lambda: F.cross_entropy(gg.ones(2, 3), i32([0, 1, 1])),
+    "ce weight": lambda: F.cross_entropy(gg.ones(2, 3), i32([0, 1]), weight=gg.ones(4)),
+    "nll target range": lambda: F.nll_loss(gg.ones(2, 3), i32([-1, 1])),
+    "sdpa ndim": lambda: F.scaled_dot_product_attention(gg.ones(4), gg.ones(4), gg.ones(4)),
+    "sdpa mask": lambda: F.scaled_dot_product_attention(gg.ones(1, 2, 4), gg.ones(1, 3, 4), gg.ones(1, 3, 4),
+                                                        attn_mask=np.ones((3, 3), bool)),
+    "mha embed": lambda: nn.MultiheadAttention(4, 2, batch_first=True)(gg.ones(1, 2, 5), gg.ones(1, 2, 5), gg.ones(1, 2, 5)),
+    "mha attn_mask": lambda: nn.MultiheadAttention(4, 2, batch_first=True)(gg.ones(1, 2, 4), gg.ones(1, 3, 4),
+                                                                          gg.ones(1, 3, 4), attn_mask=np.ones((3, 3), bool)),
+    "embedding range": lambda: nn.Embedding(3, 2)(i32([0, 3])),
+    "linear shape": lambda: nn.Linear(3, 2)(gg.ones(4, 2)),
+    "layernorm shape": lambda: nn.LayerNorm(4)(gg.ones(2, 3)),
+    "categorical value": lambda: gg.distributions.Categorical(logits=gg.ones(2, 3)).log_prob(i32([[0, 1, 2]])),
+}
+for graph in (False, True):
+    with gg.graph_mode(graph):
+        for name, fn in cases.items():
+            try:
+                r = fn()
+                if isinstance(r, tuple):
+                    r = r[0]
+                if graph and name in ("ce target range", "nll target range", "embedding range"):
+                    r.numpy()   # graph mode: no read to validate, the value is defined (ignored / clamped)
+                    print("DEFINED", graph, name)
+                    continue
+                r.numpy()
+                print("NO ERROR", graph, name)
+            except (TypeError, ValueError, IndexError, RuntimeError) as e:
+                print("OK", graph, name, type(e).__name__)
+print("SURVIVED")
+'''
+
+
+def test_bad_input_raises_python_errors_in_a_subprocess():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(__file__), "..", "src"), env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-c", _BAD_CALLS], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0 and "SURVIVED" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert not [ln for ln in lines if ln.startswith("NO ERROR")], r.stdout
+    assert sum(ln.startswith("OK") for ln in lines) >= 2 * 34 - 3

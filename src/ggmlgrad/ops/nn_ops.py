@@ -28,6 +28,13 @@ def _real(name: str, key: str, v) -> float:
     return float(v)
 
 
+def _no_empty(name: str, *xs) -> None:
+    """Refuse zero-size inputs where the ggml graph would have empty tensors (ggml asserts on them)."""
+    for x in xs:
+        if numel(x.shape) == 0:
+            raise ValueError(f"{name}: empty tensors are not supported (got shape {x.shape})")
+
+
 def _rows(shape: tuple) -> int:
     return numel(shape[:-1]) if shape else 1
 
@@ -132,6 +139,7 @@ def _infer_attention(q, k, v, *mask, scale, causal=False, flash=True):
     name = "attention"
     same_device(name, q, k, v, *mask)
     same_float(name, q, k, v)
+    _no_empty(name, q, k, v, *mask)
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
         raise ValueError(f"{name}: q, k, v must be 4-D (batch, heads, length, dim), got {q.shape}, {k.shape}, {v.shape}")
     b, h, lq, d = q.shape
@@ -216,6 +224,7 @@ def _attention_composed(ctx, nodes, inputs, target, scale, causal):
 def _infer_sce(x, q):
     same_device("softmax_cross_entropy", x, q)
     same_float("softmax_cross_entropy", x, q)
+    _no_empty("softmax_cross_entropy", x, q)
     if x.ndim == 0 or x.shape != q.shape:
         raise ValueError(f"softmax_cross_entropy: logits {x.shape} and target probabilities {q.shape} "
                          f"must have the same shape (..., classes)")
@@ -255,6 +264,7 @@ def _softmax_cross_entropy(ctx, nodes, inputs, out):
 def _infer_one_hot(idx, num_classes, ignore_index=None):
     if idx.dtype is not int32:
         raise TypeError(f"one_hot: indices must be int32, got {idx.dtype.name}")
+    _no_empty("one_hot", idx)
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
         raise ValueError(f"one_hot: num_classes must be a positive int, got {num_classes!r}")
     if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
@@ -289,6 +299,7 @@ def _one_hot(ctx, nodes, inputs, out, num_classes, ignore_index=None):
 def _infer_bce(x, y, *pw):
     same_device("bce_with_logits", x, y, *pw)
     same_float("bce_with_logits", x, y, *pw)
+    _no_empty("bce_with_logits", x, y, *pw)
     if x.shape != y.shape:
         raise ValueError(f"bce_with_logits: target shape {y.shape} must equal input shape {x.shape}")
     if pw:
