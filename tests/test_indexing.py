@@ -96,3 +96,30 @@ def test_int_index_tensor_matches_numpy_with_negative_values_and_repeats():
         expected = np.zeros_like(a)
         np.add.at(expected, k_np, 1.0)
         np.testing.assert_array_equal(x.grad.numpy(), expected)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int32"])
+def test_storage_dtypes_through_shape_and_index_ops(dtype):
+    """Shape ops keep the dtype; row-picking ops give float32 for float storage (ggml get_rows)."""
+    a = np.arange(24).reshape(2, 3, 4)
+    x = gg.tensor(a, dtype=getattr(gg, dtype))
+    idx = gg.tensor([2, 0, 2])
+    keep = [(x[1, :, ::2], a[1, :, ::2]), (x[None, ..., 1], a[None, ..., 1]),
+            (gg.cat([x, x], dim=1), np.concatenate([a, a], 1)), (gg.stack([x, x], dim=-1), np.stack([a, a], -1)),
+            (gg.broadcast_to(x[:, :1], (2, 3, 4)), np.broadcast_to(a[:, :1], (2, 3, 4))),
+            (x.split(2, dim=2)[1], a[:, :, 2:]), (x.transpose(0, 2), a.transpose(2, 1, 0))]
+    for got, want in keep:
+        assert got.dtype is x.dtype
+        np.testing.assert_array_equal(got.to(gg.float32).numpy() if dtype != "int32" else got.numpy(), want)
+    picked = [(gg.index_select(x, 1, idx), a[:, [2, 0, 2]]), (x[:, idx], a[:, [2, 0, 2]]),
+              (gg.gather(x, 2, gg.tensor(np.full((2, 3, 1), 3))), a[..., 3:]),
+              (gg.embedding(x[0], gg.tensor([[1, 1]])), a[0][[[1, 1]]])]
+    for got, want in picked:
+        assert got.dtype is (gg.int32 if dtype == "int32" else gg.float32)
+        np.testing.assert_array_equal(got.numpy(), want)
+    y = gg.tensor(a, dtype=getattr(gg, dtype)) if dtype == "int32" else None
+    if y is not None:
+        y[0, 1:, ::3] = 7
+        b = a.copy()
+        b[0, 1:, ::3] = 7
+        np.testing.assert_array_equal(y.numpy(), b)
