@@ -36,6 +36,8 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CTX_TENSORS = 4096           # tensors per node context
 _OP_HEADROOM = 96             # most tensors one op builder may create
 _OVERHEAD = lib.tensor_overhead()
+_NE: dict[tuple, list[int]] = {}      # shape → ggml ne (leaf creation is on every eager op)
+_GRAPH_OVERHEAD: dict[int, int] = {}  # graph size → ggml_graph_overhead_custom
 
 
 def user_site(skip: int = 2) -> str:
@@ -117,7 +119,9 @@ class Engine:
             raise PendingError(a._error or "ggmlgrad: this tensor's graph failed; it has no value")
         if a._leaf_epoch == self.epoch:
             return a._leaf
-        ne = ggml_ne(a.shape)
+        ne = _NE.get(a.shape)
+        if ne is None:
+            ne = _NE[a.shape] = ggml_ne(a.shape)
         leaf = lib.new_tensor_4d(self.ctx, a.dtype.ggml_type, ne[0], ne[1], ne[2], ne[3])
         s = a._storage
         lib.backend_tensor_alloc(s.buffer, leaf, s.data)
@@ -238,7 +242,10 @@ class Engine:
                     lib.backend_tensor_alloc(s.buffer, node, s.data)
                     a._storage = s
                     outs.append(a)
-                n_tensors = sum(lib.used_mem(c) for c in ctx_list) // _OVERHEAD + 16
+                used = 0
+                for c in ctx_list:
+                    used += lib.used_mem(c)
+                n_tensors = used // _OVERHEAD + 16
                 graph = self._new_graph(n_tensors)
                 for a in outs:
                     lib.build_forward_expand(graph, a._node)
@@ -274,7 +281,11 @@ class Engine:
             return True
 
     def _new_graph(self, size: int) -> int:
-        need = lib.graph_overhead_custom(size, False) + 1024
+        need = _GRAPH_OVERHEAD.get(size)
+        if need is None:
+            if len(_GRAPH_OVERHEAD) > 4096:
+                _GRAPH_OVERHEAD.clear()
+            need = _GRAPH_OVERHEAD[size] = lib.graph_overhead_custom(size, False) + 1024
         if need > self._graph_ctx_size:
             if self._graph_ctx:
                 lib.free(self._graph_ctx)
