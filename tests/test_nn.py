@@ -539,3 +539,25 @@ def test_training_step_is_one_graph_in_graph_mode():
         grads = [p.grad.numpy() for p in model.parameters()]
         assert gg.counters()["computes"] == before + 1
     assert all(np.isfinite(g).all() for g in grads)
+
+
+def test_deepcopy_gives_independent_module(graph):
+    """copy.deepcopy(model) (RL target networks) copies every parameter and buffer into storage of its own."""
+    import copy
+    gg.manual_seed(16)
+    m = MLP()
+    m(gg.ones(2, 3)).sum().backward()
+    c = copy.deepcopy(m)
+    assert [n for n, _ in c.named_parameters()] == [n for n, _ in m.named_parameters()]
+    for (n, p), q in zip(m.named_parameters(), c.parameters()):
+        assert isinstance(q, nn.Parameter) and q is not p and q.requires_grad
+        np.testing.assert_array_equal(q.numpy(), p.numpy())
+        np.testing.assert_array_equal(q.grad.numpy(), p.grad.numpy())
+    before = _snapshot(m)
+    with gg.no_grad():
+        for q in c.parameters():
+            q.add_(1.0)
+        c.running.add_(1.0)
+    for k, v in _snapshot(m).items():
+        np.testing.assert_array_equal(v, before[k], err_msg=k)
+    np.testing.assert_array_equal(c.running.numpy(), before["running"] + 1.0)

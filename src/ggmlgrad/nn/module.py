@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import copy
 from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
@@ -46,8 +47,10 @@ class Parameter(Tensor):
 
     __str__ = __repr__
 
-    def __reduce_ex__(self, proto):
-        return (Parameter, (Tensor.detach(self), self.requires_grad))
+    def __deepcopy__(self, memo):
+        if id(self) not in memo:
+            memo[id(self)] = _copy_tensor(self)
+        return memo[id(self)]
 
 
 class IncompatibleKeys(NamedTuple):
@@ -357,6 +360,17 @@ class Module:
             return f"{name}({lines[0]})"
         return name + "(\n  " + "\n  ".join(lines) + "\n)"
 
+    def __deepcopy__(self, memo):
+        """An independent copy (own storage for every parameter and buffer), e.g. an RL target network."""
+        for t in list(self.parameters()) + list(self.buffers()):
+            if id(t) not in memo:
+                memo[id(t)] = _copy_tensor(t)
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            object.__setattr__(new, k, copy.deepcopy(v, memo))
+        return new
+
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules))
 
@@ -379,6 +393,20 @@ def _check_value(name: str, target: Tensor, value) -> str | None:
     if dtype is not target.dtype:
         return f"{name}: dtype {dtype.name} does not match the model's {target.dtype.name}"
     return None
+
+
+def _copy_tensor(t: Tensor) -> Tensor:
+    """A copy of ``t`` with storage of its own (a Parameter stays a Parameter; ``.grad`` is copied too)."""
+    with no_grad():
+        value = Tensor.detach(t).clone()
+        grad = t.grad.detach().clone() if t.grad is not None else None
+    if isinstance(t, Parameter):
+        out = Parameter(value, requires_grad=t.requires_grad)
+    else:
+        out = value
+        out.requires_grad = t.requires_grad
+    out.grad = grad
+    return out
 
 
 def _move_storage(t: Tensor, dev) -> None:
