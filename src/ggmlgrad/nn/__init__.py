@@ -15,12 +15,9 @@ from .layers import (ELU, GELU, Dropout, Embedding, Flatten, Identity, LayerNorm
 from .losses import BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, MSELoss, NLLLoss, SmoothL1Loss, L1Loss
 from .module import Module, Parameter
 
-try:  # clipping helpers (gg.nn.utils) are written with the optimizers
-    from . import utils  # noqa: F401
-except ImportError:  # pragma: no cover - only while that module does not exist yet
-    pass
+from . import utils  # noqa: F401  (clip_grad_norm_, clip_grad_value_: written with the optimizers)
 
 __all__ = ["Module", "Parameter", "Linear", "Sequential", "ModuleList", "ModuleDict", "Embedding", "LayerNorm",
            "Dropout", "MultiheadAttention", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LogSoftmax",
            "LeakyReLU", "Softplus", "ELU", "Flatten", "Identity", "MSELoss", "CrossEntropyLoss", "NLLLoss",
-           "BCEWithLogitsLoss", "HuberLoss", "SmoothL1Loss", "L1Loss", "functional", "init"]
+           "BCEWithLogitsLoss", "HuberLoss", "SmoothL1Loss", "L1Loss", "functional", "init", "utils"]
