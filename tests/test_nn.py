@@ -561,3 +561,22 @@ def test_deepcopy_gives_independent_module(graph):
     for k, v in _snapshot(m).items():
         np.testing.assert_array_equal(v, before[k], err_msg=k)
     np.testing.assert_array_equal(c.running.numpy(), before["running"] + 1.0)
+
+
+@pytest.mark.parametrize("graph_on", [False, True], ids=["eager", "graph"])
+def test_load_state_dict_from_tensors_is_one_compute(graph_on):
+    gg.manual_seed(17)
+    src, dst = MLP(), MLP()
+    state = src.state_dict()
+    old = dst.fc1.weight.numpy().copy()
+    with gg.graph_mode(graph_on):
+        pending = dst.fc1.weight * 2.0          # a queued read of the old weight must see the old value
+        gg.reset_counters()
+        dst.load_state_dict(state)
+        c = gg.counters()
+        assert c["computes"] == (2 if graph_on else 1) and c["uploads"] == 0   # (graph: the queued read first)
+    np.testing.assert_array_equal(pending.numpy(), old * 2.0)
+    for k, v in dst.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), state[k].numpy(), err_msg=k)
+    assert dst.fc1.weight._version > 0
+    dst.load_state_dict(dst.state_dict())     # loading a model's own state is a no-op, not an error

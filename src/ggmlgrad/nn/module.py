@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
-from ..engine import ENGINE, PENDING, dtypes
+from ..engine import COMPUTED, ENGINE, PENDING, dtypes
 from ..runtime import resolve_device
 from ..tensor import Tensor, no_grad
 from ..tensor.tensor import _from_numpy
@@ -334,11 +334,7 @@ class Module:
         if errors:
             raise RuntimeError(f"load_state_dict for {type(self).__name__}: nothing was loaded:\n  "
                                + "\n  ".join(errors))
-        with no_grad():
-            for target, value in plan:
-                if isinstance(value, Tensor) and value.device is not target.device:
-                    value = value.to(device=target.device)
-                target.copy_(value)
+        _write_all(plan)
         return IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------------ repr
@@ -393,6 +389,24 @@ def _check_value(name: str, target: Tensor, value) -> str | None:
     if dtype is not target.dtype:
         return f"{name}: dtype {dtype.name} does not match the model's {target.dtype.name}"
     return None
+
+
+def _write_all(plan) -> None:
+    """Copy validated values into their targets: tensors as ONE graph compute (after a drain, so no
+    queued read can see a half-loaded model), NumPy arrays as direct uploads."""
+    tensors = [(t, v if v.device is t.device else v.to(device=t.device)) for t, v in plan if isinstance(v, Tensor)]
+    tensors = [(t, v) for t, v in tensors if v._storage is not t._storage or v._status != COMPUTED]
+    with no_grad():
+        if tensors:
+            with ENGINE.exclusive("load_state_dict"):
+                for target, value in tensors:
+                    ENGINE.begin(target.device)
+                    ENGINE.queue_write(target, ENGINE.node_of(value), "load_state_dict")
+            for target, _ in tensors:
+                target._version += 1
+        for target, value in plan:
+            if not isinstance(value, Tensor):
+                target.copy_(value)
 
 
 def _copy_tensor(t: Tensor) -> Tensor:
