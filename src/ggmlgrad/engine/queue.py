@@ -99,15 +99,27 @@ class Engine:
         self.device: Device | None = None
         self.work = 0.0
         self.max_work = 0.0
+        self._credit = 0  # ops that may still build in self.ctx without asking ggml how full it is
 
     def __len__(self) -> int:
         return len(self.roots) + len(self.effects)
 
     def _room(self) -> None:
+        """Guarantee room for one more op (at most _OP_HEADROOM tensors) in ``self.ctx``.
+
+        ggml_used_mem is asked once per ~40 ops, not per op: with F free tensor slots,
+        F // _OP_HEADROOM ops fit before the context must be chained to a new one.
+        """
+        if self._credit > 0:
+            self._credit -= 1
+            return
         ctx = self.ctx
-        if not ctx or lib.used_mem(ctx) > self._ctxs.mem_size - _OP_HEADROOM * _OVERHEAD:
-            self.ctx = self._ctxs.get()
-            self.ctx_list.append(self.ctx)
+        free = self._ctxs.mem_size - lib.used_mem(ctx) if ctx else 0
+        if free < _OP_HEADROOM * _OVERHEAD:
+            self.ctx = ctx = self._ctxs.get()
+            self.ctx_list.append(ctx)
+            free = self._ctxs.mem_size - lib.used_mem(ctx)
+        self._credit = free // (_OP_HEADROOM * _OVERHEAD) - 1
 
     # ------------------------------------------------------------------ building
     def node_of(self, a: Array) -> int:
@@ -170,6 +182,7 @@ class Engine:
         """Queue ``target ← value`` (call inside :meth:`exclusive` only)."""
         if self._hold == 0:
             raise RuntimeError("ggmlgrad internal: queue_write outside exclusive()")
+        self._room()
         leaf = self.node_of(target)
         self.effects.append(lib.cpy(self.ctx, value_node, leaf))
         self.labels.append(label)
