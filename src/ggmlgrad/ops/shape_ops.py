@@ -367,3 +367,67 @@ def _slice_set(ctx, nodes, inputs, out, start, stop, step, fill=None):
     block = lib.set(ctx, lib.cont(ctx, rows_view), lib.reshape_3d(ctx, src, 1, n, rows),
                     step[-1] * es, L * es, rows * L * es, start[-1] * es)
     return lib.set(ctx, nodes[0], block, nb[1], nb[2], nb[3], offset)
+
+
+# ---------------------------------------------------------------- tile (Tensor.repeat / np.tile)
+def _infer_tile(a, reps):
+    try:
+        reps = tuple(int(r) for r in reps)
+    except (TypeError, ValueError):
+        raise TypeError(f"tile: reps must be a sequence of ints, got {reps!r}") from None
+    if len(reps) < a.ndim:
+        raise ValueError(f"tile: need at least one repeat count per dimension of {a.shape}, got {reps}")
+    if any(r < 0 for r in reps):
+        raise ValueError(f"tile: repeat counts must be non-negative, got {reps}")
+    full = (1,) * (len(reps) - a.ndim) + tuple(a.shape)
+    shape = tuple(s * r for s, r in zip(full, reps))
+    check_ndim("tile", shape)
+    return shape, a.dtype
+
+
+def _tile_padded(a_shape, reps):
+    return (1,) * (len(reps) - len(a_shape)) + tuple(a_shape)
+
+
+@define("tile", infer=_infer_tile,
+        backward=lambda g, n: op.tile_backward(g, shape=n.inputs[0].shape, reps=n.params["reps"]))
+def _tile(ctx, nodes, inputs, out, reps):
+    """The whole tensor repeated ``reps[i]`` times along each dim (ggml_repeat tiles)."""
+    full = _tile_padded(inputs[0].shape, reps)
+    if numel(out.shape) == 0 or full == out.shape:
+        return _cont_as(ctx, nodes[0], out.shape) if numel(out.shape) else _zeros_of(ctx, out.shape, out.dtype)
+    n = _ne(out.shape)
+    return lib.repeat_4d(ctx, reshape(ctx, nodes[0], full), n[0], n[1], n[2], n[3])
+
+
+def _zeros_of(ctx, shape, dtype):
+    z = _zeros(ctx, shape)
+    return lib.cast(ctx, z, dtype.ggml_type) if dtype.name != "float32" else z
+
+
+def _infer_tile_backward(g, shape, reps):
+    same_float("tile_backward", g)
+    shape = tuple(shape)
+    if _infer_tile(_Shape(shape, g.dtype), reps)[0] != g.shape:
+        raise ValueError(f"tile_backward: gradient {g.shape} is not {shape} tiled {reps}")
+    return shape, g.dtype
+
+
+class _Shape:
+    """Just enough of a tensor for shape validators."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype, self.ndim = tuple(shape), dtype, len(shape)
+
+
+@define("tile_backward", infer=_infer_tile_backward,
+        backward=lambda g, n: op.tile(g, reps=n.params["reps"]))
+def _tile_backward(ctx, nodes, inputs, out, shape, reps):
+    """Sum of the tiles (ggml_repeat_back)."""
+    full = _tile_padded(shape, reps)
+    if numel(full) == 0 or numel(inputs[0].shape) == 0:
+        return _zeros(ctx, tuple(shape))
+    if full == inputs[0].shape:
+        return _cont_as(ctx, nodes[0], tuple(shape))
+    r = lib.repeat_back(ctx, nodes[0], shape_only(ctx, full))
+    return _cont_as(ctx, r, tuple(shape))

@@ -25,7 +25,7 @@ from .tensor import Tensor, tensor
 
 __all__ = ["cat", "concat", "concatenate", "stack", "split", "chunk", "squeeze", "unsqueeze", "flatten",
            "broadcast_to", "expand", "narrow", "gather", "index_select", "embedding", "take_along_axis",
-           "swapaxes", "movedim", "slice_scatter"]
+           "swapaxes", "movedim", "slice_scatter", "tile", "unflatten"]
 
 
 # ---------------------------------------------------------------- helpers
@@ -146,6 +146,38 @@ def expand(x: Tensor, *sizes) -> Tensor:
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
     return broadcast_to(x, sizes)
+
+
+def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
+    """Split dimension ``dim`` into ``sizes`` (one entry may be -1).
+
+    >>> import ggmlgrad as gg
+    >>> gg.unflatten(gg.ones(2, 12), 1, (3, -1)).shape
+    (2, 3, 4)
+    """
+    _check_tensor("unflatten", x)
+    d = _dim("unflatten", dim, x.ndim)
+    sizes = tuple(int(s) for s in sizes)
+    known = numel(tuple(s for s in sizes if s != -1))
+    if sizes.count(-1) > 1 or (sizes.count(-1) == 0 and known != x.shape[d]) or \
+            (sizes.count(-1) == 1 and (known == 0 or x.shape[d] % known)):
+        raise ValueError(f"unflatten: sizes {sizes} do not multiply to dimension {dim} of size {x.shape[d]} ({x.shape})")
+    sizes = tuple(x.shape[d] // known if s == -1 else s for s in sizes)
+    return op.reshape(x, shape=x.shape[:d] + sizes + x.shape[d + 1:])
+
+
+def tile(x: Tensor, reps) -> Tensor:
+    """NumPy ``tile``: the whole tensor repeated ``reps`` times per dim (``Tensor.repeat`` in PyTorch).
+
+    >>> import ggmlgrad as gg
+    >>> gg.tile(gg.tensor([1.0, 2.0]), (2, 2)).tolist()
+    [[1.0, 2.0, 1.0, 2.0], [1.0, 2.0, 1.0, 2.0]]
+    """
+    _check_tensor("tile", x)
+    reps = (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps)
+    if len(reps) < x.ndim:   # NumPy pads reps with leading 1s
+        reps = (1,) * (x.ndim - len(reps)) + reps
+    return op.tile(x, reps=reps)
 
 
 def swapaxes(x: Tensor, axis0: int, axis1: int) -> Tensor:

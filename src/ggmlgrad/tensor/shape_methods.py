@@ -251,11 +251,29 @@ def movedim(self: Tensor, source: int, destination: int) -> Tensor:
     return F.movedim(self, source, destination)
 
 
+def repeat(self: Tensor, *sizes) -> Tensor:
+    """PyTorch ``repeat``: tile the tensor (at least one count per dimension)."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    if len(sizes) < self.ndim:
+        raise ValueError(f"repeat: need at least {self.ndim} repeat counts for shape {self.shape}, got {sizes}")
+    return F.tile(self, sizes)
+
+
+def unflatten(self: Tensor, dim: int, sizes) -> Tensor:
+    return F.unflatten(self, dim, sizes)
+
+
+def reshape_as(self: Tensor, other: Tensor) -> Tensor:
+    return op.reshape(self, shape=other.shape)
+
+
 _METHODS = {
     "__getitem__": getitem, "__setitem__": setitem, "__iter__": _iter, "squeeze": squeeze, "unsqueeze": unsqueeze,
     "flatten": flatten, "expand": expand, "expand_as": expand_as, "broadcast_to": broadcast_to,
     "transpose": transpose, "swapaxes": transpose, "split": split, "chunk": chunk, "narrow": narrow,
-    "gather": gather, "index_select": index_select, "movedim": movedim,
+    "gather": gather, "index_select": index_select, "movedim": movedim, "repeat": repeat,
+    "unflatten": unflatten, "reshape_as": reshape_as, "view_as": reshape_as,
 }
 
 for _name, _fn in _METHODS.items():

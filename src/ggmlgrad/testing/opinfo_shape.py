@@ -250,4 +250,17 @@ register(
            lambda x, b, e, s: _np_slice_fill(x, b, e, s, 3.5),
            lambda r: [Sample((_n(r, 3, 4, 5), (0, 1, 1), (3, 4, 5), (2, 2, 3))), Sample((_n(r, 4), (1,), (3,), (1,))),
                       Sample((_n(r), (), (), ()))]),
+    OpInfo("tile", ("tile", "tile_backward"), lambda a, r: gg.tile(a, r), np.tile,
+           lambda r: [Sample((_n(r, 2, 3), (2, 1))), Sample((_n(r, 3), (2, 2))), Sample((_n(r), (3,))),
+                      Sample((_n(r, 1, 2), (1, 3, 2))), Sample((_n(r, 2, 1, 2), (2, 2, 2))), Sample((_n(r, 2), (1,))),
+                      Sample((_n(r, 2, 2), (0, 1)))]),
+    OpInfo("repeat", ("tile",), lambda a: a.repeat(2, 1, 3), lambda a: np.tile(a, (2, 1, 3)),
+           lambda r: [Sample((_n(r, 2, 2),))]),
+    OpInfo("tile_backward", ("tile_backward", "tile"),
+           lambda g, shape, reps: op.tile_backward(g, shape=shape, reps=reps),
+           lambda g, shape, reps: g.reshape(sum(([k, s] for k, s in zip(reps, (1,) * (len(reps) - len(shape)) + shape)), []))
+           .sum(axis=tuple(range(0, 2 * len(reps), 2))).reshape(shape),
+           lambda r: [Sample((_n(r, 4, 3), (2, 3), (2, 1))), Sample((_n(r, 2, 6), (3,), (2, 2)))]),
+    OpInfo("unflatten", ("reshape",), lambda a: a.unflatten(1, (3, -1)), lambda a: a.reshape(2, 3, 4),
+           lambda r: [Sample((_n(r, 2, 12),))]),
 )
