@@ -21,7 +21,7 @@ class Node:
     def __init__(self, opdef: OpDef, inputs: tuple, params: dict, out):
         self.opdef = opdef
         self.inputs = inputs
-        self.versions = tuple(x._version for x in inputs)
+        self.versions = tuple([x._version for x in inputs])  # a list is faster than a generator here
         self.params = params
         self.out_ref = weakref.ref(out) if opdef.save_output else None
         self.out_shape = out.shape
