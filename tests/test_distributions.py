@@ -193,3 +193,30 @@ def test_noise_hook_receives_every_draw():
     gg.manual_seed(6)
     a = seen[0].sample()
     assert a.shape == (3, 4) and set(np.unique(a)) <= {0.0, 2.0}
+
+
+def test_categorical_out_of_range_value_refused_eagerly():
+    d = Categorical(logits=gg.zeros(2, 3))
+    with pytest.raises(IndexError, match="out of bounds"):
+        d.log_prob(gg.tensor([0, 3]))
+
+
+def test_sampling_inside_capture_draws_fresh_noise_and_uploads_no_constants():
+    """Python-number parameters are filled on the device and noise is an input of the recording."""
+    @gg.capture
+    def policy(mu, logits):
+        a = Normal(gg.as_tensor(mu), 0.5).rsample()
+        b = Categorical(logits=logits).sample((8,))
+        return a, b
+
+    mu = np.zeros(3, np.float32)
+    lg = np.zeros(4, np.float32)
+    gg.manual_seed(7)
+    first = policy(mu, lg)
+    second = policy(mu, lg)
+    assert first[0].shape == (3,) and first[1].shape == (8,)
+    assert not np.array_equal(first[0], second[0])
+    gg.manual_seed(7)
+    again = policy(mu, lg)
+    np.testing.assert_array_equal(again[0], first[0])
+    np.testing.assert_array_equal(again[1], first[1])

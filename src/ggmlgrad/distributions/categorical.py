@@ -10,6 +10,11 @@ from ..tensor import Tensor, no_grad, tensor
 from .distribution import Distribution, _float_tensor
 from .noise import draw_noise
 
+
+def _check_targets(*args, **kwargs):
+    from ..nn.functional import _check_targets as check  # toolkit peer; imported late (nn imports us)
+    return check(*args, **kwargs)
+
 _MIN_LOGIT = -3.0e38   # log-probabilities clamped here so 0 * log(0) is 0, not NaN (as torch's finfo.min)
 
 
@@ -18,8 +23,8 @@ class Categorical(Distribution):
 
     ``logits`` are normalised (``logits - logsumexp``), ``probs`` divided by their sum. ``sample()``
     draws ``argmax(logits + Gumbel noise)`` (int32, no gradient); ``log_prob(value)`` and
-    ``entropy()`` are differentiable in the parameters. Values outside ``[0, C)`` give log_prob 0
-    (PyTorch raises; here it would need a host read).
+    ``entropy()`` are differentiable in the parameters. Values outside ``[0, C)`` raise in eager
+    mode (a counted read); in graph mode and captures they cannot be checked and give log_prob 0.
 
     >>> import ggmlgrad as gg
     >>> d = gg.distributions.Categorical(probs=gg.tensor([0.25, 0.75]))
@@ -68,6 +73,7 @@ class Categorical(Distribution):
                                                             device=self.logits.device)
         if v.dtype is not int32:
             raise TypeError(f"Categorical.log_prob: value must be int32, got {v.dtype.name}")
+        _check_targets("Categorical.log_prob", v, self._num_events, ignore_index=-(2 ** 31))
         shape = broadcast_shapes("Categorical.log_prob", tuple(v.shape), self.batch_shape)
         if tuple(v.shape) != shape:
             v = op.broadcast_to(v.float(), shape=shape).to(int32)

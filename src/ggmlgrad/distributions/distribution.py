@@ -1,10 +1,13 @@
 """Base class: batch and event shapes, sample shapes."""
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from ..engine import float32
-from ..tensor import Tensor, as_tensor
+from ..ops import op
+from ..tensor import Tensor, as_tensor, no_grad
 
 
 class Distribution:
@@ -39,6 +42,11 @@ class Distribution:
 
 
 def _float_tensor(x, like: Tensor | None = None) -> Tensor:
+    """``x`` as a float32 tensor; a Python number next to a tensor is filled on the device (no upload,
+    so it also works inside a capture)."""
     if isinstance(x, Tensor):
         return x if x.dtype is float32 else x.float()
+    if like is not None and isinstance(x, numbers.Real) and not isinstance(x, bool):
+        with no_grad():
+            return op.fill_like(like if like.dtype is float32 else like.float(), c=float(x))
     return as_tensor(np.asarray(x, dtype=np.float32), device=like.device if like is not None else None)
