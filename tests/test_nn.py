@@ -580,3 +580,14 @@ def test_load_state_dict_from_tensors_is_one_compute(graph_on):
         np.testing.assert_array_equal(v.numpy(), state[k].numpy(), err_msg=k)
     assert dst.fc1.weight._version > 0
     dst.load_state_dict(dst.state_dict())     # loading a model's own state is a no-op, not an error
+
+
+@pytest.mark.parametrize("module", ["ggmlgrad.nn", "ggmlgrad.nn.module", "ggmlgrad.nn.functional", "ggmlgrad.nn.init",
+                                    "ggmlgrad.nn.layers", "ggmlgrad.nn.container", "ggmlgrad.nn.attention",
+                                    "ggmlgrad.distributions", "ggmlgrad.distributions.noise",
+                                    "ggmlgrad.distributions.categorical", "ggmlgrad.distributions.normal"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0

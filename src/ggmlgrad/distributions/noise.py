@@ -13,7 +13,7 @@ to refill that input with fresh noise from the same generator.
 >>> from ggmlgrad.distributions.noise import draw_noise
 >>> gg.manual_seed(0)
 >>> m = draw_noise("dropout_mask", (1000,), p=0.25)
->>> sorted(set(m.numpy().round(4).tolist()))
+>>> sorted(set(m.numpy().astype(float).round(4).tolist()))
 [0.0, 1.3333]
 """
 from __future__ import annotations

@@ -10,7 +10,16 @@ Differences from PyTorch (documented):
 - masks: a NumPy bool array or an int32 tensor is a *boolean* mask; a float
   tensor is an *additive* mask (ggmlgrad has no bool dtype);
 - targets of ``cross_entropy``/``binary_cross_entropy_with_logits`` get no
-  gradient.
+  gradient;
+- ``one_hot`` returns float32 (PyTorch: int64).
+
+Attention: ``scaled_dot_product_attention`` (and ``MultiheadAttention`` with
+``need_weights=False``) runs its forward on ggml's ``flash_attn_ext`` when the
+mask is absent or boolean (its 0/-inf form is exact in the kernel's float16
+mask); float masks and returned attention weights use matmul + fused masked
+softmax. The backward is always composed from matmuls and the softmax
+gradient (``ggml_flash_attn_back`` takes no mask and is marked unfinished in
+ggml 0.20). ``ggmlgrad.ops.nn_ops.FLASH_ATTENTION = False`` turns flash off.
 
 >>> import ggmlgrad as gg
 >>> import ggmlgrad.nn.functional as F
@@ -234,8 +243,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
 
     ``attn_mask``: bool (True = may attend, as PyTorch) as a NumPy array or int32 tensor, or a float
     tensor added to the scores; broadcast to (batch, heads, L, S). ``is_causal`` masks j > i.
-    The forward runs ggml's flash attention (no dropout); with ``dropout_p > 0`` the weights are
-    materialised so the dropout mask can be applied.
+    The forward runs ggml's flash attention for no / boolean masks (float masks: matmul + softmax);
+    with ``dropout_p > 0`` the weights are materialised so the dropout mask can be applied.
     """
     if query.ndim < 2 or query.ndim > 4:
         raise ValueError(f"scaled_dot_product_attention: query must have 2 to 4 dimensions, got {query.shape}")
