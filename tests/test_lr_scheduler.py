@@ -200,3 +200,46 @@ def test_refusals():
         S.StepLR(_opt(), step_size=2, last_epoch=5)
     with pytest.raises(ValueError, match="unexpected"):
         S.StepLR(opt, 2).load_state_dict({"bogus": 1})
+
+
+def test_constant_lr():
+    opt = _opt(0.6)
+    got = _run(opt, S.ConstantLR(opt, factor=0.5, total_iters=3), 6)
+    np.testing.assert_allclose(got, [0.3, 0.3, 0.3, 0.6, 0.6, 0.6], rtol=1e-12)
+
+
+def test_polynomial_lr():
+    opt = _opt(0.1)
+    got = _run(opt, S.PolynomialLR(opt, total_iters=4, power=2.0), 7)
+    np.testing.assert_allclose(got, [0.1 * (1 - min(t, 4) / 4) ** 2 for t in range(7)], rtol=1e-12, atol=1e-18)
+
+
+@pytest.mark.parametrize("t_mult", [1, 2])
+def test_cosine_warm_restarts(t_mult):
+    opt = _opt(1.0)
+    got = _run(opt, S.CosineAnnealingWarmRestarts(opt, T_0=3, T_mult=t_mult, eta_min=0.1), 21)
+    # cycle boundaries by hand: T_mult=1 → every 3 epochs; T_mult=2 → 0, 3, 9, 21
+    starts = [0, 3, 6, 9, 12, 15, 18] if t_mult == 1 else [0, 3, 9]
+    lengths = [3] * 7 if t_mult == 1 else [3, 6, 12]
+    for t in range(21):
+        i = max(k for k, s0 in enumerate(starts) if s0 <= t)
+        exp = 0.1 + 0.9 * (1 + math.cos(math.pi * (t - starts[i]) / lengths[i])) / 2
+        assert got[t] == pytest.approx(exp, rel=1e-12)
+    assert got[starts[-1]] == 1.0
+
+
+def test_reduce_lr_on_plateau():
+    opt = _opt(1.0, groups=2)
+    sched = S.ReduceLROnPlateau(opt, patience=2, factor=0.5, cooldown=1, min_lr=[0.3, 0.0])
+    losses = [5.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 3.0]
+    lrs = []
+    for loss in losses:
+        sched.step(gg.tensor(loss))           # a 0-d tensor metric is read back
+        lrs.append(sched.get_last_lr())
+    # bad epochs after the 4.0: 1, 2, 3 → cut at step 5; cooldown 1 swallows step 6; then 3 more bad → cut at 9
+    assert [l[0] for l in lrs] == [1, 1, 1, 1, 0.5, 0.5, 0.5, 0.5, 0.3, 0.3, 0.3]
+    assert [l[1] for l in lrs] == [1 * 2, 2, 2, 2, 1, 1, 1, 1, 0.5, 0.5, 0.5]
+    sd = sched.state_dict()
+    sched2 = S.ReduceLROnPlateau(_opt(1.0, groups=2), patience=2)
+    sched2.load_state_dict(sd)
+    assert sched2.get_last_lr() == [0.3, 0.5] and sched2.optimizer.param_groups[1]["lr"] == 0.5

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import bisect
 import math
-import types
 from typing import Callable, Sequence
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR", "LinearLR",
-           "OneCycleLR", "CyclicLR", "SequentialLR"]
+           "OneCycleLR", "CyclicLR", "SequentialLR", "ConstantLR", "PolynomialLR", "CosineAnnealingWarmRestarts",
+           "ReduceLROnPlateau"]
 
 
 class LRScheduler:
@@ -416,4 +416,128 @@ class SequentialLR(LRScheduler):
         super().load_state_dict(state_dict)     # last: the active schedule's lr wins
 
 
-_ = types
+class ConstantLR(LRScheduler):
+    """``lr = initial_lr * factor`` for the first ``total_iters`` epochs, then ``initial_lr``."""
+
+    def __init__(self, optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1):
+        if not 0 <= factor <= 1:
+            raise ValueError(f"ConstantLR: factor must be in [0, 1], got {factor}")
+        self.factor, self.total_iters = factor, int(total_iters)
+        super().__init__(optimizer, last_epoch)
+
+    def _lr_at(self, epoch):
+        f = self.factor if epoch < self.total_iters else 1.0
+        return [b * f for b in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """``lr = initial_lr * (1 - min(epoch, total_iters) / total_iters) ** power``."""
+
+    def __init__(self, optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1):
+        if not isinstance(total_iters, int) or total_iters <= 0:
+            raise ValueError(f"PolynomialLR: total_iters must be a positive int, got {total_iters!r}")
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+
+    def _lr_at(self, epoch):
+        f = (1.0 - min(self.total_iters, epoch) / self.total_iters) ** self.power
+        return [b * f for b in self.base_lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """SGDR: cosine from ``initial_lr`` to ``eta_min`` over ``T_0`` epochs, restarting, each cycle
+    ``T_mult`` times longer than the previous one."""
+
+    def __init__(self, optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0, last_epoch: int = -1):  # noqa: N803
+        if not isinstance(T_0, int) or T_0 <= 0:
+            raise ValueError(f"CosineAnnealingWarmRestarts: T_0 must be a positive int, got {T_0!r}")
+        if not isinstance(T_mult, int) or T_mult < 1:
+            raise ValueError(f"CosineAnnealingWarmRestarts: T_mult must be an int >= 1, got {T_mult!r}")
+        self.T_0, self.T_mult, self.eta_min = T_0, T_mult, eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def _position(self, epoch: int) -> tuple[int, int]:
+        """(epochs into the current cycle, the cycle's length), by exact integer arithmetic."""
+        t_i, t_cur = self.T_0, epoch
+        while t_cur >= t_i:
+            t_cur -= t_i
+            t_i *= self.T_mult
+        return t_cur, t_i
+
+    def _lr_at(self, epoch):
+        t_cur, t_i = self._position(max(epoch, 0))
+        c = (1 + math.cos(math.pi * t_cur / t_i)) / 2
+        return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
+
+
+class ReduceLROnPlateau:
+    """Multiply the lr by ``factor`` once a metric has stopped improving for ``patience`` epochs
+    (PyTorch's rules: ``mode`` min/max, ``threshold_mode`` rel/abs, ``cooldown``, ``min_lr``, ``eps``).
+    ``step(metric)`` takes a number or a one-element tensor (read back to the host).
+
+    >>> import ggmlgrad as gg
+    >>> opt = gg.optim.SGD([gg.tensor([1.0], requires_grad=True)], lr=1.0)
+    >>> sched = gg.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=1, factor=0.5)
+    >>> for loss in [1.0, 1.0, 1.0, 0.5]:
+    ...     sched.step(loss)
+    >>> sched.get_last_lr()
+    [0.5]
+    """
+
+    def __init__(self, optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10,
+                 threshold: float = 1e-4, threshold_mode: str = "rel", cooldown: int = 0, min_lr=0.0,
+                 eps: float = 1e-8):
+        if factor >= 1.0:
+            raise ValueError("ReduceLROnPlateau: factor should be < 1.0")
+        if mode not in ("min", "max"):
+            raise ValueError(f"ReduceLROnPlateau: mode {mode!r} is unknown")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"ReduceLROnPlateau: threshold mode {threshold_mode!r} is unknown")
+        self.optimizer = optimizer
+        self.min_lrs = [float(m) for m in _per_group("min_lr", optimizer, min_lr)]
+        self.mode, self.factor, self.patience = mode, factor, patience
+        self.threshold, self.threshold_mode, self.cooldown, self.eps = threshold, threshold_mode, cooldown, eps
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = 0
+        self.cooldown_counter = 0
+        self.last_epoch = 0
+        self._last_lr = [g["lr"] for g in optimizer.param_groups]
+
+    def _better(self, a: float, best: float) -> bool:
+        if self.mode == "min":
+            return a < (best * (1 - self.threshold) if self.threshold_mode == "rel" else best - self.threshold)
+        return a > (best * (1 + self.threshold) if self.threshold_mode == "rel" else best + self.threshold)
+
+    def step(self, metrics) -> None:
+        current = float(metrics)
+        self.last_epoch += 1
+        if self._better(current, self.best):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for g, lo in zip(self.optimizer.param_groups, self.min_lrs):
+                new = max(g["lr"] * self.factor, lo)
+                if g["lr"] - new > self.eps:
+                    g["lr"] = new
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def get_last_lr(self) -> list[float]:
+        return list(self._last_lr)
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        unknown = [k for k in state_dict if k not in self.__dict__]
+        if unknown:
+            raise ValueError(f"ReduceLROnPlateau.load_state_dict: unexpected keys {unknown}")
+        self.__dict__.update(state_dict)
+        for g, lr in zip(self.optimizer.param_groups, self._last_lr):
+            g["lr"] = lr
