@@ -187,6 +187,12 @@ class Engine:
         self.effects.append(lib.cpy(self.ctx, value_node, leaf))
         self.labels.append(label)
 
+    def add_work(self, work: float) -> None:
+        """Count flops of nodes built without :meth:`record` (optimizer updates) for the thread policy."""
+        self.work += work
+        if work > self.max_work:
+            self.max_work = work
+
     def queue_effect(self, node: int, label: str = "effect") -> None:
         """Queue a node that writes in place by itself (e.g. ggml_opt_step_adamw); inside :meth:`exclusive` only."""
         if self._hold == 0:

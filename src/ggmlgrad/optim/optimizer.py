@@ -87,6 +87,8 @@ class Optimizer:
     [0.6, 1.2]
     """
 
+    _FLOPS_PER_ELEMENT = 10    # rough cost of one element's update, for the CPU thread policy
+
     #: names of the per-parameter state tensors (subclasses; may depend on the group)
     def _state_tensor_keys(self, group: dict) -> tuple[str, ...]:
         raise NotImplementedError
@@ -236,6 +238,7 @@ class Optimizer:
                 hp = hparams[gi][st["step"] + 1] if isinstance(hparams[gi], dict) else hparams[gi]
                 ctx = ENGINE.begin(p.device)
                 self._queue_param(ctx, p, ENGINE.node_of(g), g.dtype, ENGINE.node_of(hp), group, st)
+                ENGINE.add_work(self._FLOPS_PER_ELEMENT * p.numel_)   # lets big updates use threads
                 updated.append(p)
         self._last_updated = updated
 
