@@ -198,8 +198,8 @@ class Optimizer:
         self._before_step()
         with ENGINE.exclusive("optimizer"):
             hparams = self._upload_hparams(self._step_hparams(params, grads))
-            self._queue_update_each(params, grads, hparams)
-        self._advance()
+            updated = self._queue_update_each(params, grads, hparams)
+        self._advance_params(updated)
         return loss
 
     def _before_step(self) -> None:
@@ -225,7 +225,7 @@ class Optimizer:
         return [{t: _hparam_tensor(a, g["params"][0]) for t, a in d.items()}
                 for g, d in zip(self.param_groups, per_group)]
 
-    def _queue_update_each(self, params, grads, hparams: list[dict[int, Tensor]]) -> None:
+    def _queue_update_each(self, params, grads, hparams: list) -> list[Tensor]:
         updated = []
         i = 0
         for gi, group in enumerate(self.param_groups):
@@ -240,7 +240,7 @@ class Optimizer:
                 self._queue_param(ctx, p, ENGINE.node_of(g), g.dtype, ENGINE.node_of(hp), group, st)
                 ENGINE.add_work(self._FLOPS_PER_ELEMENT * p.numel_)   # lets big updates use threads
                 updated.append(p)
-        self._last_updated = updated
+        return updated
 
     # --- the capture contract (see module docstring)
     def _hparams_arrays(self) -> list[np.ndarray]:
@@ -264,10 +264,14 @@ class Optimizer:
             if hp.shape != want or hp.dtype is not float32:
                 raise ValueError(f"_queue_update: hyperparameter tensor {hp.shape}:{hp.dtype.name}, "
                                  f"expected {want}:float32")
-        self._queue_update_each(params, grads, list(hparams))
+        # Kept for _advance(): a capture replays this update many times, with step() calls between.
+        self._last_updated = self._queue_update_each(params, grads, list(hparams))
 
     def _advance(self) -> None:
-        for p in self._last_updated:
+        self._advance_params(self._last_updated)
+
+    def _advance_params(self, params: list[Tensor]) -> None:
+        for p in params:
             self.state[p]["step"] += 1
 
     def _signature(self) -> tuple:
