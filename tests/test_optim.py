@@ -517,3 +517,36 @@ def test_single_step_from_loaded_state_eps_placement(cls, fused):
     np.testing.assert_allclose(opt.state[w]["exp_avg"].numpy(), m, rtol=1e-5, atol=1e-9)
     np.testing.assert_allclose(opt.state[w]["exp_avg_sq"].numpy(), v, rtol=1e-5, atol=1e-12)
     assert opt.state[w]["step"] == 6
+
+
+@pytest.mark.parametrize("make_opt,make_sched", [
+    (lambda ps: AdamW(ps, lr=0.01, weight_decay=0.1),
+     lambda o: gg.optim.lr_scheduler.OneCycleLR(o, max_lr=0.05, total_steps=12)),      # lr and beta1 move
+    (lambda ps: SGD(ps, lr=0.05, momentum=0.9, dampening=0.2, nesterov=False),
+     lambda o: gg.optim.lr_scheduler.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=3)),  # lr and momentum
+], ids=["adamw_onecycle", "sgd_cyclic"])
+def test_captured_step_with_schedulers_equals_plain_steps(make_opt, make_sched):
+    """The capture contract: hyperparameters a scheduler changes (lr, beta1, momentum, SGD's first-step
+    dampening switch) are inputs of the recording: one recording, the same trajectory as step()."""
+    x, y, w0, b0 = _problem()
+    finals = []
+    for captured in (False, True):
+        w, b = gg.tensor(w0, requires_grad=True), gg.tensor(b0, requires_grad=True)
+        opt = make_opt([w, b])
+        sched = make_sched(opt)
+        if captured:
+            step = gg.capture_step(lambda xx, yy: _loss(xx, yy, w, b), opt)
+        for _ in range(10):
+            if captured:
+                step(x, y)
+            else:
+                opt.zero_grad()
+                _loss(gg.tensor(x), gg.tensor(y), w, b).backward()
+                opt.step()
+            sched.step()
+        if captured:
+            assert step.n_recordings == 1
+        assert opt.state[w]["step"] == 10
+        finals.append((w.numpy(), b.numpy()))
+    np.testing.assert_allclose(finals[1][0], finals[0][0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(finals[1][1], finals[0][1], rtol=1e-6, atol=1e-6)
