@@ -98,3 +98,22 @@ def test_backward_graph_releases_saved_tensors():
         del loss
     gc.collect()
     assert pool_stats()["live_count"] <= base
+
+
+def test_garbage_collection_inside_the_pool_lock_does_not_deadlock():
+    """A cyclic-GC pass can start at any allocation, including inside the pool's locked
+    sections; it may free a Storage whose __del__ re-enters the pool on the same thread."""
+    import subprocess
+    import sys
+    code = (
+        "import gc, ggmlgrad as gg\n"
+        "from ggmlgrad.runtime.memory import _POOL\n"
+        "class Cyc: pass\n"
+        "c = Cyc(); c.me = c; c.t = gg.ones(16) * 2.0; del c\n"
+        "with _POOL.lock:\n"
+        "    gc.collect()\n"
+        "print('ok', gg.runtime.pool_stats()['live_count'] >= 0)\n")
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    env = dict(os.environ, PYTHONPATH=src)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "ok True", r.stderr

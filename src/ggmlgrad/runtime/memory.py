@@ -31,7 +31,9 @@ class _Pool:
         self.cached_bytes = 0
         self.live_bytes = 0
         self.live_count = 0
-        self.lock = threading.Lock()
+        # Re-entrant: a garbage collection triggered by an allocation inside take()/give()
+        # can run Storage.__del__ → give() on this same thread (a plain Lock deadlocks).
+        self.lock = threading.RLock()
 
     def take(self, device: Device, nbytes: int) -> tuple[int, int, int]:
         size = _size_class(nbytes)
