@@ -246,6 +246,13 @@ def test_refusals():
         Adam([w], amsgrad=True)
     with pytest.raises(TypeError, match="float"):
         SGD([gg.tensor([1, 2])], lr=0.1)
+    bf = gg.tensor([1.0], dtype=gg.bfloat16, requires_grad=True)
+    with pytest.raises(TypeError, match="fused AdamW needs float32"):
+        AdamW([bf], fused=True)
+    opt = AdamW([w])
+    with pytest.raises(TypeError, match="fused AdamW needs float32"):
+        opt.add_param_group({"params": [bf], "fused": True})
+    assert len(opt.param_groups) == 1 and bf not in opt.state      # refused before any change
 
 
 # ---------------------------------------------------------------------- state dicts

@@ -62,12 +62,14 @@ def total_norm(grads: list[Tensor], norm_type: float) -> Tensor:
 
 
 def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm_type: float = 2.0,
-                    error_if_nonfinite: bool = False) -> Tensor:
+                    error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
     """Scale the gradients so that their joint ``norm_type``-norm is at most ``max_norm``.
 
     Like ``torch.nn.utils.clip_grad_norm_``: the factor is ``min(1, max_norm / (norm + 1e-6))``,
     applied on the device; the total norm (before clipping) comes back as a 0-d tensor.
-    Only ``error_if_nonfinite=True`` reads the norm back to the host (to raise).
+    Only ``error_if_nonfinite=True`` reads the norm back to the host (to raise). ``foreach`` is
+    accepted for PyTorch compatibility and ignored (every clip is a handful of graph ops anyway).
+    With ``norm_type=inf`` a gradient holding NaN may give a finite norm (ggml's max skips NaN).
 
     >>> import ggmlgrad as gg
     >>> w = gg.tensor([1.0], requires_grad=True)
@@ -103,8 +105,9 @@ def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm
     return total
 
 
-def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float) -> None:
-    """Clamp every gradient element to ``[-clip_value, clip_value]`` (graph op).
+def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float, foreach: bool | None = None) -> None:
+    """Clamp every gradient element to ``[-clip_value, clip_value]`` (graph op; NaN comes out
+    clamped, not NaN: ggml's clamp). ``foreach`` is accepted and ignored.
 
     >>> import ggmlgrad as gg
     >>> w = gg.tensor([1.0, 1.0], requires_grad=True)

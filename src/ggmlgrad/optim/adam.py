@@ -65,6 +65,9 @@ class Adam(Optimizer):
     def _state_tensor_keys(self, group: dict) -> tuple[str, ...]:
         return ("exp_avg", "exp_avg_sq")
 
+    def _validate_param(self, p: Tensor, group: dict) -> None:
+        self._use_fused(group, p)
+
     def _use_fused(self, group: dict, p: Tensor) -> bool:
         if group.get("fused") is False:
             return False

@@ -152,11 +152,16 @@ class Optimizer:
         for k, v in self.defaults.items():
             group.setdefault(k, v)
         self._validate_group(group)
+        for p in params:
+            self._validate_param(p, group)
         group["params"] = params
         self.param_groups.append(group)
         with no_grad():
             for p in params:
                 self.state[p] = self._fresh_state(p, group)
+
+    def _validate_param(self, p: Tensor, group: dict) -> None:
+        """Hook: refuse a parameter the group's options cannot update (before anything changes)."""
 
     def _fresh_state(self, p: Tensor, group: dict) -> dict:
         st: dict[str, Any] = {"step": 0}
