@@ -172,6 +172,8 @@ def test_refusals(tmp_path):
         gg.save({"w": gg.tensor([1.0])}, tmp_path / "w.pt")
     with pytest.raises(TypeError, match="cannot save a object"):
         gg.save({"w": object()}, tmp_path / "w.safetensors")
+    with pytest.raises(TypeError, match=r"save its \.state_dict\(\)"):
+        gg.save(gg.optim.SGD([gg.tensor([1.0], requires_grad=True)], lr=0.1), tmp_path / "o.safetensors")
     with pytest.raises(TypeError, match="key"):
         gg.save({(1, 2): gg.tensor([1.0])}, tmp_path / "w.safetensors")
     with pytest.raises(FileNotFoundError):

@@ -76,8 +76,9 @@ def flatten(obj) -> tuple[object, list[Leaf]]:
             return x
         if isinstance(x, np.generic):
             return enc(x.item(), path)
-        raise TypeError(f"gg.save: cannot save a {type(x).__name__} (at {path or '<root>'}); state dicts may "
-                        f"hold tensors, arrays, numbers, strings, None, lists, tuples and dicts")
+        hint = " (save its .state_dict())" if hasattr(x, "state_dict") else ""
+        raise TypeError(f"gg.save: cannot save a {type(x).__name__} (at {path or '<root>'}){hint}; state dicts "
+                        f"may hold tensors, arrays, numbers, strings, None, lists, tuples and dicts")
 
     return enc(obj, ""), leaves
 
