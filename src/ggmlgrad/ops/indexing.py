@@ -18,6 +18,7 @@ from .._ggml import consts, lib
 from ..engine import COMPUTED, ENGINE, download, float32, graph_enabled, int32
 from .build import permute, reshape, shape_only
 from .registry import define, op, same_float
+from .shape_ops import _zeros_of
 from .shapes import check_ndim, norm_axis, numel
 
 # get_rows runs on float row numbers while offsets are added: exact up to 2**24.
@@ -66,9 +67,9 @@ def _out_dtype(x):
     return int32 if x.dtype is int32 else float32
 
 
-def _zeros_like_shape(ctx: int, shape: tuple, dtype) -> int:
-    z = lib.fill(ctx, shape_only(ctx, shape), 0.0)
-    return lib.cast(ctx, z, consts.TYPE_I32) if dtype is int32 else z
+def _zeros_like_shape(ctx: int, shape: tuple, dtype, src: int) -> int:
+    """Zeros of ``shape``; ``src`` (an input node) backs an empty result (see shape_ops.empty_node)."""
+    return _zeros_of(ctx, shape, dtype, src)
 
 
 def _axis_first(nd: int, axis: int) -> tuple:
@@ -127,7 +128,7 @@ def _index_select(ctx, nodes, inputs, out, axis, wrap=False):
     """Rows of ``x`` along ``axis`` picked by a 1-D index (ggml_get_rows)."""
     x, index = inputs
     if numel(out.shape) == 0:
-        return _zeros_like_shape(ctx, out.shape, out.dtype)
+        return _zeros_like_shape(ctx, out.shape, out.dtype, nodes[0])
     ax = norm_axis("index_select", axis, x.ndim)
     perm = _axis_first(x.ndim, ax)
     L, k = x.shape[ax], numel(index.shape)
@@ -156,7 +157,7 @@ def _index_select_backward_fwd(ctx, nodes, inputs, out, shape, axis, wrap=False)
     g, index = inputs
     shape = tuple(shape)
     if numel(g.shape) == 0 or numel(shape) == 0:
-        return _zeros_like_shape(ctx, shape, float32)
+        return _zeros_like_shape(ctx, shape, float32, nodes[0])
     ax = norm_axis("index_select_backward", axis, len(shape))
     perm = _axis_first(len(shape), ax)
     L, k = shape[ax], numel(index.shape)
@@ -211,7 +212,7 @@ def _gather(ctx, nodes, inputs, out, axis):
     """out[..., j, ...] = x[..., index[..., j, ...], ...] along ``axis`` (PyTorch gather)."""
     x, index = inputs
     if numel(out.shape) == 0:
-        return _zeros_like_shape(ctx, out.shape, out.dtype)
+        return _zeros_like_shape(ctx, out.shape, out.dtype, nodes[0])
     ax = norm_axis("gather", axis, x.ndim)
     L = x.shape[ax]
     flat, perm, b = _flat_gather_index(ctx, nodes[1], index.shape, ax, L)
@@ -234,7 +235,7 @@ def _gather_backward_fwd(ctx, nodes, inputs, out, shape, axis):
     g, index = inputs
     shape = tuple(shape)
     if numel(g.shape) == 0 or numel(shape) == 0:
-        return _zeros_like_shape(ctx, shape, float32)
+        return _zeros_like_shape(ctx, shape, float32, nodes[0])
     ax = norm_axis("gather_backward", axis, len(shape))
     L = shape[ax]
     flat, perm, b = _flat_gather_index(ctx, nodes[1], index.shape, ax, L)
@@ -270,7 +271,7 @@ def _embedding(ctx, nodes, inputs, out):
     """weight[index]: one row of ``weight`` per index element (ggml_get_rows)."""
     weight, index = inputs
     if numel(out.shape) == 0:
-        return _zeros_like_shape(ctx, out.shape, out.dtype)
+        return _zeros_like_shape(ctx, out.shape, out.dtype, nodes[0])
     k = numel(index.shape)
     ids = lib.reshape_1d(ctx, _safe_index(ctx, nodes[1], weight.shape[0]), k)
     rows = lib.get_rows(ctx, nodes[0], ids)

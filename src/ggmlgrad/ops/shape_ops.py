@@ -3,7 +3,7 @@
 Results are contiguous copies, never aliases of their input."""
 from __future__ import annotations
 
-from .._ggml import lib
+from .._ggml import TensorStruct, lib
 from ..engine import float32
 from .build import expand, permute, reshape, shape_only
 from .registry import define, op, same_float
@@ -90,8 +90,10 @@ def _broadcast_to(ctx, nodes, inputs, out, shape):
     """Repeat size-1 (and new leading) dimensions to ``out.shape``."""
     a = inputs[0]
     src = nodes[0]
-    if a.shape == out.shape or numel(out.shape) == 0:
-        return lib.cont(ctx, src) if numel(out.shape) else lib.cont(ctx, reshape(ctx, src, out.shape))
+    if numel(out.shape) == 0:
+        return _zeros_of(ctx, out.shape, out.dtype, src)
+    if a.shape == out.shape:
+        return lib.cont(ctx, src)
     full = (1,) * (len(out.shape) - a.ndim) + tuple(a.shape)
     if full != a.shape:
         src = reshape(ctx, src, full)
@@ -175,6 +177,8 @@ def _slice_view(ctx, node, in_shape, start, step, sliced, final, es):
     shape, start, step = tuple(in_shape), tuple(start), tuple(step)
     if not shape:                                   # 0-d input: only size-1 dims can be added
         return _cont_as(ctx, node, final)
+    if numel(sliced) == 0:
+        return empty_node(ctx, node, final, TensorStruct.from_address(node).type)
     if _inner_stage(shape, step, sliced):
         rows, L, n = numel(shape[:-1]), shape[-1], sliced[-1]
         v = lib.view_3d(ctx, node, 1, n, rows, step[-1] * es, L * es, start[-1] * es)
@@ -206,7 +210,23 @@ def _infer_slice_backward(g, shape, start, stop, step):
 
 
 def _zeros(ctx, shape):
+    """Zeros of a NON-EMPTY ``shape`` (for empty results use :func:`empty_node`)."""
     return lib.fill(ctx, shape_only(ctx, shape), 0.0)
+
+
+def empty_node(ctx, src, shape, ggml_type):
+    """An op output with no elements, made from a 0-element view of the input node ``src``.
+
+    Not from a data-less leaf: the scheduler would have to allocate a 0-byte tensor, which
+    leaves it with a NULL data pointer and trips ggml_backend_tensor_alloc's assert (abort).
+    """
+    n = _ne(shape)
+    es = lib.type_size(TensorStruct.from_address(src).type)
+    v = lib.view_4d(ctx, src, n[0], n[1], n[2], n[3], es * max(n[0], 1), es * max(n[0] * n[1], 1),
+                    es * max(n[0] * n[1] * n[2], 1), 0)
+    if TensorStruct.from_address(src).type == ggml_type:
+        return lib.cont(ctx, v)
+    return lib.cast(ctx, v, ggml_type)
 
 
 @define("slice_backward", infer=_infer_slice_backward,
@@ -219,7 +239,7 @@ def _slice_backward(ctx, nodes, inputs, out, shape, start, stop, step):
     shape, start, step = tuple(shape), tuple(start), tuple(step)
     sliced = _lens(start, stop, step)
     if numel(sliced) == 0:
-        return _zeros(ctx, shape)
+        return _zeros_of(ctx, shape, g.dtype, nodes[0])
     if not shape:
         return lib.cont(ctx, nodes[0])
     src = reshape(ctx, nodes[0], sliced)           # g is contiguous: a free relabelling
@@ -292,6 +312,8 @@ def _concat(ctx, nodes, inputs, out, axis, stack=False):
     time: pairs are joined level by level (a balanced tree, not a growing chain)."""
     ax = norm_axis("concat", axis, out.ndim)
     dim = out.ndim - 1 - ax
+    if numel(out.shape) == 0:   # no 0-byte intermediates (the scheduler cannot allocate them)
+        return empty_node(ctx, nodes[0], out.shape, out.dtype.ggml_type)
     if stack:   # each input viewed with a size-1 dim at `ax` (contiguous: a free relabelling)
         one = out.shape[:ax] + (1,) + out.shape[ax + 1:]
         nodes = [reshape(ctx, nd, one) for nd in nodes]
@@ -395,12 +417,15 @@ def _tile(ctx, nodes, inputs, out, reps):
     """The whole tensor repeated ``reps[i]`` times along each dim (ggml_repeat tiles)."""
     full = _tile_padded(inputs[0].shape, reps)
     if numel(out.shape) == 0 or full == out.shape:
-        return _cont_as(ctx, nodes[0], out.shape) if numel(out.shape) else _zeros_of(ctx, out.shape, out.dtype)
+        return _cont_as(ctx, nodes[0], out.shape) if numel(out.shape) else _zeros_of(ctx, out.shape, out.dtype, nodes[0])
     n = _ne(out.shape)
     return lib.repeat_4d(ctx, reshape(ctx, nodes[0], full), n[0], n[1], n[2], n[3])
 
 
-def _zeros_of(ctx, shape, dtype):
+def _zeros_of(ctx, shape, dtype, src):
+    """Zeros of ``shape`` and ``dtype``; ``src`` (an input node) backs an empty result."""
+    if numel(shape) == 0:
+        return empty_node(ctx, src, shape, dtype.ggml_type)
     z = _zeros(ctx, shape)
     return lib.cast(ctx, z, dtype.ggml_type) if dtype.name != "float32" else z
 
@@ -426,7 +451,7 @@ def _tile_backward(ctx, nodes, inputs, out, shape, reps):
     """Sum of the tiles (ggml_repeat_back)."""
     full = _tile_padded(shape, reps)
     if numel(full) == 0 or numel(inputs[0].shape) == 0:
-        return _zeros(ctx, tuple(shape))
+        return _zeros_of(ctx, tuple(shape), inputs[0].dtype, nodes[0])
     if full == inputs[0].shape:
         return _cont_as(ctx, nodes[0], tuple(shape))
     r = lib.repeat_back(ctx, nodes[0], shape_only(ctx, full))
