@@ -4,7 +4,7 @@ from __future__ import annotations
 from .._ggml import lib
 from ..engine import float32
 from .build import is_view, permute, reshape
-from .elementwise import refuse_empty, select_node
+from .elementwise import branch_parts, refuse_empty, select_node
 from .reduce import logsumexp_parts
 from .registry import define, op, same_float
 from .shapes import norm_axis, numel
@@ -191,10 +191,8 @@ def _softplus(ctx, nodes, inputs, out, beta=1.0, threshold=20.0):
     if beta != 1.0:
         sp = lib.scale(ctx, sp, 1.0 / beta)
     if float(threshold) < 20.0:
-        n = numel(inputs[0].shape)
         over = lib.step(ctx, lib.scale_bias(ctx, z, 1.0, -float(threshold)))
-        xs = lib.cont(ctx, x) if is_view(x) else x
-        sp = lib.cont(ctx, reshape(ctx, select_node(ctx, over, xs, sp, n), inputs[0].shape))
+        sp = select_node(ctx, over, branch_parts(ctx, x), branch_parts(ctx, sp))
     return sp
 
 

@@ -1,6 +1,8 @@
 """Elementwise arithmetic with NumPy broadcasting, unary math, comparisons, where."""
 from __future__ import annotations
 
+import math
+
 from .._ggml import consts, lib
 from ..engine import DType, float32, int32
 from .build import expand, is_view, reshape
@@ -233,16 +235,44 @@ def nonzero01(ctx, node):
     return lib.step(ctx, lib.abs(ctx, node))
 
 
-def select_node(ctx, cond01, a_full, b_full, n: int):
-    """Elementwise ``a if cond else b`` for contiguous nodes of ``n`` elements; ``cond01`` holds exactly 0.0/1.0.
+def branch_parts(ctx, x, finite: bool = False):
+    """(x with ±inf/NaN replaced by finite values, code) for :func:`select_node`; code is 0 where x is
+    finite, 1 where ±inf, 2 where NaN (None when x is known to be finite)."""
+    if finite:
+        return x, None
+    xs = lib.clamp(ctx, lib.dup(ctx, x), -FLT_MAX, FLT_MAX)   # ±inf → ±FLT_MAX, NaN → a finite bound
+    ax = lib.abs(ctx, x)
+    nan2 = lib.scale_bias(ctx, lib.step(ctx, lib.scale_bias(ctx, ax, 1.0, 1.0)), -2.0, 2.0)   # |x|+1 > 0 unless NaN
+    inf1 = lib.step(ctx, lib.scale_bias(ctx, ax, 1.0, -FLT_MAX))
+    return xs, lib.add(ctx, nan2, inf1)
 
-    Built as a row gather (ggml_get_rows over [b, a] pairs), not as ``a*c + b*(1-c)``: a
-    product would turn an unselected inf or NaN into NaN. The result is a view-free node
-    with ggml shape [1, 1, n]; callers reshape it.
+
+def scalar_parts(ctx, like, c: float):
+    """:func:`branch_parts` of the constant ``c`` in ``like``'s shape (no upload)."""
+    if math.isfinite(c):
+        return lib.fill(ctx, like, c), None
+    code = 2.0 if math.isnan(c) else 1.0
+    return lib.fill(ctx, like, 0.0 if math.isnan(c) else math.copysign(FLT_MAX, c)), lib.fill(ctx, like, code)
+
+
+def select_node(ctx, cond01, a_parts, b_parts):
+    """Elementwise ``a if cond else b``. ``cond01`` (full result shape) holds exactly 0.0/1.0;
+    a and b come as :func:`branch_parts` and may be smaller (they broadcast).
+
+    Built from finite products ``a*c + b*(1-c)``, so an inf or NaN in the branch NOT taken never
+    leaks (inf*0 would be NaN); the branch taken keeps its inf/NaN: its code restores it at the
+    end (t / sqrt(1 - code): /1 for finite, /0 turns ±FLT_MAX back into ±inf, /NaN gives NaN).
+    Exact for finite values. (A ggml_get_rows gather over [b, a] pairs is exact too, but its
+    1-element rows and the interleaving concat made it ~50x slower.)
     """
-    idx = lib.cast(ctx, lib.reshape_2d(ctx, cond01, 1, n), consts.TYPE_I32)   # values 0/1: always in range
-    pairs = lib.concat(ctx, lib.reshape_3d(ctx, b_full, 1, 1, n), lib.reshape_3d(ctx, a_full, 1, 1, n), 1)
-    return lib.get_rows(ctx, pairs, idx)
+    (a, ca), (b, cb) = a_parts, b_parts
+    not_c = lib.scale_bias(ctx, cond01, -1.0, 1.0)
+    t = lib.add(ctx, lib.mul(ctx, cond01, a), lib.mul(ctx, not_c, b))
+    codes = [lib.mul(ctx, m, k) for m, k in ((cond01, ca), (not_c, cb)) if k is not None]
+    if not codes:
+        return t
+    code = codes[0] if len(codes) == 1 else lib.add(ctx, codes[0], codes[1])
+    return lib.div(ctx, t, lib.sqrt(ctx, lib.scale_bias(ctx, code, -1.0, 1.0)))
 
 
 # ---------------------------------------------------------------- comparisons (float 0/1 results, no grad)
@@ -366,10 +396,12 @@ def _minmax_builder(take_a_when):
     def forward(ctx, nodes, inputs, out):
         a, b = inputs
         s = out.shape
-        fa, fb = full_node(ctx, nodes[0], a.shape, s), full_node(ctx, nodes[1], b.shape, s)
-        d = lib.sub(ctx, fa, fb) if take_a_when == "gt" else lib.sub(ctx, fb, fa)
-        n = numel(s)
-        return lib.cont(ctx, reshape(ctx, select_node(ctx, lib.step(ctx, d), fa, fb, n), s))
+        fa = full_node(ctx, nodes[0], a.shape, s)
+        d = lib.sub(ctx, fa, nodes[1])                  # a - b
+        if take_a_when == "lt":
+            d = lib.neg(ctx, d)                          # b - a (exact)
+        c = lib.step(ctx, d)            # 1 where a wins strictly; ties and NaN in (a - b) take b
+        return select_node(ctx, c, branch_parts(ctx, nodes[0]), branch_parts(ctx, nodes[1]))
     return forward
 
 
@@ -389,7 +421,7 @@ define("minimum", infer=_infer_binary_multi("minimum"), work=_work_binary, backw
        doc="elementwise min with broadcasting; equal values share the gradient 0.5/0.5")(_minmax_builder("lt"))
 
 
-def _infer_where(cond, a, b):
+def _infer_where(cond, a, b, finite=False):
     same_device("where", cond, a, b)
     _check_cmp_dtype("where", cond)
     same_float("where", a, b)
@@ -400,19 +432,47 @@ def _infer_where(cond, a, b):
 
 def _where_backward(g, n):
     cond, a, b = n.inputs
-    zero = op.fill_like(g, c=0.0)
-    ga = op.where(cond, g, zero) if a.requires_grad else None
-    gb = op.where(cond, zero, g) if b.requires_grad else None
+    ga = op.where_scalar(cond, g, c=0.0, finite=True) if a.requires_grad else None
+    gb = op.where_scalar(cond, g, c=0.0, tensor_if_true=False, finite=True) if b.requires_grad else None
     return None, ga, gb
 
 
-@define("where", infer=_infer_where, backward=_where_backward,
-        work=lambda c, a, b: float(numel(broadcast_shapes("", c.shape, a.shape, b.shape))))
-def _where(ctx, nodes, inputs, out):
-    """a where cond is non-zero, else b (broadcasting all three). The unselected branch never
-    leaks into the result: inf or NaN there does not turn into NaN."""
-    cond, a, b = inputs
-    s = out.shape
-    c = nonzero01(ctx, full_node(ctx, _as_f32(ctx, nodes[0], cond.dtype), cond.shape, s))
-    fa, fb = full_node(ctx, nodes[1], a.shape, s), full_node(ctx, nodes[2], b.shape, s)
-    return lib.cont(ctx, reshape(ctx, select_node(ctx, c, fa, fb, numel(s)), s))
+def _cond01(ctx, node, cond, shape):
+    return nonzero01(ctx, full_node(ctx, _as_f32(ctx, node, cond.dtype), cond.shape, shape))
+
+
+@define("where", infer=_infer_where, backward=_where_backward)
+def _where(ctx, nodes, inputs, out, finite=False):
+    """a where cond is non-zero, else b (broadcasting all three). An inf or NaN in the branch not
+    taken never leaks into the result (see select_node); ``finite=True`` (internal) skips that care."""
+    cond = inputs[0]
+    c = _cond01(ctx, nodes[0], cond, out.shape)
+    return select_node(ctx, c, branch_parts(ctx, nodes[1], finite), branch_parts(ctx, nodes[2], finite))
+
+
+def _infer_where_scalar(cond, x, c, tensor_if_true=True, finite=False):
+    same_device("where", cond, x)
+    _check_cmp_dtype("where", cond)
+    same_float("where", x)
+    if isinstance(c, bool) or not isinstance(c, (int, float)):
+        raise TypeError(f"where: the scalar branch must be a real number, got {c!r}")
+    shape = broadcast_shapes("where", cond.shape, x.shape)
+    refuse_empty("where", shape)
+    return shape, float32
+
+
+def _where_scalar_backward(g, n):
+    cond = n.inputs[0]
+    side = n.params.get("tensor_if_true", True)
+    return None, op.where_scalar(cond, g, c=0.0, tensor_if_true=side, finite=True)
+
+
+@define("where_scalar", infer=_infer_where_scalar, backward=_where_scalar_backward)
+def _where_scalar(ctx, nodes, inputs, out, c, tensor_if_true=True, finite=False):
+    """where(cond, x, c) (or where(cond, c, x) with tensor_if_true=False) for a Python number c:
+    the constant is built on the device, and only the tensor branch needs the inf/NaN care."""
+    cond = inputs[0]
+    c01 = _cond01(ctx, nodes[0], cond, out.shape)
+    tensor = branch_parts(ctx, nodes[1], finite)
+    const = scalar_parts(ctx, c01, float(c))
+    return select_node(ctx, c01, *((tensor, const) if tensor_if_true else (const, tensor)))

@@ -178,14 +178,13 @@ def _arg_builder(name, negate: bool):
         if negate:
             x = lib.neg(ctx, x)
         mat, r, k = _rows_last(ctx, x, a.shape, norm_axes(name, axis, a.ndim))
-        # ggml_argmax returns the LAST maximal index; PyTorch and NumPy return the first. Reverse
-        # each row (a gather with indices r-1 .. 0), take argmax, map back: first = r-1-last.
-        rev = lib.scale_bias(ctx, lib.arange(ctx, 0.0, float(r), 1.0), -1.0, float(r - 1))   # r-1 .. 0
-        rev = lib.cast(ctx, lib.repeat_4d(ctx, rev, r, k, 1, 1), consts.TYPE_I32)
-        flipped = lib.get_rows(ctx, lib.reshape_3d(ctx, mat, 1, r, k), rev)
-        last = lib.cast(ctx, lib.argmax(ctx, lib.reshape_2d(ctx, flipped, r, k)), consts.TYPE_F32)
-        first = lib.scale_bias(ctx, last, -1.0, float(r - 1))
-        return lib.cast(ctx, reshape(ctx, first, out.shape), consts.TYPE_I32)
+        # ggml_argmax returns the LAST maximal index; PyTorch and NumPy return the first. Rank the
+        # maximal positions by r - i (the rest 0) and take argmax of that: unique, the first one.
+        m = lib.reshape_2d(ctx, _row_max(ctx, mat, r, k), 1, k)
+        is_max = lib.scale_bias(ctx, lib.step(ctx, lib.neg(ctx, lib.sub(ctx, mat, m))), -1.0, 1.0)
+        rank = lib.scale_bias(ctx, lib.arange(ctx, 0.0, float(r), 1.0), -1.0, float(r))   # r, r-1, ..., 1
+        first = lib.argmax(ctx, lib.mul(ctx, is_max, rank))
+        return lib.cont(ctx, reshape(ctx, first, out.shape))
     return forward
 
 

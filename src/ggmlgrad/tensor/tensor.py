@@ -654,10 +654,12 @@ def where(condition, a, b) -> Tensor:
     if like is None:
         raise TypeError("where: expected at least one Tensor")
     condition = as_tensor(condition, device=like.device)
-    if _scalar(a):
-        a = op.fill_like(b if isinstance(b, Tensor) else condition, c=float(a))
+    if _scalar(a) and _scalar(b):
+        b = op.fill_like(condition, c=float(b))
     if _scalar(b):
-        b = op.fill_like(a if isinstance(a, Tensor) else condition, c=float(b))
+        return op.where_scalar(condition, as_tensor(a, device=like.device), c=float(b))
+    if _scalar(a):
+        return op.where_scalar(condition, as_tensor(b, device=like.device), c=float(a), tensor_if_true=False)
     return op.where(condition, as_tensor(a, device=like.device), as_tensor(b, device=like.device))
 
 
