@@ -159,6 +159,16 @@ def test_eager_index_check_is_one_counted_read_and_graph_mode_reads_nothing():
     np.testing.assert_array_equal(y.numpy(), np.arange(24, dtype=np.float32).reshape(2, 3, 4)[:, [0, 2]])
 
 
+def test_graph_check_mode_refuses_bad_index_values_like_eager():
+    x = _x()
+    with gg.graph_mode(True, check=True):
+        with pytest.raises(IndexError, match="index_select"):
+            gg.index_select(x, 1, gg.tensor([5]))
+    with gg.graph_mode(True):
+        y = gg.index_select(x, 1, gg.tensor([5]))   # no read possible: clamped to the last row
+    np.testing.assert_array_equal(y.numpy(), np.arange(24, dtype=np.float32).reshape(2, 3, 4)[:, [2]])
+
+
 def test_split_pieces_gradients_accumulate_and_graph_mode_is_one_compute():
     w = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
     with gg.graph_mode(True):

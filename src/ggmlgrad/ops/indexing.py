@@ -7,6 +7,7 @@ valid range, cast back — graph nodes, no host round trip. Hence:
 
 - eager mode: the index tensor is already computed, so the op reads it back (a
   counted download) and raises ``IndexError`` naming the op for values out of range;
+- graph check mode (``gg.graph_mode(True, check=True)``): the same check;
 - graph mode (or while a capture is recording): no read is possible, and
   out-of-range indices are **clamped** to the nearest valid index.
 
@@ -15,7 +16,7 @@ Gradients scatter-add with ``ggml_get_rows_back``: repeated indices accumulate.
 from __future__ import annotations
 
 from .._ggml import consts, lib
-from ..engine import COMPUTED, ENGINE, download, float32, graph_enabled, int32
+from ..engine import COMPUTED, ENGINE, check_enabled, download, float32, graph_enabled, int32
 from .build import permute, reshape, shape_only
 from .registry import define, op, same_float
 from .shape_ops import _zeros_of
@@ -36,9 +37,9 @@ def _check_index(opname: str, index, size: int, *, wrap: bool = False, what: str
     if size > _EXACT_F32:
         raise ValueError(f"{opname}: indexing a dimension of size {size} is not supported (indices are "
                          f"clamped in float32, exact up to {_EXACT_F32}){what}")
-    # Eager: the value is on the device and computed, so read it and refuse bad values.
-    # Graph mode / capture: no read; _safe_index clamps instead.
-    if graph_enabled() or ENGINE.guard is not None or index._status != COMPUTED:
+    # Eager (and graph check mode, which computes every op at once): the value is computed, so
+    # read it and refuse bad values. Graph mode / capture: no read; _safe_index clamps instead.
+    if (graph_enabled() and not check_enabled()) or ENGINE.guard is not None or index._status != COMPUTED:
         return
     vals = download(index, f"{opname} index check")
     lo, hi = int(vals.min()), int(vals.max())
