@@ -15,8 +15,6 @@ import numpy as np
 from common import fmt, header, median_us, profile, ratio, table, try_torch
 
 import ggmlgrad as gg
-import ggmlgrad.nn  # noqa: F401  (gg.nn, gg.optim)
-import ggmlgrad.optim  # noqa: F401
 
 
 def ops_cases(torch):

@@ -18,8 +18,6 @@ import numpy as np
 from common import fmt, header, median_us, profile, ratio, table, try_torch
 
 import ggmlgrad as gg
-import ggmlgrad.nn  # noqa: F401  (gg.nn, gg.optim)
-import ggmlgrad.optim  # noqa: F401
 
 NETWORKS = {  # name -> (layer sizes, batch, goal for graph mode / torch)
     "4-32-32-2": ((4, 32, 32, 2), 32, 0.5),
