@@ -166,6 +166,22 @@ def _view_layout(shape, start, step, sliced, es):
     return ne, nb, offset
 
 
+def _contiguous_block(shape, start, step, sliced):
+    """Element offset of the slice when it is one contiguous run of memory, else None."""
+    k = len(shape) - 1
+    while k >= 0 and start[k] == 0 and sliced[k] == shape[k]:   # trailing full axes
+        k -= 1
+    if k >= 0 and step[k] != 1 and sliced[k] > 1:
+        return None
+    if any(n != 1 for n in sliced[:k]):
+        return None
+    offset, stride = 0, 1
+    for i in range(len(shape) - 1, -1, -1):
+        offset += start[i] * stride
+        stride *= shape[i]
+    return offset
+
+
 def _cont_as(ctx, node, shape):
     """One copy: a contiguous non-view node of NumPy ``shape`` (same element count)."""
     n = _ne(shape)
@@ -179,6 +195,10 @@ def _slice_view(ctx, node, in_shape, start, step, sliced, final, es):
         return _cont_as(ctx, node, final)
     if numel(sliced) == 0:
         return empty_node(ctx, node, final, TensorStruct.from_address(node).type)
+    block = _contiguous_block(shape, start, step, sliced)
+    if block is not None:   # x[i], x[a:b], x[i, a:b], ...: one run of memory (cheapest view)
+        n = _ne(final)
+        return lib.cont_4d(ctx, lib.view_1d(ctx, node, numel(sliced), block * es), n[0], n[1], n[2], n[3])
     if _inner_stage(shape, step, sliced):
         rows, L, n = numel(shape[:-1]), shape[-1], sliced[-1]
         v = lib.view_3d(ctx, node, 1, n, rows, step[-1] * es, L * es, start[-1] * es)
