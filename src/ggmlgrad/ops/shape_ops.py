@@ -1,6 +1,11 @@
-"""Reshape, permute, broadcast_to, slice (basic indexing core) and concat.
+"""Shape ops: reshape, permute, broadcast_to, slice/slice_backward (the core of basic
+indexing), slice_set (``t[key] = v``), concat (also stack), tile.
 
-Results are contiguous copies, never aliases of their input."""
+Results are contiguous copies, never aliases of their input. Slices are strided ggml
+views made contiguous; a step along the innermost axis takes a first pass of its own,
+because ggml views keep the innermost stride at one element. Empty results are built
+from a 0-element view of an input: ggml's allocator aborts on 0-byte tensors it must
+allocate itself."""
 from __future__ import annotations
 
 from .._ggml import TensorStruct, lib
