@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .._ggml import lib
 from ..engine import float32
-from .build import is_view, permute, reshape
+from .build import permute, reshape, sum_to
 from .elementwise import branch_parts, refuse_empty, select_node
 from .reduce import logsumexp_parts
 from .registry import define, op, same_float
@@ -56,9 +56,25 @@ def _infer_leaky(a, negative_slope=0.01):
 
 
 def _leaky_backward(g, n):
-    s = float(n.params.get("negative_slope", 0.01))
-    # slope where x <= 0 (torch: the x == 0 case takes the negative side), 1 where x > 0
-    return op.mul(g, op.add_scalar(op.scale(op.step(n.inputs[0]), c=1.0 - s), c=s))
+    return op.leaky_relu_backward(g, n.inputs[0], **n.params)
+
+
+def _infer_grad_pair(name):
+    def infer(g, x, **params):
+        same_float(name, g, x)
+        if g.shape != x.shape:
+            raise ValueError(f"{name}: gradient {g.shape} and input {x.shape} differ")
+        refuse_empty(name, x.shape)
+        return x.shape, float32
+    return infer
+
+
+@define("leaky_relu_backward", infer=_infer_grad_pair("leaky_relu_backward"), differentiable=False)
+def _leaky_relu_backward(ctx, nodes, inputs, out, negative_slope=0.01):
+    """g * (1 where x > 0 else slope); x == 0 takes the slope, as torch."""
+    g, x = nodes
+    s = float(negative_slope)
+    return lib.mul(ctx, g, lib.scale_bias(ctx, lib.step(ctx, x), 1.0 - s, s))
 
 
 @define("leaky_relu", infer=_infer_leaky, backward=_leaky_backward)
@@ -74,13 +90,20 @@ def _infer_elu(a, alpha=1.0):
 
 
 def _elu_backward(g, n):
-    x, alpha = n.inputs[0], float(n.params.get("alpha", 1.0))
-    pos = op.step(x)
-    neg_slope = op.add_scalar(op.mul(op.add_scalar(op.neg(pos), c=1.0), n.output), c=alpha)  # out + alpha where x <= 0
-    return op.mul(g, op.add(pos, op.mul(op.add_scalar(op.neg(pos), c=1.0), neg_slope)))
+    return op.elu_backward(g, n.inputs[0], **n.params)
 
 
-@define("elu", infer=_infer_elu, backward=_elu_backward, save_output=True)
+@define("elu_backward", infer=_infer_grad_pair("elu_backward"), differentiable=False)
+def _elu_backward_op(ctx, nodes, inputs, out, alpha=1.0):
+    """g * (1 where x > 0 else alpha * exp(x)); exp(min(x, 0)) so large x cannot overflow into 0 * inf."""
+    g, x = nodes
+    pos = lib.step(ctx, x)
+    e = lib.exp(ctx, lib.neg(ctx, lib.relu(ctx, lib.neg(ctx, x))))
+    neg_part = lib.mul(ctx, lib.scale_bias(ctx, pos, -float(alpha), float(alpha)), e)   # alpha*(1-pos)*e
+    return lib.mul(ctx, g, lib.add(ctx, pos, neg_part))
+
+
+@define("elu", infer=_infer_elu, backward=_elu_backward)
 def _elu(ctx, nodes, inputs, out, alpha=1.0):
     """x if x > 0 else alpha * (exp(x) - 1)."""
     e = lib.elu(ctx, nodes[0])
@@ -118,16 +141,6 @@ def _gelu(ctx, nodes, inputs, out, approximate="none"):
         return lib.gelu_erf(ctx, x)
     t = lib.tanh(ctx, _gelu_tanh_inner(ctx, x))
     return lib.mul(ctx, lib.scale(ctx, x, 0.5), lib.scale_bias(ctx, t, 1.0, 1.0))
-
-
-def _infer_grad_pair(name):
-    def infer(g, x, **params):
-        same_float(name, g, x)
-        if g.shape != x.shape:
-            raise ValueError(f"{name}: gradient {g.shape} and input {x.shape} differ")
-        refuse_empty(name, x.shape)
-        return x.shape, float32
-    return infer
 
 
 @define("gelu_backward", infer=_infer_grad_pair("gelu_backward"), differentiable=False)
@@ -171,13 +184,19 @@ def _infer_softplus(a, beta=1.0, threshold=20.0):
 
 
 def _softplus_backward(g, n):
-    x = n.inputs[0]
-    beta, thr = float(n.params.get("beta", 1.0)), float(n.params.get("threshold", 20.0))
-    d = op.sigmoid(op.scale(x, c=beta)) if beta != 1.0 else op.sigmoid(x)
-    if thr < 20.0:   # above the threshold softplus is the identity: slope exactly 1
-        lin = op.compare_scalar(x, kind="gt", c=thr / beta)
-        d = op.add(d, op.mul(lin, op.add_scalar(op.neg(d), c=1.0)))
-    return op.mul(g, d)
+    return op.softplus_backward(g, n.inputs[0], **n.params)
+
+
+@define("softplus_backward", infer=_infer_grad_pair("softplus_backward"), differentiable=False)
+def _softplus_backward_op(ctx, nodes, inputs, out, beta=1.0, threshold=20.0):
+    """g * sigmoid(beta x), and g where beta x > threshold (there softplus is the identity)."""
+    g, x = nodes
+    z = lib.scale(ctx, x, float(beta)) if float(beta) != 1.0 else x
+    d = lib.sigmoid(ctx, z)
+    if float(threshold) < 20.0:
+        over = lib.step(ctx, lib.scale_bias(ctx, z, 1.0, -float(threshold)))
+        d = lib.add(ctx, d, lib.mul(ctx, over, lib.scale_bias(ctx, d, -1.0, 1.0)))   # d + over*(1-d)
+    return lib.mul(ctx, g, d)
 
 
 @define("softplus", infer=_infer_softplus, backward=_softplus_backward)
@@ -245,8 +264,22 @@ def _softmax_backward(ctx, nodes, inputs, out, axis=-1):
 
 
 def _log_softmax_backward(g, n):
-    axis = n.params.get("axis", -1)
-    return op.sub(g, op.mul(op.exp(n.output), op.sum(g, axis=axis, keepdim=True)))
+    return op.log_softmax_backward(g, n.output, axis=n.params.get("axis", -1))
+
+
+@define("log_softmax_backward", infer=_infer_grad_pair("log_softmax_backward"), differentiable=False)
+def _log_softmax_backward_op(ctx, nodes, inputs, out, axis=-1):
+    """g - exp(y) * sum(g) along ``axis`` (y the log_softmax output)."""
+    g, y = nodes
+    shape = inputs[0].shape
+    if not shape:
+        return lib.scale(ctx, g, 0.0)
+    ax = axis % len(shape)
+    kept = tuple(1 if i == ax else d for i, d in enumerate(shape))
+    total = sum_to(ctx, g, shape, kept)
+    if all(d == 1 for d in kept) and kept != tuple(shape):
+        total = reshape(ctx, total, kept)
+    return lib.sub(ctx, g, lib.mul(ctx, lib.exp(ctx, y), total))
 
 
 @define("log_softmax", infer=_infer_softmax("log_softmax"), save_output=True, backward=_log_softmax_backward)

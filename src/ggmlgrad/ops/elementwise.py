@@ -366,17 +366,29 @@ def _infer_clamp(a, lo=None, hi=None):
 
 
 def _clamp_backward(g, n):
-    x = n.inputs[0]
-    lo, hi = n.params.get("lo"), n.params.get("hi")
+    return op.clamp_backward(g, n.inputs[0], **n.params)
+
+
+def _infer_clamp_backward(g, x, lo=None, hi=None):
+    same_float("clamp_backward", g, x)
+    if g.shape != x.shape:
+        raise ValueError(f"clamp_backward: gradient {g.shape} and input {x.shape} differ")
+    return x.shape, float32
+
+
+@define("clamp_backward", infer=_infer_clamp_backward, differentiable=False)
+def _clamp_backward_op(ctx, nodes, inputs, out, lo=None, hi=None):
+    """g where lo <= x <= hi (torch.clamp's inclusive rule), else 0; lo > hi: 0 everywhere."""
+    g, x = nodes
     if lo is not None and hi is not None and lo > hi:
-        return op.scale(g, c=0.0)
+        return lib.scale(ctx, g, 0.0)
     mask = None
-    if lo is not None:
-        mask = op.compare_scalar(x, kind="ge", c=lo)
-    if hi is not None:
-        m2 = op.compare_scalar(x, kind="le", c=hi)
-        mask = m2 if mask is None else op.mul(mask, m2)
-    return op.mul(g, mask)
+    if lo is not None:   # x >= lo  ⇔  not (lo - x > 0)
+        mask = lib.scale_bias(ctx, lib.step(ctx, lib.scale_bias(ctx, x, -1.0, float(lo))), -1.0, 1.0)
+    if hi is not None:   # x <= hi  ⇔  not (x - hi > 0)
+        m2 = lib.scale_bias(ctx, lib.step(ctx, lib.scale_bias(ctx, x, 1.0, -float(hi))), -1.0, 1.0)
+        mask = m2 if mask is None else lib.mul(ctx, mask, m2)
+    return lib.mul(ctx, g, mask)
 
 
 @define("clamp", infer=_infer_clamp, backward=_clamp_backward)
@@ -409,10 +421,25 @@ def _minmax_backward(sign):
     # Ties split the gradient evenly (torch.maximum): weight of a = 0.5 ± 0.5*sign(a - b).
     def backward(g, n):
         a, b = n.inputs
-        wa = op.add_scalar(op.scale(op.sign(op.sub(a, b)), c=0.5 * sign), c=0.5)
-        ga = op.mul(g, wa)
-        return ga, op.sub(g, ga)
+        ga = op.minmax_backward(g, a, b, sign=sign)
+        return ga, (op.sub(g, ga) if b.requires_grad else None)
     return backward
+
+
+def _infer_minmax_backward(g, a, b, sign):
+    same_float("minmax_backward", g, a, b)
+    if broadcast_shapes("minmax_backward", a.shape, b.shape) != g.shape:
+        raise ValueError(f"minmax_backward: gradient {g.shape} does not match {a.shape} and {b.shape}")
+    return g.shape, float32
+
+
+@define("minmax_backward", infer=_infer_minmax_backward, differentiable=False)
+def _minmax_backward_op(ctx, nodes, inputs, out, sign):
+    """g * (0.5 + 0.5*sign*sgn(a - b)): the share of maximum's (sign 1) / minimum's (-1) gradient for a."""
+    g, na, nb = nodes
+    a = inputs[1]
+    d = lib.sub(ctx, full_node(ctx, na, a.shape, out.shape), nb)
+    return lib.mul(ctx, g, lib.scale_bias(ctx, lib.sgn(ctx, d), 0.5 * float(sign), 0.5))
 
 
 define("maximum", infer=_infer_binary_multi("maximum"), work=_work_binary, backward=_minmax_backward(1.0),
