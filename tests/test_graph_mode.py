@@ -607,3 +607,22 @@ def test_adam_training_graph_mode_matches_eager_step_for_step(fused):
     np.testing.assert_allclose(l_g, l_e, rtol=0, atol=1e-6)
     for a, b in zip(p_g, p_e):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
+def test_interrupted_drain_leaves_no_pending_tensor_behind():
+    """A KeyboardInterrupt during a compute propagates as is; the queue it took is gone,
+    so its tensors become failed (reading or using them raises, never touches freed nodes)."""
+    x = gg.tensor([1.0, 2.0])
+    with gg.graph_mode(True):
+        y = x * 2
+        z = y.relu()
+        ENGINE.fail_next_drain("interrupted", error=KeyboardInterrupt)
+        with pytest.raises(KeyboardInterrupt):
+            z.numpy()
+        for t in (y, z):
+            assert not gg.pending(t)
+            with pytest.raises(gg.PendingError):
+                t.numpy()
+        with pytest.raises(gg.PendingError):
+            z + 1
+        assert (x * 3).tolist() == [3.0, 6.0]

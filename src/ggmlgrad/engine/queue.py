@@ -126,7 +126,10 @@ class Engine:
         """The node to use for ``a`` in the current epoch's graph."""
         st = a._status
         if st == PENDING:
-            return a._node
+            if a._epoch == self.epoch:
+                return a._node
+            # Its queue is gone (taken by a failed or interrupted drain): the node may be freed.
+            raise PendingError(a._error or "ggmlgrad: this tensor's queued graph was discarded; it has no value")
         if st == FAILED:
             raise PendingError(a._error or "ggmlgrad: this tensor's graph failed; it has no value")
         if a._leaf_epoch == self.epoch:
@@ -232,9 +235,11 @@ class Engine:
             if a is not None and a._status == PENDING:
                 a._status, a._node, a._error = FAILED, 0, "ggmlgrad: the queued op was discarded"
 
-    def fail_next_drain(self, message: str = "injected failure") -> None:
-        """Test seam: make the next non-empty drain fail as a ggml compute failure would."""
+    def fail_next_drain(self, message: str = "injected failure", error: type = RuntimeError) -> None:
+        """Test seam: make the next non-empty drain fail as a ggml compute failure would
+        (``error=KeyboardInterrupt`` simulates an interrupt during the compute)."""
         self._fail_next = message
+        self._fail_error = error
 
     def drain(self, reason: str) -> bool:
         """Compute everything queued as one graph. Returns False when nothing was queued."""
@@ -272,7 +277,7 @@ class Engine:
                     lib.build_forward_expand(graph, n)
                 if self._fail_next is not None:
                     msg, self._fail_next = self._fail_next, None
-                    raise RuntimeError(msg)
+                    raise self._fail_error(msg)
                 n_nodes = lib.graph_n_nodes(graph)
                 if n_nodes:
                     status = executor_for(device).compute(graph, n_tensors, choose_threads(work, max_work))
@@ -282,7 +287,7 @@ class Engine:
                 for a in outs:
                     a._status = COMPUTED
                     a._node = 0
-            except Exception as e:
+            except BaseException as e:  # KeyboardInterrupt too: the queue is gone, its tensors must not stay pending
                 COUNTERS.failed += 1
                 # Eager: the op that failed is the call that drained (no site was kept).
                 msg = self._failure_message(labels, site or user_site(1), e)
@@ -291,6 +296,8 @@ class Engine:
                     if a is not None and a._status == PENDING and a._epoch == epoch:
                         a._status, a._node, a._storage = FAILED, 0, None
                         a._error = "ggmlgrad: this tensor has no value because its graph failed.\n" + msg
+                if not isinstance(e, Exception):
+                    raise
                 raise GraphError(msg) from e
             finally:
                 for ctx in ctx_list:

@@ -42,7 +42,7 @@ def download(a: Array, site: str) -> np.ndarray:
     if a._status != COMPUTED:
         if a._status != FAILED:
             ENGINE.drain("read")
-        if a._status == FAILED:
+        if a._status != COMPUTED:  # failed, or pending in a queue that no longer exists
             raise PendingError(a._error or "ggmlgrad: this tensor has no value")
     if ENGINE.guard is not None:
         ENGINE.guard.on_download(site)
