@@ -503,3 +503,12 @@ def test_bad_input_raises_python_errors_in_a_subprocess():
     lines = r.stdout.splitlines()
     assert not [ln for ln in lines if ln.startswith("NO ERROR")], r.stdout
     assert sum(ln.startswith("OK") for ln in lines) >= 2 * 34 - 3
+
+
+def test_sdpa_learnable_float_mask_gets_gradient(graph, flash):
+    """A float attn_mask that requires grad (a learned position bias) receives its gradient."""
+    rng = np.random.default_rng(18)
+    q, k, v = _qkv(rng)
+    bias = rng.standard_normal((1, 2, 3, 4))
+    check(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+          lambda q, k, v, m: np_attention(q, k, v, m), [q, k, v, bias], atol=2e-5)

@@ -114,13 +114,15 @@ def _infer_masked_softmax(x, *mask, scale=1.0, causal=False):
 
 
 def _masked_softmax_backward(g, n):
+    """d/dz softmax(z) with z = x * scale + mask: dz = y * (g - sum(g * y)); dx = scale * dz, dmask = dz
+    (a learnable float mask, e.g. a position bias, gets its gradient; autograd sums broadcast axes)."""
     y = n.output
     gy = op.sub(g, op.sum(op.mul(g, y), axis=-1, keepdim=True))
-    gx = op.mul(y, gy)
+    dz = op.mul(y, gy)
     scale = n.params.get("scale", 1.0)
-    if scale != 1.0:
-        gx = op.scale(gx, c=scale)
-    return (gx,) + (None,) * (len(n.inputs) - 1)
+    gx = op.scale(dz, c=scale) if scale != 1.0 else dz
+    gmask = dz if len(n.inputs) > 1 and n.inputs[1].requires_grad else None
+    return (gx, gmask) if len(n.inputs) > 1 else (gx,)
 
 
 @define("masked_softmax", infer=_infer_masked_softmax, backward=_masked_softmax_backward, save_output=True,
@@ -135,7 +137,7 @@ def _masked_softmax(ctx, nodes, inputs, out, scale=1.0, causal=False):
 
 
 # ---------------------------------------------------------------- attention (B, H, L, D)
-def _infer_attention(q, k, v, *mask, scale, causal=False, flash=True):
+def _infer_attention(q, k, v, *mask, scale, causal=False, flash=None):
     name = "attention"
     same_device(name, q, k, v, *mask)
     same_float(name, q, k, v)
@@ -147,7 +149,7 @@ def _infer_attention(q, k, v, *mask, scale, causal=False, flash=True):
         raise ValueError(f"{name}: shapes do not fit: q {q.shape}, k {k.shape}, v {v.shape} "
                          f"(expected k (B, H, S, D) and v (B, H, S, Dv) with q (B, H, L, D))")
     _real(name, "scale", scale)
-    if not isinstance(causal, bool) or not isinstance(flash, bool):
+    if not isinstance(causal, bool) or not (flash is None or isinstance(flash, bool)):
         raise TypeError(f"{name}: causal and flash must be bools, got {causal!r}, {flash!r}")
     if len(mask) > 1:
         raise TypeError(f"{name}: at most one mask")
@@ -164,13 +166,16 @@ def _attention_backward(g, n):
     scale, causal = n.params["scale"], n.params.get("causal", False)
     p = op.masked_softmax(op.matmul(q, op.transpose_last(k)), *mask, scale=scale, causal=causal)
     gv = op.matmul(op.transpose_last(p), g) if v.requires_grad else None
-    gq = gk = None
-    if q.requires_grad or k.requires_grad:
+    gq = gk = gmask = None
+    mask_grad = bool(mask) and mask[0].requires_grad
+    if q.requires_grad or k.requires_grad or mask_grad:
         dp = op.matmul(g, op.transpose_last(v))
-        ds = op.scale(op.mul(p, op.sub(dp, op.sum(op.mul(dp, p), axis=-1, keepdim=True))), c=scale)
+        dz = op.mul(p, op.sub(dp, op.sum(op.mul(dp, p), axis=-1, keepdim=True)))
+        ds = op.scale(dz, c=scale)
         gq = op.matmul(ds, k) if q.requires_grad else None
         gk = op.matmul(op.transpose_last(ds), q) if k.requires_grad else None
-    return (gq, gk, gv) + (None,) * len(mask)
+        gmask = dz if mask_grad else None
+    return (gq, gk, gv) + ((gmask,) if mask else ())
 
 
 def _work_attention(q, k, v, *m, **p):
@@ -179,15 +184,17 @@ def _work_attention(q, k, v, *m, **p):
 
 
 @define("attention", infer=_infer_attention, backward=_attention_backward, work=_work_attention)
-def _attention(ctx, nodes, inputs, out, scale, causal=False, flash=True):
+def _attention(ctx, nodes, inputs, out, scale, causal=False, flash=None):
     """softmax(scale * q @ k^T + mask [+ causal]) @ v, via ggml_flash_attn_ext (or composed).
 
     The flash kernel reads the mask as float16: exact for 0/-inf masks, rounded for general
-    additive ones, so callers pass ``flash=False`` for float masks.
+    additive ones. ``flash=None`` (default) uses it only without a mask; callers that know
+    their mask is 0/-inf pass ``flash=True``; ``flash=False`` always composes.
     """
     q, k, v = inputs[:3]
     target = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
-    if not (FLASH_ATTENTION and flash):
+    use_flash = (len(nodes) == 3) if flash is None else flash
+    if not (FLASH_ATTENTION and use_flash):
         return _attention_composed(ctx, nodes, inputs, target, scale, causal)
     mask = None
     if len(nodes) > 3:

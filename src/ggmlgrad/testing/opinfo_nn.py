@@ -30,7 +30,7 @@ def ref_masked_softmax(x, mask=None, scale=1.0, causal=False):
     return _softmax(z)
 
 
-def ref_attention(q, k, v, mask=None, scale=1.0, causal=False):
+def ref_attention(q, k, v, mask=None, scale=1.0, causal=False, flash=None):
     return ref_masked_softmax(q @ np.swapaxes(k, -1, -2), mask, scale, causal) @ v
 
 
@@ -61,7 +61,9 @@ def _sm_samples(r):
     return [Sample((r.standard_normal((3, 5)),), {"scale": 1.0}),
             Sample((r.standard_normal((2, 4, 4)),), {"scale": 0.5, "causal": True}),
             Sample((r.standard_normal((2, 3, 4, 6)), _mask(r, (2, 1, 1, 6))), {"scale": 0.7}, nondiff=(1,)),
-            Sample((r.standard_normal((2, 3, 4, 6)), _mask(r, (4, 6))), {"scale": 1.0, "causal": True}, nondiff=(1,))]
+            Sample((r.standard_normal((2, 3, 4, 6)), _mask(r, (4, 6))), {"scale": 1.0, "causal": True}, nondiff=(1,)),
+            Sample((r.standard_normal((2, 3, 4)), r.standard_normal((1, 4))), {"scale": 0.8}),      # learnable bias
+            Sample((r.standard_normal((2, 3, 4)), r.standard_normal((3, 4))), {"scale": 1.0, "causal": True})]
 
 
 def _att_samples(r):
@@ -70,9 +72,11 @@ def _att_samples(r):
     kq = r.standard_normal((b, h, s, d))
     return [Sample((q, k, v), {"scale": 0.4}),
             Sample((q, k, v), {"scale": 0.4, "causal": True}),
-            Sample((q, k, v, _mask(r, (b, 1, 1, s))), {"scale": 0.4}, nondiff=(3,)),
+            Sample((q, k, v, _mask(r, (b, 1, 1, s))), {"scale": 0.4, "flash": True}, nondiff=(3,)),
+            Sample((q, k, v, _mask(r, (lq, s))), {"scale": 1.0, "causal": True, "flash": True}, nondiff=(3,)),
             Sample((q, k, v, _mask(r, (lq, s))), {"scale": 1.0, "causal": True}, nondiff=(3,)),
-            Sample((kq, k, v), {"scale": 0.3, "causal": True})]
+            Sample((kq, k, v), {"scale": 0.3, "causal": True}),
+            Sample((q, k, v, r.standard_normal((1, h, lq, s))), {"scale": 0.5})]                 # learnable bias
 
 
 def _sce_samples(r):
