@@ -591,3 +591,23 @@ def test_docstring_examples(module):
     import importlib
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_container_editing_and_lookup():
+    a, b, c = nn.Linear(1, 1), nn.ReLU(), nn.Tanh()
+    seq = nn.Sequential(a, c)
+    seq.insert(1, b)
+    assert list(seq) == [a, b, c] and list(seq._modules) == ["0", "1", "2"]
+    assert seq.pop(0) is a and list(seq) == [b, c] and list(seq._modules) == ["0", "1"]
+    seq.extend([a])
+    assert seq[-1] is a
+    ml = nn.ModuleList([a, c])
+    ml.insert(0, b)
+    assert list(ml) == [b, a, c] and ml.pop() is c and len(ml) == 2
+    m = MLP()
+    assert m.get_submodule("block.0") is m.block[0] and m.get_submodule("") is m
+    assert m.get_parameter("block.0.bias") is m.block[0].bias
+    with pytest.raises(AttributeError):
+        m.get_submodule("block.7")
+    out = m.apply(lambda mod: nn.init.zeros_(mod.weight) if isinstance(mod, nn.Linear) else None)
+    assert out is m and not m.fc1.weight.numpy().any()

@@ -46,6 +46,21 @@ class Sequential(Module):
         self.add_module(str(len(self._modules)), module)
         return self
 
+    def extend(self, modules: Iterable[Module]) -> "Sequential":
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module) -> "Sequential":
+        _renumber(self, _insert_list(list(self._modules.values()), index, module))
+        return self
+
+    def pop(self, index: int = -1) -> Module:
+        mods = list(self._modules.values())
+        m = mods.pop(_norm_index(index, len(mods)))
+        _renumber(self, mods)
+        return m
+
 
 def _norm_index(idx: int, n: int) -> int:
     if isinstance(idx, bool) or not isinstance(idx, int):
@@ -53,6 +68,20 @@ def _norm_index(idx: int, n: int) -> int:
     if not -n <= idx < n:
         raise IndexError(f"index {idx} is out of range for {n} modules")
     return idx % n
+
+
+def _insert_list(mods: list, index: int, module: Module) -> list:
+    if not isinstance(module, Module):
+        raise TypeError(f"insert: expected a Module, got {type(module).__name__}")
+    mods.insert(index, module)
+    return mods
+
+
+def _renumber(container: Module, mods: list) -> None:
+    """Re-register ``mods`` as "0", "1", ... (list semantics after insert/pop, as PyTorch)."""
+    container._modules.clear()
+    for i, m in enumerate(mods):
+        container._modules[str(i)] = m
 
 
 class ModuleList(Module):
@@ -86,6 +115,15 @@ class ModuleList(Module):
 
     def __setitem__(self, idx: int, module: Module) -> None:
         self.add_module(str(_norm_index(idx, len(self._modules))), module)
+
+    def insert(self, index: int, module: Module) -> None:
+        _renumber(self, _insert_list(list(self._modules.values()), index, module))
+
+    def pop(self, index: int = -1) -> Module:
+        mods = list(self._modules.values())
+        m = mods.pop(_norm_index(index, len(mods)))
+        _renumber(self, mods)
+        return m
 
 
 class ModuleDict(Module):

@@ -223,6 +223,23 @@ class Module:
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
+    def get_submodule(self, target: str) -> "Module":
+        """The submodule at dotted path ``target`` ("" is the module itself)."""
+        m = self
+        for part in target.split(".") if target else ():
+            child = m._modules.get(part)
+            if child is None:
+                raise AttributeError(f"{type(m).__name__} has no submodule {part!r} (looking up {target!r})")
+            m = child
+        return m
+
+    def get_parameter(self, target: str) -> Parameter:
+        mod, _, name = target.rpartition(".")
+        p = self.get_submodule(mod)._parameters.get(name)
+        if p is None:
+            raise AttributeError(f"no parameter {target!r}")
+        return p
+
     def apply(self, fn: Callable[["Module"], None]) -> "Module":
         for m in self.children():
             m.apply(fn)
