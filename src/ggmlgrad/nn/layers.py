@@ -117,11 +117,9 @@ class Embedding(Module):
 
 
 def _not_padding(idx: Tensor, padding_idx: int) -> Tensor:
-    """(…, 1) float 1.0 where idx != padding_idx."""
-    eq = op.one_hot(idx, num_classes=padding_idx + 1)   # last column: idx == padding_idx
-    col = op.slice(eq, start=(0,) * (eq.ndim - 1) + (padding_idx,), stop=tuple(eq.shape[:-1]) + (padding_idx + 1,),
-                   step=(1,) * eq.ndim)
-    return -col + 1.0
+    """(..., 1) float: 1.0 where idx != padding_idx (a graph op on the int32 indices)."""
+    keep = op.compare_scalar(idx, kind="ne", c=float(padding_idx))
+    return keep.reshape(tuple(idx.shape) + (1,))
 
 
 class LayerNorm(Module):
