@@ -611,3 +611,11 @@ def test_container_editing_and_lookup():
         m.get_submodule("block.7")
     out = m.apply(lambda mod: nn.init.zeros_(mod.weight) if isinstance(mod, nn.Linear) else None)
     assert out is m and not m.fc1.weight.numpy().any()
+
+
+def test_layers_refuse_non_float32_dtype():
+    assert nn.Linear(2, 2, dtype=gg.float32).weight.dtype is gg.float32
+    for make in (lambda: nn.Linear(2, 2, dtype=gg.float16), lambda: nn.Embedding(3, 2, dtype="bfloat16"),
+                 lambda: nn.LayerNorm(3, dtype=gg.float16), lambda: nn.MultiheadAttention(4, 2, dtype=gg.float16)):
+        with pytest.raises(NotImplementedError, match="float32"):
+            make()

@@ -10,7 +10,7 @@ from ..tensor import Tensor
 from ..tensor.creation import zeros
 from . import functional as F
 from . import init
-from .layers import Linear
+from .layers import Linear, _float32_only
 from .module import Module, Parameter
 
 
@@ -36,6 +36,7 @@ class MultiheadAttention(Module):
                  add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: int | None = None,
                  vdim: int | None = None, batch_first: bool = False, device=None, dtype=None) -> None:
         super().__init__()
+        _float32_only("MultiheadAttention", dtype)
         if add_bias_kv or add_zero_attn:
             raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
         if isinstance(embed_dim, bool) or not isinstance(embed_dim, int) or embed_dim <= 0:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ..engine import float32
+from ..engine import dtypes, float32
 from ..tensor import Tensor
 from ..tensor import no_grad
 from ..tensor.creation import generator, zeros
@@ -11,6 +11,13 @@ from ..ops import op
 from . import functional as F
 from . import init
 from .module import Module, Parameter
+
+
+def _float32_only(cls: str, dtype) -> None:
+    """Parameters compute in float32; another dtype is refused rather than silently ignored."""
+    if dtype is not None and dtypes.from_any(dtype) is not float32:
+        raise NotImplementedError(f"{cls}: parameters are float32 (got dtype={dtype!r}); store a float16/bfloat16 "
+                                  f"copy with gg.save if you need one")
 
 
 def _positive_int(cls: str, name: str, v) -> int:
@@ -29,6 +36,7 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
+        _float32_only("Linear", dtype)
         self.in_features = _positive_int("Linear", "in_features", in_features)
         self.out_features = _positive_int("Linear", "out_features", out_features)
         self.weight = Parameter(zeros(out_features, in_features, device=device))
@@ -86,6 +94,7 @@ class Embedding(Module):
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
                  device=None, dtype=None) -> None:
         super().__init__()
+        _float32_only("Embedding", dtype)
         self.num_embeddings = _positive_int("Embedding", "num_embeddings", num_embeddings)
         self.embedding_dim = _positive_int("Embedding", "embedding_dim", embedding_dim)
         if padding_idx is not None:
@@ -128,6 +137,7 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
                  device=None, dtype=None) -> None:
         super().__init__()
+        _float32_only("LayerNorm", dtype)
         ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         for s in ns:
             _positive_int("LayerNorm", "normalized_shape entries", s)
