@@ -512,3 +512,16 @@ def test_sdpa_learnable_float_mask_gets_gradient(graph, flash):
     bias = rng.standard_normal((1, 2, 3, 4))
     check(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
           lambda q, k, v, m: np_attention(q, k, v, m), [q, k, v, bias], atol=2e-5)
+
+
+def test_binary_cross_entropy_and_normalize(graph):
+    rng = np.random.default_rng(19)
+    p = rng.uniform(0.05, 0.95, (4, 3))
+    y = rng.random((4, 3))
+    y64 = f32(y).astype(np.float64)
+    check(lambda p: F.binary_cross_entropy(p, t(y)), lambda p: -(y64 * np.log(p) + (1 - y64) * np.log(1 - p)).mean(),
+          [p])
+    x = rng.standard_normal((3, 5))
+    check(lambda x: F.normalize(x, dim=1), lambda x: x / np.sqrt((x ** 2).sum(1, keepdims=True)), [x])
+    edge = F.binary_cross_entropy(t([0.0, 1.0]), t([1.0, 0.0]), reduction="none").numpy()
+    np.testing.assert_allclose(edge, [100.0, 100.0])    # logs clamped at -100, as PyTorch
