@@ -514,3 +514,49 @@ def test_grads_hold_the_last_captured_step_gradients():
         _loss(qs, gg.tensor(X[0]), gg.tensor(Y[0])).backward()
     for g, q in zip(got, qs):
         np.testing.assert_allclose(g, q.grad.numpy(), rtol=0, atol=1e-7)
+
+
+def test_step_with_structured_outputs_and_objects_as_arguments():
+    class Model:
+        def __init__(self):
+            self.ps = _params(12)
+
+        def __call__(self, x):
+            return _mlp(self.ps, x)
+
+    m = Model()
+    opt = gg.optim.SGD(m.ps, lr=0.1)
+
+    def loss_fn(model, x, y):
+        pred = model(x)
+        return {"loss": ((pred - y) ** 2).mean(), "pred": pred}
+
+    step = gg.capture_step(loss_fn, opt)
+    X, Y = _data(2)
+    with gg.graph_mode(True):
+        ref_pred = _mlp(m.ps, gg.tensor(X[0])).numpy()
+    out = step(m, X[0], Y[0])
+    assert set(out) == {"loss", "pred"} and out["loss"].shape == ()
+    np.testing.assert_allclose(out["pred"], ref_pred, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(out["loss"], ((ref_pred - Y[0]) ** 2).mean(), rtol=1e-6, atol=1e-7)
+    out2 = step(m, X[1], Y[1])
+    assert step.n_recordings == 1 and out2["loss"] != out["loss"]
+
+
+def test_replays_hold_memory_steady():
+    from ggmlgrad.runtime import pool_stats
+    ps = _params(13)
+    opt = gg.optim.Adam(ps, lr=0.01)
+    step = gg.capture_step(lambda x, y: _loss(ps, x, y), opt, max_grad_norm=1.0)
+    X, Y = _data(2)
+    for i in range(5):
+        step(X[i % 2], Y[i % 2])
+    gc.collect()
+    before = pool_stats()["live_bytes"], pool_stats()["live_count"]
+    for i in range(200):
+        step(X[i % 2], Y[i % 2])
+    gc.collect()
+    assert (pool_stats()["live_bytes"], pool_stats()["live_count"]) == before
+    step.free()
+    gc.collect()
+    assert pool_stats()["live_bytes"] < before[0]

@@ -48,8 +48,8 @@ def _describe(x) -> tuple:
         return (type(x).__name__, tuple(_describe(v) for v in x))
     if isinstance(x, dict):
         return ("dict", tuple((k, _describe(v)) for k, v in x.items()))
-    raise TypeError(f"capture: unsupported argument type {type(x).__name__} (pass arrays, tensors, Python "
-                    f"numbers, or tuples/lists/dicts of them)")
+    # Any other object (a module, a config): a constant of the recording, by identity.
+    return ("object", type(x).__name__, id(x))
 
 
 def _slot_dtype(np_dtype: np.dtype):

@@ -389,10 +389,19 @@ class Inputs:
         self.sent = np.zeros(max(pos, 1), np.uint8)
         self.valid = False  # nothing sent yet
         self.slots = slots
+        # Slots start on 64-byte boundaries and padding stays zero in both copies, so each slot's
+        # span up to the next boundary compares as uint64 words.
+        stage64, sent64 = self.stage[:pos].view(np.uint64), self.sent[:pos].view(np.uint64)
+        self._spans = []
         for slot in slots:
             np_dt = slot.dtype.np_dtype
             slot.view = self.stage[slot.offset:slot.offset + slot.nbytes].view(np_dt).reshape(slot.shape)
-            slot.sent = self.sent[slot.offset:slot.offset + slot.nbytes]
+            a, b = slot.offset, _align(slot.offset + slot.nbytes)
+            slot.sent = sent64[a // 8:b // 8]
+            st, se = stage64[a // 8:b // 8], slot.sent
+            # memoryview equality is a tight C loop per element: fastest for small spans
+            small = b - a <= 8192
+            self._spans.append((a, b, memoryview(st) if small else st, memoryview(se) if small else se, small))
         self.args = [s for s in slots if s.kind == "arg"]
         self.noise = [s for s in slots if s.kind == "noise"]
         self.hparams = [s for s in slots if s.kind == "hparam"]
@@ -405,9 +414,8 @@ class Inputs:
         if not self.valid:
             lo, hi = 0, self.nbytes
         else:
-            for slot in self.slots:
-                a, b = slot.offset, slot.offset + slot.nbytes
-                if stage[a:b].data != sent[a:b].data:
+            for a, b, new, old, small in self._spans:
+                if (new != old) if small else (new.tobytes() != old.tobytes()):
                     if lo < 0:
                         lo = a
                     hi = b

@@ -1,0 +1,290 @@
+"""Captured training step and captured forward vs JAX jit and PyTorch eager (when installed).
+
+    PYTHONPATH=src python benchmarks/bench_capture.py [--steps 400] [--repeat 5] [--breakdown]
+
+Workloads (issue 5): Adam training steps of MLPs 4-32-32-2 (batch 32), 64-64-64-8 (batch 256),
+784-256-10 (batch 128), and a batch-1 forward of 784-256-10. Prints the median time per call
+(median over ``--repeat`` runs of the per-call median) and the ratio ggmlgrad / JAX jit.
+Goals: <= 0.6x, 0.8x, 1.0x, 0.8x of JAX jit. ``--breakdown`` times each stage of the replay path.
+JAX runs with synchronous dispatch (``block_until_ready`` on every step's loss).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+
+import ggmlgrad as gg
+
+CONFIGS = [("4-32-32-2", (4, 32, 32, 2), 32), ("64-64-64-8", (64, 64, 64, 8), 256),
+           ("784-256-10", (784, 256, 10), 128)]
+LR = 1e-3
+
+
+def _init(sizes, seed=0):
+    r = np.random.default_rng(seed)
+    out = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        bound = 1 / np.sqrt(a)
+        out.append((r.uniform(-bound, bound, (b, a)).astype(np.float32), r.uniform(-bound, bound, b).astype(np.float32)))
+    return out
+
+
+def _data(sizes, batch, seed=1):
+    r = np.random.default_rng(seed)
+    x = r.standard_normal((batch, sizes[0])).astype(np.float32)
+    y = r.integers(0, sizes[-1], batch).astype(np.int32)
+    return x, np.eye(sizes[-1], dtype=np.float32)[y]
+
+
+def _time(fn, steps: int, repeat: int) -> float:
+    for _ in range(20):
+        fn()
+    meds = []
+    for _ in range(repeat):
+        ts = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        meds.append(statistics.median(ts))
+    return statistics.median(meds) * 1e6
+
+
+# ---------------------------------------------------------------------------- ggmlgrad
+def _gg_model(sizes):
+    ps = []
+    for w, b in _init(sizes):
+        ps += [gg.tensor(w, requires_grad=True), gg.tensor(b, requires_grad=True)]
+    return ps
+
+
+def _gg_forward(ps, x):
+    h = x
+    for i in range(0, len(ps), 2):
+        h = gg.linear(h, ps[i], ps[i + 1])
+        if i < len(ps) - 2:
+            h = h.relu()
+    return h
+
+
+def _gg_loss(ps, x, y):
+    # softmax cross-entropy with one-hot targets, from elementary ops (same math as the peers)
+    logits = _gg_forward(ps, x)
+    return -(gg.log_softmax(logits, axis=-1) * y).sum() * (1.0 / x.shape[0])
+
+
+def gg_step(sizes, batch):
+    ps = _gg_model(sizes)
+    opt = gg.optim.Adam(ps, lr=LR)
+    step = gg.capture_step(lambda x, y: _gg_loss(ps, x, y), opt)
+    x, y = _data(sizes, batch)
+    return (lambda: step(x, y)), step, (x, y)
+
+
+def gg_forward(sizes):
+    ps = _gg_model(sizes)
+    f = gg.capture(lambda x: _gg_forward(ps, x))
+    x, _ = _data(sizes, 1)
+    return lambda: f(x)
+
+
+# ---------------------------------------------------------------------------- JAX
+def jax_step(sizes, batch):
+    import jax
+    import jax.numpy as jnp
+
+    params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in _init(sizes)]
+
+    def fwd(p, x):
+        h = x
+        for i, (w, b) in enumerate(p):
+            h = h @ w.T + b
+            if i < len(p) - 1:
+                h = jax.nn.relu(h)
+        return h
+
+    def loss(p, x, y):
+        return -(jax.nn.log_softmax(fwd(p, x)) * y).sum() / x.shape[0]
+
+    b1, b2, eps = 0.9, 0.999, 1e-8
+
+    @jax.jit
+    def step(p, m, v, t, x, y):
+        l, g = jax.value_and_grad(loss)(p, x, y)
+        t = t + 1
+        m = jax.tree_util.tree_map(lambda m_, g_: b1 * m_ + (1 - b1) * g_, m, g)
+        v = jax.tree_util.tree_map(lambda v_, g_: b2 * v_ + (1 - b2) * g_ * g_, v, g)
+        bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+        p = jax.tree_util.tree_map(lambda p_, m_, v_: p_ - LR * (m_ / bc1) / (jnp.sqrt(v_ / bc2) + eps), p, m, v)
+        return l, p, m, v, t
+
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+    state = [params, zeros, zeros, jnp.float32(0)]
+    x, y = _data(sizes, batch)
+
+    def run():
+        l, state[0], state[1], state[2], state[3] = step(*state, x, y)
+        return float(l.block_until_ready())
+    return run
+
+
+def jax_forward(sizes):
+    import jax
+    import jax.numpy as jnp
+    params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in _init(sizes)]
+
+    @jax.jit
+    def fwd(p, x):
+        h = x
+        for i, (w, b) in enumerate(p):
+            h = h @ w.T + b
+            if i < len(p) - 1:
+                h = jax.nn.relu(h)
+        return h
+    x, _ = _data(sizes, 1)
+    return lambda: np.asarray(fwd(params, x))
+
+
+# ---------------------------------------------------------------------------- PyTorch
+def torch_step(sizes, batch):
+    import torch
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    layers = []
+    for i, (w, b) in enumerate(_init(sizes)):
+        lin = torch.nn.Linear(w.shape[1], w.shape[0])
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(w))
+            lin.bias.copy_(torch.from_numpy(b))
+        layers.append(lin)
+        if i < len(sizes) - 2:
+            layers.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*layers)
+    opt = torch.optim.Adam(model.parameters(), lr=LR)
+    x, y = _data(sizes, batch)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+    def run():
+        opt.zero_grad()
+        loss = -(torch.log_softmax(model(xt), -1) * yt).sum() / x.shape[0]
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return run
+
+
+def torch_forward(sizes):
+    import torch
+    layers = []
+    for i, (w, b) in enumerate(_init(sizes)):
+        lin = torch.nn.Linear(w.shape[1], w.shape[0])
+        layers.append(lin)
+        if i < len(sizes) - 2:
+            layers.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*layers)
+    x, _ = _data(sizes, 1)
+    xt = torch.from_numpy(x)
+
+    def run():
+        with torch.no_grad():
+            return model(xt).numpy()
+    return run
+
+
+def _maybe(make, *a):
+    try:
+        return make(*a)
+    except ImportError:
+        return None
+
+
+# ---------------------------------------------------------------------------- replay breakdown
+def breakdown(step, args, n: int = 2000) -> dict[str, float]:
+    """Per-stage time (µs) of the captured-step replay path, mirroring CapturedStep._run."""
+    from ggmlgrad.capture.recording import download
+    from ggmlgrad.engine import ENGINE
+    step(*args)
+    rec = step._cache[step._key(args, {})]
+    opt = step.optimizer
+    stages = dict.fromkeys(["signature+lookup", "stale checks", "pack args", "optimizer hparams", "upload",
+                            "compute fwd+bwd", "download+unpack", "compute update", "optimizer advance",
+                            "output structure"], 0.0)
+    pc = time.perf_counter
+    for _ in range(n):
+        t0 = pc()
+        key = step._key(args, {})
+        r = step._cache.get(key)
+        t1 = pc()
+        step._stale(r)
+        if ENGINE.roots or ENGINE.effects:
+            ENGINE.drain("capture")
+        t2 = pc()
+        rec.stage_args(list(args))
+        t3 = pc()
+        for slot, a in zip(rec.hparam_slots, opt._hparams_arrays()):
+            slot.view[...] = a
+        t4 = pc()
+        rec.inputs.upload()
+        t5 = pc()
+        rec.graphs[0].compute()
+        t6 = pc()
+        outs = rec.outputs(download(rec.block, rec.dl_bytes))
+        t7 = pc()
+        rec.graphs[1].compute()
+        t8 = pc()
+        opt._advance()
+        t9 = pc()
+        rec.out_spec.build(outs[:rec.n_user_outputs])
+        t10 = pc()
+        for k, a, b in zip(stages, (t0, t1, t2, t3, t4, t5, t6, t7, t8, t9), (t1, t2, t3, t4, t5, t6, t7, t8, t9, t10)):
+            stages[k] += b - a
+    return {k: v / n * 1e6 for k, v in stages.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--breakdown", action="store_true")
+    a = ap.parse_args()
+    print(f"ggmlgrad {gg.__version__}; ggml backends: {gg.info() if False else ''}".rstrip())
+    rows = []
+    steps_for_breakdown = []
+    for name, sizes, batch in CONFIGS:
+        run, step, args = gg_step(sizes, batch)
+        steps_for_breakdown.append((name, step, args))
+        t_gg = _time(run, a.steps, a.repeat)
+        j = _maybe(jax_step, sizes, batch)
+        t_j = _time(j, a.steps, a.repeat) if j else None
+        t = _maybe(torch_step, sizes, batch)
+        t_t = _time(t, a.steps, a.repeat) if t else None
+        rows.append((f"train {name} b{batch}", t_gg, t_j, t_t))
+    name, sizes, _ = CONFIGS[2]
+    t_gg = _time(gg_forward(sizes), a.steps, a.repeat)
+    j = _maybe(jax_forward, sizes)
+    t_j = _time(j, a.steps, a.repeat) if j else None
+    t = _maybe(torch_forward, sizes)
+    t_t = _time(t, a.steps, a.repeat) if t else None
+    rows.append((f"forward {name} b1", t_gg, t_j, t_t))
+
+    print(f"{'workload':<26}{'ggmlgrad µs':>12}{'jax jit µs':>12}{'torch µs':>12}{'gg/jax':>8}{'gg/torch':>9}")
+    for label, g, j, t in rows:
+        fj = f"{j:12.1f}" if j else f"{'-':>12}"
+        ft = f"{t:12.1f}" if t else f"{'-':>12}"
+        rj = f"{g / j:8.2f}" if j else f"{'-':>8}"
+        rt = f"{g / t:9.2f}" if t else f"{'-':>9}"
+        print(f"{label:<26}{g:12.1f}{fj}{ft}{rj}{rt}")
+    if a.breakdown:
+        for name, step, args in steps_for_breakdown:
+            st = breakdown(step, args)
+            total = sum(st.values())
+            print(f"\nreplay breakdown, train {name} (total {total:.1f} µs):")
+            for k, v in st.items():
+                print(f"  {k:<22}{v:8.1f} µs  {100 * v / total:5.1f}%")
+
+
+if __name__ == "__main__":
+    main()
