@@ -203,8 +203,7 @@ def _maybe(make, *a):
 
 # ---------------------------------------------------------------------------- replay breakdown
 def breakdown(step, args, n: int = 2000) -> dict[str, float]:
-    """Per-stage time (µs) of the captured-step replay path, mirroring CapturedStep._run."""
-    from ggmlgrad.capture.recording import download
+    """Per-stage median time (µs) of the captured-step replay path, mirroring CapturedStep._run."""
     from ggmlgrad.engine import ENGINE
     step(*args)
     rec = step._cache[step._key(args, {})]
@@ -213,6 +212,7 @@ def breakdown(step, args, n: int = 2000) -> dict[str, float]:
                             "compute fwd+bwd", "download+unpack", "compute update", "optimizer advance",
                             "output structure"], 0.0)
     pc = time.perf_counter
+    samples = {k: [] for k in stages}
     for _ in range(n):
         t0 = pc()
         key = step._key(args, {})
@@ -231,7 +231,7 @@ def breakdown(step, args, n: int = 2000) -> dict[str, float]:
         t5 = pc()
         rec.graphs[0].compute()
         t6 = pc()
-        outs = rec.outputs(download(rec.block, rec.dl_bytes))
+        outs = rec.outputs(rec.download())
         t7 = pc()
         rec.graphs[1].compute()
         t8 = pc()
@@ -240,8 +240,9 @@ def breakdown(step, args, n: int = 2000) -> dict[str, float]:
         rec.out_spec.build(outs[:rec.n_user_outputs])
         t10 = pc()
         for k, a, b in zip(stages, (t0, t1, t2, t3, t4, t5, t6, t7, t8, t9), (t1, t2, t3, t4, t5, t6, t7, t8, t9, t10)):
-            stages[k] += b - a
-    return {k: v / n * 1e6 for k, v in stages.items()}
+            samples[k].append(b - a)
+    # medians: robust to the load spikes of a shared machine
+    return {k: statistics.median(v) * 1e6 for k, v in samples.items()}
 
 
 def main() -> None:

@@ -23,11 +23,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..engine import ENGINE, CaptureError, dtypes, float32, int32, modes
+from ..engine import ENGINE, CaptureError, bfloat16, dtypes, float32, int32, modes
 from ..runtime import Device, resolve_device
 from ..tensor import Tensor, no_grad
 from ..ops import op
-from .recording import Recorder, download, fill_noise, put_arg, unpack
+from .recording import Download, Recorder, fill_noise, put_arg, unpack
 
 log = logging.getLogger("ggmlgrad.capture")
 
@@ -50,6 +50,10 @@ def _describe(x) -> tuple:
         return ("dict", tuple((k, _describe(v)) for k, v in x.items()))
     # Any other object (a module, a config): a constant of the recording, by identity.
     return ("object", type(x).__name__, id(x))
+
+
+_DT = {np.dtype(np.float32): "float32", np.dtype(np.int32): "int32", np.dtype(np.float64): "float32",
+       np.dtype(np.int64): "int32"}
 
 
 def _slot_dtype(np_dtype: np.dtype):
@@ -147,14 +151,15 @@ class _Recording:
         self.graphs = graphs
         self.block = block
         self.dl_bytes = dl_bytes
+        self.download = Download(block, dl_bytes)
         self.out_spec = out_spec
         self.n_user_outputs = n_user_outputs
         self.arg_slots = inputs.args
         self.noise_slots = inputs.noise
         self.refs = recorder.refs
-        # (offset, nbytes, np dtype, shape, is bf16) per downloaded output
-        self.out_layout = [(off, t) for off, t in downloads_at]
-        self._recorder_graphs = recorder.graphs
+        # (start, stop, np dtype, shape) per downloaded output; bfloat16 ones go through unpack()
+        self.out_layout = [(off, off + t.nbytes, t.dtype.np_dtype, t.shape, t) for off, t in downloads_at]
+        self._plain = all(t.dtype is not bfloat16 for _, t in downloads_at)
 
     def stale(self) -> str | None:
         """Why this recording can no longer be replayed (a referenced tensor replaced), or None."""
@@ -168,12 +173,17 @@ class _Recording:
 
     def stage_args(self, leaves: list) -> None:
         for slot, v in zip(self.arg_slots, leaves):
-            put_arg(slot, v)
+            if type(v) is np.ndarray:
+                np.copyto(slot.view, v, casting="unsafe")
+            else:
+                put_arg(slot, v)
         if self.noise_slots:
             fill_noise(self.noise_slots)
 
     def outputs(self, raw: np.ndarray) -> list:
-        return [unpack(raw, off, t) for off, t in self.out_layout]
+        if self._plain:
+            return [raw[a:b].view(dt).reshape(shape) for a, b, dt, shape, _ in self.out_layout]
+        return [unpack(raw, a, t) for a, _, _, _, t in self.out_layout]
 
     def free(self) -> None:
         for g in self.graphs:
@@ -223,7 +233,8 @@ class Captured:
                 break
         if dev is None:
             dev = resolve_device(None)
-        parts = tuple(_describe(a) for a in args)
+        parts = tuple((_ARRAY, a.shape, _DT.get(a.dtype) or _slot_dtype(a.dtype).name) if type(a) is np.ndarray
+                      else _describe(a) for a in args)
         kw = tuple((k, _describe(v)) for k, v in kwargs.items()) if kwargs else ()
         return (parts, kw, dev.name, modes.precision()) + self._extra_key()
 
@@ -278,10 +289,13 @@ class Captured:
                 rec = None
             else:
                 self._cache.move_to_end(key)
-        leaves: list = []
-        _leaves(args, leaves)
-        if kwargs:
-            _leaves(tuple(kwargs.values()), leaves)
+        if not kwargs and all(type(a) is np.ndarray for a in args):
+            leaves = list(args)
+        else:
+            leaves = []
+            _leaves(args, leaves)
+            if kwargs:
+                _leaves(tuple(kwargs.values()), leaves)
         if rec is None:
             self._explain(self._why(key)) if (self._last_key is not None or key in self._gone) else None
             rec = self._record(key, args, kwargs)
@@ -354,7 +368,7 @@ class Captured:
         rec.stage_args(leaves)
         rec.inputs.upload()
         rec.graphs[0].compute()
-        raw = download(rec.block, rec.dl_bytes)
+        raw = rec.download()
         return rec.out_spec.build(rec.outputs(raw))
 
     # -- management
@@ -515,7 +529,7 @@ class CapturedStep(Captured):
         rec.inputs.upload()
         g1, g2 = rec.graphs
         g1.compute()
-        raw = download(rec.block, rec.dl_bytes)
+        raw = rec.download()
         outs = rec.outputs(raw)
         if self._last_rec is not rec:
             for p, g in zip(rec.params, rec.grads):

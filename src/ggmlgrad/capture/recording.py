@@ -387,6 +387,7 @@ class Inputs:
         self.block = Storage(device, max(pos, 1))
         self.stage = np.zeros(max(pos, 1), np.uint8)
         self.sent = np.zeros(max(pos, 1), np.uint8)
+        self.stage_addr = self.stage.ctypes.data
         self.valid = False  # nothing sent yet
         self.slots = slots
         # Slots start on 64-byte boundaries and padding stays zero in both copies, so each slot's
@@ -421,7 +422,7 @@ class Inputs:
                     hi = b
         if lo < 0 or hi <= lo:
             return
-        self.block.write(stage.ctypes.data + lo, hi - lo, lo)
+        self.block.write(self.stage_addr + lo, hi - lo, lo)
         sent[lo:hi] = stage[lo:hi]
         self.valid = True
         COUNTERS.uploads["capture"] += 1
@@ -465,13 +466,22 @@ def put_arg(slot: InputSlot, value) -> None:
         np.copyto(slot.view, value, casting="unsafe")
 
 
-def download(block: Storage, nbytes: int) -> np.ndarray:
-    out = np.empty(max(nbytes, 1), np.uint8)
-    if nbytes:
-        block.read(out.ctypes.data, nbytes)
-    COUNTERS.downloads["capture"] += 1
-    COUNTERS.download_bytes["capture"] += nbytes
-    return out
+class Download:
+    """The one read of a replay: the downloaded outputs' span of the output block, copied out fresh."""
+
+    def __init__(self, block: Storage, nbytes: int):
+        self.block = block
+        self.nbytes = nbytes
+        self.buf = np.zeros(max(nbytes, 1), np.uint8)
+        self.addr = self.buf.ctypes.data
+
+    def __call__(self) -> np.ndarray:
+        n = self.nbytes
+        if n:
+            self.block.read(self.addr, n)
+        COUNTERS.downloads["capture"] += 1
+        COUNTERS.download_bytes["capture"] += n
+        return self.buf.copy()  # the caller owns it: the next replay reads into self.buf again
 
 
 def unpack(raw: np.ndarray, offset: int, t: Tensor) -> np.ndarray:
