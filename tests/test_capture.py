@@ -560,3 +560,30 @@ def test_replays_hold_memory_steady():
     step.free()
     gc.collect()
     assert pool_stats()["live_bytes"] < before[0]
+
+
+def test_sampling_inside_capture_fresh_each_replay_and_same_as_uncaptured():
+    logits = gg.tensor(np.log(np.array([[0.7, 0.2, 0.1]] * 512, np.float32)))
+
+    def policy(loc):
+        a = gg.distributions.Categorical(logits=logits).sample()
+        z = gg.distributions.Normal(loc, loc * 0.0 + 0.5).rsample()   # scale from ops: no host constant
+        return a, z
+
+    f = gg.capture(policy)
+    loc = np.zeros(512, np.float32)
+    gg.manual_seed(3)
+    (a1, z1), (a2, z2) = f(loc), f(loc)
+    assert (a1 != a2).mean() > 0.2 and np.abs(z1 - z2).max() > 0.1
+    np.testing.assert_allclose(np.bincount(a1, minlength=3) / 512, [0.7, 0.2, 0.1], atol=0.07)
+    assert abs(z1.std() - 0.5) < 0.06
+    gg.manual_seed(3)
+    with gg.graph_mode(True):
+        r1 = policy(gg.tensor(loc))
+        r1 = (r1[0].numpy(), r1[1].numpy())
+        r2 = policy(gg.tensor(loc))
+        r2 = (r2[0].numpy(), r2[1].numpy())
+    np.testing.assert_array_equal(a1, r1[0])
+    np.testing.assert_array_equal(a2, r2[0])
+    np.testing.assert_allclose(z1, r1[1], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(z2, r2[1], rtol=0, atol=1e-6)
