@@ -331,7 +331,7 @@ def test_cross_entropy_large_logits_stable():
 
 
 def test_cross_entropy_out_of_range_target_refused_eagerly():
-    with pytest.raises(IndexError, match="out of bounds"):
+    with gg.graph_mode(False), pytest.raises(IndexError, match="out of bounds"):
         F.cross_entropy(gg.zeros(2, 3), gg.tensor([0, 3]))
     with pytest.raises(ValueError, match="target shape"):
         F.cross_entropy(gg.zeros(2, 3), gg.tensor([0, 1, 2]))
