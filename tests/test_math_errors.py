@@ -49,7 +49,8 @@ CALLS = [
     ("amax empty", "V", "amax", lambda: f(2, 0).amax(1)),
     ("max tuple dim", "T", "amax", lambda: a23.max(dim=(0, 1))),
     ("max dim float", "T", "max", lambda: a23.max(dim=0.5)),
-    ("min axis", "V", "amin", lambda: a23.min(dim=-3)),
+    ("min axis", "V", "min", lambda: a23.min(dim=-3)),
+    ("amin axis", "V", "amin", lambda: a23.amin(dim=(0, 2))),
     ("argmax axis", "V", "argmax", lambda: a23.argmax(5)),
     ("argmax tuple axis", "T", "argmax", lambda: a23.argmax((0, 1))),
     ("argmax float16", "T", "argmax", lambda: h23.argmax()),
@@ -114,6 +115,6 @@ def test_math_bad_input_raises_before_ggml():
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULTS ")]
     assert line, r.stdout[-2000:]
     results = json.loads(line[0][len("RESULTS "):])
-    assert len(results) == 2 * 57
+    assert len(results) == 2 * 58
     bad = [f"{'graph' if g else 'eager'}: {name}: {got}" for g, name, got in results if got != "ok"]
     assert not bad, "calls that did not raise the expected error:\n" + "\n".join(bad)

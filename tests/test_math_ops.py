@@ -109,6 +109,22 @@ def test_max_dim_returns_values_and_indices(graph):
 
 
 @MODES
+def test_max_dim_gradient_goes_to_the_returned_index(graph):
+    # torch: max(dim) values route the gradient to the index returned (the first extreme);
+    # amax shares it between ties.
+    with gg.graph_mode(graph):
+        x = _t([[1.0, 7.0, 7.0], [9.0, 0.0, 9.0]], requires_grad=True)
+        (x.max(dim=1).values * _t([2.0, 3.0])).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), [[0, 2, 0], [3, 0, 0]])
+        x.grad = None
+        x.min(0, keepdim=True).values.sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), [[1, 0, 1], [0, 1, 0]])
+        y = _t([[[2.0, 2.0], [1.0, 2.0]]], requires_grad=True)          # reduce a middle axis of 3-d
+        gg.max(y, 1).values.sum().backward()
+        np.testing.assert_array_equal(y.grad.numpy(), [[[1, 1], [0, 0]]])
+
+
+@MODES
 def test_argmax_ties_large_rows_and_ints(graph):
     rng = np.random.default_rng(3)
     with gg.graph_mode(graph):

@@ -6,7 +6,13 @@ from ..engine import float32, int32
 from .build import expand, permute, reshape, sum_to
 from .elementwise import FLT_MAX, refuse_empty
 from .registry import define, op, same_float
-from .shapes import norm_axes, numel
+from .shapes import norm_axes, norm_axis, numel
+
+
+def _axes_of(opname: str, axis, ndim: int) -> tuple:
+    """Normalized reduction axes; a 0-d tensor accepts axis 0/-1 (as torch) and reduces nothing."""
+    axes = norm_axes(opname, axis, ndim)
+    return axes if ndim else ()
 
 
 def _kept(shape: tuple, axes: tuple) -> tuple:
@@ -22,7 +28,7 @@ def _infer_reduce(name):
         same_float(name, a)
         if not isinstance(keepdim, bool):
             raise TypeError(f"{name}: keepdim must be a bool, got {keepdim!r}")
-        axes = norm_axes(name, axis, a.ndim)
+        axes = _axes_of(name, axis, a.ndim)
         shape = _reduced_shape(a.shape, axes, keepdim)
         refuse_empty(name, shape)
         return shape, float32
@@ -37,19 +43,19 @@ def _sum_node(ctx, node, shape, axes, out_shape):
 def _grad_expand(g, n):
     """Gradient of a reduction broadcast back to the input's shape."""
     x = n.inputs[0]
-    axes = norm_axes("", n.params.get("axis"), x.ndim)
+    axes = _axes_of("", n.params.get("axis"), x.ndim)
     return op.expand_as(op.reshape(g, shape=_kept(x.shape, axes)), x)
 
 
 @define("sum", infer=_infer_reduce("sum"), backward=_grad_expand)
 def _sum(ctx, nodes, inputs, out, axis=None, keepdim=False):
     a = inputs[0]
-    return _sum_node(ctx, nodes[0], a.shape, norm_axes("sum", axis, a.ndim), out.shape)
+    return _sum_node(ctx, nodes[0], a.shape, _axes_of("sum", axis, a.ndim), out.shape)
 
 
 def _mean_backward(g, n):
     x = n.inputs[0]
-    axes = norm_axes("", n.params.get("axis"), x.ndim)
+    axes = _axes_of("", n.params.get("axis"), x.ndim)
     cnt = numel(tuple(x.shape[i] for i in axes))
     return op.scale(_grad_expand(g, n), c=1.0 / max(cnt, 1))
 
@@ -57,7 +63,7 @@ def _mean_backward(g, n):
 @define("mean", infer=_infer_reduce("mean"), backward=_mean_backward)
 def _mean(ctx, nodes, inputs, out, axis=None, keepdim=False):
     a = inputs[0]
-    axes = norm_axes("mean", axis, a.ndim)
+    axes = _axes_of("mean", axis, a.ndim)
     cnt = numel(tuple(a.shape[i] for i in axes))
     s = sum_to(ctx, nodes[0], a.shape, _kept(a.shape, axes))
     return lib.cont(ctx, reshape(ctx, lib.scale(ctx, s, 1.0 / max(cnt, 1)), out.shape))
@@ -129,7 +135,7 @@ def _infer_extreme(name):
 def _extreme_backward(g, n):
     # Gradient to every maximal position, shared evenly between ties (torch.amax).
     x = n.inputs[0]
-    kept = _kept(x.shape, norm_axes("", n.params.get("axis"), x.ndim))
+    kept = _kept(x.shape, _axes_of("", n.params.get("axis"), x.ndim))
     hit = op.eq(x, op.reshape(n.output, shape=kept))
     count = op.sum(hit, axis=n.params.get("axis"), keepdim=True)
     return op.mul(hit, op.div(op.reshape(g, shape=kept), count))
@@ -139,7 +145,7 @@ def _extreme_builder(name, negate: bool):
     def forward(ctx, nodes, inputs, out, axis=None, keepdim=False):
         a = inputs[0]
         x = lib.neg(ctx, nodes[0]) if negate else nodes[0]
-        mat, r, k = _rows_last(ctx, x, a.shape, norm_axes(name, axis, a.ndim))
+        mat, r, k = _rows_last(ctx, x, a.shape, _axes_of(name, axis, a.ndim))
         m = reshape(ctx, _row_max(ctx, mat, r, k), out.shape)
         return lib.neg(ctx, m) if negate else lib.cont(ctx, m)
     return forward
@@ -151,6 +157,62 @@ define("amin", infer=_infer_extreme("amin"), backward=_extreme_backward, save_ou
        doc="min over all or given axes (values only, like torch.amin)")(_extreme_builder("amin", True))
 
 
+# torch's max(dim)/min(dim) values route the gradient to the index it returns (the first
+# extreme), not shared between ties like amax: a twin op with that backward.
+def _infer_extreme_dim(a, axis, keepdim=False, negate=False):
+    if isinstance(axis, bool) or not isinstance(axis, int):
+        raise TypeError(f"max/min: dim must be an int, got {axis!r}")
+    return _infer_extreme("max" if not negate else "min")(a, axis=axis, keepdim=keepdim)
+
+
+def _extreme_dim_backward(g, n):
+    return op.extreme_dim_backward(g, n.inputs[0], **n.params)
+
+
+@define("extreme_dim", infer=_infer_extreme_dim, backward=_extreme_dim_backward,
+        doc="values of torch's max(dim) / min(dim) (negate=True): gradient to the first extreme only")
+def _extreme_dim(ctx, nodes, inputs, out, axis, keepdim=False, negate=False):
+    return _extreme_builder("extreme_dim", negate)(ctx, nodes, inputs, out, axis=axis, keepdim=keepdim)
+
+
+def _first_extreme_mask(ctx, mat, r: int, k: int):
+    """1.0 at the first maximum of each row of a [K rows x R] matrix, else 0.0."""
+    m = lib.reshape_2d(ctx, _row_max(ctx, mat, r, k), 1, k)
+    is_max = lib.scale_bias(ctx, lib.step(ctx, lib.neg(ctx, lib.sub(ctx, mat, m))), -1.0, 1.0)
+    rank = lib.mul(ctx, is_max, lib.scale_bias(ctx, lib.arange(ctx, 0.0, float(r), 1.0), -1.0, float(r)))
+    top = lib.reshape_2d(ctx, _row_max(ctx, rank, r, k), 1, k)
+    return lib.scale_bias(ctx, lib.step(ctx, lib.neg(ctx, lib.sub(ctx, rank, top))), -1.0, 1.0)   # rank == top
+
+
+def _infer_extreme_dim_backward(g, x, axis, keepdim=False, negate=False):
+    same_float("extreme_dim_backward", g, x)
+    ax = norm_axis("extreme_dim_backward", axis, x.ndim)
+    if numel(g.shape) != numel(_kept(x.shape, (ax,))):
+        raise ValueError(f"extreme_dim_backward: gradient {g.shape} does not match {x.shape} reduced over {axis}")
+    return x.shape, float32
+
+
+@define("extreme_dim_backward", infer=_infer_extreme_dim_backward, differentiable=False)
+def _extreme_dim_backward_op(ctx, nodes, inputs, out, axis, keepdim=False, negate=False):
+    g, x = nodes
+    shape = inputs[1].shape
+    if not shape:                       # 0-d: the value itself is the extreme
+        return lib.cont(ctx, g)
+    ax = norm_axis("extreme_dim_backward", axis, len(shape))
+    if negate:
+        x = lib.neg(ctx, x)
+    mat, r, k = _rows_last(ctx, x, shape, (ax,))
+    grad = lib.mul(ctx, _first_extreme_mask(ctx, mat, r, k), lib.reshape_2d(ctx, g, 1, k))
+    # back from [kept..., axis] order to the input's order
+    nd = len(shape)
+    perm = tuple(i for i in range(nd) if i != ax) + (ax,)
+    moved = reshape(ctx, grad, tuple(shape[i] for i in perm))
+    if perm == tuple(range(nd)):
+        return lib.cont(ctx, moved)
+    inverse = tuple(perm.index(i) for i in range(nd))
+    return lib.cont(ctx, permute(ctx, moved, inverse))
+
+
 def _infer_arg(name):
     def infer(a, axis=None, keepdim=False):
         if a.dtype is not float32 and a.dtype is not int32:
@@ -159,7 +221,7 @@ def _infer_arg(name):
             raise TypeError(f"{name}: keepdim must be a bool, got {keepdim!r}")
         if axis is not None and not (isinstance(axis, int) and not isinstance(axis, bool)):
             raise TypeError(f"{name}: axis must be an int or None, got {axis!r}")
-        axes = norm_axes(name, axis, a.ndim)
+        axes = _axes_of(name, axis, a.ndim)
         r = numel(tuple(a.shape[i] for i in axes))
         if numel(a.shape) == 0:
             raise ValueError(f"{name}: cannot reduce an empty tensor of shape {a.shape}")
@@ -177,7 +239,7 @@ def _arg_builder(name, negate: bool):
         x = nodes[0] if a.dtype is float32 else lib.cast(ctx, nodes[0], consts.TYPE_F32)
         if negate:
             x = lib.neg(ctx, x)
-        mat, r, k = _rows_last(ctx, x, a.shape, norm_axes(name, axis, a.ndim))
+        mat, r, k = _rows_last(ctx, x, a.shape, _axes_of(name, axis, a.ndim))
         # ggml_argmax returns the LAST maximal index; PyTorch and NumPy return the first. Rank the
         # maximal positions by r - i (the rest 0) and take argmax of that: unique, the first one.
         m = lib.reshape_2d(ctx, _row_max(ctx, mat, r, k), 1, k)
@@ -209,7 +271,7 @@ def _var_divisor(shape, axes, correction) -> float:
 def _var_backward(g, n):
     x = n.inputs[0]
     axis = n.params.get("axis")
-    axes = norm_axes("", axis, x.ndim)
+    axes = _axes_of("", axis, x.ndim)
     c = 2.0 * _var_divisor(x.shape, axes, n.params.get("correction", 1))
     centered = op.sub(x, op.mean(x, axis=axis, keepdim=True))
     return op.scale(op.mul(centered, op.reshape(g, shape=_kept(x.shape, axes))), c=c)
@@ -219,7 +281,7 @@ def _var_backward(g, n):
 def _var(ctx, nodes, inputs, out, axis=None, correction=1, keepdim=False):
     """sum((x - mean)^2) / (N - correction) over all or given axes (torch.var; correction=1 default)."""
     a = inputs[0]
-    axes = norm_axes("var", axis, a.ndim)
+    axes = _axes_of("var", axis, a.ndim)
     kept = _kept(a.shape, axes)
     cnt = numel(tuple(a.shape[i] for i in axes))
     mean = lib.scale(ctx, sum_to(ctx, nodes[0], a.shape, kept), 1.0 / max(cnt, 1))
@@ -245,7 +307,7 @@ def logsumexp_parts(ctx, node, shape: tuple, axes: tuple):
 
 def _logsumexp_backward(g, n):
     x = n.inputs[0]
-    kept = _kept(x.shape, norm_axes("", n.params.get("axis"), x.ndim))
+    kept = _kept(x.shape, _axes_of("", n.params.get("axis"), x.ndim))
     return op.mul(op.exp(op.sub(x, op.reshape(n.output, shape=kept))), op.reshape(g, shape=kept))
 
 
@@ -253,5 +315,5 @@ def _logsumexp_backward(g, n):
 def _logsumexp(ctx, nodes, inputs, out, axis=None, keepdim=False):
     """log(sum(exp(x))) over all or given axes, numerically stable."""
     a = inputs[0]
-    m, logsum = logsumexp_parts(ctx, nodes[0], a.shape, norm_axes("logsumexp", axis, a.ndim))
+    m, logsum = logsumexp_parts(ctx, nodes[0], a.shape, _axes_of("logsumexp", axis, a.ndim))
     return lib.cont(ctx, reshape(ctx, lib.add(ctx, logsum, m), out.shape))

@@ -643,7 +643,7 @@ def extreme(x: Tensor, dim, keepdim: bool, kind: str):
         return op.amax(x, keepdim=keepdim) if kind == "max" else op.amin(x, keepdim=keepdim)
     if not isinstance(dim, int) or isinstance(dim, bool):
         raise TypeError(f"{kind}: dim must be an int (use amax/amin for several axes), got {dim!r}")
-    values = op.amax(x, axis=dim, keepdim=keepdim) if kind == "max" else op.amin(x, axis=dim, keepdim=keepdim)
+    values = op.extreme_dim(x, axis=dim, keepdim=keepdim, negate=kind == "min")   # grad to the first extreme
     indices = op.argmax(x, axis=dim, keepdim=keepdim) if kind == "max" else op.argmin(x, axis=dim, keepdim=keepdim)
     return MaxMin(values, indices)
 
