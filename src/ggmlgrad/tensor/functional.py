@@ -89,7 +89,8 @@ def sigmoid(x: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------------- comparisons (float32 0/1, no grad)
 def lt(a, b) -> Tensor:
-    """``a < b`` elementwise as float32 0/1.
+    """``a < b`` elementwise as float32 0/1 (no gradient). Built from ggml's step(a - b): exact for
+    finite values and infinities; a NaN operand gives 0 for lt/gt but 1 for le/ge/eq (0 for ne).
 
     >>> import ggmlgrad as gg
     >>> gg.lt(gg.tensor([1.0, 3.0]), 2.0).tolist()
@@ -122,7 +123,8 @@ clip = clamp
 
 
 def maximum(a, b) -> Tensor:
-    """Elementwise max with broadcasting; equal values share the gradient 0.5/0.5 (torch)."""
+    """Elementwise max with broadcasting; equal values share the gradient 0.5/0.5 (torch).
+    A NaN in ``b`` propagates; a NaN in ``a`` does not (torch propagates both)."""
     return binary_extreme(a, b, "maximum")
 
 

@@ -265,6 +265,3 @@ register(
            lambda r: [Sample((np.array([[200.0, 0.0, -200.0], [1e4, 1e4 + 1, 1e4 - 1]]),))], grad=False, rtol=1e-5),
 )
 
-INTERNAL_OPS.update({
-    "compare_scalar": "covered by cmp_scalar_* entries (comparisons with Python numbers)",
-})
