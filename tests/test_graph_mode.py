@@ -626,3 +626,37 @@ def test_interrupted_drain_leaves_no_pending_tensor_behind():
         with pytest.raises(gg.PendingError):
             z + 1
         assert (x * 3).tolist() == [3.0, 6.0]
+
+
+def test_optimizer_step_and_load_state_dict_are_sync_points():
+    gg.manual_seed(3)
+    net = gg.nn.Linear(3, 2)
+    opt = gg.optim.SGD(net.parameters(), lr=0.1)
+    x = gg.tensor(_rng(4).standard_normal((5, 3)).astype(np.float32))
+    with gg.graph_mode(True):
+        loss = net(x).sum()
+        loss.backward()
+        with Computes() as c:
+            opt.step()
+            assert c.drains("optimizer") >= 1 and not gg.pending(loss)
+            assert c.n == 2  # the queued forward+backward, then the update as its own graph
+        y = net(x)  # queued read of the weights
+        state = {k: v * 0 for k, v in net.state_dict().items()}
+        with Computes() as c:
+            net.load_state_dict(state)
+            assert c.drains("load_state_dict") >= 1 and not gg.pending(y)
+        assert np.abs(y.numpy()).max() > 0  # y kept the value of the old weights
+        assert np.abs(net(x).numpy()).max() == 0.0
+
+
+def test_write_ordering_with_load_state_dict():
+    gg.manual_seed(5)
+    net = gg.nn.Linear(4, 3)
+    w_old, b_old = net.weight.numpy().astype(np.float64), net.bias.numpy().astype(np.float64)
+    xv = _rng(6).standard_normal((2, 4)).astype(np.float32)
+    with gg.graph_mode(True):
+        y = net(gg.tensor(xv))
+        net.load_state_dict({"weight": gg.ones(3, 4), "bias": gg.zeros(3)})
+        np.testing.assert_allclose(y.numpy(), xv @ w_old.T + b_old, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(net(gg.tensor(xv)).numpy(), np.repeat(xv.sum(1, keepdims=True), 3, 1),
+                                   rtol=1e-5, atol=1e-6)
