@@ -12,7 +12,7 @@ import argparse
 
 import numpy as np
 
-from common import fmt, header, median_us, profile, ratio, table, try_torch
+from common import compare, fmt, header, profile, ratio, set_threads, table, try_torch
 
 import ggmlgrad as gg
 
@@ -85,20 +85,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--number", type=int, default=2000, help="calls per timed block for single ops")
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--threads", type=int, help="pin both frameworks to this many CPU threads")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="wall time (default) or process CPU time (implies --threads 1; for busy machines)")
     ap.add_argument("--profile", action="store_true", help="cProfile the eager add 32x32 and the MLP step")
     args = ap.parse_args()
     torch = try_torch()
-    print(header(gg))
+    if args.clock == "cpu":
+        args.threads = 1
+    set_threads(args.threads, gg)
+    print(header(gg) + f" | clock {args.clock}")
     rows = []
     for name, g, t in ops_cases(torch):
-        gu = median_us(g, args.number, args.repeat)
-        tu = median_us(t, args.number, args.repeat) if t else None
-        rows.append([name, fmt(gu), fmt(tu), ratio(gu, tu)])
+        m = compare({"gg": g, "torch": t}, args.number, args.repeat, clock=args.clock)
+        rows.append([name, fmt(m["gg"]), fmt(m["torch"]), ratio(m["gg"], m["torch"])])
     for name, g, t in mlp_step_cases(torch):
-        n = max(20, args.number // 20)
-        gu = median_us(g, n, args.repeat)
-        tu = median_us(t, n, args.repeat) if t else None
-        rows.append([name, fmt(gu), fmt(tu), ratio(gu, tu)])
+        m = compare({"gg": g, "torch": t}, max(20, args.number // 20), args.repeat, clock=args.clock)
+        rows.append([name, fmt(m["gg"]), fmt(m["torch"]), ratio(m["gg"], m["torch"])])
     print(table(["eager (median per call)", "ggmlgrad", "torch", "ggmlgrad/torch"], rows))
     print(f"eager graph computes per MLP step: ", end="")
     step = mlp_step_cases(None)[0][1]

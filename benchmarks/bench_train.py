@@ -15,7 +15,7 @@ import argparse
 
 import numpy as np
 
-from common import fmt, header, median_us, profile, ratio, table, try_torch
+from common import compare, fmt, header, profile, ratio, set_threads, table, try_torch
 
 import ggmlgrad as gg
 
@@ -92,17 +92,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--number", type=int, default=100, help="steps per timed block")
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--threads", type=int, help="pin both frameworks to this many CPU threads")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="wall time (default) or process CPU time (implies --threads 1; for busy machines)")
     ap.add_argument("--profile", choices=sorted(NETWORKS), help="cProfile graph-mode steps of one network")
     args = ap.parse_args()
     torch = try_torch()
+    if args.clock == "cpu":
+        args.threads = 1
+    set_threads(args.threads, gg)
     has_capture = hasattr(gg, "capture_step")
-    print(header(gg))
+    print(header(gg) + f" | clock {args.clock}")
     rows = []
     for name, (sizes, batch, goal) in NETWORKS.items():
-        eager = median_us(gg_step(sizes, batch, graph=False), args.number, args.repeat)
-        graph = median_us(gg_step(sizes, batch, graph=True), args.number, args.repeat)
-        capt = median_us(gg_captured_step(sizes, batch), args.number, args.repeat) if has_capture else None
-        tor = median_us(torch_step(torch, sizes, batch), args.number, args.repeat) if torch else None
+        m = compare({"eager": gg_step(sizes, batch, graph=False), "graph": gg_step(sizes, batch, graph=True),
+                     "capture": gg_captured_step(sizes, batch) if has_capture else None,
+                     "torch": torch_step(torch, sizes, batch) if torch else None}, args.number, args.repeat, clock=args.clock)
+        eager, graph, capt, tor = m["eager"], m["graph"], m["capture"], m["torch"]
         n_eager = computes_per_step(gg_step(sizes, batch, graph=False))
         n_graph = computes_per_step(gg_step(sizes, batch, graph=True))
         rows.append([f"{name} b{batch}", fmt(eager), fmt(graph), fmt(capt), fmt(tor), ratio(eager, tor),

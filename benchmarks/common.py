@@ -15,17 +15,38 @@ if SRC not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, SRC)
 
 
-def median_us(fn: Callable[[], object], number: int, repeat: int = 7, warmup: int = 10) -> float:
-    """Median over `repeat` blocks of the mean time of one call in a block of `number` calls (µs)."""
-    for _ in range(warmup):
-        fn()
-    per_call = []
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def compare(fns: dict, number: int, repeat: int = 7, warmup: int = 10, clock: str = "wall") -> dict:
+    """Median µs per call of each fn; the fns are interleaved round by round, so a machine whose
+    load changes during the run slows all of them alike. A None fn gives None.
+
+    clock="cpu" measures the process's CPU time instead of wall time: with one thread that is the
+    step's cost without the waits a busy machine adds (use it with --threads 1)."""
+    now = CLOCKS[clock]
+    live = {k: f for k, f in fns.items() if f is not None}
+    for f in live.values():
+        for _ in range(warmup):
+            f()
+    samples: dict = {k: [] for k in live}
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        per_call.append((time.perf_counter() - t0) / number)
-    return statistics.median(per_call) * 1e6
+        for k, f in live.items():
+            t0 = now()
+            for _ in range(number):
+                f()
+            samples[k].append((now() - t0) / number)
+    return {k: (statistics.median(samples[k]) * 1e6 if k in samples else None) for k in fns}
+
+
+def set_threads(n: int | None, gg) -> None:
+    """Pin ggmlgrad's and torch's CPU thread counts (None: each framework's default)."""
+    if n is None:
+        return
+    gg.set_num_threads(n)
+    torch = try_torch()
+    if torch is not None:
+        torch.set_num_threads(n)
 
 
 def try_torch():
@@ -54,7 +75,8 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def profile(fn: Callable[[], object], number: int, top: int = 25) -> str:
-    """cProfile `number` calls of fn; top functions by own time, with µs per call of fn."""
+    """cProfile `number` calls of fn; top functions by own time, with µs per call of fn (wall time,
+    inflated by the profiler; read the shares). ctypes calls count as their caller's own time."""
     pr = cProfile.Profile()
     pr.enable()
     for _ in range(number):
@@ -75,5 +97,6 @@ def header(gg) -> str:
     info = gg.info()
     torch = try_torch()
     tv = f"torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else "torch not installed"
+    load = f" | load avg {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
     return (f"ggmlgrad {gg.__version__} | ggml {info['ggml_version']} {info['build']} "
-            f"[{info['library_dir']}] | threads {info['threads']} | {tv} | {os.cpu_count()} CPUs")
+            f"[{info['library_dir']}] | threads {info['threads']} | {tv} | {os.cpu_count()} CPUs{load}")
