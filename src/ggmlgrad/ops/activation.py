@@ -7,7 +7,7 @@ from .build import permute, reshape, sum_to
 from .elementwise import branch_parts, refuse_empty, select_node
 from .reduce import logsumexp_parts
 from .registry import define, op, same_float
-from .shapes import norm_axis, numel
+from .shapes import norm_axis
 
 
 def _infer_act(name):

@@ -5,7 +5,7 @@ import math
 
 from .._ggml import consts, lib
 from ..engine import DType, float32, int32
-from .build import expand, is_view, reshape
+from .build import expand, is_view
 from .registry import define, op, same_device, same_float
 from .shapes import broadcast_shapes, numel
 

@@ -178,9 +178,8 @@ class Tensor(Array):
         t = self
         if device is not None and resolve_device(device) is not t.device:
             d = resolve_device(device)
-            t = _from_numpy(download(t, "to(device)") if t.dtype is not dtypes.bfloat16 else download(t, "to(device)"), t.dtype, d,
-                            requires_grad=False)
             # Cross-device copies go through the host; no gradient flows across.
+            t = _from_numpy(download(t, "to(device)"), t.dtype, d, requires_grad=False)
         if dtype is not None:
             d = dtypes.from_any(dtype)
             if d is not t.dtype:

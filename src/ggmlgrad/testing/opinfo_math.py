@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 import ggmlgrad as gg
-from .opinfo import INTERNAL_OPS, OpInfo, Sample, rand_shapes_binary, register
+from .opinfo import OpInfo, Sample, rand_shapes_binary, register
 
 
 # ---------------------------------------------------------------- sample makers
