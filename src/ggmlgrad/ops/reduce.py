@@ -134,11 +134,7 @@ def _infer_extreme(name):
 
 def _extreme_backward(g, n):
     # Gradient to every maximal position, shared evenly between ties (torch.amax).
-    x = n.inputs[0]
-    kept = _kept(x.shape, _axes_of("", n.params.get("axis"), x.ndim))
-    hit = op.eq(x, op.reshape(n.output, shape=kept))
-    count = op.sum(hit, axis=n.params.get("axis"), keepdim=True)
-    return op.mul(hit, op.div(op.reshape(g, shape=kept), count))
+    return op.reduce_backward(g, n.inputs[0], n.output, kind="amax", axis=n.params.get("axis"))
 
 
 def _extreme_builder(name, negate: bool):
@@ -269,12 +265,8 @@ def _var_divisor(shape, axes, correction) -> float:
 
 
 def _var_backward(g, n):
-    x = n.inputs[0]
-    axis = n.params.get("axis")
-    axes = _axes_of("", axis, x.ndim)
-    c = 2.0 * _var_divisor(x.shape, axes, n.params.get("correction", 1))
-    centered = op.sub(x, op.mean(x, axis=axis, keepdim=True))
-    return op.scale(op.mul(centered, op.reshape(g, shape=_kept(x.shape, axes))), c=c)
+    return op.reduce_backward(g, n.inputs[0], kind="var", axis=n.params.get("axis"),
+                              correction=n.params.get("correction", 1))
 
 
 @define("var", infer=_infer_var, backward=_var_backward)
@@ -306,9 +298,42 @@ def logsumexp_parts(ctx, node, shape: tuple, axes: tuple):
 
 
 def _logsumexp_backward(g, n):
-    x = n.inputs[0]
-    kept = _kept(x.shape, _axes_of("", n.params.get("axis"), x.ndim))
-    return op.mul(op.exp(op.sub(x, op.reshape(n.output, shape=kept))), op.reshape(g, shape=kept))
+    return op.reduce_backward(g, n.inputs[0], n.output, kind="logsumexp", axis=n.params.get("axis"))
+
+
+def _infer_reduce_backward(g, x, *out, kind, axis=None, correction=1):
+    same_float("reduce_backward", g, x, *out)
+    kept = _kept(x.shape, _axes_of("reduce_backward", axis, x.ndim))
+    if kind not in ("amax", "logsumexp", "var"):
+        raise ValueError(f"reduce_backward: unknown kind {kind!r}")
+    if numel(g.shape) != numel(kept) or any(numel(o.shape) != numel(kept) for o in out):
+        raise ValueError(f"reduce_backward: gradient {g.shape} does not match {x.shape} reduced over {axis}")
+    return x.shape, float32
+
+
+@define("reduce_backward", infer=_infer_reduce_backward, differentiable=False)
+def _reduce_backward(ctx, nodes, inputs, out, kind, axis=None, correction=1):
+    """Input gradients of amax/amin (ties share), logsumexp and var, each as one node group."""
+    x = inputs[1]
+    axes = _axes_of("reduce_backward", axis, x.ndim)
+    kept = _kept(x.shape, axes)
+    g = reshape(ctx, nodes[0], kept)
+    nx = nodes[1]
+    if kind == "var":
+        cnt = numel(tuple(x.shape[i] for i in axes))
+        mean = lib.scale(ctx, sum_to(ctx, nx, x.shape, kept), 1.0 / max(cnt, 1))
+        if tuple(kept) != tuple(x.shape) and all(d == 1 for d in kept):
+            mean = reshape(ctx, mean, kept)
+        c = 2.0 * _var_divisor(x.shape, axes, correction)
+        return lib.scale(ctx, lib.mul(ctx, lib.sub(ctx, nx, mean), g), c)
+    d = lib.sub(ctx, nx, reshape(ctx, nodes[2], kept))
+    if kind == "logsumexp":
+        return lib.mul(ctx, lib.exp(ctx, d), g)
+    hit = lib.scale_bias(ctx, lib.step(ctx, lib.abs(ctx, d)), -1.0, 1.0)      # x == extreme (inf - inf counts)
+    count = sum_to(ctx, hit, x.shape, kept)
+    if tuple(kept) != tuple(x.shape) and all(k == 1 for k in kept):
+        count = reshape(ctx, count, kept)
+    return lib.mul(ctx, hit, lib.div(ctx, g, count))
 
 
 @define("logsumexp", infer=_infer_extreme("logsumexp"), backward=_logsumexp_backward, save_output=True)

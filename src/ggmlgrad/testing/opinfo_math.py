@@ -172,7 +172,7 @@ register(
            lambda r: [Sample((np.array([[1.0], [0.0]]), np.array([np.inf, -1.0, np.nan]), np.array([[2.0], [-np.inf]])))],
            grad=False),
     # ---- max/min reductions
-    OpInfo("amax", ("amax",), lambda a, ax, kd: a.amax(ax, kd), lambda a, ax, kd: np.max(a, axis=_tuple_axes(ax), keepdims=kd),
+    OpInfo("amax", ("amax", "reduce_backward"), lambda a, ax, kd: a.amax(ax, kd), lambda a, ax, kd: np.max(a, axis=_tuple_axes(ax), keepdims=kd),
            _reduce_axes_samples),
     OpInfo("amin", ("amin",), lambda a, ax, kd: gg.amin(a, ax, kd), lambda a, ax, kd: np.min(a, axis=_tuple_axes(ax), keepdims=kd),
            _reduce_axes_samples),
@@ -209,7 +209,7 @@ register(
            lambda r: [Sample((np.array([[-np.inf, -np.inf, -np.inf], [1.0, np.inf, np.inf], [-np.inf, 0.0, -np.inf]]),))],
            grad=False, atol=0, rtol=0),
     # ---- var / std
-    OpInfo("var", ("var",), lambda a, ax, kd: a.var(ax, keepdim=kd), lambda a, ax, kd: np.var(a, axis=_tuple_axes(ax), ddof=1, keepdims=kd),
+    OpInfo("var", ("var", "reduce_backward"), lambda a, ax, kd: a.var(ax, keepdim=kd), lambda a, ax, kd: np.var(a, axis=_tuple_axes(ax), ddof=1, keepdims=kd),
            lambda r: _reduce_axes_samples(r, axes=(None, 0, -1, (0, 2)), values=r.standard_normal)[:-3]
            + [Sample((r.standard_normal((2, 1, 3, 2)), (1, 3), False)), Sample((r.standard_normal((4, 2)), 1, True))],
            rtol=1e-4, atol=1e-5),
@@ -223,7 +223,7 @@ register(
     OpInfo("var_single_element", ("var",), lambda a: a.var(0, correction=0), lambda a: np.var(a, axis=0),
            lambda r: [Sample((r.standard_normal((1, 3)),))]),
     # ---- logsumexp
-    OpInfo("logsumexp", ("logsumexp",), lambda a, ax, kd: a.logsumexp(ax, kd),
+    OpInfo("logsumexp", ("logsumexp", "reduce_backward"), lambda a, ax, kd: a.logsumexp(ax, kd),
            lambda a, ax, kd: _np_lse(a, _tuple_axes(ax), kd),
            lambda r: _reduce_axes_samples(r, values=lambda s: r.standard_normal(s) * 3)),
     OpInfo("logsumexp_large", ("logsumexp",), lambda a: gg.logsumexp(a, dim=1), lambda a: _np_lse(a, 1),
