@@ -285,10 +285,10 @@ def _as_f32(ctx, node, dtype):
 
 
 def _check_cmp_dtype(name, *xs):
+    """Comparisons and conditions read any dtype (compared in float32; int32 exact below 2^24)."""
     for x in xs:
-        if x.dtype is not float32 and x.dtype is not int32:
-            raise TypeError(f"{name}: expected float32 or int32 tensors, got {x.dtype.name} "
-                            f"(shape {tuple(x.shape)}); cast with .float()")
+        if not isinstance(x.dtype, DType):
+            raise TypeError(f"{name}: unsupported dtype {x.dtype!r}")
 
 
 def _cmp_from_diff(ctx, d, kind: str):

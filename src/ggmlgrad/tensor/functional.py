@@ -96,27 +96,34 @@ def lt(a, b) -> Tensor:
     >>> gg.lt(gg.tensor([1.0, 3.0]), 2.0).tolist()
     [1.0, 0.0]
     """
-    return compare(a, b, "lt")
+    return _compare(a, b, "lt")
 
 
 def le(a, b) -> Tensor:
-    return compare(a, b, "le")
+    return _compare(a, b, "le")
 
 
 def gt(a, b) -> Tensor:
-    return compare(a, b, "gt")
+    return _compare(a, b, "gt")
 
 
 def ge(a, b) -> Tensor:
-    return compare(a, b, "ge")
+    return _compare(a, b, "ge")
 
 
 def eq(a, b) -> Tensor:
-    return compare(a, b, "eq")
+    return _compare(a, b, "eq")
 
 
 def ne(a, b) -> Tensor:
-    return compare(a, b, "ne")
+    return _compare(a, b, "ne")
+
+
+def _compare(a, b, kind: str) -> Tensor:
+    r = compare(a, b, kind)
+    if r is NotImplemented:
+        raise TypeError(f"{kind}: cannot compare {type(a).__name__} with {type(b).__name__}")
+    return r
 
 
 clip = clamp

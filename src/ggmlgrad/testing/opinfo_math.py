@@ -125,6 +125,10 @@ register(*[
 ])
 
 register(
+    OpInfo("cmp_half_storage", ("lt", "compare_scalar", "where"),
+           lambda a, b: (a.half() < b) + (a.to("bfloat16") >= 0.5) * 2 + gg.where(b.half(), a, -a) * 4,
+           lambda a, b: (a.astype(np.float16) < b) + (a >= 0.5) * 2.0 + np.where(b.astype(np.float16) != 0, a, -a) * 4,
+           lambda r: [Sample((np.round(r.standard_normal((3, 4)) * 2) / 2, np.round(r.standard_normal((4,)))))], grad=False),
     OpInfo("cmp_reflected_scalar", ("compare_scalar",), lambda a: (2.0 > a) + (0.5 <= a) * 2 + (1 == a) * 4,
            lambda a: (2.0 > a) + (0.5 <= a) * 2.0 + (1 == a) * 4.0,
            lambda r: [Sample((np.round(r.standard_normal((4, 5)) * 2) / 2,))], grad=False),
