@@ -648,7 +648,16 @@ def extreme(x: Tensor, dim, keepdim: bool, kind: str):
 
 
 def where(condition, a, b) -> Tensor:
-    """``a`` where ``condition`` is non-zero, else ``b``; numbers allowed for a and b (no upload)."""
+    """``a`` where ``condition`` is non-zero, else ``b``; numbers allowed for a and b (no upload).
+
+    An inf or NaN in the branch not taken never leaks into the result (``where(x > 0, x.log(), 0.0)``
+    is safe). A NaN condition counts as false.
+
+    >>> import ggmlgrad as gg
+    >>> x = gg.tensor([-1.0, 2.0])
+    >>> gg.where(x > 0, x, 0.0).tolist()
+    [0.0, 2.0]
+    """
     like = next((t for t in (condition, a, b) if isinstance(t, Tensor)), None)
     if like is None:
         raise TypeError("where: expected at least one Tensor")
