@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from .._ggml import lib
 from ..engine import float32
-from .build import permute, reshape, sum_to
+from .build import permute
 from .elementwise import branch_parts, refuse_empty, select_node
-from .reduce import logsumexp_parts
+from .reduce import logsumexp_parts, sum_kept
 from .registry import define, op, same_float
 from .shapes import norm_axis
 
@@ -276,10 +276,10 @@ def _log_softmax_backward_op(ctx, nodes, inputs, out, axis=-1):
         return lib.scale(ctx, g, 0.0)
     ax = axis % len(shape)
     kept = tuple(1 if i == ax else d for i, d in enumerate(shape))
-    total = sum_to(ctx, g, shape, kept)
-    if all(d == 1 for d in kept) and kept != tuple(shape):
-        total = reshape(ctx, total, kept)
-    return lib.sub(ctx, g, lib.mul(ctx, lib.exp(ctx, y), total))
+    total = sum_kept(ctx, g, shape, kept)
+    # exp(y) is the softmax; along the last axis ggml_soft_max(y) gives it with a vectorised exp
+    p = lib.soft_max(ctx, y) if ax == len(shape) - 1 else lib.exp(ctx, y)
+    return lib.sub(ctx, g, lib.mul(ctx, p, total))
 
 
 @define("log_softmax", infer=_infer_softmax("log_softmax"), save_output=True, backward=_log_softmax_backward)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from .._ggml import consts, lib
 from ..engine import float32, int32
 from .build import expand, permute, reshape, sum_to
-from .elementwise import FLT_MAX, refuse_empty
+from .elementwise import FLT_MAX, branch_parts, refuse_empty, select_node
 from .registry import define, op, same_float
 from .shapes import norm_axes, norm_axis, numel
 
@@ -17,6 +17,20 @@ def _axes_of(opname: str, axis, ndim: int) -> tuple:
 
 def _kept(shape: tuple, axes: tuple) -> tuple:
     return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def sum_kept(ctx, node, shape: tuple, kept: tuple):
+    """Sum a contiguous ``node`` down to ``kept`` (same ndim, 1 on reduced axes) as a kept-shape node.
+    Trailing-axis reductions run on ggml_sum_rows: ggml_repeat_back (sum_to) is ~10x slower there."""
+    nd = len(shape)
+    t = nd
+    while t > 0 and kept[t - 1] == 1:
+        t -= 1
+    if t == nd or any(kept[i] != shape[i] for i in range(t)):
+        r = sum_to(ctx, node, shape, kept)
+        return reshape(ctx, r, kept) if r is not node and all(k == 1 for k in kept) else r
+    r, k = numel(shape[t:]), numel(shape[:t])
+    return reshape(ctx, lib.sum_rows(ctx, lib.reshape_2d(ctx, node, r, k)), kept)
 
 
 def _reduced_shape(shape, axes, keepdim):
@@ -36,8 +50,8 @@ def _infer_reduce(name):
 
 
 def _sum_node(ctx, node, shape, axes, out_shape):
-    r = sum_to(ctx, node, shape, _kept(shape, axes))
-    return lib.cont(ctx, reshape(ctx, r, out_shape)) if r is not node else lib.cont(ctx, node)
+    r = sum_kept(ctx, node, shape, _kept(shape, axes)) if axes else node
+    return lib.cont(ctx, reshape(ctx, r, out_shape))
 
 
 def _grad_expand(g, n):
@@ -65,7 +79,7 @@ def _mean(ctx, nodes, inputs, out, axis=None, keepdim=False):
     a = inputs[0]
     axes = _axes_of("mean", axis, a.ndim)
     cnt = numel(tuple(a.shape[i] for i in axes))
-    s = sum_to(ctx, nodes[0], a.shape, _kept(a.shape, axes))
+    s = sum_kept(ctx, nodes[0], a.shape, _kept(a.shape, axes)) if axes else nodes[0]
     return lib.cont(ctx, reshape(ctx, lib.scale(ctx, s, 1.0 / max(cnt, 1)), out.shape))
 
 
@@ -276,25 +290,26 @@ def _var(ctx, nodes, inputs, out, axis=None, correction=1, keepdim=False):
     axes = _axes_of("var", axis, a.ndim)
     kept = _kept(a.shape, axes)
     cnt = numel(tuple(a.shape[i] for i in axes))
-    mean = lib.scale(ctx, sum_to(ctx, nodes[0], a.shape, kept), 1.0 / max(cnt, 1))
-    if tuple(kept) != tuple(a.shape) and all(s == 1 for s in kept):
-        mean = reshape(ctx, mean, kept)
+    mean = lib.scale(ctx, sum_kept(ctx, nodes[0], a.shape, kept), 1.0 / max(cnt, 1))
     sq = lib.sqr(ctx, lib.sub(ctx, nodes[0], mean))
-    v = lib.scale(ctx, sum_to(ctx, sq, a.shape, kept), _var_divisor(a.shape, axes, correction))
+    v = lib.scale(ctx, sum_kept(ctx, sq, a.shape, kept), _var_divisor(a.shape, axes, correction))
     return lib.cont(ctx, reshape(ctx, v, out.shape))
 
 
 def logsumexp_parts(ctx, node, shape: tuple, axes: tuple):
     """(m, log(sum(exp(x - m)))) over ``axes``, both in the kept shape (reduced axes as size 1).
-    m is the max clamped finite, so all -inf rows give -inf and +inf gives +inf, not NaN.
-    log_softmax uses (x - m) - logsum: subtracting m first keeps precision for large x."""
+
+    m is the row max (argmax + gather). The log-sum comes from ggml_soft_max (vectorised exp):
+    at the max position softmax is exactly exp(0)/sum, so log(sum) = -log(softmax[argmax]); a
+    value >= 1/R, so the log is well conditioned. log_softmax uses (x - m) - logsum: subtracting
+    m first keeps precision for large x. Rows whose max is ±inf give NaN here (see _logsumexp).
+    """
     kept = _kept(shape, axes)
     mat, r, k = _rows_last(ctx, node, shape, axes)
-    m = lib.clamp(ctx, lib.dup(ctx, reshape(ctx, _row_max(ctx, mat, r, k), kept)), -FLT_MAX, FLT_MAX)
-    s = sum_to(ctx, lib.exp(ctx, lib.sub(ctx, node, m)), shape, kept)
-    if tuple(kept) != tuple(shape) and all(d == 1 for d in kept):
-        s = reshape(ctx, s, kept)
-    return m, lib.log(ctx, s)
+    idx = lib.reshape_2d(ctx, lib.argmax(ctx, mat), 1, k)
+    m = lib.get_rows(ctx, lib.reshape_3d(ctx, mat, 1, r, k), idx)
+    top = lib.get_rows(ctx, lib.reshape_3d(ctx, lib.soft_max(ctx, mat), 1, r, k), idx)
+    return reshape(ctx, m, kept), reshape(ctx, lib.neg(ctx, lib.log(ctx, top)), kept)
 
 
 def _logsumexp_backward(g, n):
@@ -321,18 +336,14 @@ def _reduce_backward(ctx, nodes, inputs, out, kind, axis=None, correction=1):
     nx = nodes[1]
     if kind == "var":
         cnt = numel(tuple(x.shape[i] for i in axes))
-        mean = lib.scale(ctx, sum_to(ctx, nx, x.shape, kept), 1.0 / max(cnt, 1))
-        if tuple(kept) != tuple(x.shape) and all(d == 1 for d in kept):
-            mean = reshape(ctx, mean, kept)
+        mean = lib.scale(ctx, sum_kept(ctx, nx, x.shape, kept), 1.0 / max(cnt, 1))
         c = 2.0 * _var_divisor(x.shape, axes, correction)
         return lib.scale(ctx, lib.mul(ctx, lib.sub(ctx, nx, mean), g), c)
     d = lib.sub(ctx, nx, reshape(ctx, nodes[2], kept))
     if kind == "logsumexp":
         return lib.mul(ctx, lib.exp(ctx, d), g)
     hit = lib.scale_bias(ctx, lib.step(ctx, lib.abs(ctx, d)), -1.0, 1.0)      # x == extreme (inf - inf counts)
-    count = sum_to(ctx, hit, x.shape, kept)
-    if tuple(kept) != tuple(x.shape) and all(k == 1 for k in kept):
-        count = reshape(ctx, count, kept)
+    count = sum_kept(ctx, hit, x.shape, kept)
     return lib.mul(ctx, hit, lib.div(ctx, g, count))
 
 
@@ -341,4 +352,7 @@ def _logsumexp(ctx, nodes, inputs, out, axis=None, keepdim=False):
     """log(sum(exp(x))) over all or given axes, numerically stable."""
     a = inputs[0]
     m, logsum = logsumexp_parts(ctx, nodes[0], a.shape, _axes_of("logsumexp", axis, a.ndim))
-    return lib.cont(ctx, reshape(ctx, lib.add(ctx, logsum, m), out.shape))
+    # Rows whose max is ±inf: the result is that max (all -inf → -inf, any +inf → +inf), as torch.
+    finite = lib.scale_bias(ctx, lib.step(ctx, lib.scale_bias(ctx, lib.abs(ctx, m), 1.0, -FLT_MAX)), -1.0, 1.0)
+    r = select_node(ctx, finite, branch_parts(ctx, lib.add(ctx, logsum, m)), branch_parts(ctx, m))
+    return lib.cont(ctx, reshape(ctx, r, out.shape))
