@@ -34,6 +34,13 @@ def test_readme_graph_mode_example_prints_what_it_says():
     assert r.stdout.split() == ["True", "1"], r.stdout + r.stderr
 
 
+def test_readme_capture_example_prints_what_it_says():
+    block = next(b for b in PY_BLOCKS if "capture_step" in b)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    r = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, env=env, timeout=120)
+    assert r.stdout.split() == ["2", "1", "1"], r.stdout + r.stderr
+
+
 def test_setup_is_exactly_two_commands_and_ci_runs_the_test_one():
     setup = README.split("## Set up", 1)[1]
     commands = re.search(r"```bash\n(.*?)```", setup, re.S).group(1).strip().splitlines()
