@@ -660,3 +660,42 @@ def test_write_ordering_with_load_state_dict():
         np.testing.assert_allclose(y.numpy(), xv @ w_old.T + b_old, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(net(gg.tensor(xv)).numpy(), np.repeat(xv.sum(1, keepdims=True), 3, 1),
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_threads_in_graph_and_eager_mode_train_correctly_at_once():
+    """Threads share one engine: one thread's drain may compute another's queued nodes,
+    which is always safe (draining early never changes a value). Every thread's losses
+    must equal a sequential eager run of the same training."""
+    import threading
+
+    def train(seed, graph, out):
+        rng = _rng(seed)
+        x = gg.tensor(rng.standard_normal((8, 4)).astype(np.float32))
+        y = gg.tensor(rng.standard_normal((8, 2)).astype(np.float32))
+        ps = [gg.tensor(rng.standard_normal(s).astype(np.float32) * 0.3, requires_grad=True)
+              for s in [(4, 8), (8,), (8, 2), (2,)]]
+        opt = gg.optim.Adam(ps, lr=0.01)
+        losses = []
+        with gg.graph_mode(graph):
+            for _ in range(30):
+                w1, b1, w2, b2 = ps
+                loss = ((((x @ w1 + b1).relu() @ w2 + b2) - y) ** 2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        out[seed] = losses
+
+    ref: dict = {}
+    for s in range(4):
+        train(s, False, ref)
+    out: dict = {}
+    ts = [threading.Thread(target=train, args=(s, s % 2 == 0, out)) for s in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert sorted(out) == [0, 1, 2, 3]
+    for s in range(4):
+        assert ref[s][-1] < ref[s][0]
+        np.testing.assert_allclose(out[s], ref[s], rtol=0, atol=1e-6)
