@@ -218,3 +218,36 @@ def test_modes_are_task_local():
 
     assert asyncio.run(main()) == [True, False, True]
     assert gg.graph_mode() is False
+
+
+def _matmul_precisions(node: int) -> list[int]:
+    """ggml precision flags (op_params[0]) of every MUL_MAT node reachable from ``node``."""
+    from ggmlgrad._ggml import TensorStruct, lib
+    seen, out, stack = set(), [], [node]
+    while stack:
+        n = stack.pop()
+        if not n or n in seen:
+            continue
+        seen.add(n)
+        t = TensorStruct.from_address(n)
+        if lib.op_name(t.op) == b"MUL_MAT":
+            out.append(t.op_params[0])
+        stack.extend(s for s in t.src if s)
+    return out
+
+
+def test_matmul_precision_marks_forward_and_backward_nodes():
+    from ggmlgrad._ggml import consts
+    x = gg.tensor(np.ones((3, 4), np.float32), requires_grad=True)
+    w = gg.tensor(np.ones((4, 2), np.float32), requires_grad=True)
+    with gg.graph_mode(True):
+        with gg.matmul_precision("f32"):
+            y = x @ w
+            assert _matmul_precisions(y._node) == [consts.PREC_F32]
+        y.sum().backward()  # outside the block: the gradient matmuls follow the forward's precision
+        for g in (x.grad, w.grad):
+            precs = _matmul_precisions(g._node)
+            assert precs and all(p == consts.PREC_F32 for p in precs), precs
+        z = x @ w  # default precision again
+        assert _matmul_precisions(z._node) == [consts.PREC_DEFAULT]
+        assert x.grad.tolist() == [[2.0] * 4] * 3 and w.grad.tolist() == [[3.0] * 2] * 4

@@ -9,6 +9,7 @@ from __future__ import annotations
 import weakref
 
 from ..engine import ENGINE
+from ..engine.modes import _precision
 from ..ops.registry import OpDef
 from .grad_mode import _enabled, is_grad_enabled
 
@@ -16,7 +17,8 @@ from .grad_mode import _enabled, is_grad_enabled
 class Node:
     """One recorded op: its inputs, their versions at record time, its params."""
 
-    __slots__ = ("opdef", "inputs", "versions", "params", "out_ref", "out_shape", "released", "__weakref__")
+    __slots__ = ("opdef", "inputs", "versions", "params", "out_ref", "out_shape", "released", "precision",
+                 "__weakref__")
 
     def __init__(self, opdef: OpDef, inputs: tuple, params: dict, out):
         self.opdef = opdef
@@ -26,6 +28,7 @@ class Node:
         self.out_ref = weakref.ref(out) if opdef.save_output else None
         self.out_shape = out.shape
         self.released = False
+        self.precision = _precision.get()  # its backward matmuls use the forward's matmul precision
 
     @property
     def name(self) -> str:
@@ -104,7 +107,14 @@ def run_backward(root, gradient, retain_graph: bool = False) -> None:
                     f"backward: trying to go through the graph a second time ({node.name}); its saved "
                     f"tensors were freed after the first backward. Pass retain_graph=True the first time.")
             node.check_versions()
-            in_grads = node.opdef.backward(g, node)
+            if node.precision == _precision.get():
+                in_grads = node.opdef.backward(g, node)
+            else:
+                prec_token = _precision.set(node.precision)
+                try:
+                    in_grads = node.opdef.backward(g, node)
+                finally:
+                    _precision.reset(prec_token)
             if not isinstance(in_grads, tuple):
                 in_grads = (in_grads,)
             for x, gx in zip(node.inputs, in_grads):
