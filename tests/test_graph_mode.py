@@ -699,3 +699,21 @@ def test_threads_in_graph_and_eager_mode_train_correctly_at_once():
     for s in range(4):
         assert ref[s][-1] < ref[s][0]
         np.testing.assert_allclose(out[s], ref[s], rtol=0, atol=1e-6)
+
+
+def test_clipping_stays_queued_unless_it_must_read_the_norm():
+    """clip_grad_norm_ is graph ops (no sync); error_if_nonfinite=True must read the norm:
+    a host read, so a sync point like any other."""
+    w = gg.tensor([3.0, 4.0], requires_grad=True)
+    with gg.graph_mode(True):
+        (w * 1).sum().backward()
+        with Computes() as c:
+            norm = gg.nn.utils.clip_grad_norm_([w], 1.0)
+            assert c.n == 0 and gg.pending(norm) and gg.pending(w.grad)
+        np.testing.assert_allclose(w.grad.numpy(), np.ones(2) / np.sqrt(2), rtol=1e-5)
+        w.grad = None
+        (w * 1).sum().backward()
+        with Computes() as c:
+            gg.nn.utils.clip_grad_norm_([w], 1.0, error_if_nonfinite=True)
+            assert c.drains("read") == 1
+        np.testing.assert_allclose(w.grad.numpy(), np.ones(2) / np.sqrt(2), rtol=1e-5)
