@@ -32,8 +32,8 @@ def demo_runs() -> dict:
     for mode in MODES:
         r = _run("demo", "--epochs", EPOCHS, "--seed", "0", "--mode", mode)
         assert r.returncode == 0, r.stdout + r.stderr
-        per_epoch = re.findall(r"^epoch\s+\d+/\d+\s+loss (\S+)\s+test accuracy (\S+)\s+step (\S+) ms",
-                               r.stdout, re.M)
+        per_epoch = re.findall(r"^epoch\s+\d+/\d+\s+loss (\S+)\s+test accuracy (\S+)\s+step (\S+) ms "
+                               r"\(median of \d+, (\d+) graph computes each\)", r.stdout, re.M)
         assert len(per_epoch) == int(EPOCHS), r.stdout
         final = re.search(r"^final test accuracy (\d\.\d+)$", r.stdout, re.M)
         assert final, r.stdout
@@ -44,17 +44,24 @@ def demo_runs() -> dict:
 @pytest.mark.parametrize("mode", MODES)
 def test_demo_reaches_95_percent(demo_runs, mode):
     per_epoch, final = demo_runs[mode]
-    losses = [loss for loss, _, _ in per_epoch]
+    losses = [loss for loss, _, _, _ in per_epoch]
     assert losses[-1] < losses[0] / 3, f"loss did not fall: {losses}"
-    assert all(ms > 0 for _, _, ms in per_epoch)
+    assert all(ms > 0 for _, _, ms, _ in per_epoch)
     assert final >= 0.95, per_epoch
+
+
+def test_demo_graph_computes_per_step(demo_runs):
+    """Graph mode and capture: forward+backward, then Adam (2 computes); eager: one per op."""
+    last = {mode: demo_runs[mode][0][-1][3] for mode in MODES}
+    assert last["capture"] == 2 and last["graph"] == 2, last
+    assert last["eager"] >= 20, last
 
 
 def test_demo_modes_train_the_same_model(demo_runs):
     """Same seed, same data order: capture, graph mode and eager agree epoch by epoch (float32 noise)."""
-    eager = [loss for loss, _, _ in demo_runs["eager"][0]]
+    eager = [loss for loss, _, _, _ in demo_runs["eager"][0]]
     for mode in ("graph", "capture"):
-        assert [loss for loss, _, _ in demo_runs[mode][0]] == pytest.approx(eager, rel=1e-3), mode
+        assert [loss for loss, _, _, _ in demo_runs[mode][0]] == pytest.approx(eager, rel=1e-3), mode
 
 
 def test_demo_default_mode_is_capture():

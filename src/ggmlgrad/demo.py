@@ -99,18 +99,20 @@ def run_demo(epochs: int = 15, seed: int = 0, mode: str = DEFAULT_MODE, batch_si
         for epoch in range(1, epochs + 1):
             order = rng.permutation(len(x_train))
             times, losses = [], []
+            computes_before = gg.counters()["computes"]
             # drop the last partial batch: one input signature, one recording in capture mode
             for start in range(0, len(order) - batch_size + 1, batch_size):
                 idx = order[start:start + batch_size]
                 t0 = time.perf_counter()
                 losses.append(step(x_train[idx], y_train[idx]))
                 times.append(time.perf_counter() - t0)
+            per_step = (gg.counters()["computes"] - computes_before) / len(times)
             loss = float(np.mean(losses))
             acc = accuracy(model, x_test, y_test)
             median_ms = statistics.median(times) * 1e3
             step_ms.append(median_ms)
             out(f"epoch {epoch:3d}/{epochs}  loss {loss:.4f}  test accuracy {acc:.4f}  "
-                f"step {median_ms:.3f} ms (median of {len(times)})")
+                f"step {median_ms:.3f} ms (median of {len(times)}, {per_step:.0f} graph computes each)")
     acc = accuracy(model, x_test, y_test)
     out(f"final test accuracy {acc:.4f}")
     return {"test_accuracy": acc, "final_loss": loss, "step_ms": step_ms[-1], "mode": mode, "epochs": epochs}
