@@ -290,7 +290,7 @@ class Engine:
             except BaseException as e:  # KeyboardInterrupt too: the queue is gone, its tensors must not stay pending
                 COUNTERS.failed += 1
                 # Eager: the op that failed is the call that drained (no site was kept).
-                msg = self._failure_message(labels, site or user_site(1), e)
+                msg = self._failure_message(labels, site or user_site(1), e, reason)
                 for ref, _ in roots:
                     a = ref()
                     if a is not None and a._status == PENDING and a._epoch == epoch:
@@ -322,10 +322,12 @@ class Engine:
         return lib.new_graph_custom(self._graph_ctx, size, False)
 
     @staticmethod
-    def _failure_message(labels: list[str], site: str | None, err: Exception) -> str:
+    def _failure_message(labels: list[str], site: str | None, err: BaseException, reason: str = "") -> str:
         counts = Counter(labels)  # insertion-ordered: order of first appearance
         ops = ", ".join(f"{k} x{v}" for k, v in counts.items())
         where = f" The first of them was queued at {site}." if site else ""
+        if reason in ("eager", "check"):  # one op per graph: the error is already at its own call
+            return f"ggmlgrad: the graph of {ops} failed: {err}." + (f" Called at {site}." if site else "")
         return (f"ggmlgrad graph mode: the queued graph failed ({len(labels)} queued ops: {ops}): {err}.{where}\n"
                 "Rerun with gg.graph_mode(True, check=True) or GGMLGRAD_GRAPH_CHECK=1 to compute each op as "
                 "it is queued and get the error at its own call.")
