@@ -40,9 +40,12 @@ def _data(sizes, batch, seed=1):
     return x, np.eye(sizes[-1], dtype=np.float32)[y]
 
 
-def _time(fn, steps: int, repeat: int) -> float:
-    for _ in range(20):
+def _time(fn, steps: int, repeat: int, budget_s: float = 4.0) -> float:
+    t0 = time.perf_counter()
+    for _ in range(10):
         fn()
+    per_call = (time.perf_counter() - t0) / 10
+    steps = max(5, min(steps, int(budget_s / repeat / max(per_call, 1e-7))))  # slow workloads: fewer calls
     meds = []
     for _ in range(repeat):
         ts = []
@@ -202,10 +205,12 @@ def _maybe(make, *a):
 
 
 # ---------------------------------------------------------------------------- replay breakdown
-def breakdown(step, args, n: int = 2000) -> dict[str, float]:
+def breakdown(step, args, n: int = 2000, budget_s: float = 4.0) -> dict[str, float]:
     """Per-stage median time (µs) of the captured-step replay path, mirroring CapturedStep._run."""
     from ggmlgrad.engine import ENGINE
+    t0 = time.perf_counter()
     step(*args)
+    n = max(5, min(n, int(budget_s / max(time.perf_counter() - t0, 1e-7))))
     rec = step._cache[step._key(args, {})]
     opt = step.optimizer
     stages = dict.fromkeys(["signature+lookup", "stale checks", "pack args", "optimizer hparams", "upload",
@@ -251,7 +256,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--breakdown", action="store_true")
     a = ap.parse_args()
-    print(f"ggmlgrad {gg.__version__}; ggml backends: {gg.info() if False else ''}".rstrip())
+    from ggmlgrad.runtime import executor_for, get_device, get_num_threads
+    print(f"ggmlgrad {gg.__version__}; backends {executor_for(get_device()).backend_names}; "
+          f"threads {get_num_threads() or 'auto'}; {os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}")
     rows = []
     steps_for_breakdown = []
     for name, sizes, batch in CONFIGS:

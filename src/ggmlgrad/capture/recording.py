@@ -12,6 +12,7 @@ replay is: pack inputs on the host, ONE upload of the changed span, one
 from __future__ import annotations
 
 import math
+import time
 import weakref
 from typing import Any, Callable
 
@@ -23,13 +24,14 @@ from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, COUNTERS, CaptureError,
 from ..engine.dtypes import bf16_to_f32, f32_to_bf16
 from ..engine.queue import _OVERHEAD
 from ..ops import op
-from ..runtime import Device, Storage, choose_threads, executor_for
+from ..runtime import Device, Storage, choose_threads, executor_for, get_num_threads
 from ..tensor import random as _random
 from ..tensor.creation import generator
 from ..tensor.tensor import Tensor
 from . import ops as _ops  # noqa: F401  (registers the capture ops)
 
 _ALIGN = 64
+_TRIALS = 5   # replays per candidate thread count when autotuning
 
 
 def _align(n: int) -> int:
@@ -140,6 +142,8 @@ class ReplayGraph:
         self.n_nodes = lib.graph_n_nodes(self.graph)
         self.sched = 0
         self.executor = executor_for(device)
+        # (policy threads, its times, 1-thread times) while autotuning; None once decided
+        self._trials = (threads, [], []) if threads > 1 and device.kind == "cpu" else None
 
     def allocate(self) -> None:
         ex = self.executor
@@ -153,11 +157,37 @@ class ReplayGraph:
     def compute(self) -> None:
         if self.n_nodes == 0:
             return
-        self.executor.set_threads(self.threads)
+        fixed = get_num_threads()
+        if fixed is not None:
+            threads = fixed
+        elif self._trials is not None:
+            return self._compute_trial()
+        else:
+            threads = self.threads
+        self.executor.set_threads(threads)
         status = lib.backend_sched_graph_compute(self.sched, self.graph)
         if status != 0:
             raise RuntimeError(f"capture: the recorded {self.label} graph failed to compute (ggml status {status})")
         COUNTERS.compute("capture", self.n_nodes)
+
+    def _compute_trial(self) -> None:
+        """Thread autotune: the policy's count (from work estimates) and 1 thread alternate for the
+        first replays; the faster median wins. A barrier per node makes threads a loss on busy or
+        small machines, a win on idle ones; measuring settles it for this graph on this machine."""
+        trials = self._trials
+        threads = trials[0] if len(trials[1]) <= len(trials[2]) else 1
+        t0 = time.perf_counter()
+        self.executor.set_threads(threads)
+        status = lib.backend_sched_graph_compute(self.sched, self.graph)
+        dt = time.perf_counter() - t0
+        if status != 0:
+            raise RuntimeError(f"capture: the recorded {self.label} graph failed to compute (ggml status {status})")
+        COUNTERS.compute("capture", self.n_nodes)
+        (trials[1] if threads == trials[0] else trials[2]).append(dt)
+        if len(trials[2]) >= _TRIALS:
+            many, one = sorted(trials[1])[_TRIALS // 2], sorted(trials[2])[_TRIALS // 2]
+            self.threads = trials[0] if many < one else 1
+            self._trials = None
 
     def free(self) -> None:
         if self.sched:
