@@ -605,3 +605,31 @@ def test_thread_count_autotuned_on_the_first_replays():
         np.testing.assert_allclose(f(x), first, rtol=1e-6, atol=1e-5)
     assert graph._trials is None and graph.threads in (1, policy)
     np.testing.assert_allclose(first, x.astype(np.float64) @ w.numpy().astype(np.float64), rtol=1e-4, atol=1e-3)
+
+
+def test_turning_clipping_on_and_off_switches_recordings(caplog):
+    ps = _params(14)
+    opt = gg.optim.SGD(ps, lr=0.1)
+    X, Y = _data(3)
+    step = gg.capture_step(lambda x, y: _loss(ps, x, y), opt, explain=True)
+    assert np.ndim(step(X[0], Y[0])) == 0
+    step.set(max_grad_norm=0.5)
+    with caplog.at_level(logging.WARNING, logger="ggmlgrad.capture"):
+        loss, norm = step(X[1], Y[1])
+    assert step.n_recordings == 2 and "clipping on" in caplog.text and float(norm) > 0
+    step.set(max_grad_norm=None)
+    assert np.ndim(step(X[2], Y[2])) == 0 and step.n_recordings == 2   # the unclipped recording is cached
+
+
+def test_capture_argument_errors():
+    with pytest.raises(TypeError):
+        gg.capture(3)
+    with pytest.raises(ValueError):
+        gg.capture(lambda x: x, max_recordings=0)
+    with pytest.raises(TypeError):
+        gg.capture_step(lambda x: x, object())
+    ps = _params(15)
+    step = gg.capture_step(lambda x: (x * 2.0).sum(), gg.optim.SGD(ps, lr=0.1))
+    with pytest.raises(gg.CaptureError, match="does not require grad|does not depend"):
+        step(np.ones(3, np.float32))
+    _session_still_works()

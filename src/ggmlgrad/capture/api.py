@@ -7,8 +7,8 @@
 ...     return (x @ w).relu()
 >>> f(np.ones((4, 3), np.float32)).tolist()[0]   # records, then computes
 [3.0, 3.0]
->>> f(np.full((4, 3), 2.0, np.float32))[0, 0]     # replays: 1 upload, 1 compute, 1 download
-6.0
+>>> f(np.full((4, 3), 2.0, np.float32)).tolist()[0]   # replays: 1 upload, 1 compute, 1 download
+[6.0, 6.0]
 """
 from __future__ import annotations
 
