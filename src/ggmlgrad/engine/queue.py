@@ -156,12 +156,17 @@ class Engine:
         self._room()
         return self.ctx
 
-    def record(self, out: Array, label: str, build: Callable[..., int], inputs, work: float = 0.0) -> Array:
-        """Build ``out``'s node from ``inputs`` and queue it (drain at once in eager/check mode)."""
+    def record(self, out: Array, label: str, build: Callable[..., int], inputs, work: float = 0.0,
+               params: dict | None = None) -> Array:
+        """Build ``out``'s node from ``inputs`` and queue it (drain at once in eager/check mode).
+
+        ``build(ctx, *nodes)``; or, with ``params`` (an op's keyword parameters), an op
+        builder ``build(ctx, nodes, inputs, out, **params)`` called directly (no closure per op).
+        """
         with self.lock:
             ctx = self.begin(out.device)
             nodes = [self.node_of(x) for x in inputs]
-            node = build(ctx, *nodes)
+            node = build(ctx, *nodes) if params is None else build(ctx, nodes, inputs, out, **params)
             out._node = node
             out._epoch = self.epoch
             out._status = PENDING

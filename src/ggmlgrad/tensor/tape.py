@@ -188,8 +188,7 @@ def apply(opdef: OpDef, inputs: tuple, params: dict):
     shape, dtype = opdef.infer(*inputs, **params)
     out = Tensor._blank(shape, dtype, inputs[0].device if inputs else params["device"])
     work = opdef.work(*inputs, **params) if opdef.work is not None else 0.0
-    fwd = opdef.forward
-    ENGINE.record(out, opdef.name, lambda ctx, *nodes: fwd(ctx, nodes, inputs, out, **params), inputs, work)
+    ENGINE.record(out, opdef.name, opdef.forward, inputs, work, params)
     if opdef.differentiable and _enabled.get():
         for x in inputs:
             if x.requires_grad:
