@@ -24,7 +24,7 @@ from .creation import _shape, generator
 from .tensor import Tensor, _from_numpy
 
 KINDS = ("uniform", "normal", "gumbel")
-_TINY = np.float32(np.finfo(np.float32).tiny)
+_TINY64 = np.finfo(np.float64).tiny
 
 # Set by capture while a recording is active: (kind, shape, device) -> recording input Tensor.
 _capture_source: Callable[[str, tuple, Device], Tensor] | None = None
@@ -38,12 +38,10 @@ def draw_into(kind: str, out: np.ndarray, rng: np.random.Generator | None = None
     elif kind == "normal":
         rng.standard_normal(out=out, dtype=np.float32)
     elif kind == "gumbel":
-        rng.random(out=out, dtype=np.float32)
-        np.maximum(out, _TINY, out=out)
-        np.log(out, out=out)
-        np.negative(out, out=out)                       # -log(u) in (0, 87]
-        np.log(out, out=out)
-        np.negative(out, out=out)                       # -log(-log(u))
+        # -log(-log(u)), u drawn in float64 and kept inside (0, 1): never log(0)
+        u = rng.random(out.shape)
+        np.clip(u, _TINY64, 1.0 - 1e-12, out=u)
+        out[...] = -np.log(-np.log(u))
     else:
         raise ValueError(f"noise: kind must be one of {KINDS}, got {kind!r}")
 
