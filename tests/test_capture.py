@@ -633,3 +633,18 @@ def test_capture_argument_errors():
     with pytest.raises(gg.CaptureError, match="does not require grad|does not depend"):
         step(np.ones(3, np.float32))
     _session_still_works()
+
+
+def test_load_state_dict_into_a_module_is_seen_without_recording_again():
+    gg.manual_seed(0)
+    model = gg.nn.Sequential(gg.nn.Linear(3, 4), gg.nn.Tanh(), gg.nn.Linear(4, 2))
+    other = gg.nn.Sequential(gg.nn.Linear(3, 4), gg.nn.Tanh(), gg.nn.Linear(4, 2))
+    f = gg.capture(model)
+    x = RNG.standard_normal((5, 3)).astype(np.float32)
+    before = f(x)
+    model.load_state_dict(other.state_dict())
+    after = f(x)
+    with gg.graph_mode(True):
+        ref = other(gg.tensor(x)).numpy()
+    np.testing.assert_allclose(after, ref, rtol=0, atol=1e-6)
+    assert np.abs(after - before).max() > 1e-3 and f.n_recordings == 1
