@@ -6,7 +6,7 @@ it, so matmuls go to BLAS/the GPU and ops a GPU backend lacks fall back to CPU.
 """
 from __future__ import annotations
 
-from .._ggml import backend_set_threads_fn, consts, lib, pointer_array
+from .._ggml import backend_set_threads_fn, lib, pointer_array
 from .device import ACCELERATORS, Device, cpu_device
 
 _INITIAL_GRAPH_SIZE = 8192
@@ -62,11 +62,10 @@ class Executor:
         self._ensure_sched(graph_size)
         self.set_threads(threads)
         lib.backend_sched_reset(self.sched)
-        if not lib.backend_sched_alloc_graph(self.sched, graph):
-            return consts.STATUS_ALLOC_FAILED
-        status = lib.backend_sched_graph_compute(self.sched, graph)
-        lib.backend_sched_synchronize(self.sched)
-        return status
+        # After a reset, ggml_backend_sched_graph_compute allocates the graph itself (returning
+        # GGML_STATUS_ALLOC_FAILED when it cannot) and synchronizes every backend before it
+        # returns: separate alloc_graph/synchronize calls only cost two more ctypes calls.
+        return lib.backend_sched_graph_compute(self.sched, graph)
 
 
 _EXECUTORS: dict[int, Executor] = {}
