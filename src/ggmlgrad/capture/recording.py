@@ -175,7 +175,7 @@ class ReplayGraph:
         first replays; the faster median wins. A barrier per node makes threads a loss on busy or
         small machines, a win on idle ones; measuring settles it for this graph on this machine."""
         trials = self._trials
-        threads = trials[0] if len(trials[1]) <= len(trials[2]) else 1
+        threads = 1 if len(trials[2]) <= len(trials[1]) else trials[0]
         t0 = time.perf_counter()
         self.executor.set_threads(threads)
         status = lib.backend_sched_graph_compute(self.sched, self.graph)
@@ -184,8 +184,10 @@ class ReplayGraph:
             raise RuntimeError(f"capture: the recorded {self.label} graph failed to compute (ggml status {status})")
         COUNTERS.compute("capture", self.n_nodes)
         (trials[1] if threads == trials[0] else trials[2]).append(dt)
-        if len(trials[2]) >= _TRIALS:
-            many, one = sorted(trials[1])[_TRIALS // 2], sorted(trials[2])[_TRIALS // 2]
+        if not trials[1] or len(trials[1]) != len(trials[2]):
+            return
+        many, one = sorted(trials[1])[len(trials[1]) // 2], sorted(trials[2])[len(trials[2]) // 2]
+        if len(trials[1]) >= _TRIALS or many > 2 * one or one > 2 * many:  # a clear loser decides early
             self.threads = trials[0] if many < one else 1
             self._trials = None
 
