@@ -648,3 +648,20 @@ def test_load_state_dict_into_a_module_is_seen_without_recording_again():
         ref = other(gg.tensor(x)).numpy()
     np.testing.assert_allclose(after, ref, rtol=0, atol=1e-6)
     assert np.abs(after - before).max() > 1e-3 and f.n_recordings == 1
+
+
+def test_step_sends_only_what_changed():
+    ps = _params(16)
+    opt = gg.optim.SGD(ps, lr=0.1)
+    X, Y = _data(2, b=64)
+    step = gg.capture_step(lambda x, y: _loss(ps, x, y), opt)
+    step(X[0], Y[0])
+    step(X[0], Y[0])
+    before = gg.counters()
+    step(X[0], Y[0])                     # same data, same lr: nothing to send
+    mid = gg.counters()
+    step(X[0], Y[1])                     # only y changed: only its bytes travel
+    after = gg.counters()
+    assert _delta(before, mid) == (2, 0, 1)
+    assert _delta(mid, after) == (2, 1, 1)
+    assert 0 < after["upload_bytes"] - mid["upload_bytes"] <= Y[1].nbytes + 64
