@@ -281,3 +281,29 @@ def test_mlp_200_sgd_steps_match_numpy(graph):
             losses.append(loss.item())
     assert ref[-1] < 0.5 * ref[0]  # the reference actually trains
     np.testing.assert_allclose(losses, ref, rtol=1e-5)
+
+
+@MODES
+def test_inplace_write_through_a_detached_alias_is_caught(graph):
+    """detach() shares memory, so it shares the version counter: writing through the alias
+    must not silently corrupt a gradient (PyTorch raises here too)."""
+    with gg.graph_mode(graph):
+        a = _t([1.0, 2.0])
+        x = a.exp()
+        alias = x.detach()
+        alias.mul_(gg.tensor([2.0, 2.0]))
+        assert x._version == alias._version == 1
+        with pytest.raises(RuntimeError, match="exp backward: its output .*modified in place"):
+            x.sum().backward()
+        b = _t([1.0, 2.0])
+        w = gg.tensor([3.0, 4.0])
+        y = b * w
+        w.detach().add_(gg.ones(2))
+        with pytest.raises(RuntimeError, match="mul backward: input 1"):
+            y.sum().backward()
+        # a copy is not an alias: writing it is fine
+        c = gg.tensor([3.0, 4.0])
+        z = b * c
+        gg.tensor(c).add_(gg.ones(2))
+        z.sum().backward()
+        assert b.grad.tolist() == [3.0, 4.0]

@@ -717,3 +717,29 @@ def test_clipping_stays_queued_unless_it_must_read_the_norm():
             gg.nn.utils.clip_grad_norm_([w], 1.0, error_if_nonfinite=True)
             assert c.drains("read") == 1
         np.testing.assert_allclose(w.grad.numpy(), np.ones(2) / np.sqrt(2), rtol=1e-5)
+
+
+def test_detach_of_a_pending_tensor_is_an_alias_like_in_eager():
+    for graph in (False, True):
+        with gg.graph_mode(graph):
+            base = gg.tensor([1.0, 2.0]) * 2
+            alias = base.detach()
+            assert gg.pending(alias) == graph and not alias.requires_grad
+            alias.add_(gg.ones(2))  # writes the shared memory in both modes
+            assert base.tolist() == [3.0, 5.0] and alias.tolist() == [3.0, 5.0]
+            assert base._storage is alias._storage
+            # the alias alone keeps the value when the base dies before the drain
+            b2 = gg.tensor([1.0, 2.0]) * 3
+            a2 = b2.detach()
+            del b2
+            gc.collect()
+            assert a2.tolist() == [3.0, 6.0]
+    with gg.graph_mode(True):
+        base = gg.tensor([1.0]) * 2
+        alias = base.detach()
+        ENGINE.fail_next_drain()
+        with pytest.raises(gg.GraphError):
+            alias.numpy()
+        for t in (base, alias):
+            with pytest.raises(gg.PendingError):
+                t.numpy()

@@ -192,3 +192,18 @@ def test_inplace_keeps_storage_and_other_holders_see_it(graph):
         t.mul_(gg.tensor([3.0, 3.0]))
         assert t._storage is storage
         assert d.tolist() == [3.0, 6.0]
+
+
+@MODES
+def test_tensor_of_a_tensor_is_a_copy(graph):
+    with gg.graph_mode(graph):
+        f = gg.tensor([1.0, 2.0])
+        c = gg.tensor(f)
+        c.add_(gg.ones(2))
+        assert f.tolist() == [1.0, 2.0] and c.tolist() == [2.0, 3.0]
+        d = f.detach()  # detach() IS an alias (PyTorch semantics): same memory, same version counter
+        d.add_(gg.ones(2))
+        assert f.tolist() == [2.0, 3.0] and f._version == d._version == 1
+        g = gg.tensor(f * 1)  # from a pending tensor
+        f.zero_()
+        assert g.tolist() == [2.0, 3.0]

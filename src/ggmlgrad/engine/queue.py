@@ -186,6 +186,15 @@ class Engine:
                     self.site = user_site(3)
             return out
 
+    def alias_pending(self, twin: Array, base: Array) -> None:
+        """Make ``twin`` another name for ``base``'s queued node (``detach()`` of a pending
+        tensor): the drain gives both the same memory, as eager aliasing would."""
+        with self.lock:
+            if base._status != PENDING or base._epoch != self.epoch:
+                raise PendingError(base._error or "ggmlgrad: this tensor's queued graph was discarded; it has no value")
+            twin._node, twin._epoch, twin._status = base._node, base._epoch, PENDING
+            self.roots.append((weakref.ref(twin), base._node))
+
     def queue_write(self, target: Array, value_node: int, label: str = "write") -> None:
         """Queue ``target ← value`` (call inside :meth:`exclusive` only)."""
         if self._hold == 0:
@@ -263,13 +272,16 @@ class Engine:
             self._new_epoch_state()
             outs: list[Array] = []
             try:
+                allocated: dict[int, Storage] = {}
                 for ref, node in roots:
                     a = ref()
                     if a is None or a._status != PENDING or a._node != node:
                         continue  # nobody can read it: computed only if a live node needs it
-                    s = Storage(a.device, a.nbytes)
-                    lib.backend_tensor_alloc(s.buffer, node, s.data)
-                    a._storage = s
+                    s = allocated.get(node)
+                    if s is None:
+                        s = allocated[node] = Storage(a.device, a.nbytes)
+                        lib.backend_tensor_alloc(s.buffer, node, s.data)
+                    a._storage = s  # an alias (alias_pending) shares its base's memory
                     outs.append(a)
                 used = 0
                 for c in ctx_list:

@@ -25,7 +25,7 @@ class Tensor(Array):
     [[2.0, 4.0]]
     """
 
-    __slots__ = ("requires_grad", "grad", "grad_fn", "_version", "_retains_grad", "__dict__")
+    __slots__ = ("requires_grad", "grad", "grad_fn", "_vcell", "_retains_grad", "__dict__")
     __array_priority__ = 1000  # NumPy defers `ndarray op Tensor` to our reflected operators
 
     @classmethod
@@ -35,9 +35,22 @@ class Tensor(Array):
         t.requires_grad = False
         t.grad = None
         t.grad_fn = None
-        t._version = 0
+        t._vcell = [0]
         t._retains_grad = False
         return t
+
+    @property
+    def _version(self) -> int:
+        """In-place write counter, shared by every tensor aliasing this memory (``detach()``),
+        so a write through an alias is seen by backward's saved-tensor check (as in PyTorch)."""
+        return self._vcell[0]
+
+    @_version.setter
+    def _version(self, v: int) -> None:
+        try:
+            self._vcell[0] = v
+        except AttributeError:  # made without _blank (e.g. nn.Parameter.__new__)
+            self._vcell = [v]
 
     def __init__(self, *args, **kwargs):
         raise TypeError("use gg.tensor(data) or a factory such as gg.zeros(shape) to make a Tensor")
@@ -149,9 +162,9 @@ class Tensor(Array):
         t = Tensor._blank(self.shape, self.dtype, self.device)
         t._storage, t._node, t._epoch, t._status, t._error = self._storage, self._node, self._epoch, self._status, self._error
         if self._status == PENDING:
-            # The pending node belongs to `self`; the detached twin reads it as an op input.
-            with no_grad():
-                return op.clone(self)
+            # Same node: the drain gives both tensors the same memory (an alias, as in eager).
+            ENGINE.alias_pending(t, self)
+        t._vcell = self._vcell  # same memory, same version counter
         return t
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
@@ -497,7 +510,8 @@ def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> T
         t = data.detach().to(device=dev)
         if dtype is not None:
             t = t.to(dtype)
-        t = t.clone() if t is data else t
+        if t is data or (t._storage is not None and t._storage is data._storage):
+            t = t.clone()  # a copy, never an alias of data's memory
         t.requires_grad = False
         return t.requires_grad_(requires_grad) if requires_grad else t
     arr = np.asarray(data)
