@@ -665,3 +665,18 @@ def test_step_sends_only_what_changed():
     assert _delta(before, mid) == (2, 0, 1)
     assert _delta(mid, after) == (2, 1, 1)
     assert 0 < after["upload_bytes"] - mid["upload_bytes"] <= Y[1].nbytes + 64
+
+
+def test_uncaptured_steps_in_between_keep_step_counters_right():
+    ps = _params(17)
+    opt = gg.optim.Adam(ps, lr=0.01)
+    X, Y = _data(3)
+    step = gg.capture_step(lambda x, y: _loss(ps, x, y), opt)
+    step(X[0], Y[0])
+    with gg.graph_mode(True):                       # an uncaptured step that updates only ps[0]
+        opt.zero_grad()
+        (ps[0] * 1.0).sum().backward()
+        opt.step()
+    assert [opt.state[p]["step"] for p in ps] == [2, 1, 1, 1]
+    step(X[1], Y[1])
+    assert [opt.state[p]["step"] for p in ps] == [3, 2, 2, 2]

@@ -502,6 +502,7 @@ class CapturedStep(Captured):
                        for i, a in enumerate(hp_arrays)]
                 with no_grad(), recorder.hold():
                     opt._queue_update(grads, hps)
+                updated = list(getattr(opt, "_last_updated", ()))
                 recorder.take_graph("optimizer update", [], [])
                 inputs = recorder.finish()
         except BaseException:
@@ -515,6 +516,7 @@ class CapturedStep(Captured):
         rec.clip_slot = inputs.clip[0] if clip else None
         rec.hparam_slots = inputs.hparams
         rec.norm_index = n_user if clip else None
+        rec.updated = updated
         return rec
 
     def _run(self, rec: _Recording, leaves: list):
@@ -544,6 +546,10 @@ class CapturedStep(Captured):
                     f"optimizer moments and step counters are unchanged). Lower the learning rate or check "
                     f"the loss for inf/nan.")
         g2.compute()
+        if rec.updated:
+            # _advance() counts the parameters the last _queue_update updated: this recording's, even
+            # if an uncaptured step (or another recording) queued an update since.
+            opt._last_updated = rec.updated
         opt._advance()
         result = rec.out_spec.build(outs[:rec.n_user_outputs])
         if rec.norm_index is not None:
