@@ -25,6 +25,7 @@ import numpy as np
 
 from ..engine import float32
 from ..runtime import Device, resolve_device
+from ..tensor import random as _random
 from ..tensor.creation import generator
 from ..tensor.tensor import Tensor, _from_numpy
 
@@ -43,15 +44,10 @@ class NoiseRequest:
         """A fresh float32 array from the seeded generator (host side)."""
         rng = generator()
         p = dict(self.params)
-        if self.kind == "uniform":
-            a = rng.random(self.shape, dtype=np.float32)
-        elif self.kind == "normal":
-            a = rng.standard_normal(self.shape, dtype=np.float32)
-        elif self.kind == "gumbel":
-            # -log(-log(u)) with u in (0, 1): never log(0).
-            u = rng.random(self.shape)
-            u = np.clip(u, np.finfo(np.float64).tiny, 1.0 - 1e-12)
-            a = (-np.log(-np.log(u))).astype(np.float32)
+        if self.kind in _random.KINDS:
+            # uniform / normal / gumbel: the one implementation in ggmlgrad.tensor.random (same stream)
+            a = np.empty(self.shape, np.float32)
+            _random.draw_into(self.kind, a, rng)
         elif self.kind == "dropout_mask":
             keep = 1.0 - p["p"]
             a = (rng.random(self.shape) < keep).astype(np.float32) * np.float32(1.0 / keep)
@@ -91,4 +87,6 @@ def draw_noise(kind: str, shape: tuple, *, device=None, **params) -> Tensor:
         t = _hook(req)
         if t is not None:
             return t
+    if kind in _random.KINDS:
+        return _random.noise(kind, shape, req.device)   # capture-aware by itself, too
     return _from_numpy(req.sample(), float32, req.device, requires_grad=False)
