@@ -17,9 +17,8 @@ import inspect
 import logging
 import math
 import os
-import weakref
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -630,4 +629,3 @@ def capture_step(loss_fn: Callable, optimizer, max_grad_norm: float | None = Non
     return CapturedStep(loss_fn, optimizer, max_grad_norm, max_recordings=max_recordings, explain=explain)
 
 
-_ = (weakref, Any)

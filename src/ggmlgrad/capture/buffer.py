@@ -19,8 +19,7 @@ import math
 
 import numpy as np
 
-from ..engine import ENGINE, COMPUTED, float32, int32, dtypes, host_array, new_from_host, upload_into
-from ..engine.array import PENDING
+from ..engine import COUNTERS, ENGINE, float32, int32, dtypes, host_array, new_from_host
 from ..ops import op
 from ..runtime import resolve_device
 from ..tensor import Tensor
@@ -147,13 +146,9 @@ def _check_range(idx: np.ndarray, capacity: int) -> None:
 
 
 def _write_rows(t: Tensor, data: np.ndarray, byte_offset: int) -> None:
-    from ..engine import COUNTERS
     if ENGINE.guard is not None:
         ENGINE.guard.on_upload("Buffer.write()")
     n = data.nbytes
     t._storage.write(data.ctypes.data, n, byte_offset)
     COUNTERS.uploads["Buffer.write()"] += 1
     COUNTERS.upload_bytes["Buffer.write()"] += n
-
-
-_ = (COMPUTED, PENDING, upload_into)

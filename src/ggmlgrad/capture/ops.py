@@ -14,7 +14,7 @@ import math
 from .._ggml import lib
 from ..engine import float32, int32
 from ..ops.build import reshape
-from ..ops.registry import define, op, same_device, same_float
+from ..ops.registry import define, same_device, same_float
 
 _F32_MAX = 3.4028234663852886e38
 
@@ -113,4 +113,3 @@ def _buffer_rows(ctx, nodes, inputs, out, start, stop):
     return lib.cont(ctx, reshape(ctx, lib.cont(ctx, v), out.shape))
 
 
-_ = op

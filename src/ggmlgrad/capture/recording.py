@@ -11,20 +11,20 @@ replay is: pack inputs on the host, ONE upload of the changed span, one
 """
 from __future__ import annotations
 
-import math
 import time
 import weakref
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from .._ggml import InitParams, lib, pointer_array, write_ptr_field
-from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, COUNTERS, CaptureError, DType, bfloat16, dtypes,
-                      float32, modes, user_site)
+from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, COUNTERS, CaptureError, DType, bfloat16, float32,
+                      modes, user_site)
 from ..engine.dtypes import bf16_to_f32, f32_to_bf16
 from ..engine.queue import _OVERHEAD
 from ..ops import op
 from ..runtime import Device, Storage, choose_threads, executor_for, get_num_threads
+from ..tensor import no_grad
 from ..tensor import random as _random
 from ..tensor.creation import generator
 from ..tensor.tensor import Tensor
@@ -340,7 +340,7 @@ class Recorder:
             if id(t) not in seen:
                 if t._status != PENDING:
                     # A leaf (an input or a parameter returned as is) needs a node of its own.
-                    with _no_grad():
+                    with no_grad():
                         t2 = op.capture_copy(t)
                     seen[id(t)] = len(outs)
                     outs.append(t2)
@@ -522,16 +522,3 @@ def unpack(raw: np.ndarray, offset: int, t: Tensor) -> np.ndarray:
     if t.dtype is bfloat16:
         return bf16_to_f32(a)
     return a
-
-
-class _no_grad:
-    def __enter__(self):
-        from ..tensor.grad_mode import _enabled
-        self._tok = _enabled.set(False)
-
-    def __exit__(self, *exc):
-        from ..tensor.grad_mode import _enabled
-        _enabled.reset(self._tok)
-
-
-_ = (math, Callable, dtypes, float32)
