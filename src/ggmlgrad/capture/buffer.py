@@ -42,8 +42,8 @@ class Buffer:
       in the graph.
     - ``read(start=0, stop=None)``: rows ``[start, stop)`` as a Tensor (a copy).
 
-    ``len(buf)`` is the number of rows written so far (at most ``capacity``); ``cursor``
-    the next ring position. Memory follows Python references: a buffer dropped while a
+    ``len(buf)`` is the high-water mark of written rows (``capacity`` once the ring wrapped);
+    ``cursor`` the next ring position. Memory follows Python references: a buffer dropped while a
     queued node reads it stays alive until that node has computed.
     """
 
