@@ -680,3 +680,13 @@ def test_uncaptured_steps_in_between_keep_step_counters_right():
     assert [opt.state[p]["step"] for p in ps] == [2, 1, 1, 1]
     step(X[1], Y[1])
     assert [opt.state[p]["step"] for p in ps] == [3, 2, 2, 2]
+
+
+def test_namedtuple_outputs_keep_their_type():
+    from collections import namedtuple
+    Out = namedtuple("Out", "double half")
+    f = gg.capture(lambda x: Out(x * 2.0, x * 0.5))
+    r = f(np.ones(2, np.float32))
+    assert isinstance(r, Out)
+    np.testing.assert_array_equal(r.double, [2, 2])
+    np.testing.assert_array_equal(r.half, [0.5, 0.5])

@@ -112,7 +112,9 @@ class _OutSpec:
         if isinstance(x, Tensor):
             tensors.append(x)
             return ("T", len(tensors) - 1)
-        if isinstance(x, tuple) and not hasattr(x, "_fields"):
+        if isinstance(x, tuple) and hasattr(x, "_fields"):
+            return ("namedtuple", (type(x), [self._flatten(v, tensors) for v in x]))
+        if isinstance(x, tuple):
             return ("tuple", [self._flatten(v, tensors) for v in x])
         if isinstance(x, list):
             return ("list", [self._flatten(v, tensors) for v in x])
@@ -132,6 +134,8 @@ class _OutSpec:
             return arrays[v]
         if kind == "tuple":
             return tuple(self._build(c, arrays) for c in v)
+        if kind == "namedtuple":
+            return v[0](*(self._build(c, arrays) for c in v[1]))
         if kind == "list":
             return [self._build(c, arrays) for c in v]
         if kind == "dict":
