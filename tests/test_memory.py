@@ -78,6 +78,7 @@ def test_dropping_tensors_returns_their_memory():
     gc.collect()
     base = pool_stats()
     ts = [gg.ones(1000) * float(i) for i in range(50)]
+    ts[-1].numpy()  # in graph mode, memory is given at the drain
     mid = pool_stats()
     assert mid["live_count"] >= base["live_count"] + 50
     assert mid["live_bytes"] >= base["live_bytes"] + 50 * 4000
