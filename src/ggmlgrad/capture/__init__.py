@@ -2,6 +2,24 @@
 
 ``gg.capture(fn)``, ``gg.capture_step(loss_fn, optimizer, max_grad_norm=None)`` and the
 device-resident table ``gg.Buffer`` (replay/rollout buffers gathered inside captured steps).
+
+How a replay runs (SPEC §4): the call's signature (argument structure, shapes, dtypes,
+device, matmul precision; for steps also clipping on/off) selects a cached recording
+(LRU, ``max_recordings=8``); the arguments, noise draws, clip limit and the optimizer's
+hyperparameters are packed into one host block and the span that changed since the last
+call is sent in ONE upload; each recorded graph computes on its own ``ggml_backend_sched``
+(allocated once at record time); ONE download brings back every output, copied into fresh
+NumPy arrays. A forward replay is 1 compute; a training step is 2 (forward+backward+clip,
+then the in-place update). With ``GGMLGRAD_CAPTURE_EXPLAIN=1`` (or ``explain=True``) every
+new recording after the first logs why (``logging`` logger ``ggmlgrad.capture``).
+
+Recording runs the function in graph mode with a guard on the engine: an upload other
+than the inputs, a read-back or an eager compute raises ``gg.CaptureError`` naming the
+line. Computed tensors the graphs read (parameters, optimizer state, buffers) are
+remembered by identity and memory: replacing one records again, in-place updates do not.
+Multi-threaded computes are autotuned per recording on the first replays (the policy's
+thread count against one thread; ``gg.set_num_threads`` overrides). Thread-safety: one
+recording at a time per process (the guard is global while it records).
 """
 from .api import Captured, CapturedStep, capture, capture_step
 from .buffer import Buffer
