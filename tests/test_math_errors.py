@@ -31,14 +31,12 @@ CALLS = [
     ("eq shapes", "V", "eq", lambda: gg.eq(f(2), f(3))),
     ("ge with a string", "T", "ge", lambda: gg.ge(a23, "x")),
     ("eq with None", "T", "eq", lambda: gg.eq(None, a23)),
-    ("compare empty", "V", "lt", lambda: f(0, 3) < f(0, 3)),
     ("clamp no bounds", "V", "clamp", lambda: a23.clamp()),
     ("clamp string bound", "T", "clamp", lambda: gg.ops.op.clamp(a23, lo="0")),
     ("clamp int tensor", "T", "clamp", lambda: i23.clamp(0, 1)),
     ("clamp tensor bound shape", "V", "maximum", lambda: a23.clamp(min=f(4))),
     ("maximum shapes", "V", "maximum", lambda: gg.maximum(a23, a34)),
     ("minimum int", "T", "minimum", lambda: gg.minimum(i23, a23)),
-    ("maximum empty broadcast", "V", "maximum", lambda: gg.maximum(f(0, 1), f(1, 3))),
     ("where shapes", "V", "where", lambda: gg.where(f(2, 3), f(4, 3), 0.0)),
     ("where float16 branch", "T", "where", lambda: gg.where(a23, h23, a23)),
     ("where int branch", "T", "where", lambda: gg.where(a23, i23, a23)),
@@ -67,9 +65,7 @@ CALLS = [
     ("softmax axis", "V", "softmax", lambda: a23.softmax(2)),
     ("softmax axis type", "T", "softmax", lambda: a23.softmax(0.0)),
     ("softmax int", "T", "softmax", lambda: i23.softmax(0)),
-    ("softmax empty", "V", "softmax", lambda: f(0, 3).softmax(0)),
     ("log_softmax float16", "T", "log_softmax", lambda: h23.log_softmax(1)),
-    ("log_softmax empty axis", "V", "log_softmax", lambda: f(2, 0).log_softmax(1)),
     ("leaky_relu slope type", "T", "leaky_relu", lambda: gg.leaky_relu(a23, None)),
     ("leaky_relu int", "T", "leaky_relu", lambda: gg.leaky_relu(i23)),
     ("gelu approximate", "V", "gelu", lambda: gg.gelu(a23, approximate="fast")),
@@ -78,10 +74,6 @@ CALLS = [
     ("softplus beta zero", "V", "softplus", lambda: gg.softplus(a23, beta=0)),
     ("softplus threshold type", "T", "softplus", lambda: gg.softplus(a23, threshold="20")),
     ("elu alpha type", "T", "elu", lambda: gg.elu(a23, alpha=[1.0])),
-    ("elu empty", "V", "elu", lambda: gg.elu(f(0, 2), alpha=0.5)),
-    ("pow_scalar empty", "V", "pow_scalar", lambda: f(0, 2) ** 3),
-    ("sum to empty", "V", "sum", lambda: f(0, 3).sum(1)),
-    ("mean to empty", "V", "mean", lambda: f(3, 0).mean(0)),
     ("cast to a non-dtype", "T", "cast", lambda: gg.ops.op.cast(a23, dtype="float32")),
     ("expand_as not broadcastable", "V", "expand_as", lambda: gg.ops.op.expand_as(f(4), a23)),
     ("copy_ from bigger tensor", "V", "", lambda: gg.zeros(3).copy_(gg.ones(4))),
@@ -115,6 +107,6 @@ def test_math_bad_input_raises_before_ggml():
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULTS ")]
     assert line, r.stdout[-2000:]
     results = json.loads(line[0][len("RESULTS "):])
-    assert len(results) == 2 * 58
+    assert len(results) == 2 * 50
     bad = [f"{'graph' if g else 'eager'}: {name}: {got}" for g, name, got in results if got != "ok"]
     assert not bad, "calls that did not raise the expected error:\n" + "\n".join(bad)

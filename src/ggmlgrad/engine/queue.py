@@ -164,6 +164,15 @@ class Engine:
         builder ``build(ctx, nodes, inputs, out, **params)`` called directly (no closure per op).
         """
         with self.lock:
+            if out.numel_ == 0:
+                # An empty result has no value to compute, and ggml asserts on 0-byte graph
+                # tensors it must allocate itself: it never becomes a node.
+                for x in inputs:
+                    if x._status == FAILED:
+                        raise PendingError(x._error or "ggmlgrad: an input of this op has no value")
+                out._storage = Storage(out.device, 1)
+                out._status = COMPUTED
+                return out
             ctx = self.begin(out.device)
             nodes = [self.node_of(x) for x in inputs]
             node = build(ctx, *nodes) if params is None else build(ctx, nodes, inputs, out, **params)

@@ -35,6 +35,7 @@ class Parameter(Tensor):
         p._init_array(data.shape, data.dtype, data.device)
         p.requires_grad, p.grad, p.grad_fn, p._version, p._retains_grad = False, None, None, 0, False
         p._storage, p._status, p._error = data._storage, data._status, data._error
+        p._vcell = data._vcell  # same memory, same version counter: writes through `data` are seen
         if requires_grad:
             p.requires_grad_(True)
         return p

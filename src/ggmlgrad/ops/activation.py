@@ -4,7 +4,7 @@ from __future__ import annotations
 from .._ggml import lib
 from ..engine import float32
 from .build import permute
-from .elementwise import branch_parts, refuse_empty, select_node
+from .elementwise import branch_parts, select_node
 from .reduce import logsumexp_parts, sum_kept
 from .registry import define, op, same_float
 from .shapes import norm_axis
@@ -64,7 +64,6 @@ def _infer_grad_pair(name):
         same_float(name, g, x)
         if g.shape != x.shape:
             raise ValueError(f"{name}: gradient {g.shape} and input {x.shape} differ")
-        refuse_empty(name, x.shape)
         return x.shape, float32
     return infer
 
@@ -85,7 +84,6 @@ def _leaky_relu(ctx, nodes, inputs, out, negative_slope=0.01):
 def _infer_elu(a, alpha=1.0):
     same_float("elu", a)
     _number("elu", "alpha", alpha)
-    refuse_empty("elu", a.shape)
     return a.shape, float32
 
 
@@ -123,7 +121,6 @@ def _infer_gelu(a, approximate="none"):
     same_float("gelu", a)
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    refuse_empty("gelu", a.shape)
     return a.shape, float32
 
 
@@ -179,7 +176,6 @@ def _infer_softplus(a, beta=1.0, threshold=20.0):
     same_float("softplus", a)
     _number("softplus", "beta", beta, positive=True)
     _number("softplus", "threshold", threshold)
-    refuse_empty("softplus", a.shape)
     return a.shape, float32
 
 
@@ -220,7 +216,6 @@ def _infer_softmax(name):
     def infer(a, axis=-1):
         same_float(name, a)
         norm_axis(name, axis, a.ndim)
-        refuse_empty(name, a.shape)
         return a.shape, float32
     return infer
 

@@ -53,3 +53,8 @@ def permute(ctx: int, node: int, axes: tuple) -> int:
     for j, a in enumerate(axes):
         p[nd - 1 - a] = nd - 1 - j
     return lib.permute(ctx, node, p[0], p[1], p[2], p[3])
+
+
+def zeros_node(ctx: int, shape: tuple) -> int:
+    """A node of ``shape`` filled with zeros, computed on the device (no upload)."""
+    return lib.fill(ctx, shape_only(ctx, shape), 0.0)

@@ -16,17 +16,14 @@ def _infer_binary(name):
         same_device(name, a, b)
         same_float(name, a, b)
         shape = broadcast_shapes(name, a.shape, b.shape)
-        if shape != a.shape and shape != b.shape:
-            refuse_empty(name, shape)       # needs a repeat node first
         return shape, float32
     return infer
 
 
 def _infer_binary_multi(name):
-    """Binary ops built from several ggml nodes: empty results refused (see refuse_empty)."""
+    """Binary ops built from several ggml nodes."""
     def infer(a, b):
         shape, dtype = _infer_binary(name)(a, b)
-        refuse_empty(name, shape)
         return shape, dtype
     return infer
 
@@ -91,7 +88,6 @@ def _add_scalar(ctx, nodes, inputs, out, c):
 
 def _infer_unary_multi(name):
     def infer(a, **params):
-        refuse_empty(name, a.shape)
         return _infer_unary(name)(a, **params)
     return infer
 
@@ -217,13 +213,6 @@ def _cast(ctx, nodes, inputs, out, dtype):
 FLT_MAX = 3.4028234663852886e38
 
 
-def refuse_empty(name: str, shape: tuple) -> None:
-    """Ops built from several ggml nodes cannot produce empty results yet: ggml aborts on a
-    zero-size intermediate (ggml-backend.cpp:2054, buffer == NULL). Refuse in Python instead."""
-    if numel(shape) == 0:
-        raise ValueError(f"{name}: empty tensors (result shape {tuple(shape)}) are not supported by this op")
-
-
 def full_node(ctx, node, shape: tuple, out_shape: tuple):
     """``node`` broadcast to ``out_shape`` as a contiguous tensor (a repeat when shapes differ)."""
     r = expand(ctx, node, shape, out_shape)
@@ -312,7 +301,6 @@ def _infer_cmp(name):
         same_device(name, a, b)
         _check_cmp_dtype(name, a, b)
         shape = broadcast_shapes(name, a.shape, b.shape)
-        refuse_empty(name, shape)
         return shape, float32
     return infer
 
@@ -342,7 +330,6 @@ def _infer_cmp_scalar(a, kind, c):
         raise ValueError(f"compare_scalar: kind must be one of {_CMP_KINDS}, got {kind!r}")
     if isinstance(c, bool) or not isinstance(c, (int, float)):
         raise TypeError(f"compare_scalar: the scalar must be a real number, got {c!r}")
-    refuse_empty("compare_scalar", a.shape)
     return a.shape, float32
 
 
@@ -361,7 +348,6 @@ def _infer_clamp(a, lo=None, hi=None):
     for k, v in (("min", lo), ("max", hi)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
             raise TypeError(f"clamp: `{k}` must be a real number or None, got {v!r}")
-    refuse_empty("clamp", a.shape)
     return a.shape, float32
 
 
@@ -453,7 +439,6 @@ def _infer_where(cond, a, b, finite=False):
     _check_cmp_dtype("where", cond)
     same_float("where", a, b)
     shape = broadcast_shapes("where", cond.shape, a.shape, b.shape)
-    refuse_empty("where", shape)
     return shape, float32
 
 
@@ -484,7 +469,6 @@ def _infer_where_scalar(cond, x, c, tensor_if_true=True, finite=False):
     if isinstance(c, bool) or not isinstance(c, (int, float)):
         raise TypeError(f"where: the scalar branch must be a real number, got {c!r}")
     shape = broadcast_shapes("where", cond.shape, x.shape)
-    refuse_empty("where", shape)
     return shape, float32
 
 

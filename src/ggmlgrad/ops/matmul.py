@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .._ggml import consts, lib
 from ..engine import float32, precision
-from .build import expand, permute, reshape
+from .build import expand, permute, reshape, zeros_node
 from .registry import define, op, same_device, same_float
 from .shapes import broadcast_shapes, numel
 
@@ -43,6 +43,8 @@ def _work_matmul(a, b):
         backward=lambda g, n: _matmul_backward(g, n))
 def _matmul(ctx, nodes, inputs, out):
     a, b = inputs
+    if a.shape[-1] == 0:
+        return zeros_node(ctx, out.shape)  # an empty inner dimension sums nothing
     a2 = a.shape if a.ndim > 1 else (1,) + a.shape
     b2 = b.shape if b.ndim > 1 else b.shape + (1,)
     batch = broadcast_shapes("matmul", a2[:-2], b2[:-2])
@@ -117,6 +119,9 @@ def _linear_backward(g, n):
 def _linear(ctx, nodes, inputs, out):
     """x @ w.T + b with w of shape (out, in): ggml's mul_mat layout, so no transpose."""
     x, w = inputs[:2]
+    if w.shape[1] == 0:
+        z = zeros_node(ctx, out.shape)
+        return lib.add(ctx, z, nodes[2]) if len(nodes) == 3 else z
     nx = nodes[0]
     if x.ndim != 2:
         nx = reshape(ctx, nx, (numel(x.shape[:-1]), x.shape[-1]))

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from .._ggml import consts, lib
 from ..engine import float32, int32
-from .build import expand, permute, reshape, sum_to
-from .elementwise import FLT_MAX, branch_parts, refuse_empty, select_node
+from .build import expand, permute, reshape, shape_only, sum_to
+from .elementwise import FLT_MAX, branch_parts, select_node
 from .registry import define, op, same_float
 from .shapes import norm_axes, norm_axis, numel
 
@@ -44,7 +44,6 @@ def _infer_reduce(name):
             raise TypeError(f"{name}: keepdim must be a bool, got {keepdim!r}")
         axes = _axes_of(name, axis, a.ndim)
         shape = _reduced_shape(a.shape, axes, keepdim)
-        refuse_empty(name, shape)
         return shape, float32
     return infer
 
@@ -79,8 +78,10 @@ def _mean(ctx, nodes, inputs, out, axis=None, keepdim=False):
     a = inputs[0]
     axes = _axes_of("mean", axis, a.ndim)
     cnt = numel(tuple(a.shape[i] for i in axes))
+    if cnt == 0:  # the mean of nothing is NaN, as in NumPy and PyTorch
+        return lib.fill(ctx, shape_only(ctx, out.shape), float("nan"))
     s = sum_kept(ctx, nodes[0], a.shape, _kept(a.shape, axes)) if axes else nodes[0]
-    return lib.cont(ctx, reshape(ctx, lib.scale(ctx, s, 1.0 / max(cnt, 1)), out.shape))
+    return lib.cont(ctx, reshape(ctx, lib.scale(ctx, s, 1.0 / cnt), out.shape))
 
 
 def _infer_expand_as(a, like):

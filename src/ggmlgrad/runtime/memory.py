@@ -101,6 +101,16 @@ class Storage:
             except Exception:  # interpreter shutdown: the OS reclaims it
                 pass
 
+    def __reduce__(self):
+        # A copied Storage would free the same device block twice.
+        raise TypeError("ggmlgrad Storage cannot be copied or pickled; copy the tensor instead")
+
+    def __copy__(self):
+        return self.__reduce__()
+
+    def __deepcopy__(self, memo):
+        return self.__reduce__()
+
     # Raw byte movement; counting and capture guards live in the engine.
     def write(self, src_addr: int, nbytes: int, offset: int = 0) -> None:
         if self.device.is_host:

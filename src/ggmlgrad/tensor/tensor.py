@@ -214,6 +214,25 @@ class Tensor(Array):
     def clone(self) -> "Tensor":
         return op.clone(self)
 
+    def __deepcopy__(self, memo) -> "Tensor":
+        """A leaf copy with its own memory (``.grad`` copied too), as ``torch`` does."""
+        if self.grad_fn is not None:
+            raise RuntimeError("deepcopy: only leaf tensors (created by the user, not by an op) can be "
+                               "deep-copied; detach() first")
+        with no_grad():
+            t = op.clone(self)
+        t.requires_grad = self.requires_grad
+        memo[id(self)] = t
+        if self.grad is not None:
+            t.grad = self.grad.__deepcopy__(memo)
+        return t
+
+    def __reduce_ex__(self, protocol):
+        """Pickle by value (the device memory itself cannot travel)."""
+        if self.grad_fn is not None:
+            raise RuntimeError("pickle: only leaf tensors can be pickled; detach() first")
+        return (_rebuild_tensor, (download(self, "pickle"), self.dtype.name, self.requires_grad))
+
     def contiguous(self) -> "Tensor":
         return self
 
@@ -486,6 +505,10 @@ def _axis(axis, dim):
 
 
 # ---------------------------------------------------------------------- conversion helpers
+def _rebuild_tensor(values: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
+    return tensor(values, dtype=dtype_name, requires_grad=requires_grad)
+
+
 def _from_numpy(arr: np.ndarray, dtype: DType, device: Device, requires_grad: bool) -> Tensor:
     shape = tuple(int(s) for s in arr.shape)
     check_ndim("tensor", shape)
