@@ -1,0 +1,44 @@
+"""The per-graph CPU thread policy: one thread for small graphs, more only for heavy nodes
+and only as many as the load average leaves free."""
+from __future__ import annotations
+
+import pytest
+
+import ggmlgrad as gg
+from ggmlgrad.runtime import threads
+
+
+@pytest.fixture
+def four_cores(monkeypatch):
+    monkeypatch.setattr(threads, "MAX_THREADS", 4)
+    monkeypatch.setattr(threads, "_override", None)
+    return monkeypatch
+
+
+def test_small_graphs_run_on_one_thread(four_cores):
+    four_cores.setattr(threads.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert threads.choose_threads(1e9, 2 * 256 ** 3) == 1        # 33 MFLOP node: sync costs more
+
+
+def test_heavy_nodes_use_the_free_cores(four_cores):
+    four_cores.setattr(threads.os, "getloadavg", lambda: (1.0, 1.0, 1.0))   # only this process
+    assert threads.choose_threads(3e9, 2 * 1024 ** 3) == 4
+    four_cores.setattr(threads.os, "getloadavg", lambda: (3.0, 3.0, 3.0))   # two cores busy elsewhere
+    assert threads.choose_threads(3e9, 2 * 1024 ** 3) == 2
+    four_cores.setattr(threads.os, "getloadavg", lambda: (9.0, 9.0, 9.0))   # oversubscribed
+    assert threads.choose_threads(3e9, 2 * 1024 ** 3) == 1
+    four_cores.setattr(threads.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    assert threads.choose_threads(1e8, 70e6) == 2                 # work bounds it too
+
+
+def test_set_num_threads_overrides_and_validates(four_cores):
+    gg.set_num_threads(3)
+    try:
+        assert threads.choose_threads(0, 0) == 3
+        assert gg.get_num_threads() == 3
+    finally:
+        gg.set_num_threads(None)
+    assert gg.get_num_threads() is None
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError):
+            gg.set_num_threads(bad)
