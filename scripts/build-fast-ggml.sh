@@ -18,12 +18,20 @@ need_apt=()
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
-if ! { [ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] \
-       || ls /usr/include/*/openblas*/cblas.h >/dev/null 2>&1 \
-       || ldconfig -p 2>/dev/null | grep -q libopenblas.so; }; then
-    need_apt+=(libopenblas-dev)
+if command -v dpkg >/dev/null 2>&1; then
+    dpkg -s libopenblas-dev >/dev/null 2>&1 || need_apt+=(libopenblas-dev)   # headers, not just the runtime
+else
+    found=""
+    for h in /usr/include/cblas.h /usr/include/*/cblas.h /usr/include/openblas/cblas.h; do
+        [ -e "$h" ] && found="$h"
+    done
+    [ -n "$found" ] || need_apt+=(libopenblas-dev)
 fi
 if [ "${#need_apt[@]}" -gt 0 ]; then
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "build-fast-ggml: missing ${need_apt[*]} and no apt-get here; install them (OpenBLAS with headers) and rerun" >&2
+        exit 1
+    fi
     echo "build-fast-ggml: installing ${need_apt[*]} (apt-get)"
     SUDO=""
     [ "$(id -u)" -ne 0 ] && SUDO="sudo"
