@@ -207,3 +207,20 @@ def test_tensor_of_a_tensor_is_a_copy(graph):
         g = gg.tensor(f * 1)  # from a pending tensor
         f.zero_()
         assert g.tolist() == [2.0, 3.0]
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_integer_arithmetic_stays_integer_like_torch(graph):
+    a_np = np.array([-7, -3, 0, 4, 9], dtype=np.int32)
+    b_np = np.array([2, 3, -4, 5, 2], dtype=np.int32)
+    with gg.graph_mode(graph):
+        a, b = gg.tensor(a_np), gg.tensor(b_np)
+        for got, want in [(a + b, a_np + b_np), (a - 1, a_np - 1), (3 - a, 3 - a_np), (a * b, a_np * b_np),
+                          (a * 2, a_np * 2), (-a, -a_np), (a // b, a_np // b_np), (a % b, a_np % b_np),
+                          (a // 2, a_np // 2), (a % 3, a_np % 3), (a ** 2, a_np ** 2)]:
+            assert got.dtype is gg.int32
+            np.testing.assert_array_equal(got.numpy(), want)
+        # true division and float operands promote to float32
+        for got, want in [(a / b, a_np / b_np), (a + 0.5, a_np + 0.5), (a * gg.tensor([1.5]), a_np * 1.5)]:
+            assert got.dtype is gg.float32
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)

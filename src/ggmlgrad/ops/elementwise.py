@@ -122,6 +122,7 @@ _unary("log", lib.log, lambda g, n: op.div(g, n.inputs[0]))
 _unary("sqrt", lib.sqrt, lambda g, n: op.div(op.scale(g, c=0.5), n.output), save_output=True)
 _unary("abs", lib.abs, lambda g, n: op.mul(g, op.sign(n.inputs[0])))
 _unary("sign", lib.sgn, lambda g, n: None)
+_unary("floor", lib.floor, lambda g, n: None)   # piecewise constant: no gradient flows, as in torch
 _unary("square", lib.sqr, lambda g, n: op.mul(op.scale(g, c=2.0), n.inputs[0]))
 _unary("clone", lib.cont, lambda g, n: g)
 

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from ..ops import op
-from .tensor import Tensor, add, as_tensor, binary_extreme, clamp, compare, div, mul, pow, sub, where
+from .tensor import Tensor, floor_divide, remainder, add, as_tensor, binary_extreme, clamp, compare, div, mul, pow, sub, where
 
-__all__ = ["add", "sub", "mul", "div", "pow", "matmul", "exp", "log", "sqrt", "abs", "neg", "square",
+__all__ = ["add", "sub", "mul", "div", "pow", "floor_divide", "remainder", "floor", "matmul", "exp", "log", "sqrt", "abs", "neg", "square",
            "sum", "mean", "reshape", "permute", "transpose", "relu", "tanh", "sigmoid", "linear", "sign",
            # comparisons, selection
            "lt", "le", "gt", "ge", "eq", "ne", "clamp", "clip", "maximum", "minimum", "where",
@@ -221,3 +221,8 @@ def softmax(x: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
 def log_softmax(x: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
     """x - logsumexp(x) along any axis (stable)."""
     return x.log_softmax(dim, axis=axis)
+
+
+def floor(x: Tensor) -> Tensor:
+    """Round toward -inf (no gradient flows through it)."""
+    return op.floor(x)

@@ -340,7 +340,21 @@ class Tensor(Array):
     def __rpow__(self, o):
         return pow(o, self)
 
+    def __floordiv__(self, o):
+        return floor_divide(self, o)
+
+    def __rfloordiv__(self, o):
+        return floor_divide(o, self)
+
+    def __mod__(self, o):
+        return remainder(self, o)
+
+    def __rmod__(self, o):
+        return remainder(o, self)
+
     def __neg__(self):
+        if self.dtype is int32:
+            return mul(self, -1)
         return op.neg(self)
 
     def __pos__(self):
@@ -567,6 +581,26 @@ def _scalar(x) -> bool:
 
 
 # ---------------------------------------------------------------------- arithmetic with scalars
+def _integer_arithmetic(name: str, closed: bool):
+    """Let int32 tensors take part in ``name``: computed in float32 (exact below 2**24, like
+    index arithmetic needs) and cast back to int32 when every operand is an integer and the
+    op is closed over the integers (``+ - * // %``); true division gives float32, as in torch."""
+    def deco(float_fn):
+        def fn(a, b):
+            a_int = isinstance(a, Tensor) and a.dtype is int32
+            b_int = isinstance(b, Tensor) and b.dtype is int32
+            if not (a_int or b_int):
+                return float_fn(a, b)
+            both_int = all((isinstance(x, Tensor) and x.dtype is int32)
+                           or (isinstance(x, numbers.Integral) and not isinstance(x, bool)) for x in (a, b))
+            r = float_fn(op.cast(a, dtype=float32) if a_int else a, op.cast(b, dtype=float32) if b_int else b)
+            return op.cast(r, dtype=int32) if closed and both_int else r
+        fn.__name__, fn.__doc__ = float_fn.__name__, float_fn.__doc__
+        return fn
+    return deco
+
+
+@_integer_arithmetic("add", closed=True)
 def add(a, b) -> Tensor:
     """a + b with NumPy broadcasting; Python scalars become op parameters (no upload)."""
     if isinstance(a, Tensor) and _scalar(b):
@@ -577,6 +611,7 @@ def add(a, b) -> Tensor:
     return op.add(a, b)
 
 
+@_integer_arithmetic("sub", closed=True)
 def sub(a, b) -> Tensor:
     if isinstance(a, Tensor) and _scalar(b):
         return op.add_scalar(a, c=-float(b))
@@ -586,6 +621,7 @@ def sub(a, b) -> Tensor:
     return op.sub(a, b)
 
 
+@_integer_arithmetic("mul", closed=True)
 def mul(a, b) -> Tensor:
     if isinstance(a, Tensor) and _scalar(b):
         return op.scale(a, c=float(b))
@@ -595,6 +631,7 @@ def mul(a, b) -> Tensor:
     return op.mul(a, b)
 
 
+@_integer_arithmetic("div", closed=False)
 def div(a, b) -> Tensor:
     if isinstance(a, Tensor) and _scalar(b):
         fb = float(b)
@@ -605,6 +642,7 @@ def div(a, b) -> Tensor:
     return op.div(a, b)
 
 
+@_integer_arithmetic("pow", closed=True)
 def pow(a, b) -> Tensor:
     if isinstance(a, Tensor) and _scalar(b):
         return op.pow_scalar(a, p=float(b))
@@ -612,6 +650,18 @@ def pow(a, b) -> Tensor:
         return op.exp(op.scale(b, c=float(np.log(float(a)))))
     a, b = _pair(a, b)
     return op.pow(a, b)
+
+
+@_integer_arithmetic("floor_divide", closed=True)
+def floor_divide(a, b) -> Tensor:
+    """``a // b`` rounded toward -inf (Python's and torch's rule)."""
+    return op.floor(div(a, b))
+
+
+@_integer_arithmetic("remainder", closed=True)
+def remainder(a, b) -> Tensor:
+    """``a % b`` with the sign of ``b`` (Python's and torch's rule)."""
+    return sub(a, mul(op.floor(div(a, b)), b))
 
 
 # ---------------------------------------------------------------------- comparisons, clamp, max/min, where
