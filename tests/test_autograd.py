@@ -307,3 +307,19 @@ def test_inplace_write_through_a_detached_alias_is_caught(graph):
         gg.tensor(c).add_(gg.ones(2))
         z.sum().backward()
         assert b.grad.tolist() == [3.0, 4.0]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("graph", [False, True])
+def test_storage_dtype_leaf_used_twice_accumulates_its_gradient(dtype, graph):
+    with gg.graph_mode(graph):
+        w = gg.tensor([0.5, -1.5, 2.0], dtype=dtype, requires_grad=True)
+        wf = w.float()
+        loss = (wf * wf).sum() + (w.float() * 3.0).sum()   # two paths into w
+        loss.backward()
+        assert w.grad.dtype.name == dtype
+        w32 = w.float().numpy().astype(np.float64)
+        np.testing.assert_allclose(w.grad.float().numpy(), 2 * w32 + 3.0, rtol=1e-2)
+        loss2 = (w.float() * 2.0).sum()
+        loss2.backward()                                    # accumulates into the existing grad
+        np.testing.assert_allclose(w.grad.float().numpy(), 2 * w32 + 5.0, rtol=1e-2)

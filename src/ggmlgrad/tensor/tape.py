@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import weakref
 
-from ..engine import ENGINE
+from ..engine import ENGINE, float32 as _F32
 from ..engine.modes import _precision
-from ..ops.registry import OpDef
+from ..ops.registry import OpDef, op
 from .grad_mode import _enabled, is_grad_enabled
 
 
@@ -128,7 +128,7 @@ def run_backward(root, gradient, retain_graph: bool = False) -> None:
                     if x._retains_grad:
                         _accumulate_leaf(x, gx, assigned)
                     prev = grads.get(id(x.grad_fn))
-                    grads[id(x.grad_fn)] = gx if prev is None else prev + gx
+                    grads[id(x.grad_fn)] = gx if prev is None else _add_grads(prev, gx)
             if not retain_graph:
                 node.released = True
                 node.inputs = tuple(_Released(x) for x in node.inputs)
@@ -160,8 +160,15 @@ def _accumulate_leaf(x, g, assigned: set[int]) -> None:
     if x.grad is None:
         x.grad = g
     else:
-        x.grad = x.grad + g
+        x.grad = _add_grads(x.grad, g)
     assigned.add(id(x.grad))
+
+
+def _add_grads(a, b):
+    """a + b for gradients; float16/bfloat16 gradients (of storage-dtype tensors) add in float32."""
+    if a.dtype is b.dtype and a.dtype.is_float and a.dtype.name != "float32":
+        return op.cast(op.add(op.cast(a, dtype=_F32), op.cast(b, dtype=_F32)), dtype=a.dtype)
+    return a + b
 
 
 def reduce_to_shape(g, shape: tuple):
