@@ -217,3 +217,28 @@ def pointer_array(values):
     """A C array of pointers (kept alive by the caller) and its address."""
     arr = (ctypes.c_void_p * len(values))(*values)
     return arr, ctypes.addressof(arr)
+
+
+_TENSOR_SIZE = ctypes.sizeof(TensorStruct)
+
+
+def init_leaf_header(ptr: int, ggml_type: int, ne, itemsize: int) -> None:
+    """Reset the ``ggml_tensor`` at ``ptr`` to a fresh, unallocated contiguous leaf of ``ne``.
+
+    Lets the runtime keep one tensor header per storage across graphs instead of creating a new
+    one per graph; the caller then gives it memory with ``ggml_backend_tensor_alloc``.
+    """
+    ctypes.memset(ptr, 0, _TENSOR_SIZE)
+    t = TensorStruct.from_address(ptr)
+    t.type = ggml_type
+    stride = itemsize
+    for i in range(4):
+        t.ne[i] = ne[i]
+        t.nb[i] = stride
+        stride *= ne[i]
+
+
+def clear_param_flag(ptr: int) -> None:
+    """Drop GGML_TENSOR_FLAG_PARAM (set only to satisfy an op builder's assertion)."""
+    t = TensorStruct.from_address(ptr)
+    t.flags &= ~4

@@ -136,10 +136,15 @@ class Engine:
             return a._leaf
         ne = _NE.get(a.shape)
         if ne is None:
-            ne = _NE[a.shape] = ggml_ne(a.shape)
-        leaf = lib.new_tensor_4d(self.ctx, a.dtype.ggml_type, ne[0], ne[1], ne[2], ne[3])
+            ne = _NE[a.shape] = tuple(ggml_ne(a.shape))
         s = a._storage
-        lib.backend_tensor_alloc(s.buffer, leaf, s.data)
+        # The storage's own header, reused across graphs; not inside a capture recording, which
+        # owns (and rewrites) the leaves of its graphs, nor for storage that is not a plain Storage.
+        leaf = s.leaf_header(a.dtype.ggml_type, ne, a.dtype.itemsize) if (
+            self.guard is None and type(s) is Storage) else 0
+        if not leaf:
+            leaf = lib.new_tensor_4d(self.ctx, a.dtype.ggml_type, ne[0], ne[1], ne[2], ne[3])
+            lib.backend_tensor_alloc(s.buffer, leaf, s.data)
         self.keep.append(s)
         a._leaf = leaf
         a._leaf_epoch = self.epoch
@@ -295,7 +300,8 @@ class Engine:
                 used = 0
                 for c in ctx_list:
                     used += lib.used_mem(c)
-                n_tensors = used // _OVERHEAD + 16
+                # Leaves live in their storages' headers, outside these contexts: one keep entry each.
+                n_tensors = used // _OVERHEAD + len(keep) + 16
                 graph = self._new_graph(n_tensors)
                 for a in outs:
                     lib.build_forward_expand(graph, a._node)

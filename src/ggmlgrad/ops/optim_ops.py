@@ -11,7 +11,7 @@ of entry ``i`` that ggml's binary ops broadcast over a whole tensor.
 """
 from __future__ import annotations
 
-from .._ggml import consts, lib
+from .._ggml import clear_param_flag, consts, lib
 
 _F32 = consts.TYPE_F32
 
@@ -70,7 +70,11 @@ def adamw_fused(ctx: int, param: int, grad: int, m: int, v: int, hp: int) -> int
     """
     lib.set_param(param)
     params7 = lib.view_1d(ctx, hp, 7, 0)
-    return lib.opt_step_adamw(ctx, param, grad, m, v, params7)
+    node = lib.opt_step_adamw(ctx, param, grad, m, v, params7)
+    # The flag only satisfies the builder's assertion; left on a reused leaf header it would turn
+    # the parameter into a graph node in every later graph.
+    clear_param_flag(param)
+    return node
 
 
 def adam_composed(ctx: int, param: int, grad: int, m: int, v: int, hp: int) -> tuple[int, int, int]:
