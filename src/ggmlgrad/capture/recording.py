@@ -24,6 +24,7 @@ from ..engine.dtypes import bf16_to_f32, f32_to_bf16
 from ..engine.queue import _OVERHEAD
 from ..ops import op
 from ..runtime import Device, Storage, choose_threads, executor_for, get_num_threads
+from ..runtime.threads import MAX_THREADS
 from ..tensor import no_grad
 from ..tensor import random as _random
 from ..tensor.creation import generator
@@ -36,6 +37,10 @@ _TRIALS = 5   # replays per candidate thread count when autotuning
 
 def _align(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+# Heaviest-node flops from which a recording tries more threads (a 64x64x256 matmul is 2 MFLOP).
+_TRY_THREADS_WORK = 1_000_000
 
 
 class StorageSlice:
@@ -384,6 +389,10 @@ class Recorder:
             self._owned_ids.add(id(t))
         n_tensors = sum(lib.used_mem(c) for c in ctx_list) // _OVERHEAD + 16
         threads = choose_threads(work, max_work)
+        if threads == 1 and max_work >= _TRY_THREADS_WORK and MAX_THREADS > 1:
+            # The per-graph policy plays safe for one-off drains; a replayed graph can afford to
+            # measure: the autotune times MAX_THREADS against 1 thread and keeps the faster.
+            threads = MAX_THREADS
         graph = ReplayGraph(device, ctx_list, keep, out_nodes, effects, n_tensors, threads, label)
         self.graphs.append(graph)
         downloads_at = [(offsets[order[i]], outs[order[i]]) for i in range(n_dl)]
