@@ -11,20 +11,12 @@ from .shapes import broadcast_shapes, numel
 
 
 # ---------------------------------------------------------------- binary
-def _infer_binary(name):
+def _infer_binary(name, check_dtypes=None):
+    """Validation of a broadcasting binary op; float32 operands unless ``check_dtypes`` says otherwise."""
     def infer(a, b):
         same_device(name, a, b)
-        same_float(name, a, b)
-        shape = broadcast_shapes(name, a.shape, b.shape)
-        return shape, float32
-    return infer
-
-
-def _infer_binary_multi(name):
-    """Binary ops built from several ggml nodes."""
-    def infer(a, b):
-        shape, dtype = _infer_binary(name)(a, b)
-        return shape, dtype
+        (check_dtypes or same_float)(name, a, b)
+        return broadcast_shapes(name, a.shape, b.shape), float32
     return infer
 
 
@@ -86,13 +78,7 @@ def _add_scalar(ctx, nodes, inputs, out, c):
     return lib.scale_bias(ctx, nodes[0], 1.0, float(c))
 
 
-def _infer_unary_multi(name):
-    def infer(a, **params):
-        return _infer_unary(name)(a, **params)
-    return infer
-
-
-@define("rdiv_scalar", infer=_infer_unary_multi("rdiv_scalar"), save_output=True,
+@define("rdiv_scalar", infer=_infer_unary("rdiv_scalar"), save_output=True,
         backward=lambda g, n: op.neg(op.div(op.mul(g, n.output), n.inputs[0])))
 def _rdiv_scalar(ctx, nodes, inputs, out, c):
     """c / x"""
@@ -148,7 +134,7 @@ def _int_power(ctx, x, k: int):
     return result
 
 
-@define("pow_scalar", infer=_infer_unary_multi("pow_scalar"), backward=_pow_scalar_backward)
+@define("pow_scalar", infer=_infer_unary("pow_scalar"), backward=_pow_scalar_backward)
 def _pow_scalar(ctx, nodes, inputs, out, p):
     """x ** p (p a Python number). Integer p (|p| <= 64) multiplies (NumPy's results for negative x,
     zero and inf); other p use exp(p log x), so negative x gives NaN as in NumPy."""
@@ -179,7 +165,7 @@ def _pow_backward(g, n):
     return ga, gb
 
 
-@define("pow", infer=_infer_binary_multi("pow"), backward=_pow_backward, save_output=True, work=_work_binary)
+@define("pow", infer=_infer_binary("pow"), backward=_pow_backward, save_output=True, work=_work_binary)
 def _pow(ctx, nodes, inputs, out):
     """a ** b for tensors (a > 0 for real results)."""
     na, nb = nodes
@@ -298,12 +284,7 @@ def _cmp_from_diff(ctx, d, kind: str):
 
 
 def _infer_cmp(name):
-    def infer(a, b):
-        same_device(name, a, b)
-        _check_cmp_dtype(name, a, b)
-        shape = broadcast_shapes(name, a.shape, b.shape)
-        return shape, float32
-    return infer
+    return _infer_binary(name, check_dtypes=_check_cmp_dtype)
 
 
 def _cmp_builder(kind):
@@ -429,9 +410,9 @@ def _minmax_backward_op(ctx, nodes, inputs, out, sign):
     return lib.mul(ctx, g, lib.scale_bias(ctx, lib.sgn(ctx, d), 0.5 * float(sign), 0.5))
 
 
-define("maximum", infer=_infer_binary_multi("maximum"), work=_work_binary, backward=_minmax_backward(1.0),
+define("maximum", infer=_infer_binary("maximum"), work=_work_binary, backward=_minmax_backward(1.0),
        doc="elementwise max with broadcasting; equal values share the gradient 0.5/0.5")(_minmax_builder("gt"))
-define("minimum", infer=_infer_binary_multi("minimum"), work=_work_binary, backward=_minmax_backward(-1.0),
+define("minimum", infer=_infer_binary("minimum"), work=_work_binary, backward=_minmax_backward(-1.0),
        doc="elementwise min with broadcasting; equal values share the gradient 0.5/0.5")(_minmax_builder("lt"))
 
 
