@@ -269,3 +269,11 @@ def test_matmul_precision_marks_forward_and_backward_nodes():
         z = x @ w  # default precision again
         assert _matmul_precisions(z._node) == [consts.PREC_DEFAULT]
         assert x.grad.tolist() == [[2.0] * 4] * 3 and w.grad.tolist() == [[3.0] * 2] * 4
+
+
+def test_previous_value_can_be_passed_back_to_restore():
+    base = gg.graph_mode()
+    prev = gg.graph_mode(not base)
+    assert gg.graph_mode() is (not base)
+    gg.graph_mode(prev)                 # the returned setting restores, as in ag_graph_mode(old)
+    assert gg.graph_mode() is base

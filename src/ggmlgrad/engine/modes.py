@@ -103,6 +103,8 @@ def graph_mode(on: bool | None = None, check: bool | None = None):
     >>> y.tolist()                  # leaving the block drained it
     [2.0, 2.0, 2.0]
     """
+    if isinstance(on, ModeSetting):  # the value an earlier call returned: gg.graph_mode(prev)
+        on = on.previous
     if on is None and check is None:
         return graph_enabled()
     _validate_bool("graph_mode()", "on", on, allow_none=True)
