@@ -277,3 +277,9 @@ def test_previous_value_can_be_passed_back_to_restore():
     assert gg.graph_mode() is (not base)
     gg.graph_mode(prev)                 # the returned setting restores, as in ag_graph_mode(old)
     assert gg.graph_mode() is base
+
+
+def test_previous_precision_can_be_passed_back():
+    prev = gg.matmul_precision("f32")
+    gg.matmul_precision(prev)
+    assert gg.matmul_precision() == "default" and isinstance(gg.matmul_precision(), str)

@@ -137,6 +137,8 @@ def matmul_precision(value: str | None = None):
     >>> gg.matmul_precision()
     'default'
     """
+    if isinstance(value, ModeSetting):  # the value an earlier call returned
+        value = value.previous
     if value is None:
         return _precision.get()
     if value not in PRECISIONS:
