@@ -11,12 +11,6 @@ import ggmlgrad as gg
 from ggmlgrad.distributions import Categorical, Normal, NoiseRequest, draw_noise, set_noise_hook
 
 
-@pytest.fixture(params=[False, True], ids=["eager", "graph"])
-def graph(request):
-    with gg.graph_mode(request.param):
-        yield request.param
-
-
 def f64(a):
     return np.asarray(a, dtype=np.float32).astype(np.float64)
 

@@ -7,12 +7,7 @@ that ggml would abort in is caught too. Every call runs in eager and in graph mo
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+from battery import failures, run_battery
 
 BATTERY = r'''
 import json
@@ -100,13 +95,7 @@ print("RESULTS " + json.dumps(results))
 
 
 def test_math_bad_input_raises_before_ggml():
-    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", BATTERY], env=env, capture_output=True, text=True, timeout=240)
-    last = [ln for ln in r.stdout.splitlines() if ln.startswith("CALL")][-1:]
-    assert r.returncode == 0, f"battery died (exit {r.returncode}) during {last}:\n{r.stderr[-3000:]}"
-    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULTS ")]
-    assert line, r.stdout[-2000:]
-    results = json.loads(line[0][len("RESULTS "):])
+    results = run_battery(BATTERY)
     assert len(results) == 2 * 50
-    bad = [f"{'graph' if g else 'eager'}: {name}: {got}" for g, name, got in results if got != "ok"]
+    bad = failures(results)
     assert not bad, "calls that did not raise the expected error:\n" + "\n".join(bad)

@@ -13,12 +13,6 @@ import ggmlgrad.nn as nn
 from ggmlgrad.ops import nn_ops
 
 
-@pytest.fixture(params=[False, True], ids=["eager", "graph"])
-def graph(request):
-    with gg.graph_mode(request.param):
-        yield request.param
-
-
 def f32(a):
     return np.asarray(a, dtype=np.float32)
 
