@@ -12,6 +12,7 @@ import argparse
 
 import numpy as np
 
+from bench_train import gg_step, torch_step
 from common import compare, fmt, header, profile, ratio, set_threads, table, try_torch
 
 import ggmlgrad as gg
@@ -37,48 +38,10 @@ def ops_cases(torch):
 
 def mlp_step_cases(torch, sizes=(64, 128, 128, 10), batch=64):
     """One Adam training step (zero_grad, forward, cross-entropy, backward, step), as in the demo."""
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((batch, sizes[0]), dtype=np.float32)
-    y = rng.integers(0, sizes[-1], batch).astype(np.int32)
-
-    def gg_model():
-        layers = []
-        for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
-            layers.append(gg.nn.Linear(n_in, n_out))
-            if i < len(sizes) - 2:
-                layers.append(gg.nn.ReLU())
-        return gg.nn.Sequential(*layers)
-
-    model = gg_model()
-    opt = gg.optim.Adam(model.parameters(), lr=1e-3)
-    gx, gy = gg.tensor(x), gg.tensor(y, dtype=gg.int32)
-
-    def gg_step():
-        opt.zero_grad()
-        loss = gg.nn.functional.cross_entropy(model(gx), gy)
-        loss.backward()
-        opt.step()
-        return loss
-
-    t_step = None
-    if torch is not None:
-        layers = []
-        for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
-            layers.append(torch.nn.Linear(n_in, n_out))
-            if i < len(sizes) - 2:
-                layers.append(torch.nn.ReLU())
-        tmodel = torch.nn.Sequential(*layers)
-        topt = torch.optim.Adam(tmodel.parameters(), lr=1e-3)
-        tx, ty = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
-
-        def t_step():
-            topt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(tmodel(tx), ty)
-            loss.backward()
-            topt.step()
-            return loss
+    gg_eager = gg_step(sizes, batch, graph=False)
+    t_step = torch_step(torch, sizes, batch) if torch is not None else None
     name = f"MLP {'-'.join(map(str, sizes))} b{batch} Adam step"
-    return [(name, gg_step, t_step)]
+    return [(name, gg_eager, t_step)]
 
 
 def main() -> None:
