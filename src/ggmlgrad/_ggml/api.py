@@ -161,6 +161,20 @@ def write_ptr_field(tensor_ptr: int, field: str, value: int) -> None:
     ctypes.c_void_p.from_address(tensor_ptr + off).value = value
 
 
+def pointer_cells(tensor_ptr: int) -> tuple[ctypes.c_void_p, ctypes.c_void_p]:
+    """Writable views of ``tensor->data`` and ``tensor->buffer``: ``cell.value = ptr`` rebinds the
+    tensor at the cost of one attribute store (cached plans rebind their leaves on every call)."""
+    return (ctypes.c_void_p.from_address(tensor_ptr + _DATA_OFFSET),
+            ctypes.c_void_p.from_address(tensor_ptr + _BUFFER_OFFSET))
+
+
+def view_source(tensor_ptr: int) -> tuple[int, int]:
+    """``(view_src, view_offs)`` of a tensor; view_src is 0 for a tensor that owns its memory
+    (ggml folds chains of views, so view_src is always the tensor that owns the memory)."""
+    t = TensorStruct.from_address(tensor_ptr)
+    return t.view_src or 0, t.view_offs
+
+
 def c_array_i64(values) -> ctypes.Array:
     return (ctypes.c_int64 * len(values))(*values)
 

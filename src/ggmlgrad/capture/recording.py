@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .._ggml import InitParams, lib, pointer_array, write_ptr_field
+from .._ggml import InitParams, lib, write_ptr_field
 from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, COUNTERS, CaptureError, DType, bfloat16, float32,
                       modes, user_site)
 from ..engine.dtypes import bf16_to_f32, f32_to_bf16
@@ -151,11 +151,7 @@ class ReplayGraph:
         self._trials = (threads, [], []) if threads > 1 and device.kind == "cpu" else None
 
     def allocate(self) -> None:
-        ex = self.executor
-        self._backends, addr = pointer_array(ex.backends)
-        self.sched = lib.backend_sched_new(addr, None, len(ex.backends), self.size, False, True)
-        if not self.sched:
-            raise MemoryError("capture: ggml_backend_sched_new failed")
+        self.sched, self._backends = self.executor.new_sched(self.size)
         if not lib.backend_sched_alloc_graph(self.sched, self.graph):
             raise MemoryError(f"capture: could not allocate the {self.label} graph's intermediates")
 

@@ -15,13 +15,14 @@ COMPUTED, PENDING, FAILED = 0, 1, 2
 
 
 class Array:
-    __slots__ = ("shape", "dtype", "device", "_storage", "_node", "_epoch", "_status", "_leaf",
+    __slots__ = ("shape", "dtype", "device", "numel_", "_storage", "_node", "_epoch", "_status", "_leaf",
                  "_leaf_epoch", "_error", "__weakref__")
 
     def _init_array(self, shape: tuple, dtype: DType, device: Device) -> None:
         self.shape = shape
         self.dtype = dtype
         self.device = device
+        self.numel_ = math.prod(shape)  # element count, read on every op (a property cost ~0.2 µs)
         self._storage: Storage | None = None
         self._node = 0
         self._epoch = -1
@@ -35,12 +36,8 @@ class Array:
         return len(self.shape)
 
     @property
-    def numel_(self) -> int:
-        return math.prod(self.shape)
-
-    @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * self.dtype.itemsize
+        return self.numel_ * self.dtype.itemsize
 
     @property
     def is_pending(self) -> bool:

@@ -26,11 +26,13 @@ from contextlib import contextmanager
 from typing import Callable
 
 from .._ggml import InitParams, lib
-from ..runtime import Device, Storage, choose_threads, executor_for
+from ..runtime import Device, Storage, choose_threads, executor_for, get_num_threads
+from ..runtime.threads import MIN_WORK_FOR_THREADS
 from . import modes
 from .array import COMPUTED, FAILED, PENDING, Array, ggml_ne
 from .counters import COUNTERS
 from .errors import GraphError, PendingError
+from .plans import PLANS, OpPlan, Uncacheable, freeze_params
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CTX_TENSORS = 4096           # tensors per node context
@@ -178,6 +180,10 @@ class Engine:
                 out._storage = Storage(out.device, 1)
                 out._status = COMPUTED
                 return out
+            if (self._hold == 0 and params is not None and self.guard is None and self._fail_next is None
+                    and not self.roots and not self.effects and not modes.graph_enabled()
+                    and self._run_plan(out, label, build, inputs, work, params)):
+                return out
             ctx = self.begin(out.device)
             nodes = [self.node_of(x) for x in inputs]
             node = build(ctx, *nodes) if params is None else build(ctx, nodes, inputs, out, **params)
@@ -199,6 +205,45 @@ class Engine:
                 elif self.site is None:
                     self.site = user_site(3)
             return out
+
+    def _run_plan(self, out: Array, label: str, build, inputs, work: float, params: dict) -> bool:
+        """Eager fast path: compute ``out`` with the cached plan of this op signature.
+
+        Returns False (nothing done) when the op cannot use a plan; the caller then records and
+        drains it the ordinary way, which is also what a plan's first call costs in building.
+        """
+        for x in inputs:
+            if x._status != COMPUTED or x._storage is None or not x.numel_:
+                return False
+        device = out.device
+        try:
+            # Inputs share out's device (every op's validation checks it).
+            key = (build, out.shape, out.dtype, device.dev_ptr, modes._precision.get(),
+                   tuple([(x.shape, x.dtype) for x in inputs]), freeze_params(params) if params else ())
+            plan = PLANS.plans.get(key, False)
+        except TypeError:  # an unhashable parameter (e.g. a tensor): no plan
+            return False
+        if plan is None:
+            return False
+        s = Storage(device, out.nbytes)
+        if plan is False:
+            try:
+                plan = OpPlan(out.device, build, inputs, out, params, s)
+            except Uncacheable:
+                PLANS.put(key, None)
+                return False
+            PLANS.put(key, plan)
+        COUNTERS.drains["eager"] += 1
+        w = work or float(out.numel_)
+        status = plan.run(inputs, s, choose_threads(w, w) if w >= MIN_WORK_FOR_THREADS or get_num_threads() else 1)
+        if status != 0:
+            COUNTERS.failed += 1
+            raise GraphError(self._failure_message(
+                [self.phase_label or label], user_site(2),
+                RuntimeError(f"ggml graph compute returned status {status}"), "eager"))
+        COUNTERS.compute("eager", plan.n_nodes)
+        out._storage = s
+        return True
 
     def alias_pending(self, twin: Array, base: Array) -> None:
         """Make ``twin`` another name for ``base``'s queued node (``detach()`` of a pending

@@ -7,7 +7,7 @@ from .._ggml import consts, lib
 from ..engine import DType, float32, int32
 from .build import expand, is_view
 from .registry import define, op, same_device, same_float
-from .shapes import broadcast_shapes, numel
+from .shapes import broadcast_shapes
 
 
 # ---------------------------------------------------------------- binary
@@ -33,15 +33,11 @@ def _binary_builder(fn, commutative: bool):
     return forward
 
 
-def _work_binary(a, b):
-    return float(numel(broadcast_shapes("", a.shape, b.shape)))
-
-
-define("add", infer=_infer_binary("add"), work=_work_binary,
+define("add", infer=_infer_binary("add"),
        backward=lambda g, n: (g, g))(_binary_builder(lib.add, True))
-define("sub", infer=_infer_binary("sub"), work=_work_binary,
+define("sub", infer=_infer_binary("sub"),
        backward=lambda g, n: (g, op.neg(g)))(_binary_builder(lib.sub, False))
-define("mul", infer=_infer_binary("mul"), work=_work_binary,
+define("mul", infer=_infer_binary("mul"),
        backward=lambda g, n: (op.mul(g, n.inputs[1]), op.mul(g, n.inputs[0])))(_binary_builder(lib.mul, True))
 
 
@@ -52,7 +48,7 @@ def _div_backward(g, n):
     return ga, gb
 
 
-define("div", infer=_infer_binary("div"), work=_work_binary, backward=_div_backward)(_binary_builder(lib.div, False))
+define("div", infer=_infer_binary("div"), backward=_div_backward)(_binary_builder(lib.div, False))
 
 
 # ---------------------------------------------------------------- scalar forms (no upload: constants are op params)
@@ -165,7 +161,7 @@ def _pow_backward(g, n):
     return ga, gb
 
 
-@define("pow", infer=_infer_binary("pow"), backward=_pow_backward, save_output=True, work=_work_binary)
+@define("pow", infer=_infer_binary("pow"), backward=_pow_backward, save_output=True)
 def _pow(ctx, nodes, inputs, out):
     """a ** b for tensors (a > 0 for real results)."""
     na, nb = nodes
@@ -302,7 +298,7 @@ def _cmp_builder(kind):
 
 
 for _kind in _CMP_KINDS:
-    define(_kind, infer=_infer_cmp(_kind), differentiable=False, work=_work_binary,
+    define(_kind, infer=_infer_cmp(_kind), differentiable=False,
            doc=f"elementwise a {_kind} b as float32 0/1 (no gradient)")(_cmp_builder(_kind))
 
 
@@ -410,9 +406,9 @@ def _minmax_backward_op(ctx, nodes, inputs, out, sign):
     return lib.mul(ctx, g, lib.scale_bias(ctx, lib.sgn(ctx, d), 0.5 * float(sign), 0.5))
 
 
-define("maximum", infer=_infer_binary("maximum"), work=_work_binary, backward=_minmax_backward(1.0),
+define("maximum", infer=_infer_binary("maximum"), backward=_minmax_backward(1.0),
        doc="elementwise max with broadcasting; equal values share the gradient 0.5/0.5")(_minmax_builder("gt"))
-define("minimum", infer=_infer_binary("minimum"), work=_work_binary, backward=_minmax_backward(-1.0),
+define("minimum", infer=_infer_binary("minimum"), backward=_minmax_backward(-1.0),
        doc="elementwise min with broadcasting; equal values share the gradient 0.5/0.5")(_minmax_builder("lt"))
 
 

@@ -50,6 +50,16 @@ class Executor:
             raise RuntimeError("ggmlgrad: ggml_backend_sched_new failed")
         self.graph_size = size
 
+    def new_sched(self, graph_size: int) -> tuple[int, object]:
+        """A private scheduler over this executor's backends, for a graph that is allocated once
+        and computed many times (cached plans, capture recordings). Returns (sched, keep-alive);
+        free it with ``lib.backend_sched_free``."""
+        arr, addr = pointer_array(self.backends)
+        sched = lib.backend_sched_new(addr, None, len(self.backends), graph_size, False, True)
+        if not sched:
+            raise MemoryError("ggmlgrad: ggml_backend_sched_new failed")
+        return sched, arr
+
     def set_threads(self, n: int) -> None:
         if n != self.threads:
             lib.backend_cpu_set_n_threads(self.cpu_backend, n)

@@ -130,8 +130,8 @@ class Storage:
         if buf:
             self.buffer = 0
             try:
-                with _POOL.lock:
-                    if self.leaf:
+                if self.leaf:
+                    with _POOL.lock:
                         _HEADERS.give(self.leaf)
                         self.leaf = 0
                 _POOL.give(self.device.dev_ptr, buf, self.data, self.capacity)

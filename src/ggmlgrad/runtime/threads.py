@@ -17,7 +17,7 @@ if _env and _env.isdigit() and int(_env) > 0:
 
 MAX_THREADS = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 # Work units are flops (≈ output elements for elementwise ops, 2·M·N·K for matmul).
-_MIN_WORK_FOR_THREADS = 64_000_000
+MIN_WORK_FOR_THREADS = 64_000_000
 _WORK_PER_THREAD = 32_000_000
 
 
@@ -44,7 +44,7 @@ def get_num_threads() -> int | None:
 def choose_threads(total_work: float, max_node_work: float) -> int:
     if _override is not None:
         return _override
-    if MAX_THREADS == 1 or max_node_work < _MIN_WORK_FOR_THREADS:
+    if MAX_THREADS == 1 or max_node_work < MIN_WORK_FOR_THREADS:
         return 1
     # The load average counts this (busy) process too: add it back.
     free_cores = MAX_THREADS - os.getloadavg()[0] + 1.0 if hasattr(os, "getloadavg") else MAX_THREADS

@@ -576,7 +576,15 @@ def as_tensor(x, device=None) -> Tensor:
     return tensor(x, dtype=float32 if not isinstance(x, np.ndarray) or x.dtype.kind in "fb" else None, device=device)
 
 
+_SCALAR_TYPES = (int, float, bool, np.bool_)
+
+
 def _scalar(x) -> bool:
+    # The exact types first: an ABC isinstance (numbers.Real) costs ~0.3 µs on every operator call.
+    if type(x) in _SCALAR_TYPES:
+        return True
+    if isinstance(x, Array):
+        return False
     return isinstance(x, numbers.Real) and not isinstance(x, bool) or isinstance(x, (bool, np.bool_))
 
 
