@@ -254,6 +254,12 @@ def _matmul_precisions(node: int) -> list[int]:
     return out
 
 
+def _built(t) -> int:
+    """The ggml node of a pending tensor (graph mode builds recorded nodes when asked for one)."""
+    from ggmlgrad.engine import ENGINE
+    return ENGINE.node_of(t)
+
+
 def test_matmul_precision_marks_forward_and_backward_nodes():
     from ggmlgrad._ggml import consts
     x = gg.tensor(np.ones((3, 4), np.float32), requires_grad=True)
@@ -261,13 +267,13 @@ def test_matmul_precision_marks_forward_and_backward_nodes():
     with gg.graph_mode(True):
         with gg.matmul_precision("f32"):
             y = x @ w
-            assert _matmul_precisions(y._node) == [consts.PREC_F32]
+            assert _matmul_precisions(_built(y)) == [consts.PREC_F32]
         y.sum().backward()  # outside the block: the gradient matmuls follow the forward's precision
         for g in (x.grad, w.grad):
-            precs = _matmul_precisions(g._node)
+            precs = _matmul_precisions(_built(g))
             assert precs and all(p == consts.PREC_F32 for p in precs), precs
         z = x @ w  # default precision again
-        assert _matmul_precisions(z._node) == [consts.PREC_DEFAULT]
+        assert _matmul_precisions(_built(z)) == [consts.PREC_DEFAULT]
         assert x.grad.tolist() == [[2.0] * 4] * 3 and w.grad.tolist() == [[3.0] * 2] * 4
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ggmlgrad as gg
-from ggmlgrad.engine.plans import PLANS
+from ggmlgrad.engine.plans import OP_PLANS as PLANS
 
 rng = np.random.default_rng(7)
 
@@ -106,3 +106,110 @@ def test_gradients_through_planned_ops():
         mask = (a.astype(np.float64) @ b) > 0
         np.testing.assert_allclose(ta.grad.numpy(), mask @ b.T, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(tb.grad.numpy(), a.T @ mask, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------- graph-mode plans
+from ggmlgrad.engine import ENGINE  # noqa: E402
+from ggmlgrad.engine.plans import GRAPH_PLANS  # noqa: E402
+
+
+def _mlp_loss(x, w1, b1, w2):
+    h = (x @ w1 + b1).relu()
+    return ((h @ w2).tanh() ** 2).mean(), h
+
+
+def test_graph_plan_replays_a_repeated_drain_with_new_values():
+    """The same op sequence drained 5 times: the 2nd builds a plan, later ones replay it; every
+    drain must see that call's inputs (values change each time) and give fresh outputs."""
+    before = GRAPH_PLANS.misses
+    results = []
+    for i in range(5):
+        x, w1, b1, w2 = _arr(6, 5), _arr(5, 7), _arr(7), _arr(7, 3)
+        with gg.graph_mode(True):
+            tx, tw1 = gg.tensor(x), gg.tensor(w1, requires_grad=True)
+            loss, h = _mlp_loss(tx, tw1, gg.tensor(b1), gg.tensor(w2))
+            loss.backward()
+            assert gg.pending(loss) and gg.pending(tw1.grad)
+            got = (loss.item(), h.numpy(), tw1.grad.numpy())
+        x64, w164 = x.astype(np.float64), w1.astype(np.float64)
+        pre = x64 @ w164 + b1
+        h64 = np.maximum(pre, 0)
+        t = np.tanh(h64 @ w2)
+        dl_dh = ((2 * t * (1 - t * t)) / t.size) @ w2.T.astype(np.float64)
+        grad_w1 = x64.T @ (dl_dh * (pre > 0))
+        np.testing.assert_allclose(got[0], (t ** 2).mean(), rtol=1e-5)
+        np.testing.assert_allclose(got[1], h64, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[2], grad_w1, rtol=1e-4, atol=1e-6)
+        results.append(got[1])
+    assert GRAPH_PLANS.misses - before >= 1  # a plan was made
+    assert not np.shares_memory(results[-1], results[-2])
+
+
+def test_graph_plan_counts_one_compute_per_drain():
+    a = gg.tensor(_arr(4, 4))
+    for i in range(4):
+        with gg.graph_mode(True):
+            y = ((a * float(i + 1)).relu() + 1.0).sum()
+            gg.reset_counters()
+            v = y.item()
+            assert gg.counters()["computes"] == 1
+        np.testing.assert_allclose(v, (np.maximum(a.numpy().astype(np.float64) * (i + 1), 0) + 1).sum(), rtol=1e-5)
+
+
+def test_graph_plan_keeps_only_live_results_and_aliases():
+    """Dropped intermediates are not outputs; a detach() of a pending tensor shares its memory."""
+    for _ in range(4):
+        x = _arr(3, 3)
+        with gg.graph_mode(True):
+            t = gg.tensor(x)
+            mid = t.exp()
+            d = mid.detach()
+            out = (mid * 2.0).sum(axis=0)
+            del mid
+            np.testing.assert_allclose(out.numpy(), (np.exp(x.astype(np.float64)) * 2).sum(axis=0), rtol=1e-5)
+            np.testing.assert_allclose(d.numpy(), np.exp(x.astype(np.float64)), rtol=1e-5)
+
+
+def test_graph_plan_is_keyed_by_matmul_precision_and_params():
+    for prec in ("default", "f32", "default", "f32"):
+        a, b = _arr(4, 5), _arr(5, 2)
+        with gg.graph_mode(True), gg.matmul_precision(prec):
+            y = gg.tensor(a) @ gg.tensor(b)
+            assert ENGINE.lazy  # recorded, not built
+            got = y.numpy()
+        np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-6)
+    for c in (0.5, 2.0, 0.5, 2.0, -1.0):
+        a = _arr(3, 2)
+        with gg.graph_mode(True):
+            got = gg.tensor(a).clamp(max=c).numpy()
+        np.testing.assert_allclose(got, np.minimum(a, c))
+
+
+def test_graph_plan_sees_in_place_writes_between_drains():
+    w = gg.tensor(_arr(3, 3))
+    x = gg.tensor(_arr(3, 2))
+    for i in range(4):
+        new_w = _arr(3, 3)
+        w.copy_(gg.tensor(new_w))
+        with gg.graph_mode(True):
+            got = (w @ x).numpy()
+        np.testing.assert_allclose(got, new_w.astype(np.float64) @ x.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_graph_plan_failure_marks_pending_tensors_failed(monkeypatch):
+    a = gg.tensor(_arr(2, 2))
+    for _ in range(3):  # the plan exists after these
+        with gg.graph_mode(True):
+            (a.exp() + 1.0).numpy()
+    from ggmlgrad.engine import plans
+    monkeypatch.setattr(plans.Plan, "run", lambda self, *args: 1)  # ggml reports a failed compute
+    with gg.graph_mode(True):
+        y = a.exp() + 1.0
+        with pytest.raises(gg.GraphError, match="exp x1, add_scalar x1"):
+            y.numpy()
+        assert gg.queue_length() == 0
+        with pytest.raises(gg.PendingError, match="graph failed"):
+            y.numpy()
+    monkeypatch.undo()
+    with gg.graph_mode(True):
+        np.testing.assert_allclose((a.exp() + 1.0).numpy(), np.exp(a.numpy().astype(np.float64)) + 1, rtol=1e-6)

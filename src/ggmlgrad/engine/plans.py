@@ -1,13 +1,17 @@
-"""Cached single-op plans: the eager path's graph, built and allocated once per op signature.
+"""Cached plans: a graph built and allocated once per signature, recomputed with rebound memory.
 
-An eager op is a one-node graph. Building it anew each call costs ~20 ggml calls (leaf headers,
-the node, a graph, the scheduler's split and allocation): most of an eager op's time on small
-tensors. A plan keeps all of that for one signature — the op's builder, input shapes and dtypes,
-output, parameters, device and matmul precision — and a call only rebinds the leaves' and the
-output's data pointers (attribute stores on ctypes cells, no ggml call) and computes with the
-plan's own scheduler, which keeps its allocation between computes.
+Building a graph costs ggml calls per node (leaf headers, the node, the graph, the scheduler's
+split and allocation); on small tensors that is most of an op's or a step's time. A plan keeps
+the nodes, the graph and a private scheduler (which keeps its allocation between computes) for
+one signature, and a later call only rebinds the data pointers of the plan's leaves and outputs
+(attribute stores on ctypes cells, no ggml call) before computing.
 
-Views whose memory belongs to a leaf or the output (a transpose feeding a matmul, a slice) are
+Two users, one mechanism:
+- eager ops: the signature is the op's builder, input shapes and dtypes, output, parameters,
+  device and matmul precision (:func:`op_plan_key`);
+- graph-mode drains: the signature of the whole queued op sequence, built by the queue.
+
+Views whose memory belongs to a leaf or an output (a transpose feeding a matmul, a slice) are
 rebound too, in graph order: ggml stores a view's address, not its offset from a live source.
 """
 from __future__ import annotations
@@ -16,16 +20,13 @@ import math
 import os
 
 from .._ggml import InitParams, lib, pointer_cells, view_source
-from ..runtime import Device, Storage, executor_for
-from .array import ggml_ne
+from ..runtime import Device, executor_for
 
-_MAX_PLANS = int(os.environ.get("GGMLGRAD_PLAN_CACHE", "256"))
-_OP_HEADROOM = 96  # most tensors one op builder may create (as in the queue)
 _OVERHEAD = lib.tensor_overhead()
 
 
 class Uncacheable(Exception):
-    """This op's graph cannot be replayed by rebinding pointers; use the ordinary drain."""
+    """This graph cannot be replayed by rebinding pointers; use the ordinary drain."""
 
 
 def freeze(value):
@@ -51,47 +52,46 @@ def freeze_params(params: dict) -> tuple:
     return tuple([(k, freeze(v)) for k, v in params.items()])
 
 
-class OpPlan:
-    """One op's graph over leaf headers that are pointed at each call's inputs."""
+class Plan:
+    """Nodes already built in ``ctxs`` (owned from now on), over ``leaves`` and computing ``outs``.
 
-    __slots__ = ("ctx", "gctx", "graph", "sched", "_keep", "leaf_cells", "out_cells", "views", "n_nodes",
-                 "executor", "nbytes")
+    Every leaf must have memory when the plan is made, and ``out_storages`` are the first call's
+    outputs (the scheduler places and allocates the rest once); :meth:`run` points leaves and
+    outputs at each call's memory.
+    """
 
-    def __init__(self, device: Device, build, inputs, out, params: dict, out_storage: Storage):
-        self.ctx = self.gctx = self.sched = 0
+    __slots__ = ("ctxs", "gctx", "graph", "sched", "_keep", "leaf_cells", "out_cells", "views", "n_nodes",
+                 "executor")
+
+    def __init__(self, device: Device, ctxs: list[int], leaves: list[int], outs: list[int], out_storages):
+        self.ctxs = ctxs
+        self.gctx = self.sched = 0
         self.executor = executor_for(device)
-        self.nbytes = out.nbytes
-        n_inputs = len(inputs)
-        self.ctx = lib.init(InitParams((n_inputs + _OP_HEADROOM) * _OVERHEAD, None, True))
-        if not self.ctx:
-            raise MemoryError("ggmlgrad: ggml_init failed for an op plan")
-        leaves = []
-        for x in inputs:
-            ne = ggml_ne(x.shape)
-            leaf = lib.new_tensor_4d(self.ctx, x.dtype.ggml_type, ne[0], ne[1], ne[2], ne[3])
-            # Memory for the scheduler's backend placement at allocation; rebound on every call.
-            lib.backend_tensor_alloc(x._storage.buffer, leaf, x._storage.data)
-            leaves.append(leaf)
-        node = build(self.ctx, leaves, inputs, out, **params)
-        if node in leaves or view_source(node)[0]:
-            raise Uncacheable("the result is a view of an input")
-        # The output's memory is bound per call, so the scheduler must not allocate it.
-        lib.backend_tensor_alloc(out_storage.buffer, node, out_storage.data)
+        if len(set(outs)) != len(outs):
+            raise Uncacheable("two results share a node")
+        leaf_set = set(leaves)
+        for n in outs:
+            if n in leaf_set or view_source(n)[0]:
+                raise Uncacheable("a result is an input or a view")
+        for n, s in zip(outs, out_storages):  # bound per call: the scheduler must not allocate them
+            lib.backend_tensor_alloc(s.buffer, n, s.data)
+        used = sum(lib.used_mem(c) for c in ctxs) // _OVERHEAD + len(leaves) + 16
         size = 64
-        n_tensors = lib.used_mem(self.ctx) // _OVERHEAD + 16
-        while size < n_tensors:
+        while size < used:
             size *= 2
         self.gctx = lib.init(InitParams(lib.graph_overhead_custom(size, False) + 1024, None, True))
         if not self.gctx:
-            raise MemoryError("ggmlgrad: ggml_init failed for an op plan's graph")
+            raise MemoryError("ggmlgrad: ggml_init failed for a plan's graph")
         self.graph = lib.new_graph_custom(self.gctx, size, False)
-        lib.build_forward_expand(self.graph, node)
+        for n in outs:
+            lib.build_forward_expand(self.graph, n)
         self.n_nodes = lib.graph_n_nodes(self.graph)
         if self.n_nodes == 0:
             raise Uncacheable("empty graph")
-        # Rebinding order: index 0..n-1 are the inputs, n is the output, then views in graph order.
-        bases = {leaf: i for i, leaf in enumerate(leaves)}
-        bases[node] = n_inputs
+        # Bases for rebinding: leaves are 0..L-1, outputs L..L+K-1.
+        bases = {n: i for i, n in enumerate(leaves) if n}
+        for k, n in enumerate(outs):
+            bases[n] = len(leaves) + k
         views = []
         for i in range(self.n_nodes):
             t = lib.graph_node(self.graph, i)
@@ -100,47 +100,43 @@ class OpPlan:
                 data_cell, buf_cell = pointer_cells(t)
                 views.append((data_cell, buf_cell, bases[src], offs))
         self.views = tuple(views)
-        self.leaf_cells = tuple(pointer_cells(leaf) for leaf in leaves)
-        self.out_cells = pointer_cells(node)
+        self.leaf_cells = tuple(pointer_cells(n) if n else None for n in leaves)
+        self.out_cells = tuple(pointer_cells(n) for n in outs)
         self.sched, self._keep = self.executor.new_sched(size)
         if not lib.backend_sched_alloc_graph(self.sched, self.graph):
-            raise MemoryError("ggmlgrad: could not allocate an op plan's intermediates")
+            raise MemoryError("ggmlgrad: could not allocate a plan's intermediates")
 
-    def run(self, inputs, out_storage: Storage, threads: int) -> int:
-        """Compute into ``out_storage`` from ``inputs``' memory; returns the ggml status."""
-        views = self.views
-        if views:
-            datas = [x._storage.data for x in inputs]
-            bufs = [x._storage.buffer for x in inputs]
-            datas.append(out_storage.data)
-            bufs.append(out_storage.buffer)
-            for (d, b), data, buf in zip(self.leaf_cells, datas, bufs):
-                d.value = data
-                b.value = buf
-            for d, b, base, offs in views:
-                d.value = datas[base] + offs
-                b.value = bufs[base]
-        else:
-            for (d, b), x in zip(self.leaf_cells, inputs):
-                s = x._storage
-                d.value = s.data
+    def run(self, leaf_storages, out_storages, threads: int) -> int:
+        """Compute into ``out_storages`` from ``leaf_storages``; returns the ggml status."""
+        for cells, s in zip(self.leaf_cells, leaf_storages):
+            if cells is not None:
+                cells[0].value = s.data
+                cells[1].value = s.buffer
+        for (d, b), s in zip(self.out_cells, out_storages):
+            d.value = s.data
+            b.value = s.buffer
+        if self.views:
+            bases = list(leaf_storages)
+            bases.extend(out_storages)
+            for d, b, base, offs in self.views:
+                s = bases[base]
+                d.value = s.data + offs
                 b.value = s.buffer
-        d, b = self.out_cells
-        d.value = out_storage.data
-        b.value = out_storage.buffer
-        if self.executor.threads != threads:
-            self.executor.set_threads(threads)
+        ex = self.executor
+        if ex.threads != threads:
+            ex.set_threads(threads)
         return lib.backend_sched_graph_compute(self.sched, self.graph)
 
     def free(self) -> None:
         if self.sched:
             lib.backend_sched_free(self.sched)
             self.sched = 0
-        for name in ("gctx", "ctx"):
-            c = getattr(self, name)
-            if c:
-                lib.free(c)
-                setattr(self, name, 0)
+        if self.gctx:
+            lib.free(self.gctx)
+            self.gctx = 0
+        for c in self.ctxs:
+            lib.free(c)
+        self.ctxs = []
 
     def __del__(self) -> None:
         try:
@@ -150,19 +146,32 @@ class OpPlan:
 
 
 class PlanCache:
-    """:class:`OpPlan` by signature, bounded; ``None`` entries mark signatures that cannot be cached.
+    """Plans by signature, bounded; ``None`` entries mark signatures that cannot be planned.
 
     Evicts the oldest entry first (insertion order): a hit costs one dict lookup, and a hot plan
-    that is evicted is rebuilt once.
+    that is evicted is rebuilt once. ``min_uses``: how often a signature must be seen before a
+    plan is made (a plan holds memory; a graph seen once may never come back).
     """
 
-    def __init__(self, capacity: int = _MAX_PLANS) -> None:
+    def __init__(self, capacity: int, min_uses: int = 1) -> None:
         self.capacity = capacity
+        self.min_uses = min_uses
         self.plans: dict = {}
+        self.seen: dict = {}
         self.misses = 0
 
-    def get(self, key):
-        return self.plans.get(key, False)
+    def want(self, key) -> bool:
+        """Count a use of a signature that has no plan; True when one should be made now."""
+        if self.min_uses <= 1:
+            return True
+        n = self.seen.get(key, 0) + 1
+        if n >= self.min_uses:
+            self.seen.pop(key, None)
+            return True
+        if len(self.seen) >= 4 * self.capacity:
+            self.seen.pop(next(iter(self.seen)))
+        self.seen[key] = n
+        return False
 
     def put(self, key, plan) -> None:
         self.misses += 1
@@ -177,6 +186,9 @@ class PlanCache:
             if plan is not None:
                 plan.free()
         self.plans.clear()
+        self.seen.clear()
 
 
-PLANS = PlanCache()
+# Eager op plans are small (one op's nodes); graph plans hold a whole step's intermediates.
+OP_PLANS = PlanCache(int(os.environ.get("GGMLGRAD_PLAN_CACHE", "256")))
+GRAPH_PLANS = PlanCache(int(os.environ.get("GGMLGRAD_GRAPH_PLAN_CACHE", "32")), min_uses=2)

@@ -32,7 +32,7 @@ from . import modes
 from .array import COMPUTED, FAILED, PENDING, Array, ggml_ne
 from .counters import COUNTERS
 from .errors import GraphError, PendingError
-from .plans import PLANS, OpPlan, Uncacheable, freeze_params
+from .plans import GRAPH_PLANS, OP_PLANS, Plan, Uncacheable, freeze_params
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CTX_TENSORS = 4096           # tensors per node context
@@ -48,6 +48,23 @@ def user_site(skip: int = 2) -> str:
     while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
         f = f.f_back
     return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
+
+
+class _Pending:
+    """A lazily recorded op's result as later ops' records hold it: its index in the queue and
+    what builders read (shape, dtype, ndim). Holding the tensor itself would keep every
+    intermediate alive, and each live result costs an output buffer at the drain."""
+
+    __slots__ = ("index", "shape", "dtype")
+
+    def __init__(self, index: int, shape: tuple, dtype) -> None:
+        self.index = index
+        self.shape = shape
+        self.dtype = dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
 
 
 class _ContextPool:
@@ -83,6 +100,8 @@ class Engine:
         self._hold = 0
         self._draining = False
         self._fail_next: str | None = None
+        self._private_leaves = False  # building a plan: leaves it can rebind, not storages' shared headers
+        self._private_leaf_of: dict[int, int] = {}
         # Set by autograd while it builds gradient nodes: they are labelled "backward" in errors.
         self.phase_label: str | None = None
         # Capture installs a guard here; it is told about uploads, downloads and drains.
@@ -93,6 +112,9 @@ class Engine:
     def _new_epoch_state(self) -> None:
         self.ctx = 0
         self.ctx_list: list[int] = []
+        # Graph mode records ops without building them (see _materialize): (build, inputs,
+        # params, out shape, out dtype, matmul precision, out ref). Their arrays' _node is -(index+1).
+        self.lazy: list[tuple] = []
         self.roots: list[tuple[weakref.ref, int]] = []
         self.effects: list[int] = []
         self.labels: list[str] = []
@@ -129,11 +151,22 @@ class Engine:
         st = a._status
         if st == PENDING:
             if a._epoch == self.epoch:
+                if a._node < 0:  # recorded, not built yet: build the queue so far
+                    self._materialize()
                 return a._node
             # Its queue is gone (taken by a failed or interrupted drain): the node may be freed.
             raise PendingError(a._error or "ggmlgrad: this tensor's queued graph was discarded; it has no value")
         if st == FAILED:
             raise PendingError(a._error or "ggmlgrad: this tensor's graph failed; it has no value")
+        if self._private_leaves:  # building a plan: its own leaves, which it rebinds per drain
+            leaf = self._private_leaf_of.get(id(a))
+            if leaf is None:
+                ne = _NE.get(a.shape) or tuple(ggml_ne(a.shape))
+                leaf = self._private_leaf_of[id(a)] = lib.new_tensor_4d(
+                    self.ctx, a.dtype.ggml_type, ne[0], ne[1], ne[2], ne[3])
+                lib.backend_tensor_alloc(a._storage.buffer, leaf, a._storage.data)
+                self.keep.append(a._storage)
+            return leaf
         if a._leaf_epoch == self.epoch:
             return a._leaf
         ne = _NE.get(a.shape)
@@ -143,7 +176,7 @@ class Engine:
         # The storage's own header, reused across graphs; not inside a capture recording, which
         # owns (and rewrites) the leaves of its graphs, nor for storage that is not a plain Storage.
         leaf = s.leaf_header(a.dtype.ggml_type, ne, a.dtype.itemsize) if (
-            self.guard is None and type(s) is Storage) else 0
+            self.guard is None and not self._private_leaves and type(s) is Storage) else 0
         if not leaf:
             leaf = lib.new_tensor_4d(self.ctx, a.dtype.ggml_type, ne[0], ne[1], ne[2], ne[3])
             lib.backend_tensor_alloc(s.buffer, leaf, s.data)
@@ -180,10 +213,13 @@ class Engine:
                 out._storage = Storage(out.device, 1)
                 out._status = COMPUTED
                 return out
-            if (self._hold == 0 and params is not None and self.guard is None and self._fail_next is None
-                    and not self.roots and not self.effects and not modes.graph_enabled()
-                    and self._run_plan(out, label, build, inputs, work, params)):
-                return out
+            if self._hold == 0 and params is not None and self.guard is None:
+                if not modes.graph_enabled():
+                    if (self._fail_next is None and not self.roots and not self.effects
+                            and self._run_plan(out, label, build, inputs, work, params)):
+                        return out
+                elif not modes.check_enabled():
+                    return self._record_lazy(out, label, build, inputs, work, params)
             ctx = self.begin(out.device)
             nodes = [self.node_of(x) for x in inputs]
             node = build(ctx, *nodes) if params is None else build(ctx, nodes, inputs, out, **params)
@@ -206,11 +242,76 @@ class Engine:
                     self.site = user_site(3)
             return out
 
+    def _record_lazy(self, out: Array, label: str, build, inputs, work: float, params: dict) -> Array:
+        """Graph mode: queue the op without building its node. The drain computes the queue with a
+        cached plan when the same op sequence ran before, and builds the nodes otherwise."""
+        if self.device is not out.device:
+            if self.device is not None and len(self):
+                self.drain("device_change")
+            self.device = out.device
+        lazy = self.lazy
+        epoch = self.epoch
+        ins = []
+        for x in inputs:
+            st = x._status
+            if st == COMPUTED:
+                ins.append(x)
+            elif st == PENDING and x._epoch == epoch:
+                n = x._node
+                ins.append(lazy[-1 - n][6] if n < 0 else x)
+            else:
+                self.node_of(x)  # raises the error of a failed or discarded input, at this call
+        j = len(lazy)
+        lazy.append((build, ins, params, out.shape, out.dtype, modes._precision.get(),
+                     _Pending(j, out.shape, out.dtype)))
+        out._node = -1 - j
+        out._epoch = epoch
+        out._status = PENDING
+        self.roots.append((weakref.ref(out), -1 - j))
+        self.labels.append(self.phase_label or label)
+        w = work or float(max(1, out.numel_))
+        self.work += w
+        if w > self.max_work:
+            self.max_work = w
+        if self.site is None:
+            self.site = user_site(3)
+        return out
+
+    def _materialize(self) -> None:
+        """Build the nodes of every lazily recorded op, in order (their inputs come first)."""
+        lazy = self.lazy
+        if not lazy:
+            return
+        self.lazy = []
+        built: list[int] = []
+        prec_token = None
+        try:
+            for build, inputs, params, shape, dtype, prec, standin in lazy:
+                if prec != modes._precision.get():  # build as recorded (matmul nodes read the mode)
+                    if prec_token is not None:
+                        modes._precision.reset(prec_token)
+                    prec_token = modes._precision.set(prec)
+                self._room()
+                nodes = [built[x.index] if type(x) is _Pending else self.node_of(x) for x in inputs]
+                built.append(build(self.ctx, nodes, inputs, standin, **params))
+        finally:
+            if prec_token is not None:
+                modes._precision.reset(prec_token)
+        roots = self.roots
+        epoch = self.epoch
+        for i, (ref, n) in enumerate(roots):
+            if n < 0:
+                node = built[-1 - n]
+                roots[i] = (ref, node)
+                a = ref()
+                if a is not None and a._node == n and a._epoch == epoch:
+                    a._node = node
+
     def _run_plan(self, out: Array, label: str, build, inputs, work: float, params: dict) -> bool:
         """Eager fast path: compute ``out`` with the cached plan of this op signature.
 
         Returns False (nothing done) when the op cannot use a plan; the caller then records and
-        drains it the ordinary way, which is also what a plan's first call costs in building.
+        drains it the ordinary way.
         """
         for x in inputs:
             if x._status != COMPUTED or x._storage is None or not x.numel_:
@@ -220,22 +321,20 @@ class Engine:
             # Inputs share out's device (every op's validation checks it).
             key = (build, out.shape, out.dtype, device.dev_ptr, modes._precision.get(),
                    tuple([(x.shape, x.dtype) for x in inputs]), freeze_params(params) if params else ())
-            plan = PLANS.plans.get(key, False)
+            plan = OP_PLANS.plans.get(key, False)
         except TypeError:  # an unhashable parameter (e.g. a tensor): no plan
             return False
         if plan is None:
             return False
         s = Storage(device, out.nbytes)
         if plan is False:
-            try:
-                plan = OpPlan(out.device, build, inputs, out, params, s)
-            except Uncacheable:
-                PLANS.put(key, None)
+            plan = self._make_op_plan(key, device, build, inputs, out, params, s)
+            if plan is None:
                 return False
-            PLANS.put(key, plan)
         COUNTERS.drains["eager"] += 1
         w = work or float(out.numel_)
-        status = plan.run(inputs, s, choose_threads(w, w) if w >= MIN_WORK_FOR_THREADS or get_num_threads() else 1)
+        status = plan.run([x._storage for x in inputs], (s,),
+                          choose_threads(w, w) if w >= MIN_WORK_FOR_THREADS or get_num_threads() else 1)
         if status != 0:
             COUNTERS.failed += 1
             raise GraphError(self._failure_message(
@@ -244,6 +343,26 @@ class Engine:
         COUNTERS.compute("eager", plan.n_nodes)
         out._storage = s
         return True
+
+    @staticmethod
+    def _make_op_plan(key, device: Device, build, inputs, out: Array, params: dict, s: Storage):
+        ctx = lib.init(InitParams((len(inputs) + _OP_HEADROOM) * _OVERHEAD, None, True))
+        if not ctx:
+            raise MemoryError("ggmlgrad: ggml_init failed for an op plan")
+        leaves = []
+        for x in inputs:
+            ne = _NE.get(x.shape) or tuple(ggml_ne(x.shape))
+            leaf = lib.new_tensor_4d(ctx, x.dtype.ggml_type, ne[0], ne[1], ne[2], ne[3])
+            lib.backend_tensor_alloc(x._storage.buffer, leaf, x._storage.data)
+            leaves.append(leaf)
+        try:
+            node = build(ctx, leaves, inputs, out, **params)
+            plan = Plan(device, [ctx], leaves, [node], (s,))
+        except Uncacheable:
+            OP_PLANS.put(key, None)
+            return None
+        OP_PLANS.put(key, plan)
+        return plan
 
     def alias_pending(self, twin: Array, base: Array) -> None:
         """Make ``twin`` another name for ``base``'s queued node (``detach()`` of a pending
@@ -319,6 +438,11 @@ class Engine:
         with self.lock:
             if self._draining or not (self.roots or self.effects):
                 return False
+            if self.lazy:
+                if (self.guard is None and self._fail_next is None and not self.effects
+                        and self._drain_planned(reason)):
+                    return True
+                self._materialize()
             COUNTERS.drains[reason] += 1
             if self.guard is not None:
                 self.guard.on_drain(reason)
@@ -365,23 +489,139 @@ class Engine:
                     a._status = COMPUTED
                     a._node = 0
             except BaseException as e:  # KeyboardInterrupt too: the queue is gone, its tensors must not stay pending
-                COUNTERS.failed += 1
-                # Eager: the op that failed is the call that drained (no site was kept).
-                msg = self._failure_message(labels, site or user_site(1), e, reason)
-                for ref, _ in roots:
-                    a = ref()
-                    if a is not None and a._status == PENDING and a._epoch == epoch:
-                        a._status, a._node, a._storage = FAILED, 0, None
-                        a._error = "ggmlgrad: this tensor has no value because its graph failed.\n" + msg
-                if not isinstance(e, Exception):
-                    raise
-                raise GraphError(msg) from e
+                self._fail(e, roots, labels, site, reason, epoch)
             finally:
                 for ctx in ctx_list:
                     self._ctxs.put(ctx)
                 del keep
                 self._draining = False
             return True
+
+    def _fail(self, e: BaseException, roots, labels, site, reason: str, epoch: int):
+        """A drain failed: its pending tensors become failed (with the reason), then raise."""
+        COUNTERS.failed += 1
+        # Eager: the op that failed is the call that drained (no site was kept).
+        msg = self._failure_message(labels, site or user_site(2), e, reason)
+        for ref, _ in roots:
+            a = ref()
+            if a is not None and a._status == PENDING and a._epoch == epoch:
+                a._status, a._node, a._storage = FAILED, 0, None
+                a._error = "ggmlgrad: this tensor has no value because its graph failed.\n" + msg
+        if not isinstance(e, Exception):
+            raise e
+        raise GraphError(msg) from e
+
+    def _plan_signature(self):
+        """(key, leaf arrays, kept results by op index) of a queue of lazily recorded ops only, or
+        None when it cannot be planned (a built node in the queue, an unhashable parameter)."""
+        epoch = self.epoch
+        slot_of: dict[int, int] = {}
+        leaves: list[Array] = []
+        parts = []
+        for build, inputs, params, shape, dtype, prec, _ in self.lazy:
+            refs = []
+            for x in inputs:
+                if type(x) is _Pending:
+                    refs.append(x.index)
+                    continue
+                if x._status != COMPUTED or x._storage is None or not x.numel_:
+                    return None  # a built node, a failed input (the ordinary drain raises), empty memory
+                k = id(x)
+                slot = slot_of.get(k)
+                if slot is None:
+                    slot = slot_of[k] = len(leaves)
+                    leaves.append(x)
+                refs.append(-1 - slot)
+            try:
+                fp = freeze_params(params) if params else ()
+            except TypeError:
+                return None
+            parts.append((build, shape, dtype, prec, fp, tuple(refs)))
+        kept: dict[int, list[Array]] = {}
+        for ref, n in self.roots:
+            if n >= 0:
+                return None
+            a = ref()
+            if a is None or a._status != PENDING or a._node != n or a._epoch != epoch:
+                continue
+            lst = kept.get(-1 - n)
+            if lst is None:
+                kept[-1 - n] = [a]
+            else:
+                lst.append(a)
+        if not kept:
+            return None
+        key = (self.device.dev_ptr, tuple(parts), tuple([(x.shape, x.dtype) for x in leaves]), tuple(sorted(kept)))
+        return key, leaves, kept
+
+    def _drain_planned(self, reason: str) -> bool:
+        """Compute a queue of lazily recorded ops with the plan of its signature (made on the
+        signature's second drain). False: the caller drains the ordinary way."""
+        sig = self._plan_signature()
+        if sig is None:
+            return False
+        key, leaves, kept = sig
+        plan = GRAPH_PLANS.plans.get(key, False)
+        if plan is None:
+            return False
+        device = self.device
+        order = sorted(kept)
+        outs = [Storage(device, kept[j][0].nbytes) for j in order]
+        if plan is False:
+            if not GRAPH_PLANS.want(key):
+                return False
+            plan = self._make_graph_plan(key, device, leaves, [kept[j][0] for j in order], outs)
+            if plan is None:
+                return False
+        COUNTERS.drains[reason] += 1
+        self._draining = True
+        roots, labels, site, epoch = self.roots, self.labels, self.site, self.epoch
+        work, max_work = self.work, self.max_work
+        lazy = self.lazy  # keeps the leaves' memory alive through the compute
+        self.epoch += 1
+        self._new_epoch_state()
+        try:
+            status = plan.run([x._storage for x in leaves], outs, choose_threads(work, max_work))
+            if status != 0:
+                raise RuntimeError(f"ggml graph compute returned status {status}")
+            COUNTERS.compute(reason, plan.n_nodes)
+            for j, s in zip(order, outs):
+                for a in kept[j]:
+                    a._storage = s
+                    a._status = COMPUTED
+                    a._node = 0
+        except BaseException as e:
+            self._fail(e, roots, labels, site, reason, epoch)
+        finally:
+            del lazy
+            self._draining = False
+        return True
+
+    def _make_graph_plan(self, key, device: Device, leaves: list[Array], results: list[Array], outs):
+        """Build the queued nodes into contexts the plan will own, over private leaves."""
+        saved_ctx = (self.ctx, self.ctx_list, self._credit)
+        self.ctx, self.ctx_list, self._credit = 0, [], 0
+        self._private_leaves = True
+        self._private_leaf_of = {}
+        try:
+            self._materialize()
+            ctxs = self.ctx_list
+            leaf_nodes = [self._private_leaf_of.get(id(x), 0) for x in leaves]
+        finally:
+            self._private_leaves = False
+            self._private_leaf_of = {}
+            self.ctx, self.ctx_list, self._credit = saved_ctx[0], saved_ctx[1] + self.ctx_list, saved_ctx[2]
+        try:
+            plan = Plan(device, list(ctxs), leaf_nodes, [a._node for a in results], outs)
+        except Uncacheable:
+            GRAPH_PLANS.put(key, None)
+            return None  # the nodes stay in the queue's contexts: the ordinary drain computes them
+        for c in ctxs:  # the plan owns them now
+            self.ctx_list.remove(c)
+        if self.ctx in ctxs:
+            self.ctx, self._credit = 0, 0
+        GRAPH_PLANS.put(key, plan)
+        return plan
 
     def _new_graph(self, size: int) -> int:
         need = _GRAPH_OVERHEAD.get(size)
@@ -416,6 +656,7 @@ class Engine:
         owns the contexts and must give them back with :meth:`release_contexts`.
         """
         with self.lock:
+            self._materialize()
             state = (self.roots, self.effects, self.ctx_list, self.labels, self.device, self.work,
                      self.max_work, self.keep)
             self.epoch += 1
