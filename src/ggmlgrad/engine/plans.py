@@ -63,7 +63,8 @@ class Plan:
     __slots__ = ("ctxs", "gctx", "graph", "sched", "_keep", "leaf_cells", "out_cells", "views", "n_nodes",
                  "executor")
 
-    def __init__(self, device: Device, ctxs: list[int], leaves: list[int], outs: list[int], out_storages):
+    def __init__(self, device: Device, ctxs: list[int], leaves: list[int], outs: list[int], out_storages,
+                 effects: list[int] = ()):
         self.ctxs = ctxs
         self.gctx = self.sched = 0
         self.executor = executor_for(device)
@@ -84,6 +85,8 @@ class Plan:
             raise MemoryError("ggmlgrad: ggml_init failed for a plan's graph")
         self.graph = lib.new_graph_custom(self.gctx, size, False)
         for n in outs:
+            lib.build_forward_expand(self.graph, n)
+        for n in effects:  # in-place writes (views of the leaves they write: rebound below)
             lib.build_forward_expand(self.graph, n)
         self.n_nodes = lib.graph_n_nodes(self.graph)
         if self.n_nodes == 0:

@@ -17,6 +17,7 @@ Rules (each paid for by a silent wrong result in ggmlR, see ag_defer.R):
 """
 from __future__ import annotations
 
+import contextvars
 import os
 import sys
 import threading
@@ -34,6 +35,9 @@ from .counters import COUNTERS
 from .errors import GraphError, PendingError
 from .plans import GRAPH_PLANS, OP_PLANS, Plan, Uncacheable, freeze_params
 
+# Set by autograd while it builds gradient nodes (they are labelled "backward" in errors);
+# context-local, since two threads may run backward at once.
+_phase_label: contextvars.ContextVar[str | None] = contextvars.ContextVar("ggmlgrad_phase", default=None)
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CTX_TENSORS = 4096           # tensors per node context
 _OP_HEADROOM = 96             # most tensors one op builder may create
@@ -102,8 +106,6 @@ class Engine:
         self._fail_next: str | None = None
         self._private_leaves = False  # building a plan: leaves it can rebind, not storages' shared headers
         self._private_leaf_of: dict[int, int] = {}
-        # Set by autograd while it builds gradient nodes: they are labelled "backward" in errors.
-        self.phase_label: str | None = None
         # Capture installs a guard here; it is told about uploads, downloads and drains.
         self.guard = None
         self._new_epoch_state()
@@ -115,6 +117,7 @@ class Engine:
         # Graph mode records ops without building them (see _materialize): (build, inputs,
         # params, out shape, out dtype, matmul precision, out ref). Their arrays' _node is -(index+1).
         self.lazy: list[tuple] = []
+        self.updates = 0  # how many of them are in-place updates (record_update)
         self.roots: list[tuple[weakref.ref, int]] = []
         self.effects: list[int] = []
         self.labels: list[str] = []
@@ -126,7 +129,7 @@ class Engine:
         self._credit = 0  # ops that may still build in self.ctx without asking ggml how full it is
 
     def __len__(self) -> int:
-        return len(self.roots) + len(self.effects)
+        return len(self.roots) + len(self.effects) + self.updates
 
     def _room(self) -> None:
         """Guarantee room for one more op (at most _OP_HEADROOM tensors) in ``self.ctx``.
@@ -227,7 +230,7 @@ class Engine:
             out._epoch = self.epoch
             out._status = PENDING
             self.roots.append((weakref.ref(out), node))
-            self.labels.append(self.phase_label or label)
+            self.labels.append(_phase_label.get() or label)
             w = work or float(max(1, out.numel_))
             self.work += w
             if w > self.max_work:
@@ -251,6 +254,28 @@ class Engine:
             self.device = out.device
         lazy = self.lazy
         epoch = self.epoch
+        ins = self._lazy_inputs(inputs)
+        j = len(lazy)
+        lazy.append((build, ins, params, out.shape, out.dtype, modes._precision.get(),
+                     _Pending(j, out.shape, out.dtype)))
+        out._node = -1 - j
+        out._epoch = epoch
+        out._status = PENDING
+        self.roots.append((weakref.ref(out), -1 - j))
+        self.labels.append(_phase_label.get() or label)
+        w = work or float(max(1, out.numel_))
+        self.work += w
+        if w > self.max_work:
+            self.max_work = w
+        if self.site is None:
+            self.site = user_site(3)
+        return out
+
+    def _lazy_inputs(self, inputs) -> list:
+        """Inputs as a lazy record holds them: computed tensors themselves (their memory must
+        live until the drain), lazily recorded results as their queue entry's stand-in."""
+        lazy = self.lazy
+        epoch = self.epoch
         ins = []
         for x in inputs:
             st = x._status
@@ -261,21 +286,35 @@ class Engine:
                 ins.append(lazy[-1 - n][6] if n < 0 else x)
             else:
                 self.node_of(x)  # raises the error of a failed or discarded input, at this call
-        j = len(lazy)
-        lazy.append((build, ins, params, out.shape, out.dtype, modes._precision.get(),
-                     _Pending(j, out.shape, out.dtype)))
-        out._node = -1 - j
-        out._epoch = epoch
-        out._status = PENDING
-        self.roots.append((weakref.ref(out), -1 - j))
-        self.labels.append(self.phase_label or label)
-        w = work or float(max(1, out.numel_))
-        self.work += w
-        if w > self.max_work:
-            self.max_work = w
-        if self.site is None:
-            self.site = user_site(3)
-        return out
+        return ins
+
+    def record_update(self, label: str, build, inputs, params: dict, work: float = 0.0) -> None:
+        """Queue in-place writes into ``inputs`` (an optimizer's update of one parameter); inside
+        :meth:`exclusive` only.
+
+        ``build(ctx, nodes, inputs, **params)`` returns ``[(target, node), ...]``: ``node``'s value
+        is copied into ``inputs[target]``, or with ``target`` None, ``node`` writes in place by
+        itself (``ggml_opt_step_adamw``). Recorded lazily like graph-mode ops, so a repeated update
+        (every optimizer step) replays a cached plan. ``build`` must be a plain function (it is
+        part of the plan's key) and ``inputs`` every tensor it reads or writes.
+        """
+        if self._hold == 0:
+            raise RuntimeError("ggmlgrad internal: record_update outside exclusive()")
+        device = inputs[0].device
+        if self.guard is not None:  # a capture recording takes the queue as built nodes
+            ctx = self.begin(device)
+            nodes = [self.node_of(x) for x in inputs]
+            for target, node in build(ctx, nodes, inputs, **params):
+                self.effects.append(node if target is None else lib.cpy(ctx, node, nodes[target]))
+        else:
+            if self.device is not device:
+                if self.device is not None and len(self):
+                    self.drain("device_change")
+                self.device = device
+            self.lazy.append((build, self._lazy_inputs(inputs), params, None, None, modes._precision.get(), None))
+            self.updates += 1
+        self.labels.append(label)
+        self.add_work(work)
 
     def _materialize(self) -> None:
         """Build the nodes of every lazily recorded op, in order (their inputs come first)."""
@@ -283,6 +322,7 @@ class Engine:
         if not lazy:
             return
         self.lazy = []
+        self.updates = 0  # they become effects
         built: list[int] = []
         prec_token = None
         try:
@@ -293,7 +333,13 @@ class Engine:
                     prec_token = modes._precision.set(prec)
                 self._room()
                 nodes = [built[x.index] if type(x) is _Pending else self.node_of(x) for x in inputs]
-                built.append(build(self.ctx, nodes, inputs, standin, **params))
+                if standin is None:  # an update (record_update): in-place writes
+                    ctx = self.ctx
+                    for target, node in build(ctx, nodes, inputs, **params):
+                        self.effects.append(node if target is None else lib.cpy(ctx, node, nodes[target]))
+                    built.append(0)
+                else:
+                    built.append(build(self.ctx, nodes, inputs, standin, **params))
         finally:
             if prec_token is not None:
                 modes._precision.reset(prec_token)
@@ -338,7 +384,7 @@ class Engine:
         if status != 0:
             COUNTERS.failed += 1
             raise GraphError(self._failure_message(
-                [self.phase_label or label], user_site(2),
+                [_phase_label.get() or label], user_site(2),
                 RuntimeError(f"ggml graph compute returned status {status}"), "eager"))
         COUNTERS.compute("eager", plan.n_nodes)
         out._storage = s
@@ -436,7 +482,7 @@ class Engine:
     def drain(self, reason: str) -> bool:
         """Compute everything queued as one graph. Returns False when nothing was queued."""
         with self.lock:
-            if self._draining or not (self.roots or self.effects):
+            if self._draining or not (self.roots or self.effects or self.lazy):
                 return False
             if self.lazy:
                 if (self.guard is None and self._fail_next is None and not self.effects
@@ -549,7 +595,7 @@ class Engine:
                 kept[-1 - n] = [a]
             else:
                 lst.append(a)
-        if not kept:
+        if not kept and not self.updates:
             return None
         key = (self.device.dev_ptr, tuple(parts), tuple([(x.shape, x.dtype) for x in leaves]), tuple(sorted(kept)))
         return key, leaves, kept
@@ -612,7 +658,7 @@ class Engine:
             self._private_leaf_of = {}
             self.ctx, self.ctx_list, self._credit = saved_ctx[0], saved_ctx[1] + self.ctx_list, saved_ctx[2]
         try:
-            plan = Plan(device, list(ctxs), leaf_nodes, [a._node for a in results], outs)
+            plan = Plan(device, list(ctxs), leaf_nodes, [a._node for a in results], outs, self.effects)
         except Uncacheable:
             GRAPH_PLANS.put(key, None)
             return None  # the nodes stay in the queue's contexts: the ordinary drain computes them

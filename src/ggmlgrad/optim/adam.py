@@ -5,7 +5,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..engine import ENGINE, float32
+from ..engine import float32
 from ..ops import optim_ops as oo
 from ..tensor import Tensor
 from .optimizer import Optimizer
@@ -94,23 +94,26 @@ class Adam(Optimizer):
         hp[oo.ADAM_KEEP] = 1.0 - lr * hp[oo.ADAM_DECOUPLED_WD]
         return hp.astype(np.float32)
 
-    def _queue_param(self, ctx: int, p: Tensor, grad_node: int, grad_dtype, hp: int, group: dict,
-                     state: dict) -> None:
-        pn = ENGINE.node_of(p)
-        l2 = oo.ADAM_L2_WD if group["weight_decay"] != 0 and not self._decoupled else None
-        m, v = state["exp_avg"], state["exp_avg_sq"]
-        g = oo.as_f32(ctx, grad_node, grad_dtype.ggml_type)
-        if self._use_fused(group, p):
-            g = oo.effective_grad(ctx, g, pn, hp, l2, group["maximize"])
-            ENGINE.queue_effect(oo.adamw_fused(ctx, pn, g, ENGINE.node_of(m), ENGINE.node_of(v), hp),
-                                "adamw.fused")
-            return
-        pf = oo.as_f32(ctx, pn, p.dtype.ggml_type)
-        g = oo.effective_grad(ctx, g, pf, hp, l2, group["maximize"])
-        new_p, new_m, new_v = oo.adam_composed(ctx, pf, g, ENGINE.node_of(m), ENGINE.node_of(v), hp)
-        ENGINE.queue_write(m, new_m, "adam.exp_avg")
-        ENGINE.queue_write(v, new_v, "adam.exp_avg_sq")
-        ENGINE.queue_write(p, new_p, "adam.param")
+    def _update_rule(self, p: Tensor, group: dict, state: dict) -> tuple:
+        fused = self._use_fused(group, p)
+        options = {"fused": fused, "l2": group["weight_decay"] != 0 and not self._decoupled,
+                   "maximize": group["maximize"]}
+        return _adam_update, (state["exp_avg"], state["exp_avg_sq"]), options, "adamw.fused" if fused else "adam"
+
+
+def _adam_update(ctx: int, nodes, inputs, *, fused: bool, l2: bool, maximize: bool) -> list:
+    """One parameter's Adam/AdamW update: nodes of (p, grad, hparams, exp_avg, exp_avg_sq)."""
+    pn, gn, hp, mn, vn = nodes
+    p, g = inputs[0], inputs[1]
+    l2_index = oo.ADAM_L2_WD if l2 else None
+    gf = oo.as_f32(ctx, gn, g.dtype.ggml_type)
+    if fused:
+        gf = oo.effective_grad(ctx, gf, pn, hp, l2_index, maximize)
+        return [(None, oo.adamw_fused(ctx, pn, gf, mn, vn, hp))]
+    pf = oo.as_f32(ctx, pn, p.dtype.ggml_type)
+    gf = oo.effective_grad(ctx, gf, pf, hp, l2_index, maximize)
+    new_p, new_m, new_v = oo.adam_composed(ctx, pf, gf, mn, vn, hp)
+    return [(3, new_m), (4, new_v), (0, new_p)]
 
 
 class AdamW(Adam):

@@ -13,8 +13,8 @@ Every optimizer implements three methods; :meth:`Optimizer.step` is exactly
     ``grads`` is parallel to :meth:`Optimizer.flat_params` (all parameters of all
     groups, in order; ``None`` = no gradient: that parameter is skipped, as in
     PyTorch). ``hparams`` holds one device tensor per group with the values of
-    ``_hparams_arrays()``. Queues the update nodes and ``ENGINE.queue_write`` /
-    ``ENGINE.queue_effect`` writes for every parameter with a gradient. Must be
+    ``_hparams_arrays()``. Queues the in-place update of every parameter with a
+    gradient (``ENGINE.record_update`` with the rule of ``_update_rule``). Must be
     called inside ``ENGINE.exclusive``; it uploads nothing and reads nothing back.
 ``_advance() -> None``
     Host-side bookkeeping after a successful update: the step counter of every
@@ -74,7 +74,7 @@ class _State(MutableMapping):
 
 class Optimizer:
     """Base class. Subclasses define ``_validate_group``, ``_init_state``,
-    ``_group_hparams`` and ``_queue_param`` (see the module docstring for the
+    ``_group_hparams`` and ``_update_rule`` (see the module docstring for the
     capture contract built on them).
 
     >>> import ggmlgrad as gg
@@ -241,9 +241,10 @@ class Optimizer:
                     continue
                 st = self.state[p]
                 hp = hparams[gi][st["step"] + 1] if isinstance(hparams[gi], dict) else hparams[gi]
-                ctx = ENGINE.begin(p.device)
-                self._queue_param(ctx, p, ENGINE.node_of(g), g.dtype, ENGINE.node_of(hp), group, st)
-                ENGINE.add_work(self._FLOPS_PER_ELEMENT * p.numel_)   # lets big updates use threads
+                build, state_tensors, options, label = self._update_rule(p, group, st)
+                # work: lets big updates use threads
+                ENGINE.record_update(label, build, (p, g, hp) + state_tensors, options,
+                                     self._FLOPS_PER_ELEMENT * p.numel_)
                 updated.append(p)
         return updated
 
@@ -295,8 +296,11 @@ class Optimizer:
     def _group_hparams(self, group: dict, step: int) -> np.ndarray:
         raise NotImplementedError
 
-    def _queue_param(self, ctx: int, p: Tensor, grad_node: int, grad_dtype, hp_node: int, group: dict,
-                     state: dict) -> None:
+    def _update_rule(self, p: Tensor, group: dict, state: dict) -> tuple:
+        """``(build, state_tensors, options, label)`` for :meth:`Engine.record_update`: ``build(ctx,
+        nodes, inputs, **options)`` gets the nodes of ``(p, grad, hparams, *state_tensors)`` and
+        returns the writes. ``build`` is a module-level function and ``options`` hashable values:
+        both key the cached plan that replays the update on later steps."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ state dicts

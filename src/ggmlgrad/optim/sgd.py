@@ -5,7 +5,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..engine import ENGINE, graph_mode
+from ..engine import graph_mode
 from ..ops import optim_ops as oo
 from ..tensor import Tensor, no_grad
 from .optimizer import Optimizer, _zeros_f32
@@ -71,16 +71,23 @@ class SGD(Optimizer):
         hp[oo.SGD_DAMP] = 1.0 if step == 1 else 1.0 - group["dampening"]
         return hp.astype(np.float32)
 
-    def _queue_param(self, ctx: int, p: Tensor, grad_node: int, grad_dtype, hp: int, group: dict,
-                     state: dict) -> None:
-        pn = oo.as_f32(ctx, ENGINE.node_of(p), p.dtype.ggml_type)
-        g = oo.as_f32(ctx, grad_node, grad_dtype.ggml_type)
-        g = oo.effective_grad(ctx, g, pn, hp, oo.SGD_WD if group["weight_decay"] != 0 else None, group["maximize"])
+    def _update_rule(self, p: Tensor, group: dict, state: dict) -> tuple:
         buf = state.get("momentum_buffer") if group["momentum"] != 0 else None
         if group["momentum"] != 0 and buf is None:
             raise RuntimeError("SGD: momentum buffer missing (call step(), which creates it)")
-        new_p, new_buf = oo.sgd_update(ctx, pn, g, ENGINE.node_of(buf) if buf is not None else None, hp,
-                                       group["nesterov"])
-        if new_buf is not None:
-            ENGINE.queue_write(buf, new_buf, "sgd.momentum_buffer")
-        ENGINE.queue_write(p, new_p, "sgd.param")
+        options = {"weight_decay": group["weight_decay"] != 0, "maximize": group["maximize"],
+                   "nesterov": group["nesterov"]}
+        return _sgd_update, (buf,) if buf is not None else (), options, "sgd"
+
+
+def _sgd_update(ctx: int, nodes, inputs, *, weight_decay: bool, maximize: bool, nesterov: bool) -> list:
+    """One parameter's SGD update: nodes of (p, grad, hparams[, momentum_buffer])."""
+    p, g = inputs[0], inputs[1]
+    hp = nodes[2]
+    pn = oo.as_f32(ctx, nodes[0], p.dtype.ggml_type)
+    gf = oo.as_f32(ctx, nodes[1], g.dtype.ggml_type)
+    gf = oo.effective_grad(ctx, gf, pn, hp, oo.SGD_WD if weight_decay else None, maximize)
+    new_p, new_buf = oo.sgd_update(ctx, pn, gf, nodes[3] if len(nodes) > 3 else None, hp, nesterov)
+    writes = [(3, new_buf)] if new_buf is not None else []
+    writes.append((0, new_p))
+    return writes

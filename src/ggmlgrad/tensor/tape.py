@@ -10,6 +10,7 @@ import weakref
 
 from ..engine import ENGINE, float32 as _F32
 from ..engine.modes import _precision
+from ..engine.queue import _phase_label
 from ..ops.registry import OpDef, op
 from .grad_mode import _enabled, is_grad_enabled
 
@@ -96,7 +97,7 @@ def run_backward(root, gradient, retain_graph: bool = False) -> None:
     grads: dict[int, Tensor] = {id(fn): gradient}
     assigned: set[int] = set()
     token = _enabled.set(False)
-    prev_label, ENGINE.phase_label = ENGINE.phase_label, "backward"  # GraphError names these "backward"
+    label_token = _phase_label.set("backward")  # GraphError names these "backward"
     try:
         for node in reversed(order):
             g = grads.pop(id(node), None)
@@ -134,7 +135,7 @@ def run_backward(root, gradient, retain_graph: bool = False) -> None:
                 node.inputs = tuple(_Released(x) for x in node.inputs)
                 node.out_ref = None
     finally:
-        ENGINE.phase_label = prev_label
+        _phase_label.reset(label_token)
         _enabled.reset(token)
         del saved_outputs
 
