@@ -213,3 +213,29 @@ def test_graph_plan_failure_marks_pending_tensors_failed(monkeypatch):
     monkeypatch.undo()
     with gg.graph_mode(True):
         np.testing.assert_allclose((a.exp() + 1.0).numpy(), np.exp(a.numpy().astype(np.float64)) + 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_optimizer_update_plan_follows_replaced_state_tensors(graph):
+    """Steps replay a cached update plan; replacing a state tensor (not writing it in place) must be
+    seen by the next step, since the plan rebinds every tensor it reads and writes per step."""
+    w0 = _arr(3, 2)
+    w = gg.tensor(w0, requires_grad=True)
+    opt = gg.optim.Adam([w], lr=0.1)
+    ref_w, m, v = w0.astype(np.float64), np.zeros((3, 2)), np.zeros((3, 2))
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    for t in range(1, 7):
+        if t == 5:  # fresh moments, as new tensors
+            opt.state[w]["exp_avg"] = gg.zeros((3, 2))
+            opt.state[w]["exp_avg_sq"] = gg.zeros((3, 2))
+            m, v = np.zeros((3, 2)), np.zeros((3, 2))
+        with gg.graph_mode(graph):
+            opt.zero_grad()
+            (w * w).sum().backward()
+            opt.step()
+        g = 2 * ref_w
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        ref_w = ref_w - 0.1 * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+        np.testing.assert_allclose(w.numpy(), ref_w, rtol=1e-5, atol=2e-5)  # float32 steps
+        np.testing.assert_allclose(opt.state[w]["exp_avg"].numpy(), m, rtol=1e-5, atol=2e-5)
