@@ -42,3 +42,31 @@ def test_set_num_threads_overrides_and_validates(four_cores):
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(ValueError):
             gg.set_num_threads(bad)
+
+
+def test_thread_tuner_alternates_then_keeps_the_faster(monkeypatch):
+    monkeypatch.setattr(threads, "_override", None)
+    t = threads.ThreadTuner(4)
+    picks = []
+    for _ in range(10):
+        n = t.pick()
+        picks.append(n)
+        t.record(n, 1.0 if n == 4 else 1.5)  # 4 threads a little faster: decided after 5 pairs
+    assert picks[:10] == [1, 4] * 5
+    assert t.choice == 4 and t.pick() == 4
+    slow = threads.ThreadTuner(4)
+    slow.record(slow.pick(), 1.0)          # 1 thread
+    slow.record(slow.pick(), 5.0)          # 4 threads: a clear loser decides at once
+    assert slow.choice == 1
+
+
+def test_thread_tuner_only_for_heavy_cpu_graphs_and_obeys_the_override(monkeypatch):
+    monkeypatch.setattr(threads, "MAX_THREADS", 2)
+    assert threads.ThreadTuner.for_work(threads.TRY_THREADS_WORK - 1) is None
+    assert threads.ThreadTuner.for_work(threads.TRY_THREADS_WORK, "cuda") is None
+    t = threads.ThreadTuner.for_work(threads.TRY_THREADS_WORK)
+    assert t is not None and t.many == 2
+    monkeypatch.setattr(threads, "_override", 3)
+    assert t.pick() == 3
+    t.record(3, 1.0)
+    assert t.choice == 0 and not t.times_many and not t.times_one

@@ -24,7 +24,7 @@ from ..engine.dtypes import bf16_to_f32, f32_to_bf16
 from ..engine.queue import _OVERHEAD
 from ..ops import op
 from ..runtime import Device, Storage, choose_threads, executor_for, get_num_threads
-from ..runtime.threads import MAX_THREADS
+from ..runtime.threads import ThreadTuner
 from ..tensor import no_grad
 from ..tensor import random as _random
 from ..tensor.creation import generator
@@ -32,15 +32,12 @@ from ..tensor.tensor import Tensor
 from . import ops as _ops  # noqa: F401  (registers the capture ops)
 
 _ALIGN = 64
-_TRIALS = 5   # replays per candidate thread count when autotuning
 
 
 def _align(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
-# Heaviest-node flops from which a recording tries more threads (a 64x64x256 matmul is 2 MFLOP).
-_TRY_THREADS_WORK = 1_000_000
 
 
 class StorageSlice:
@@ -129,7 +126,7 @@ class ReplayGraph:
     """One recorded ggml graph with its own scheduler (allocated once, computed per replay)."""
 
     def __init__(self, device: Device, ctx_list: list[int], keep: list, roots_nodes: list[int], effects: list[int],
-                 n_tensors: int, threads: int, label: str):
+                 n_tensors: int, threads: int, max_work: float, label: str):
         self.device = device
         self.ctx_list = ctx_list
         self.keep = keep
@@ -147,8 +144,7 @@ class ReplayGraph:
         self.n_nodes = lib.graph_n_nodes(self.graph)
         self.sched = 0
         self.executor = executor_for(device)
-        # (policy threads, its times, 1-thread times) while autotuning; None once decided
-        self._trials = (threads, [], []) if threads > 1 and device.kind == "cpu" else None
+        self.tuner = ThreadTuner.for_work(max_work, device.kind)
 
     def allocate(self) -> None:
         self.sched, self._backends = self.executor.new_sched(self.size)
@@ -158,39 +154,16 @@ class ReplayGraph:
     def compute(self) -> None:
         if self.n_nodes == 0:
             return
-        fixed = get_num_threads()
-        if fixed is not None:
-            threads = fixed
-        elif self._trials is not None:
-            return self._compute_trial()
-        else:
-            threads = self.threads
+        tuner = self.tuner
+        threads = tuner.pick() if tuner is not None else (get_num_threads() or self.threads)
         self.executor.set_threads(threads)
-        status = lib.backend_sched_graph_compute(self.sched, self.graph)
-        if status != 0:
-            raise RuntimeError(f"capture: the recorded {self.label} graph failed to compute (ggml status {status})")
-        COUNTERS.compute("capture", self.n_nodes)
-
-    def _compute_trial(self) -> None:
-        """Thread autotune: the policy's count (from work estimates) and 1 thread alternate for the
-        first replays; the faster median wins. A barrier per node makes threads a loss on busy or
-        small machines, a win on idle ones; measuring settles it for this graph on this machine."""
-        trials = self._trials
-        threads = 1 if len(trials[2]) <= len(trials[1]) else trials[0]
         t0 = time.perf_counter()
-        self.executor.set_threads(threads)
         status = lib.backend_sched_graph_compute(self.sched, self.graph)
-        dt = time.perf_counter() - t0
+        if tuner is not None:
+            tuner.record(threads, time.perf_counter() - t0)
         if status != 0:
             raise RuntimeError(f"capture: the recorded {self.label} graph failed to compute (ggml status {status})")
         COUNTERS.compute("capture", self.n_nodes)
-        (trials[1] if threads == trials[0] else trials[2]).append(dt)
-        if not trials[1] or len(trials[1]) != len(trials[2]):
-            return
-        many, one = sorted(trials[1])[len(trials[1]) // 2], sorted(trials[2])[len(trials[2]) // 2]
-        if len(trials[1]) >= _TRIALS or many > 2 * one or one > 2 * many:  # a clear loser decides early
-            self.threads = trials[0] if many < one else 1
-            self._trials = None
 
     def free(self) -> None:
         if self.sched:
@@ -384,12 +357,10 @@ class Recorder:
             t._storage = StorageSlice(block, offsets[j], t.nbytes)
             self._owned_ids.add(id(t))
         n_tensors = sum(lib.used_mem(c) for c in ctx_list) // _OVERHEAD + 16
-        threads = choose_threads(work, max_work)
-        if threads == 1 and max_work >= _TRY_THREADS_WORK and MAX_THREADS > 1:
-            # The per-graph policy plays safe for one-off drains; a replayed graph can afford to
-            # measure: the autotune times MAX_THREADS against 1 thread and keeps the faster.
-            threads = MAX_THREADS
-        graph = ReplayGraph(device, ctx_list, keep, out_nodes, effects, n_tensors, threads, label)
+        # The per-graph policy plays safe for one-off drains; a replayed graph can afford to
+        # measure (ReplayGraph's ThreadTuner) when its heaviest node is large enough.
+        graph = ReplayGraph(device, ctx_list, keep, out_nodes, effects, n_tensors,
+                            choose_threads(work, max_work), max_work, label)
         self.graphs.append(graph)
         downloads_at = [(offsets[order[i]], outs[order[i]]) for i in range(n_dl)]
         device_outs = [outs[order[i]] for i in range(n_dl, len(order))]

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import math
 import os
+import time
 
 from .._ggml import InitParams, lib, pointer_cells, view_source
 from ..runtime import Device, executor_for
+from ..runtime.threads import ThreadTuner
 
 _OVERHEAD = lib.tensor_overhead()
 
@@ -61,13 +63,15 @@ class Plan:
     """
 
     __slots__ = ("ctxs", "gctx", "graph", "sched", "_keep", "leaf_cells", "out_cells", "views", "n_nodes",
-                 "executor")
+                 "executor", "tuner")
 
     def __init__(self, device: Device, ctxs: list[int], leaves: list[int], outs: list[int], out_storages,
-                 effects: list[int] = ()):
+                 effects: list[int] = (), max_work: float = 0.0):
         self.ctxs = ctxs
         self.gctx = self.sched = 0
         self.executor = executor_for(device)
+        # Computed many times: heavy plans measure whether threads pay on this machine.
+        self.tuner = ThreadTuner.for_work(max_work, device.kind)
         if len(set(outs)) != len(outs):
             raise Uncacheable("two results share a node")
         leaf_set = set(leaves)
@@ -126,9 +130,17 @@ class Plan:
                 d.value = s.data + offs
                 b.value = s.buffer
         ex = self.executor
-        if ex.threads != threads:
-            ex.set_threads(threads)
-        return lib.backend_sched_graph_compute(self.sched, self.graph)
+        tuner = self.tuner
+        if tuner is None:
+            if ex.threads != threads:
+                ex.set_threads(threads)
+            return lib.backend_sched_graph_compute(self.sched, self.graph)
+        threads = tuner.pick()
+        ex.set_threads(threads)
+        t0 = time.perf_counter()
+        status = lib.backend_sched_graph_compute(self.sched, self.graph)
+        tuner.record(threads, time.perf_counter() - t0)
+        return status
 
     def free(self) -> None:
         if self.sched:

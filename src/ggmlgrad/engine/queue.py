@@ -374,7 +374,7 @@ class Engine:
             return False
         s = Storage(device, out.nbytes)
         if plan is False:
-            plan = self._make_op_plan(key, device, build, inputs, out, params, s)
+            plan = self._make_op_plan(key, device, build, inputs, out, params, s, work)
             if plan is None:
                 return False
         COUNTERS.drains["eager"] += 1
@@ -391,7 +391,7 @@ class Engine:
         return True
 
     @staticmethod
-    def _make_op_plan(key, device: Device, build, inputs, out: Array, params: dict, s: Storage):
+    def _make_op_plan(key, device: Device, build, inputs, out: Array, params: dict, s: Storage, work: float):
         ctx = lib.init(InitParams((len(inputs) + _OP_HEADROOM) * _OVERHEAD, None, True))
         if not ctx:
             raise MemoryError("ggmlgrad: ggml_init failed for an op plan")
@@ -403,7 +403,7 @@ class Engine:
             leaves.append(leaf)
         try:
             node = build(ctx, leaves, inputs, out, **params)
-            plan = Plan(device, [ctx], leaves, [node], (s,))
+            plan = Plan(device, [ctx], leaves, [node], (s,), max_work=work or float(out.numel_))
         except Uncacheable:
             OP_PLANS.put(key, None)
             return None
@@ -658,7 +658,8 @@ class Engine:
             self._private_leaf_of = {}
             self.ctx, self.ctx_list, self._credit = saved_ctx[0], saved_ctx[1] + self.ctx_list, saved_ctx[2]
         try:
-            plan = Plan(device, list(ctxs), leaf_nodes, [a._node for a in results], outs, self.effects)
+            plan = Plan(device, list(ctxs), leaf_nodes, [a._node for a in results], outs, self.effects,
+                        self.max_work)
         except Uncacheable:
             GRAPH_PLANS.put(key, None)
             return None  # the nodes stay in the queue's contexts: the ordinary drain computes them

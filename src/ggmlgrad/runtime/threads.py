@@ -49,3 +49,51 @@ def choose_threads(total_work: float, max_node_work: float) -> int:
     # The load average counts this (busy) process too: add it back.
     free_cores = MAX_THREADS - os.getloadavg()[0] + 1.0 if hasattr(os, "getloadavg") else MAX_THREADS
     return max(1, min(MAX_THREADS, int(free_cores), int(max_node_work // _WORK_PER_THREAD)))
+
+
+# Heaviest-node flops from which a graph computed many times tries more threads (a 64x64x256
+# matmul is 2 MFLOP): below it, a barrier per node costs more than the work saved.
+TRY_THREADS_WORK = 1_000_000
+_TRIALS = 5  # computes per candidate count
+
+
+class ThreadTuner:
+    """Thread count for a graph that is computed many times (a plan, a capture recording).
+
+    The work estimate cannot see the machine: a barrier per node makes threads a loss on busy
+    or small machines and a win on idle ones. So the first computes alternate ``many`` threads
+    and 1, and the faster median wins (a clear loser decides after one pair).
+    """
+
+    __slots__ = ("many", "times_many", "times_one", "choice")
+
+    def __init__(self, many: int) -> None:
+        self.many = many
+        self.times_many: list[float] = []
+        self.times_one: list[float] = []
+        self.choice = 0  # 0 while measuring
+
+    @classmethod
+    def for_work(cls, max_node_work: float, device_kind: str = "cpu") -> "ThreadTuner | None":
+        """A tuner when the graph is heavy enough to try threads on a CPU with several; else None."""
+        if device_kind != "cpu" or MAX_THREADS == 1 or max_node_work < TRY_THREADS_WORK:
+            return None
+        return cls(MAX_THREADS)
+
+    def pick(self) -> int:
+        if _override is not None:
+            return _override
+        if self.choice:
+            return self.choice
+        return 1 if len(self.times_one) <= len(self.times_many) else self.many
+
+    def record(self, threads: int, seconds: float) -> None:
+        if self.choice or _override is not None:
+            return
+        (self.times_many if threads == self.many else self.times_one).append(seconds)
+        many, one = self.times_many, self.times_one
+        if not many or len(many) != len(one):
+            return
+        m, o = sorted(many)[len(many) // 2], sorted(one)[len(one) // 2]
+        if len(many) >= _TRIALS or m > 2 * o or o > 2 * m:
+            self.choice = self.many if m < o else 1
