@@ -48,16 +48,24 @@ def test_thread_tuner_alternates_then_keeps_the_faster(monkeypatch):
     monkeypatch.setattr(threads, "_override", None)
     t = threads.ThreadTuner(4)
     picks = []
-    for _ in range(10):
+    while not t.choice:
         n = t.pick()
         picks.append(n)
-        t.record(n, 1.0 if n == 4 else 1.5)  # 4 threads a little faster: decided after 5 pairs
-    assert picks[:10] == [1, 4] * 5
+        t.record(n, 1.0 if n == 4 else 1.5)  # 4 threads a little faster
+        assert len(picks) <= 12
+    # each count's first compute is not counted; then 5 counted pairs
+    assert picks.count(1) == picks.count(4) == 6
     assert t.choice == 4 and t.pick() == 4
     slow = threads.ThreadTuner(4)
-    slow.record(slow.pick(), 1.0)          # 1 thread
-    slow.record(slow.pick(), 5.0)          # 4 threads: a clear loser decides at once
-    assert slow.choice == 1
+    for _ in range(4):
+        n = slow.pick()
+        slow.record(n, 1.0 if n == 1 else (50.0 if n in slow._warm else 5.0))
+    assert slow.choice == 1  # a clear loser decides after one counted pair
+    first_slow = threads.ThreadTuner(4)
+    for _ in range(4):  # a slow first compute (the pool starting) does not decide against threads
+        n = first_slow.pick()
+        first_slow.record(n, 100.0 if n not in first_slow._warm else (1.0 if n == 4 else 1.2))
+    assert first_slow.choice == 0
 
 
 def test_thread_tuner_only_for_heavy_cpu_graphs_and_obeys_the_override(monkeypatch):
@@ -70,3 +78,26 @@ def test_thread_tuner_only_for_heavy_cpu_graphs_and_obeys_the_override(monkeypat
     assert t.pick() == 3
     t.record(3, 1.0)
     assert t.choice == 0 and not t.times_many and not t.times_one
+
+
+def test_threads_go_to_the_accelerator_or_the_cpu_never_both(monkeypatch):
+    from ggmlgrad.runtime import executor as ex_mod
+    calls = []
+    monkeypatch.setattr(ex_mod.lib, "backend_cpu_set_n_threads", lambda b, n: calls.append(("cpu", n)))
+    ex = ex_mod.Executor.__new__(ex_mod.Executor)
+    ex.cpu_backend, ex.threads, ex._thread_config = 1, 0, (0, 0)
+    ex.thread_setters = [(2, lambda b, n: calls.append(("blas", n)))]
+    ex.set_threads(2, True)
+    assert calls == [("cpu", 1), ("blas", 2)]
+    calls.clear()
+    ex.set_threads(2, False)   # a graph with no accelerator node: the CPU gets the threads
+    assert calls == [("cpu", 2), ("blas", 1)]
+    calls.clear()
+    ex.set_threads(2, False)   # unchanged: no ggml call
+    assert calls == []
+    ex.set_threads(2)          # unknown: assume the accelerator does the heavy work
+    assert calls == [("cpu", 1), ("blas", 2)]
+    calls.clear()
+    ex.thread_setters = []     # no accelerator: the CPU gets them
+    ex.set_threads(2)
+    assert calls == [("cpu", 2)]

@@ -145,18 +145,20 @@ class ReplayGraph:
         self.sched = 0
         self.executor = executor_for(device)
         self.tuner = ThreadTuner.for_work(max_work, device.kind)
+        self.accelerated = True
 
     def allocate(self) -> None:
         self.sched, self._backends = self.executor.new_sched(self.size)
         if not lib.backend_sched_alloc_graph(self.sched, self.graph):
             raise MemoryError(f"capture: could not allocate the {self.label} graph's intermediates")
+        self.accelerated = self.executor.accelerated(self.sched, self.graph, self.n_nodes)
 
     def compute(self) -> None:
         if self.n_nodes == 0:
             return
         tuner = self.tuner
         threads = tuner.pick() if tuner is not None else (get_num_threads() or self.threads)
-        self.executor.set_threads(threads)
+        self.executor.set_threads(threads, self.accelerated)
         t0 = time.perf_counter()
         status = lib.backend_sched_graph_compute(self.sched, self.graph)
         if tuner is not None:

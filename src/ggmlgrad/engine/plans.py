@@ -63,7 +63,7 @@ class Plan:
     """
 
     __slots__ = ("ctxs", "gctx", "graph", "sched", "_keep", "leaf_cells", "out_cells", "views", "n_nodes",
-                 "executor", "tuner")
+                 "executor", "tuner", "accelerated")
 
     def __init__(self, device: Device, ctxs: list[int], leaves: list[int], outs: list[int], out_storages,
                  effects: list[int] = (), max_work: float = 0.0):
@@ -112,6 +112,7 @@ class Plan:
         self.sched, self._keep = self.executor.new_sched(size)
         if not lib.backend_sched_alloc_graph(self.sched, self.graph):
             raise MemoryError("ggmlgrad: could not allocate a plan's intermediates")
+        self.accelerated = self.executor.accelerated(self.sched, self.graph, self.n_nodes)
 
     def run(self, leaf_storages, out_storages, threads: int) -> int:
         """Compute into ``out_storages`` from ``leaf_storages``; returns the ggml status."""
@@ -133,10 +134,10 @@ class Plan:
         tuner = self.tuner
         if tuner is None:
             if ex.threads != threads:
-                ex.set_threads(threads)
+                ex.set_threads(threads, self.accelerated)
             return lib.backend_sched_graph_compute(self.sched, self.graph)
         threads = tuner.pick()
-        ex.set_threads(threads)
+        ex.set_threads(threads, self.accelerated)
         t0 = time.perf_counter()
         status = lib.backend_sched_graph_compute(self.sched, self.graph)
         tuner.record(threads, time.perf_counter() - t0)

@@ -35,6 +35,7 @@ class Executor:
         self.sched = 0
         self.graph_size = 0
         self.threads = 0
+        self._thread_config = (0, 0)
 
     def _ensure_sched(self, graph_size: int) -> None:
         if self.sched and graph_size <= self.graph_size:
@@ -60,12 +61,35 @@ class Executor:
             raise MemoryError("ggmlgrad: ggml_backend_sched_new failed")
         return sched, arr
 
-    def set_threads(self, n: int) -> None:
-        if n != self.threads:
-            lib.backend_cpu_set_n_threads(self.cpu_backend, n)
+    def set_threads(self, n: int, accelerated: bool | None = None) -> None:
+        """Give ``n`` threads to the backend that does a graph's heavy work.
+
+        With an accelerator such as BLAS in the scheduler, threads go to ONE of the two: ggml's
+        CPU threads spin at their barriers while BLAS runs its own threads, and on 2 cores a
+        784-256-10 step took 54 ms with both at 2 threads against 1.3 ms with BLAS alone at 2.
+        ``accelerated``: whether the graph has nodes on the accelerator (None: unknown, assume so).
+        """
+        if self.thread_setters and n > 1:
+            cpu_n, acc_n = (1, n) if accelerated is not False else (n, 1)
+        else:
+            cpu_n = acc_n = n
+        if (cpu_n, acc_n) != self._thread_config:
+            lib.backend_cpu_set_n_threads(self.cpu_backend, cpu_n)
             for b, setter in self.thread_setters:
-                setter(b, n)
-            self.threads = n
+                setter(b, acc_n)
+            self._thread_config = (cpu_n, acc_n)
+        self.threads = n
+
+    def accelerated(self, sched: int, graph: int, n_nodes: int) -> bool:
+        """Whether an allocated graph has nodes on a backend other than the CPU."""
+        if not self.thread_setters:
+            return False
+        cpu = self.cpu_backend
+        for i in range(n_nodes):
+            b = lib.backend_sched_get_tensor_backend(sched, lib.graph_node(graph, i))
+            if b and b != cpu:
+                return True
+        return False
 
     def compute(self, graph: int, graph_size: int, threads: int) -> int:
         """Allocate intermediates and compute ``graph``; returns the ggml status (0 = success)."""

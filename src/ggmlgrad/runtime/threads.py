@@ -62,16 +62,18 @@ class ThreadTuner:
 
     The work estimate cannot see the machine: a barrier per node makes threads a loss on busy
     or small machines and a win on idle ones. So the first computes alternate ``many`` threads
-    and 1, and the faster median wins (a clear loser decides after one pair).
+    and 1 (the first of each is not counted: it starts thread pools), and the faster median
+    wins (a clear loser decides after one counted pair).
     """
 
-    __slots__ = ("many", "times_many", "times_one", "choice")
+    __slots__ = ("many", "times_many", "times_one", "choice", "_warm")
 
     def __init__(self, many: int) -> None:
         self.many = many
         self.times_many: list[float] = []
         self.times_one: list[float] = []
         self.choice = 0  # 0 while measuring
+        self._warm: set[int] = set()  # counts whose first compute (pool start, cold caches) was skipped
 
     @classmethod
     def for_work(cls, max_node_work: float, device_kind: str = "cpu") -> "ThreadTuner | None":
@@ -89,6 +91,9 @@ class ThreadTuner:
 
     def record(self, threads: int, seconds: float) -> None:
         if self.choice or _override is not None:
+            return
+        if threads not in self._warm:
+            self._warm.add(threads)
             return
         (self.times_many if threads == self.many else self.times_one).append(seconds)
         many, one = self.times_many, self.times_one
