@@ -6,7 +6,7 @@ it, so matmuls go to BLAS/the GPU and ops a GPU backend lacks fall back to CPU.
 """
 from __future__ import annotations
 
-from .._ggml import backend_set_threads_fn, lib, pointer_array
+from .._ggml import backend_set_threads_fn, lib, pointer_array, view_source
 from .device import ACCELERATORS, Device, cpu_device
 
 _INITIAL_GRAPH_SIZE = 8192
@@ -81,12 +81,16 @@ class Executor:
         self.threads = n
 
     def accelerated(self, sched: int, graph: int, n_nodes: int) -> bool:
-        """Whether an allocated graph has nodes on a backend other than the CPU."""
+        """Whether an allocated graph computes on a backend other than the CPU (views, which
+        every backend accepts and nobody computes, do not count)."""
         if not self.thread_setters:
             return False
         cpu = self.cpu_backend
         for i in range(n_nodes):
-            b = lib.backend_sched_get_tensor_backend(sched, lib.graph_node(graph, i))
+            node = lib.graph_node(graph, i)
+            if view_source(node)[0]:
+                continue
+            b = lib.backend_sched_get_tensor_backend(sched, node)
             if b and b != cpu:
                 return True
         return False
