@@ -239,3 +239,20 @@ def test_optimizer_update_plan_follows_replaced_state_tensors(graph):
         ref_w = ref_w - 0.1 * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
         np.testing.assert_allclose(w.numpy(), ref_w, rtol=1e-5, atol=2e-5)  # float32 steps
         np.testing.assert_allclose(opt.state[w]["exp_avg"].numpy(), m, rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_results_never_share_memory_with_their_inputs(graph):
+    """A result whose layout equals its input's (a sum over size-1 axes, a same-shape reshape)
+    is still its own tensor: writing it in place leaves the input alone."""
+    x = _arr(1, 4)
+    with gg.graph_mode(graph):
+        y = gg.tensor(x) * 2.0
+        s = y.sum(axis=0, keepdim=True)
+        r = y.reshape((1, 4))
+        m = y.mean(axis=0, keepdim=True)
+        s.add_(1.0)
+        r.mul_(0.0)
+        np.testing.assert_allclose(y.numpy(), x * 2.0, rtol=1e-6)
+        np.testing.assert_allclose(s.numpy(), x * 2.0 + 1.0, rtol=1e-6)
+        np.testing.assert_allclose(m.numpy(), x * 2.0, rtol=1e-6)

@@ -14,6 +14,19 @@ def materialize(ctx: int, node: int) -> int:
     return lib.cont(ctx, node) if is_view(node) else node
 
 
+def owned(ctx: int, node: int, shape: tuple) -> int:
+    """``node`` as an op result of ``shape`` (a tensor that owns contiguous memory).
+
+    ``node`` must have been created by the calling builder (never one of its inputs: returning
+    that would make two results share memory). When it already has ``shape``'s layout it is the
+    result itself; otherwise its reshape is copied (a copy per op costs a pass over the data).
+    """
+    t = TensorStruct.from_address(node)
+    if t.op != 0 and not t.view_src and list(t.ne) == _ne(shape) and lib.is_contiguous(node):
+        return node
+    return lib.cont(ctx, reshape(ctx, node, shape))
+
+
 def reshape(ctx: int, node: int, shape: tuple) -> int:
     n = _ne(shape)
     return lib.reshape_4d(ctx, node, n[0], n[1], n[2], n[3])

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .._ggml import consts, lib
 from ..engine import COMPUTED, ENGINE, check_enabled, download, float32, graph_enabled, int32
-from .build import permute, reshape, shape_only
+from .build import owned, permute, reshape, shape_only
 from .registry import define, op, same_float
 from .shape_ops import _zeros_of
 from .shapes import check_ndim, norm_axis, numel
@@ -276,4 +276,4 @@ def _embedding(ctx, nodes, inputs, out):
     k = numel(index.shape)
     ids = lib.reshape_1d(ctx, _safe_index(ctx, nodes[1], weight.shape[0]), k)
     rows = lib.get_rows(ctx, nodes[0], ids)
-    return rows if index.ndim == 1 else lib.cont(ctx, reshape(ctx, rows, out.shape))
+    return rows if index.ndim == 1 else owned(ctx, rows, out.shape)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .._ggml import consts, lib
 from ..engine import float32, precision
-from .build import expand, permute, reshape, zeros_node
+from .build import expand, owned, permute, reshape, zeros_node
 from .registry import define, op, same_device, same_float
 from .shapes import broadcast_shapes, numel
 
@@ -57,7 +57,7 @@ def _matmul(ctx, nodes, inputs, out):
     bt4 = b4[:-2] + (b4[-1], b4[-2])
     bt = expand(ctx, bt, bt4, batch + bt4[-2:])
     r = _prec(lib.mul_mat(ctx, bt, na))
-    return lib.cont(ctx, reshape(ctx, r, out.shape))
+    return owned(ctx, r, out.shape)
 
 
 def _matmul_backward(g, n):
@@ -106,7 +106,10 @@ def _linear_backward(g, n):
     x, w = n.inputs[:2]
     g2 = op.reshape(g, shape=(-1, w.shape[0])) if g.ndim != 2 else g
     x2 = op.reshape(x, shape=(-1, w.shape[1])) if x.ndim != 2 else x
-    gx = op.reshape(op.matmul(g2, w), shape=x.shape) if x.requires_grad else None
+    gx = None
+    if x.requires_grad:
+        gx = op.matmul(g2, w)
+        gx = op.reshape(gx, shape=x.shape) if gx.shape != x.shape else gx
     gw = op.outer_grad(x2, g2) if w.requires_grad else None
     grads = (gx, gw)
     if len(n.inputs) == 3:
@@ -129,7 +132,7 @@ def _linear(ctx, nodes, inputs, out):
     if len(nodes) == 3:
         r = lib.add(ctx, r, nodes[2])
     if x.ndim != 2:
-        r = lib.cont(ctx, reshape(ctx, r, out.shape))
+        r = owned(ctx, r, out.shape)
     return r
 
 

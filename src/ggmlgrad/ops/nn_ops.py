@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .._ggml import consts, lib
 from ..engine import float32, int32
-from .build import expand, permute, reshape
+from .build import expand, owned, permute, reshape
 from .registry import define, op, same_device, same_float
 from .shapes import check_ndim, numel
 
@@ -264,7 +264,7 @@ def _softmax_cross_entropy(ctx, nodes, inputs, out):
     qsum = lib.sum_rows(ctx, nq)
     qx = lib.sum_rows(ctx, lib.mul(ctx, nq, xs))
     loss = lib.sub(ctx, lib.mul(ctx, qsum, lse), qx)          # sum(q) * lse - sum(q * xs)
-    return lib.cont(ctx, reshape(ctx, loss, out.shape if out.shape else (1,)))
+    return owned(ctx, loss, out.shape if out.shape else (1,))
 
 
 # ---------------------------------------------------------------- one-hot (built on the device)
@@ -299,7 +299,7 @@ def _one_hot(ctx, nodes, inputs, out, num_classes, ignore_index=None):
     if ignore_index is not None and 0 <= ignore_index < c:
         keep = lib.scale_bias(ctx, _eq_const(ctx, t, float(ignore_index)), -1.0, 1.0)
         oh = lib.mul(ctx, oh, lib.repeat(ctx, keep, oh))
-    return lib.cont(ctx, reshape(ctx, oh, out.shape))
+    return owned(ctx, oh, out.shape)
 
 
 # ---------------------------------------------------------------- binary cross-entropy with logits

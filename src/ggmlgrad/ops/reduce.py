@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .._ggml import consts, lib
 from ..engine import float32, int32
-from .build import expand, permute, reshape, shape_only, sum_to
+from .build import expand, owned, permute, reshape, shape_only, sum_to
 from .elementwise import FLT_MAX, branch_parts, select_node
 from .registry import define, op, same_float
 from .shapes import norm_axes, norm_axis, numel
@@ -50,7 +50,9 @@ def _infer_reduce(name):
 
 def _sum_node(ctx, node, shape, axes, out_shape):
     r = sum_kept(ctx, node, shape, _kept(shape, axes)) if axes else node
-    return lib.cont(ctx, reshape(ctx, r, out_shape))
+    if r == node:  # nothing summed (no axes, or only size-1 axes): copy the input
+        return lib.cont(ctx, reshape(ctx, node, out_shape))
+    return owned(ctx, r, out_shape)
 
 
 def _grad_expand(g, n):
@@ -81,7 +83,7 @@ def _mean(ctx, nodes, inputs, out, axis=None, keepdim=False):
     if cnt == 0:  # the mean of nothing is NaN, as in NumPy and PyTorch
         return lib.fill(ctx, shape_only(ctx, out.shape), float("nan"))
     s = sum_kept(ctx, nodes[0], a.shape, _kept(a.shape, axes)) if axes else nodes[0]
-    return lib.cont(ctx, reshape(ctx, lib.scale(ctx, s, 1.0 / cnt), out.shape))
+    return owned(ctx, lib.scale(ctx, s, 1.0 / cnt), out.shape)
 
 
 def _infer_expand_as(a, like):
@@ -112,8 +114,9 @@ def _infer_sum_to(a, shape):
 def _sum_to_shape(ctx, nodes, inputs, out, shape):
     a = inputs[0]
     full = (1,) * (a.ndim - len(shape)) + tuple(shape)
-    r = sum_to(ctx, nodes[0], a.shape, full)
-    return lib.cont(ctx, reshape(ctx, r, tuple(shape)))
+    if tuple(a.shape) == full:  # nothing to sum: copy the input
+        return lib.cont(ctx, reshape(ctx, nodes[0], tuple(shape)))
+    return owned(ctx, sum_to(ctx, nodes[0], a.shape, full), tuple(shape))
 
 
 # ---------------------------------------------------------------- max/min, argmax/argmin, var, logsumexp
@@ -257,7 +260,7 @@ def _arg_builder(name, negate: bool):
         is_max = lib.scale_bias(ctx, lib.step(ctx, lib.neg(ctx, lib.sub(ctx, mat, m))), -1.0, 1.0)
         rank = lib.scale_bias(ctx, lib.arange(ctx, 0.0, float(r), 1.0), -1.0, float(r))   # r, r-1, ..., 1
         first = lib.argmax(ctx, lib.mul(ctx, is_max, rank))
-        return lib.cont(ctx, reshape(ctx, first, out.shape))
+        return owned(ctx, first, out.shape)
     return forward
 
 
@@ -294,7 +297,7 @@ def _var(ctx, nodes, inputs, out, axis=None, correction=1, keepdim=False):
     mean = lib.scale(ctx, sum_kept(ctx, nodes[0], a.shape, kept), 1.0 / max(cnt, 1))
     sq = lib.sqr(ctx, lib.sub(ctx, nodes[0], mean))
     v = lib.scale(ctx, sum_kept(ctx, sq, a.shape, kept), _var_divisor(a.shape, axes, correction))
-    return lib.cont(ctx, reshape(ctx, v, out.shape))
+    return owned(ctx, v, out.shape)
 
 
 def logsumexp_parts(ctx, node, shape: tuple, axes: tuple):
@@ -356,4 +359,4 @@ def _logsumexp(ctx, nodes, inputs, out, axis=None, keepdim=False):
     # Rows whose max is ±inf: the result is that max (all -inf → -inf, any +inf → +inf), as torch.
     finite = lib.scale_bias(ctx, lib.step(ctx, lib.scale_bias(ctx, lib.abs(ctx, m), 1.0, -FLT_MAX)), -1.0, 1.0)
     r = select_node(ctx, finite, branch_parts(ctx, lib.add(ctx, logsum, m)), branch_parts(ctx, m))
-    return lib.cont(ctx, reshape(ctx, r, out.shape))
+    return owned(ctx, r, out.shape)
