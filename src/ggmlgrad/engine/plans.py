@@ -48,10 +48,19 @@ def freeze(value):
     return (t, value)
 
 
+_PLAIN = frozenset((int, bool, str, type(None)))
+
+
 def freeze_params(params: dict) -> tuple:
+    """:func:`freeze` of every parameter, with the common plain values inlined (this runs once per
+    queued op at each graph-mode drain)."""
     if not params:
         return ()
-    return tuple([(k, freeze(v)) for k, v in params.items()])
+    out = []
+    for k, v in params.items():
+        t = type(v)
+        out.append((k, t, v) if t in _PLAIN else (k, freeze(v)))
+    return tuple(out)
 
 
 class Plan:

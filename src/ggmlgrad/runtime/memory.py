@@ -123,7 +123,19 @@ class Storage:
         self.nbytes = nbytes
         self.leaf = 0
         self.leaf_key = None
-        self.buffer, self.data, self.capacity = _POOL.take(device, nbytes)
+        # _POOL.take's hit path inlined: a storage is made on every op.
+        size = ((nbytes + 255) & ~255 or 256) if nbytes <= 1048576 else _size_class(nbytes)
+        pool = _POOL
+        with pool.lock:
+            lst = pool.free.get((device.dev_ptr, size))
+            if lst:
+                self.buffer, self.data = lst.pop()
+                self.capacity = size
+                pool.cached_bytes -= size
+                pool.live_bytes += size
+                pool.live_count += 1
+                return
+        self.buffer, self.data, self.capacity = pool.take(device, nbytes)
 
     def __del__(self) -> None:
         buf = self.buffer

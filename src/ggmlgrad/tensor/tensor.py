@@ -9,6 +9,7 @@ import numpy as np
 from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, Array, DType, download, dtypes, float32,
                       host_array, int32, new_from_host, upload_into)
 from ..ops import op
+from ..ops.registry import REGISTRY
 from ..ops.shapes import check_ndim
 from ..runtime import Device, resolve_device
 from . import tape
@@ -594,7 +595,13 @@ def _integer_arithmetic(name: str, closed: bool):
     index arithmetic needs) and cast back to int32 when every operand is an integer and the
     op is closed over the integers (``+ - * // %``); true division gives float32, as in torch."""
     def deco(float_fn):
+        opdef = REGISTRY.get(name)
+
         def fn(a, b):
+            # The common case first (two float32 tensors): straight to the op.
+            if (opdef is not None and isinstance(a, Tensor) and isinstance(b, Tensor)
+                    and a.dtype is float32 and b.dtype is float32):
+                return tape.apply(opdef, (a, b), {})
             a_int = isinstance(a, Tensor) and a.dtype is int32
             b_int = isinstance(b, Tensor) and b.dtype is int32
             if not (a_int or b_int):
