@@ -13,6 +13,9 @@ from ..tensor import Tensor, no_grad
 from ..tensor.tensor import _from_numpy
 
 
+_MISSING = object()
+
+
 class Parameter(Tensor):
     """A tensor that a :class:`Module` registers as a learnable parameter (``requires_grad=True``).
 
@@ -121,11 +124,13 @@ class Module:
             self._non_persistent.discard(name)
 
     def __getattr__(self, name: str) -> Any:
+        # Runs on every parameter read in forward (self.weight): one dict probe per store.
         d = self.__dict__
-        for store in ("_parameters", "_buffers", "_modules"):
-            s = d.get(store)
-            if s is not None and name in s:
-                return s[name]
+        for store in (d.get("_parameters"), d.get("_buffers"), d.get("_modules")):
+            if store is not None:
+                v = store.get(name, _MISSING)
+                if v is not _MISSING:
+                    return v
         raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
 
     def __delattr__(self, name: str) -> None:
