@@ -272,8 +272,8 @@ def test_matmul_precision_marks_forward_and_backward_nodes():
         for g in (x.grad, w.grad):
             precs = _matmul_precisions(_built(g))
             assert precs and all(p == consts.PREC_F32 for p in precs), precs
-        z = x @ w  # default precision again
-        assert _matmul_precisions(_built(z)) == [consts.PREC_DEFAULT]
+        z = x @ w  # default precision again: no node asks for F32 (on the CPU it may be an out_prod)
+        assert all(p == consts.PREC_DEFAULT for p in _matmul_precisions(_built(z)))
         assert x.grad.tolist() == [[2.0] * 4] * 3 and w.grad.tolist() == [[3.0] * 2] * 4
 
 

@@ -56,15 +56,16 @@ def user_site(skip: int = 2) -> str:
 
 class _Pending:
     """A lazily recorded op's result as later ops' records hold it: its index in the queue and
-    what builders read (shape, dtype, ndim). Holding the tensor itself would keep every
+    what builders read (shape, dtype, ndim, device). Holding the tensor itself would keep every
     intermediate alive, and each live result costs an output buffer at the drain."""
 
-    __slots__ = ("index", "shape", "dtype")
+    __slots__ = ("index", "shape", "dtype", "device")
 
-    def __init__(self, index: int, shape: tuple, dtype) -> None:
+    def __init__(self, index: int, shape: tuple, dtype, device) -> None:
         self.index = index
         self.shape = shape
         self.dtype = dtype
+        self.device = device
 
     @property
     def ndim(self) -> int:
@@ -257,7 +258,7 @@ class Engine:
         ins = self._lazy_inputs(inputs)
         j = len(lazy)
         lazy.append((build, ins, params, out.shape, out.dtype, modes._precision.get(),
-                     _Pending(j, out.shape, out.dtype)))
+                     _Pending(j, out.shape, out.dtype, out.device)))
         out._node = -1 - j
         out._epoch = epoch
         out._status = PENDING
