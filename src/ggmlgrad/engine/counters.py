@@ -5,7 +5,7 @@ before and after.
 """
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 
 
 class _Counters:
@@ -19,14 +19,12 @@ class _Counters:
         self.upload_bytes = Counter()
         self.downloads = Counter()
         self.download_bytes = Counter()
-        self.nodes = []                  # graph node counts of the last computes (bounded)
+        self.nodes = deque(maxlen=1000)  # graph node counts of the last computes
         self.failed = 0
 
     def compute(self, site: str, n_nodes: int) -> None:
         self.computes[site] += 1
         self.nodes.append(n_nodes)
-        if len(self.nodes) > 1000:
-            del self.nodes[:500]
 
     def snapshot(self) -> dict:
         return {

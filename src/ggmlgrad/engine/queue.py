@@ -360,14 +360,17 @@ class Engine:
         Returns False (nothing done) when the op cannot use a plan; the caller then records and
         drains it the ordinary way.
         """
+        sig = []
         for x in inputs:
             if x._status != COMPUTED or x._storage is None or not x.numel_:
                 return False
+            sig.append(x.shape)
+            sig.append(x.dtype)
         device = out.device
         try:
             # Inputs share out's device (every op's validation checks it).
-            key = (build, out.shape, out.dtype, device.dev_ptr, modes._precision.get(),
-                   tuple([(x.shape, x.dtype) for x in inputs]), freeze_params(params) if params else ())
+            key = (build, out.shape, out.dtype, device.dev_ptr, modes._precision.get(), tuple(sig),
+                   freeze_params(params) if params else ())
             plan = OP_PLANS.plans.get(key, False)
         except TypeError:  # an unhashable parameter (e.g. a tensor): no plan
             return False

@@ -64,7 +64,10 @@ class _Pool:
             if self.cached_bytes + size > _MAX_CACHED_BYTES:
                 lib.backend_buffer_free(buf)
                 return
-            self.free.setdefault((dev_ptr, size), []).append((buf, data))
+            lst = self.free.get((dev_ptr, size))
+            if lst is None:
+                lst = self.free[(dev_ptr, size)] = []
+            lst.append((buf, data))
             self.cached_bytes += size
 
     def trim(self, keep_bytes: int = 0) -> None:
