@@ -11,20 +11,19 @@ replay is: pack inputs on the host, ONE upload of the changed span, one
 """
 from __future__ import annotations
 
-import time
 import weakref
 from typing import Any
 
 import numpy as np
 
-from .._ggml import InitParams, lib, write_ptr_field
+from .._ggml import lib, write_ptr_field
 from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, COUNTERS, CaptureError, DType, bfloat16, float32,
                       modes, user_site)
 from ..engine.dtypes import bf16_to_f32, f32_to_bf16
+from ..engine.plans import OwnedGraph
 from ..engine.queue import _OVERHEAD
 from ..ops import op
-from ..runtime import Device, Storage, choose_threads, executor_for, get_num_threads
-from ..runtime.threads import ThreadTuner
+from ..runtime import Device, Storage, choose_threads, get_num_threads
 from ..tensor import no_grad
 from ..tensor import random as _random
 from ..tensor.creation import generator
@@ -122,68 +121,35 @@ class _Guard:
 
 
 # ---------------------------------------------------------------------------- graphs
-class ReplayGraph:
+class ReplayGraph(OwnedGraph):
     """One recorded ggml graph with its own scheduler (allocated once, computed per replay)."""
 
     def __init__(self, device: Device, ctx_list: list[int], keep: list, roots_nodes: list[int], effects: list[int],
                  n_tensors: int, threads: int, max_work: float, label: str):
-        self.device = device
-        self.ctx_list = ctx_list
+        super().__init__(device, ctx_list, n_tensors, max_work)
         self.keep = keep
         self.threads = threads
         self.label = label
-        self.size = max(256, 1 << max(0, (2 * n_tensors - 1).bit_length()))
-        self.gctx = lib.init(InitParams(lib.graph_overhead_custom(self.size, False) + 1024, None, True))
-        if not self.gctx:
-            raise MemoryError("capture: ggml_init failed for the graph context")
-        self.graph = lib.new_graph_custom(self.gctx, self.size, False)
-        for n in roots_nodes:
-            lib.build_forward_expand(self.graph, n)
-        for n in effects:
-            lib.build_forward_expand(self.graph, n)
-        self.n_nodes = lib.graph_n_nodes(self.graph)
-        self.sched = 0
-        self.executor = executor_for(device)
-        self.tuner = ThreadTuner.for_work(max_work, device.kind)
-        self.accelerated = True
+        self.expand(roots_nodes)
+        self.expand(effects)
 
     def allocate(self) -> None:
-        self.sched, self._backends = self.executor.new_sched(self.size)
-        if not lib.backend_sched_alloc_graph(self.sched, self.graph):
-            raise MemoryError(f"capture: could not allocate the {self.label} graph's intermediates")
-        self.accelerated = self.executor.accelerated(self.sched, self.graph, self.n_nodes)
+        try:
+            super().allocate()
+        except MemoryError:
+            raise MemoryError(f"capture: could not allocate the {self.label} graph's intermediates") from None
 
-    def compute(self) -> None:
+    def compute(self) -> None:  # type: ignore[override]
         if self.n_nodes == 0:
             return
-        tuner = self.tuner
-        threads = tuner.pick() if tuner is not None else (get_num_threads() or self.threads)
-        self.executor.set_threads(threads, self.accelerated)
-        t0 = time.perf_counter()
-        status = lib.backend_sched_graph_compute(self.sched, self.graph)
-        if tuner is not None:
-            tuner.record(threads, time.perf_counter() - t0)
+        status = super().compute(get_num_threads() or self.threads)
         if status != 0:
             raise RuntimeError(f"capture: the recorded {self.label} graph failed to compute (ggml status {status})")
         COUNTERS.compute("capture", self.n_nodes)
 
     def free(self) -> None:
-        if self.sched:
-            lib.backend_sched_free(self.sched)
-            self.sched = 0
-        if self.gctx:
-            lib.free(self.gctx)
-            self.gctx = 0
-        for c in self.ctx_list:
-            lib.free(c)
-        self.ctx_list = []
+        super().free()
         self.keep = []
-
-    def __del__(self) -> None:
-        try:
-            self.free()
-        except Exception:  # interpreter shutdown
-            pass
 
 
 # ---------------------------------------------------------------------------- recorder

@@ -63,82 +63,43 @@ def freeze_params(params: dict) -> tuple:
     return tuple(out)
 
 
-class Plan:
-    """Nodes already built in ``ctxs`` (owned from now on), over ``leaves`` and computing ``outs``.
+class OwnedGraph:
+    """A ggml graph over nodes in contexts it owns (freed with it), allocated once by a private
+    scheduler and computed many times: the base of cached plans and capture recordings.
 
-    Every leaf must have memory when the plan is made, and ``out_storages`` are the first call's
-    outputs (the scheduler places and allocates the rest once); :meth:`run` points leaves and
-    outputs at each call's memory.
+    Subclasses expand their roots with :meth:`expand`, then call :meth:`allocate`.
     """
 
-    __slots__ = ("ctxs", "gctx", "graph", "sched", "_keep", "leaf_cells", "out_cells", "views", "n_nodes",
-                 "executor", "tuner", "accelerated")
-
-    def __init__(self, device: Device, ctxs: list[int], leaves: list[int], outs: list[int], out_storages,
-                 effects: list[int] = (), max_work: float = 0.0):
+    def __init__(self, device: Device, ctxs: list[int], n_tensors: int, max_work: float):
         self.ctxs = ctxs
         self.gctx = self.sched = 0
         self.executor = executor_for(device)
-        # Computed many times: heavy plans measure whether threads pay on this machine.
+        # Computed many times: heavy graphs measure whether threads pay on this machine.
         self.tuner = ThreadTuner.for_work(max_work, device.kind)
-        if len(set(outs)) != len(outs):
-            raise Uncacheable("two results share a node")
-        leaf_set = set(leaves)
-        for n in outs:
-            if n in leaf_set or view_source(n)[0]:
-                raise Uncacheable("a result is an input or a view")
-        for n, s in zip(outs, out_storages):  # bound per call: the scheduler must not allocate them
-            lib.backend_tensor_alloc(s.buffer, n, s.data)
-        used = sum(lib.used_mem(c) for c in ctxs) // _OVERHEAD + len(leaves) + 16
+        self.accelerated = True
+        self.n_nodes = 0
         size = 64
-        while size < used:
+        while size < n_tensors:
             size *= 2
+        self.size = size
         self.gctx = lib.init(InitParams(lib.graph_overhead_custom(size, False) + 1024, None, True))
         if not self.gctx:
-            raise MemoryError("ggmlgrad: ggml_init failed for a plan's graph")
+            raise MemoryError("ggmlgrad: ggml_init failed for a graph context")
         self.graph = lib.new_graph_custom(self.gctx, size, False)
-        for n in outs:
-            lib.build_forward_expand(self.graph, n)
-        for n in effects:  # in-place writes (views of the leaves they write: rebound below)
+
+    def expand(self, nodes) -> None:
+        for n in nodes:
             lib.build_forward_expand(self.graph, n)
         self.n_nodes = lib.graph_n_nodes(self.graph)
-        if self.n_nodes == 0:
-            raise Uncacheable("empty graph")
-        # Bases for rebinding: leaves are 0..L-1, outputs L..L+K-1.
-        bases = {n: i for i, n in enumerate(leaves) if n}
-        for k, n in enumerate(outs):
-            bases[n] = len(leaves) + k
-        views = []
-        for i in range(self.n_nodes):
-            t = lib.graph_node(self.graph, i)
-            src, offs = view_source(t)
-            if src in bases:
-                data_cell, buf_cell = pointer_cells(t)
-                views.append((data_cell, buf_cell, bases[src], offs))
-        self.views = tuple(views)
-        self.leaf_cells = tuple(pointer_cells(n) if n else None for n in leaves)
-        self.out_cells = tuple(pointer_cells(n) for n in outs)
-        self.sched, self._keep = self.executor.new_sched(size)
+
+    def allocate(self) -> None:
+        self.sched, self._keep = self.executor.new_sched(self.size)
         if not lib.backend_sched_alloc_graph(self.sched, self.graph):
-            raise MemoryError("ggmlgrad: could not allocate a plan's intermediates")
+            raise MemoryError("ggmlgrad: could not allocate a graph's intermediates")
         self.accelerated = self.executor.accelerated(self.sched, self.graph, self.n_nodes)
 
-    def run(self, leaf_storages, out_storages, threads: int) -> int:
-        """Compute into ``out_storages`` from ``leaf_storages``; returns the ggml status."""
-        for cells, s in zip(self.leaf_cells, leaf_storages):
-            if cells is not None:
-                cells[0].value = s.data
-                cells[1].value = s.buffer
-        for (d, b), s in zip(self.out_cells, out_storages):
-            d.value = s.data
-            b.value = s.buffer
-        if self.views:
-            bases = list(leaf_storages)
-            bases.extend(out_storages)
-            for d, b, base, offs in self.views:
-                s = bases[base]
-                d.value = s.data + offs
-                b.value = s.buffer
+    def compute(self, threads: int) -> int:
+        """Compute once (``threads`` unless the tuner is still measuring); the ggml status."""
         ex = self.executor
         tuner = self.tuner
         if tuner is None:
@@ -168,6 +129,67 @@ class Plan:
             self.free()
         except Exception:  # interpreter shutdown
             pass
+
+
+class Plan(OwnedGraph):
+    """Nodes already built in ``ctxs`` (owned from now on), over ``leaves`` and computing ``outs``
+    (and in-place ``effects``).
+
+    Every leaf must have memory when the plan is made, and ``out_storages`` are the first call's
+    outputs (the scheduler places and allocates the rest once); :meth:`run` points leaves and
+    outputs at each call's memory.
+    """
+
+    def __init__(self, device: Device, ctxs: list[int], leaves: list[int], outs: list[int], out_storages,
+                 effects: list[int] = (), max_work: float = 0.0):
+        if len(set(outs)) != len(outs):
+            raise Uncacheable("two results share a node")
+        leaf_set = set(leaves)
+        for n in outs:
+            if n in leaf_set or view_source(n)[0]:
+                raise Uncacheable("a result is an input or a view")
+        used = sum(lib.used_mem(c) for c in ctxs) // _OVERHEAD + len(leaves) + 16
+        super().__init__(device, [], used, max_work)
+        self.expand(outs)
+        self.expand(effects)  # in-place writes (views of the leaves they write: rebound below)
+        if self.n_nodes == 0:
+            raise Uncacheable("empty graph")
+        self.ctxs = ctxs  # owned from here on (an Uncacheable plan leaves them to the caller)
+        for n, s in zip(outs, out_storages):  # bound per call: the scheduler must not allocate them
+            lib.backend_tensor_alloc(s.buffer, n, s.data)
+        # Bases for rebinding: leaves are 0..L-1, outputs L..L+K-1.
+        bases = {n: i for i, n in enumerate(leaves) if n}
+        for k, n in enumerate(outs):
+            bases[n] = len(leaves) + k
+        views = []
+        for i in range(self.n_nodes):
+            t = lib.graph_node(self.graph, i)
+            src, offs = view_source(t)
+            if src in bases:
+                data_cell, buf_cell = pointer_cells(t)
+                views.append((data_cell, buf_cell, bases[src], offs))
+        self.views = tuple(views)
+        self.leaf_cells = tuple(pointer_cells(n) if n else None for n in leaves)
+        self.out_cells = tuple(pointer_cells(n) for n in outs)
+        self.allocate()
+
+    def run(self, leaf_storages, out_storages, threads: int) -> int:
+        """Compute into ``out_storages`` from ``leaf_storages``; returns the ggml status."""
+        for cells, s in zip(self.leaf_cells, leaf_storages):
+            if cells is not None:
+                cells[0].value = s.data
+                cells[1].value = s.buffer
+        for (d, b), s in zip(self.out_cells, out_storages):
+            d.value = s.data
+            b.value = s.buffer
+        if self.views:
+            bases = list(leaf_storages)
+            bases.extend(out_storages)
+            for d, b, base, offs in self.views:
+                s = bases[base]
+                d.value = s.data + offs
+                b.value = s.buffer
+        return self.compute(threads)
 
 
 class PlanCache:
