@@ -447,10 +447,11 @@ def _copy_tensor(t: Tensor) -> Tensor:
 
 
 def _move_storage(t: Tensor, dev) -> None:
-    """Rebind ``t`` to a copy of its value on ``dev`` (object identity kept, like PyTorch's ``.data`` swap)."""
-    moved = Tensor.detach(t).to(device=dev)
-    if moved._status == PENDING:
-        ENGINE.drain("to(device)")
+    """Rebind ``t`` to a copy of its value on ``dev`` (object identity kept, like PyTorch's ``.data`` swap).
+
+    An in-place change of ``t``: queued ops that read it compute first, from the old memory."""
+    with ENGINE.exclusive("to(device)"):
+        moved = Tensor.detach(t).to(device=dev)
     t._storage, t._status, t._error = moved._storage, moved._status, moved._error
     t.device = dev
     t._leaf_epoch = -1
