@@ -9,6 +9,8 @@ from __future__ import annotations
 import ctypes
 from types import SimpleNamespace
 
+import numpy as np
+
 from .loader import GGMLLibraryError, LibraryInfo, load
 from . import consts
 
@@ -186,6 +188,12 @@ def c_array_ptr(values) -> ctypes.Array:
 def float_array_ptr(arr) -> int:
     """Address of a C-contiguous NumPy array's data."""
     return arr.ctypes.data
+
+
+def host_bytes(addr: int, nbytes: int):
+    """A writable NumPy uint8 view of ``nbytes`` of host memory at ``addr`` (the caller keeps
+    the owner of that memory alive)."""
+    return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(addr))
 
 
 def host_copy(dst: int, src: int, nbytes: int) -> None:

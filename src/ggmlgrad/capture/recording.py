@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .._ggml import lib, write_ptr_field
+from .._ggml import host_bytes, lib, write_ptr_field
 from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, COUNTERS, CaptureError, DType, bfloat16, float32,
                       modes, user_site)
 from ..engine.dtypes import bf16_to_f32, f32_to_bf16
@@ -362,7 +362,10 @@ class Inputs:
         self.nbytes = pos
         self.block = Storage(device, max(pos, 1))
         self.stage = np.zeros(max(pos, 1), np.uint8)
-        self.sent = np.zeros(max(pos, 1), np.uint8)
+        # In host memory the block itself is the record of what was sent: the upload is one copy
+        # into it, and no second copy is kept.
+        self.host = device.is_host
+        self.sent = host_bytes(self.block.data, max(pos, 1)) if self.host else np.zeros(max(pos, 1), np.uint8)
         self.stage_addr = self.stage.ctypes.data
         self.valid = False  # nothing sent yet
         self.slots = slots
@@ -399,8 +402,9 @@ class Inputs:
                     hi = b
         if lo < 0 or hi <= lo:
             return
-        self.block.write(self.stage_addr + lo, hi - lo, lo)
-        sent[lo:hi] = stage[lo:hi]
+        if not self.host:
+            self.block.write(self.stage_addr + lo, hi - lo, lo)
+        sent[lo:hi] = stage[lo:hi]  # in host memory, this is the upload
         self.valid = True
         COUNTERS.uploads["capture"] += 1
         COUNTERS.upload_bytes["capture"] += hi - lo
