@@ -416,6 +416,9 @@ def cross_entropy(input: Tensor, target, weight: Tensor | None = None, ignore_in
             q = oh * (1.0 - label_smoothing) + valid * (label_smoothing / c)
         if w is not None:
             q = q * w
+        if reduction == "mean" and (w is None or label_smoothing == 0.0):
+            # The denominator, sum of target weights over counted rows, is sum(q) here: one op.
+            return op.softmax_cross_entropy_mean(logits, q)
         loss = op.softmax_cross_entropy(logits, q)
         if reduction == "mean":
             denom = (oh * w).sum() if w is not None else oh.sum()

@@ -243,19 +243,13 @@ def _infer_sce(x, q):
 def _sce_backward(g, n):
     """d/dx of -sum(q * log_softmax(x)) = softmax(x) * sum(q) - q (targets get no gradient)."""
     x, q = n.inputs
-    gcol = op.reshape(g, shape=tuple(g.shape) + (1,))
-    p = op.masked_softmax(x, scale=1.0)
-    d = op.sub(op.mul(p, op.sum(q, axis=-1, keepdim=True)), q)
-    return op.mul(d, gcol), None
+    return op.softmax_cross_entropy_backward(g, x, q), None
 
 
-@define("softmax_cross_entropy", infer=_infer_sce, backward=_sce_backward,
-        work=lambda x, q: 6.0 * numel(x.shape))
-def _softmax_cross_entropy(ctx, nodes, inputs, out):
-    """Row losses -sum_c q_c log_softmax(x)_c over the last axis, stable (row max subtracted)."""
-    x = inputs[0]
-    c = x.shape[-1]
-    rows = _rows(x.shape)
+def _sce_rows(ctx, nodes, shape: tuple):
+    """(row losses (rows, 1), targets as (rows, c)): -sum_c q_c log_softmax(x)_c, stable."""
+    c = shape[-1]
+    rows = _rows(shape)
     nx = reshape(ctx, nodes[0], (rows, c))
     nq = reshape(ctx, nodes[1], (rows, c))
     m = lib.pool_1d(ctx, nx, consts.POOL_MAX, c, c, 0)       # (rows, 1) row maxima
@@ -263,8 +257,55 @@ def _softmax_cross_entropy(ctx, nodes, inputs, out):
     lse = lib.log(ctx, lib.sum_rows(ctx, lib.exp(ctx, xs)))   # (rows, 1)
     qsum = lib.sum_rows(ctx, nq)
     qx = lib.sum_rows(ctx, lib.mul(ctx, nq, xs))
-    loss = lib.sub(ctx, lib.mul(ctx, qsum, lse), qx)          # sum(q) * lse - sum(q * xs)
+    return lib.sub(ctx, lib.mul(ctx, qsum, lse), qx), nq     # sum(q) * lse - sum(q * xs)
+
+
+@define("softmax_cross_entropy", infer=_infer_sce, backward=_sce_backward,
+        work=lambda x, q: 6.0 * numel(x.shape))
+def _softmax_cross_entropy(ctx, nodes, inputs, out):
+    """Row losses -sum_c q_c log_softmax(x)_c over the last axis, stable (row max subtracted)."""
+    loss, _ = _sce_rows(ctx, nodes, inputs[0].shape)
     return owned(ctx, loss, out.shape if out.shape else (1,))
+
+
+def _infer_sce_mean(x, q):
+    _infer_sce(x, q)
+    return (), float32
+
+
+@define("softmax_cross_entropy_mean", infer=_infer_sce_mean, work=lambda x, q: 6.0 * numel(x.shape),
+        backward=lambda g, n: (op.softmax_cross_entropy_backward(g, *n.inputs, mean=True), None))
+def _softmax_cross_entropy_mean(ctx, nodes, inputs, out):
+    """sum of the row losses / sum(q): cross-entropy's "mean" in one op (for one-hot targets, the
+    number of counted rows; with class weights, their summed weight, as torch)."""
+    loss, nq = _sce_rows(ctx, nodes, inputs[0].shape)
+    return owned(ctx, lib.div(ctx, lib.sum(ctx, loss), lib.sum(ctx, nq)), ())
+
+
+def _infer_sce_backward(g, x, q, mean=False):
+    _infer_sce(x, q)
+    same_float("softmax_cross_entropy_backward", g)
+    want = () if mean else x.shape[:-1]
+    if g.shape != want:
+        raise ValueError(f"softmax_cross_entropy_backward: gradient {g.shape} for logits {x.shape} "
+                         f"(expected {want})")
+    return x.shape, float32
+
+
+@define("softmax_cross_entropy_backward", infer=_infer_sce_backward, differentiable=False,
+        work=lambda g, x, q, **p: 6.0 * numel(x.shape))
+def _softmax_cross_entropy_backward(ctx, nodes, inputs, out, mean=False):
+    """g * (softmax(x) * sum(q) - q), per row; with ``mean``, g / sum(q) for every row."""
+    x = inputs[1]
+    c, rows = x.shape[-1], _rows(x.shape)
+    nx = reshape(ctx, nodes[1], (rows, c))
+    nq = reshape(ctx, nodes[2], (rows, c))
+    d = lib.sub(ctx, lib.mul(ctx, lib.soft_max(ctx, nx), lib.sum_rows(ctx, nq)), nq)
+    if mean:
+        scale = lib.div(ctx, reshape(ctx, nodes[0], (1, 1)), lib.sum(ctx, nq))
+    else:
+        scale = reshape(ctx, nodes[0], (rows, 1))
+    return owned(ctx, lib.mul(ctx, d, scale), x.shape)
 
 
 # ---------------------------------------------------------------- one-hot (built on the device)

@@ -87,14 +87,14 @@ register(
                       Sample((r.standard_normal((2, 5, 3)), r.standard_normal((4, 3)), r.standard_normal((4,))))]),
     OpInfo("linear_nobias", ("linear",), lambda x, w: gg.linear(x, w), lambda x, w: x @ w.T,
            lambda r: [Sample((r.standard_normal((5, 3)), r.standard_normal((4, 3))))]),
-    OpInfo("relu", ("relu",), gg.relu, lambda a: np.maximum(a, 0), lambda r: _unary_samples(r, away_from_zero=True)),
+    OpInfo("relu", ("relu", "relu_backward"), gg.relu, lambda a: np.maximum(a, 0), lambda r: _unary_samples(r, away_from_zero=True)),
     OpInfo("tanh", ("tanh",), gg.tanh, np.tanh, _unary_samples),
     OpInfo("sigmoid", ("sigmoid",), gg.sigmoid, lambda a: 1 / (1 + np.exp(-a)), _unary_samples),
 )
 
 INTERNAL_OPS.update({
+    "step": "boolean attention masks (tests/test_nn_functional.py sdpa masks)",
     "fill_like": "backward seeds and fill_/zero_ (tests/test_tensor.py)",
-    "step": "relu backward",
     "expand_as": "reduction backward (sum_axis, mean_axis)",
     "cast": "dtype conversion tests (tests/test_tensor.py)",
 })

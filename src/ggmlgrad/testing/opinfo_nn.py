@@ -118,8 +118,10 @@ register(
            ref_masked_softmax, _sm_samples),
     OpInfo("attention", ("attention",), lambda *a, **p: op.attention(*a, **p), ref_attention, _att_samples,
            atol=2e-5),
-    OpInfo("softmax_cross_entropy", ("softmax_cross_entropy",), op.softmax_cross_entropy, ref_sce, _sce_samples,
-           atol=2e-5),
+    OpInfo("softmax_cross_entropy", ("softmax_cross_entropy", "softmax_cross_entropy_backward"),
+           op.softmax_cross_entropy, ref_sce, _sce_samples, atol=2e-5),
+    OpInfo("softmax_cross_entropy_mean", ("softmax_cross_entropy_mean", "softmax_cross_entropy_backward"),
+           op.softmax_cross_entropy_mean, lambda x, q: ref_sce(x, q).sum() / q.sum(), _sce_samples, atol=2e-5),
     OpInfo("bce_with_logits", ("bce_with_logits",), op.bce_with_logits, ref_bce, _bce_samples),
     OpInfo("one_hot", ("one_hot",), lambda i, **p: op.one_hot(i, **p), ref_one_hot, _one_hot_samples, grad=False),
 )
