@@ -255,7 +255,16 @@ class Engine:
             self.device = out.device
         lazy = self.lazy
         epoch = self.epoch
-        ins = self._lazy_inputs(inputs)
+        ins = []
+        for x in inputs:  # _lazy_inputs, inlined: this runs for every op in graph mode
+            st = x._status
+            if st == COMPUTED:
+                ins.append(x)
+            elif st == PENDING and x._epoch == epoch and x._node < 0:
+                ins.append(lazy[-1 - x._node][6])
+            else:
+                ins = self._lazy_inputs(inputs)
+                break
         j = len(lazy)
         lazy.append((build, ins, params, out.shape, out.dtype, modes._precision.get(),
                      _Pending(j, out.shape, out.dtype, out.device)))
@@ -567,12 +576,26 @@ class Engine:
         epoch = self.epoch
         slot_of: dict[int, int] = {}
         leaves: list[Array] = []
-        parts = []
+        # One flat sequence (fewer tuples than one per op): per op its builder, result, precision,
+        # parameters and input count, then per input a queue index (>= 0) or -1-slot for a computed
+        # tensor, followed by shape and dtype where that slot first appears. Unambiguous, since a
+        # new slot is always the next number.
+        parts: list = [self.device.dev_ptr]
+        append = parts.append
         for build, inputs, params, shape, dtype, prec, _ in self.lazy:
-            refs = []
+            try:
+                fp = freeze_params(params) if params else ()
+            except TypeError:
+                return None
+            append(build)
+            append(shape)
+            append(dtype)
+            append(prec)
+            append(fp)
+            append(len(inputs))
             for x in inputs:
                 if type(x) is _Pending:
-                    refs.append(x.index)
+                    append(x.index)
                     continue
                 if x._status != COMPUTED or x._storage is None or not x.numel_:
                     return None  # a built node, a failed input (the ordinary drain raises), empty memory
@@ -581,12 +604,11 @@ class Engine:
                 if slot is None:
                     slot = slot_of[k] = len(leaves)
                     leaves.append(x)
-                refs.append(-1 - slot)
-            try:
-                fp = freeze_params(params) if params else ()
-            except TypeError:
-                return None
-            parts.append((build, shape, dtype, prec, fp, tuple(refs)))
+                    append(-1 - slot)
+                    append(x.shape)
+                    append(x.dtype)
+                else:
+                    append(-1 - slot)
         kept: dict[int, list[Array]] = {}
         for ref, n in self.roots:
             if n >= 0:
@@ -601,8 +623,9 @@ class Engine:
                 lst.append(a)
         if not kept and not self.updates:
             return None
-        key = (self.device.dev_ptr, tuple(parts), tuple([(x.shape, x.dtype) for x in leaves]), tuple(sorted(kept)))
-        return key, leaves, kept
+        append(-1)  # kept results follow
+        parts.extend(sorted(kept))
+        return tuple(parts), leaves, kept
 
     def _drain_planned(self, reason: str) -> bool:
         """Compute a queue of lazily recorded ops with the plan of its signature (made on the

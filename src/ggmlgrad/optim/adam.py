@@ -83,16 +83,10 @@ class Adam(Optimizer):
 
     def _group_hparams(self, group: dict, step: int) -> np.ndarray:
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        hp = np.zeros(oo.ADAM_HPARAMS, np.float64)
-        hp[oo.ADAM_LR], hp[oo.ADAM_BETA1], hp[oo.ADAM_BETA2], hp[oo.ADAM_EPS] = lr, b1, b2, eps
-        hp[oo.ADAM_DECOUPLED_WD] = wd if self._decoupled else 0.0
-        hp[oo.ADAM_L2_WD] = 0.0 if self._decoupled else wd
-        hp[oo.ADAM_BC1_INV] = 1.0 / (1.0 - b1 ** step)
-        hp[oo.ADAM_BC2_INV] = 1.0 / (1.0 - b2 ** step)
-        hp[oo.ADAM_ONE_MINUS_BETA1] = 1.0 - b1
-        hp[oo.ADAM_ONE_MINUS_BETA2] = 1.0 - b2
-        hp[oo.ADAM_KEEP] = 1.0 - lr * hp[oo.ADAM_DECOUPLED_WD]
-        return hp.astype(np.float32)
+        decoupled_wd = wd if self._decoupled else 0.0
+        # In float64 (Python floats), rounded to float32 once; in the order of optim_ops' ADAM_* indices.
+        return np.array((lr, b1, b2, eps, decoupled_wd, 1.0 / (1.0 - b1 ** step), 1.0 / (1.0 - b2 ** step),
+                         0.0 if self._decoupled else wd, 1.0 - b1, 1.0 - b2, 1.0 - lr * decoupled_wd), np.float32)
 
     def _update_rule(self, p: Tensor, group: dict, state: dict) -> tuple:
         fused = self._use_fused(group, p)
