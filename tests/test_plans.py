@@ -256,3 +256,29 @@ def test_results_never_share_memory_with_their_inputs(graph):
         np.testing.assert_allclose(y.numpy(), x * 2.0, rtol=1e-6)
         np.testing.assert_allclose(s.numpy(), x * 2.0 + 1.0, rtol=1e-6)
         np.testing.assert_allclose(m.numpy(), x * 2.0, rtol=1e-6)
+
+
+def test_plan_cache_builds_on_the_second_use_and_stops_building_while_thrashing():
+    from ggmlgrad.engine.plans import PlanCache
+    c = PlanCache(capacity=4)               # min_uses 2
+    assert not c.want("a") and c.want("a")  # seen once: no plan yet; twice: make one
+    healthy = PlanCache(capacity=4, min_uses=1)
+    for _ in range(10):                     # a working set that fits: never paused
+        for k in "abc":
+            if k not in healthy.plans:
+                assert healthy.want(k)
+                healthy.put(k, None)
+    assert healthy._paused == 0 and healthy.misses == 3
+    thrash = PlanCache(capacity=4, min_uses=1)
+    built = 0
+    for _ in range(3):                      # 8 signatures cycling through 4 slots
+        for k in range(8):
+            if k not in thrash.plans and thrash.want(k):
+                thrash.put(k, None)
+                built += 1
+    # after one window of 4 builds that all evicted, it declines the next 16 instead of rebuilding
+    assert built < 24 and thrash._paused > 0
+    declined = thrash._paused
+    for _ in range(declined):
+        assert not thrash.want("x")
+    assert thrash.want("x")                 # then it tries again

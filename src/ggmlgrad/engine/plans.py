@@ -195,20 +195,30 @@ class Plan(OwnedGraph):
 class PlanCache:
     """Plans by signature, bounded; ``None`` entries mark signatures that cannot be planned.
 
-    Evicts the oldest entry first (insertion order): a hit costs one dict lookup, and a hot plan
-    that is evicted is rebuilt once. ``min_uses``: how often a signature must be seen before a
-    plan is made (a plan holds memory; a graph seen once may never come back).
+    Evicts the oldest entry first (insertion order): a hit costs one dict lookup. ``min_uses``:
+    how often a signature must be seen before a plan is made (a plan holds memory, and building
+    one costs several ordinary computes; a signature seen once may never come back).
+
+    A working set larger than the capacity would evict and rebuild plans forever, each build
+    dearer than the ordinary path it replaces. So when most of the last ``capacity`` builds
+    evicted a plan, no new plans are made (existing ones still serve) for the next
+    ``4 * capacity`` signatures that would have built one; then building resumes.
     """
 
-    def __init__(self, capacity: int, min_uses: int = 1) -> None:
-        self.capacity = capacity
+    def __init__(self, capacity: int, min_uses: int = 2) -> None:
+        self.capacity = max(1, capacity)
         self.min_uses = min_uses
         self.plans: dict = {}
         self.seen: dict = {}
         self.misses = 0
+        self._builds = self._evictions = 0  # in the current window of builds
+        self._paused = 0                     # builds still to decline while thrashing
 
     def want(self, key) -> bool:
         """Count a use of a signature that has no plan; True when one should be made now."""
+        if self._paused:
+            self._paused -= 1
+            return False
         if self.min_uses <= 1:
             return True
         n = self.seen.get(key, 0) + 1
@@ -223,10 +233,16 @@ class PlanCache:
     def put(self, key, plan) -> None:
         self.misses += 1
         self.plans[key] = plan
+        self._builds += 1
         while len(self.plans) > self.capacity:
             old = self.plans.pop(next(iter(self.plans)))
+            self._evictions += 1
             if old is not None:
                 old.free()
+        if self._builds >= self.capacity:
+            if 2 * self._evictions > self._builds:  # thrashing: stop building for a while
+                self._paused = 4 * self.capacity
+            self._builds = self._evictions = 0
 
     def clear(self) -> None:
         for plan in self.plans.values():
@@ -234,8 +250,9 @@ class PlanCache:
                 plan.free()
         self.plans.clear()
         self.seen.clear()
+        self._builds = self._evictions = self._paused = 0
 
 
 # Eager op plans are small (one op's nodes); graph plans hold a whole step's intermediates.
 OP_PLANS = PlanCache(int(os.environ.get("GGMLGRAD_PLAN_CACHE", "256")))
-GRAPH_PLANS = PlanCache(int(os.environ.get("GGMLGRAD_GRAPH_PLAN_CACHE", "32")), min_uses=2)
+GRAPH_PLANS = PlanCache(int(os.environ.get("GGMLGRAD_GRAPH_PLAN_CACHE", "32")))

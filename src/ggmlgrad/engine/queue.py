@@ -385,6 +385,8 @@ class Engine:
             return False
         if plan is None:
             return False
+        if plan is False and not OP_PLANS.want(key):
+            return False
         s = Storage(device, out.nbytes)
         if plan is False:
             plan = self._make_op_plan(key, device, build, inputs, out, params, s, work)
