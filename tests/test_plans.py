@@ -282,3 +282,56 @@ def test_plan_cache_builds_on_the_second_use_and_stops_building_while_thrashing(
     for _ in range(declined):
         assert not thrash.want("x")
     assert thrash.want("x")                 # then it tries again
+
+
+_ALLOCATION_FAILURE = """
+import json
+import numpy as np
+import ggmlgrad as gg
+from ggmlgrad.engine import plans
+
+def no_memory(self):
+    raise MemoryError("injected")
+plans.OwnedGraph.allocate = no_memory
+rng = np.random.default_rng(0)
+results = []
+for graph in (False, True):
+    for i in range(4):
+        print("CALL", graph, i, flush=True)
+        a = rng.standard_normal((5, 4)).astype(np.float32)
+        b = rng.standard_normal((4, 3)).astype(np.float32)
+        with gg.graph_mode(graph):
+            got = (gg.tensor(a) @ gg.tensor(b)).tanh().numpy()
+        ok = np.allclose(got, np.tanh(a.astype(np.float64) @ b), rtol=1e-5, atol=1e-6)
+        results.append([graph, f"step {i}", "ok" if ok else "wrong value"])
+print("RESULTS " + json.dumps(results))
+"""
+
+
+def test_plan_allocation_failure_falls_back_to_the_ordinary_drain():
+    """A plan that cannot allocate (device memory) must not lose the drain: its nodes are computed
+    the ordinary way, in eager and graph mode alike (in a subprocess: the bug this guards against
+    was a ggml abort, re-allocating the plan's output nodes)."""
+    from battery import failures, run_battery
+    results = run_battery(_ALLOCATION_FAILURE)
+    assert len(results) == 8 and not failures(results), failures(results)
+
+
+def test_a_builder_failing_while_the_queue_is_built_fails_its_tensors_cleanly(monkeypatch):
+    from ggmlgrad.ops.registry import REGISTRY
+    a = gg.tensor(_arr(3, 3))
+    with gg.graph_mode(True):
+        y = a.exp()
+        monkeypatch.setattr(REGISTRY["sigmoid"], "forward", lambda *args, **kw: (_ for _ in ()).throw(
+            RuntimeError("injected build failure")))
+        z = y.sigmoid()          # recorded lazily; its builder runs at the drain
+        with pytest.raises(RuntimeError, match="injected build failure"):
+            z.numpy()
+        assert gg.queue_length() == 0
+        for t in (y, z):
+            with pytest.raises(gg.PendingError):
+                t.numpy()
+    monkeypatch.undo()
+    with gg.graph_mode(True):  # the session keeps working
+        np.testing.assert_allclose(a.exp().sigmoid().numpy(), 1 / (1 + np.exp(-np.exp(a.numpy().astype(np.float64)))),
+                                   rtol=1e-5)

@@ -154,7 +154,6 @@ class Plan(OwnedGraph):
         self.expand(effects)  # in-place writes (views of the leaves they write: rebound below)
         if self.n_nodes == 0:
             raise Uncacheable("empty graph")
-        self.ctxs = ctxs  # owned from here on (an Uncacheable plan leaves them to the caller)
         for n, s in zip(outs, out_storages):  # bound per call: the scheduler must not allocate them
             lib.backend_tensor_alloc(s.buffer, n, s.data)
         # Bases for rebinding: leaves are 0..L-1, outputs L..L+K-1.
@@ -171,7 +170,14 @@ class Plan(OwnedGraph):
         self.views = tuple(views)
         self.leaf_cells = tuple(pointer_cells(n) if n else None for n in leaves)
         self.out_cells = tuple(pointer_cells(n) for n in outs)
-        self.allocate()
+        try:
+            self.allocate()
+        except BaseException:
+            # The caller computes these nodes the ordinary way: give the outputs back unallocated.
+            for d, b in self.out_cells:
+                d.value = b.value = 0
+            raise
+        self.ctxs = ctxs  # owned from here on (a failed plan leaves them to the caller)
 
     def run(self, leaf_storages, out_storages, threads: int) -> int:
         """Compute into ``out_storages`` from ``leaf_storages``; returns the ggml status."""

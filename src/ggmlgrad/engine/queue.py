@@ -333,6 +333,24 @@ class Engine:
             return
         self.lazy = []
         self.updates = 0  # they become effects
+        try:
+            built = self._build_lazy(lazy)
+        except BaseException:
+            # A half-built queue cannot be computed: its tensors fail (clearly) instead.
+            self._discard()
+            raise
+        roots = self.roots
+        epoch = self.epoch
+        for i, (ref, n) in enumerate(roots):
+            if n < 0:
+                node = built[-1 - n]
+                roots[i] = (ref, node)
+                a = ref()
+                if a is not None and a._node == n and a._epoch == epoch:
+                    a._node = node
+
+    def _build_lazy(self, lazy: list) -> list[int]:
+        """The node of each lazy record (0 for updates, whose writes join the effects)."""
         built: list[int] = []
         prec_token = None
         try:
@@ -353,15 +371,7 @@ class Engine:
         finally:
             if prec_token is not None:
                 modes._precision.reset(prec_token)
-        roots = self.roots
-        epoch = self.epoch
-        for i, (ref, n) in enumerate(roots):
-            if n < 0:
-                node = built[-1 - n]
-                roots[i] = (ref, node)
-                a = ref()
-                if a is not None and a._node == n and a._epoch == epoch:
-                    a._node = node
+        return built
 
     def _run_plan(self, out: Array, label: str, build, inputs, work: float, params: dict) -> bool:
         """Eager fast path: compute ``out`` with the cached plan of this op signature.
@@ -419,9 +429,11 @@ class Engine:
         try:
             node = build(ctx, leaves, inputs, out, **params)
             plan = Plan(device, [ctx], leaves, [node], (s,), max_work=work or float(out.numel_))
-        except Uncacheable:
-            OP_PLANS.put(key, None)
-            return None
+        except (Uncacheable, MemoryError) as e:
+            lib.free(ctx)
+            if isinstance(e, Uncacheable):
+                OP_PLANS.put(key, None)
+            return None  # the ordinary path computes it
         OP_PLANS.put(key, plan)
         return plan
 
@@ -689,8 +701,9 @@ class Engine:
         try:
             plan = Plan(device, list(ctxs), leaf_nodes, [a._node for a in results], outs, self.effects,
                         self.max_work)
-        except Uncacheable:
-            GRAPH_PLANS.put(key, None)
+        except (Uncacheable, MemoryError) as e:
+            if isinstance(e, Uncacheable):
+                GRAPH_PLANS.put(key, None)
             return None  # the nodes stay in the queue's contexts: the ordinary drain computes them
         for c in ctxs:  # the plan owns them now
             self.ctx_list.remove(c)
