@@ -31,6 +31,14 @@ class Uncacheable(Exception):
     """This graph cannot be replayed by rebinding pointers; use the ordinary drain."""
 
 
+class Exact(tuple):
+    """An op parameter that is its own exact plan key: its maker guarantees it holds no values that
+    compare equal across types (1, 1.0, True) or signs (0.0, -0.0), so :func:`freeze` need not
+    wrap every element (an optimizer's per-parameter layout, rebuilt each step)."""
+
+    __slots__ = ()
+
+
 def freeze(value):
     """A hashable, exact key for an op parameter, or raise TypeError (e.g. a tensor parameter).
 
@@ -38,6 +46,8 @@ def freeze(value):
     of a zero (``x * -0.0`` is not ``x * 0.0``).
     """
     t = type(value)
+    if t is Exact:
+        return value
     if t is float:
         if value == 0.0 and math.copysign(1.0, value) < 0:
             return (t, "-0.0")

@@ -40,6 +40,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..engine import ENGINE, float32, graph_mode, new_from_host
+from ..engine.plans import Exact, freeze
 from ..ops import op
 from ..tensor import Tensor, no_grad
 from ..tensor.grad_mode import enable_grad
@@ -231,7 +232,10 @@ class Optimizer:
                 for g, d in zip(self.param_groups, per_group)]
 
     def _queue_update_each(self, params, grads, hparams: list) -> list[Tensor]:
+        """Queue every parameter's update: ONE record per update rule (a step of an MLP is one or
+        two records, not one per parameter: the queue's per-record cost is paid every step)."""
         updated = []
+        batches: dict = {}  # (rule, label) -> [inputs, parts, work]
         i = 0
         for gi, group in enumerate(self.param_groups):
             for p in group["params"]:
@@ -242,12 +246,20 @@ class Optimizer:
                 st = self.state[p]
                 hp = hparams[gi][st["step"] + 1] if isinstance(hparams[gi], dict) else hparams[gi]
                 build, state_tensors, options, label = self._update_rule(p, group, st)
-                # work: lets big updates use threads
-                ENGINE.record_update(label, build, (p, g, hp) + state_tensors, options,
-                                     self._FLOPS_PER_ELEMENT * p.numel_)
+                inputs = (p, g, hp) + state_tensors
+                batch = batches.get((build, label))
+                if batch is None:
+                    batch = batches[(build, label)] = [[], [], 0.0]
+                batch[0].extend(inputs)
+                items = tuple(options.items())
+                # Exact: bools key as they are; other values also go in frozen (type and sign exact)
+                batch[1].append((len(inputs), items) if all(type(v) is bool for _, v in items)
+                                else (len(inputs), items, tuple([(k, freeze(v)) for k, v in items])))
+                batch[2] += self._FLOPS_PER_ELEMENT * p.numel_  # lets big updates use threads
                 updated.append(p)
+        for (build, label), (inputs, parts, work) in batches.items():
+            ENGINE.record_update(label, _update_all, tuple(inputs), {"rule": build, "parts": Exact(parts)}, work)
         return updated
-
     # --- the capture contract (see module docstring)
     def _hparams_arrays(self) -> list[np.ndarray]:
         out = []
@@ -451,6 +463,18 @@ def _zeros_f32(p: Tensor) -> Tensor:
     """A float32 zero tensor shaped like ``p``, made on the device (a graph op, no upload)."""
     z = op.fill_like(p, c=0.0)
     return z if z.dtype is float32 else op.cast(z, dtype=float32)
+
+
+def _update_all(ctx: int, nodes, inputs, *, rule, parts: tuple) -> list:
+    """Several parameters' updates in one record: ``parts`` is (input count, options items[, their
+    frozen keys]) per parameter, ``rule`` the per-parameter builder (see :meth:`Optimizer._update_rule`)."""
+    writes = []
+    at = 0
+    for count, options, *_ in parts:
+        for target, node in rule(ctx, nodes[at:at + count], inputs[at:at + count], **dict(options)):
+            writes.append((None if target is None else at + target, node))
+        at += count
+    return writes
 
 
 def _hparam_tensor(values: np.ndarray, like: Tensor) -> Tensor:
