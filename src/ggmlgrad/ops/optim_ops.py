@@ -11,7 +11,7 @@ of entry ``i`` that ggml's binary ops broadcast over a whole tensor.
 """
 from __future__ import annotations
 
-from .._ggml import clear_param_flag, consts, lib
+from .._ggml import clear_param_flag, consts, lib, tensor_struct
 
 _F32 = consts.TYPE_F32
 
@@ -31,6 +31,16 @@ def scalar(ctx: int, hp: int, i: int) -> int:
     return lib.view_1d(ctx, hp, 1, 4 * i)
 
 
+def row(ctx: int, hp: int, i: int, like: int) -> int:
+    """``hp[i]`` repeated along ``like``'s first ggml axis, to broadcast over ``like``.
+
+    ggml's CPU binary ops run a vectorised loop per row when the broadcast operand has the whole
+    row length, and a per-element loop with a modulo for a 1-element one: an Adam update composed
+    from 1-element views took 7.5 ms for 200k parameters.
+    """
+    return lib.repeat_4d(ctx, scalar(ctx, hp, i), tensor_struct(like).ne[0], 1, 1, 1)
+
+
 def as_f32(ctx: int, node: int, ggml_type: int) -> int:
     return node if ggml_type == _F32 else lib.cast(ctx, node, _F32)
 
@@ -39,7 +49,7 @@ def effective_grad(ctx: int, grad: int, param: int, hp: int, wd_index: int | Non
     """``(-grad if maximize else grad) + wd * param`` (the L2 term only when ``wd_index`` is given)."""
     g = lib.neg(ctx, grad) if maximize else grad
     if wd_index is not None:
-        g = lib.add(ctx, g, lib.mul(ctx, param, scalar(ctx, hp, wd_index)))
+        g = lib.add(ctx, g, lib.mul(ctx, param, row(ctx, hp, wd_index, param)))
     return g
 
 
@@ -51,13 +61,13 @@ def sgd_update(ctx: int, param: int, grad: int, buf: int | None, hp: int, nester
     p'   = p - lr * d
     Returns (p', buf') with buf' None without momentum.
     """
+    s = lambda i: row(ctx, hp, i, param)  # noqa: E731
     new_buf = None
     d = grad
     if buf is not None:
-        new_buf = lib.add(ctx, lib.mul(ctx, buf, scalar(ctx, hp, SGD_MOMENTUM)),
-                          lib.mul(ctx, grad, scalar(ctx, hp, SGD_DAMP)))
-        d = lib.add(ctx, grad, lib.mul(ctx, new_buf, scalar(ctx, hp, SGD_MOMENTUM))) if nesterov else new_buf
-    return lib.sub(ctx, param, lib.mul(ctx, d, scalar(ctx, hp, SGD_LR))), new_buf
+        new_buf = lib.add(ctx, lib.mul(ctx, buf, s(SGD_MOMENTUM)), lib.mul(ctx, grad, s(SGD_DAMP)))
+        d = lib.add(ctx, grad, lib.mul(ctx, new_buf, s(SGD_MOMENTUM))) if nesterov else new_buf
+    return lib.sub(ctx, param, lib.mul(ctx, d, s(SGD_LR))), new_buf
 
 
 def adamw_fused(ctx: int, param: int, grad: int, m: int, v: int, hp: int) -> int:
@@ -83,7 +93,7 @@ def adam_composed(ctx: int, param: int, grad: int, m: int, v: int, hp: int) -> t
     Used for float16/bfloat16 parameters (ggml's fused op is F32 only) and for ``fused=False``.
     Returns (p', m', v').
     """
-    s = lambda i: scalar(ctx, hp, i)  # noqa: E731
+    s = lambda i: row(ctx, hp, i, param)  # noqa: E731
     new_m = lib.add(ctx, lib.mul(ctx, m, s(ADAM_BETA1)), lib.mul(ctx, grad, s(ADAM_ONE_MINUS_BETA1)))
     new_v = lib.add(ctx, lib.mul(ctx, v, s(ADAM_BETA2)), lib.mul(ctx, lib.sqr(ctx, grad), s(ADAM_ONE_MINUS_BETA2)))
     m_hat = lib.mul(ctx, new_m, s(ADAM_BC1_INV))
