@@ -7,7 +7,7 @@ from .._ggml import consts, lib
 from ..engine import DType, float32, int32
 from .build import expand, is_view
 from .registry import define, op, same_device, same_float
-from .shapes import broadcast_shapes
+from .shapes import broadcast_shapes, numel
 
 
 # ---------------------------------------------------------------- binary
@@ -20,16 +20,29 @@ def _infer_binary(name, check_dtypes=None):
     return infer
 
 
+def full_rows(ctx, node, shape: tuple, s: tuple):
+    """A one-element ``node`` (NumPy ``shape``) broadcast against ``s``, as one whole row of ``s``.
+
+    ggml's CPU binary ops run a vectorised loop per row when the broadcast operand has whole rows,
+    and a loop with a modulo per element otherwise: x (512x512) * a scalar tensor took 410 µs,
+    x * x 48 µs; with the scalar repeated to one row (512 elements), 56 µs. Only for one element:
+    ggml's repeat along the first axis is itself a per-element loop, so a column gains nothing.
+    """
+    if numel(shape) != 1 or len(s) < 2 or s[-1] == 1 or numel(s) == s[-1]:
+        return node
+    return expand(ctx, node, shape, (1,) * (len(s) - 1) + (s[-1],))
+
+
 def _binary_builder(fn, commutative: bool):
     def forward(ctx, nodes, inputs, out):
         na, nb = nodes
         a, b = inputs
         s = out.shape
         if a.shape == s:
-            return fn(ctx, na, nb)
+            return fn(ctx, na, full_rows(ctx, nb, b.shape, s))
         if commutative and b.shape == s:
-            return fn(ctx, nb, na)
-        return fn(ctx, expand(ctx, na, a.shape, s), nb)
+            return fn(ctx, nb, full_rows(ctx, na, a.shape, s))
+        return fn(ctx, expand(ctx, na, a.shape, s), full_rows(ctx, nb, b.shape, s))
     return forward
 
 

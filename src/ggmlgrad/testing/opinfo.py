@@ -65,4 +65,4 @@ def all_opinfos() -> list[OpInfo]:
 def rand_shapes_binary(rng: np.random.Generator) -> list[tuple[tuple, tuple]]:
     """Shape pairs covering equal shapes, broadcasting both ways, size-1 and 0-d."""
     return [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((3, 1), (1, 5)), ((), (2, 3)), ((1,), (3,)),
-            ((2, 1, 3), (4, 1)), ((5,), ())]
+            ((2, 1, 3), (4, 1)), ((5,), ()), ((3, 4), ()), ((2, 3, 4), (1, 1, 1))]
