@@ -8,8 +8,9 @@ one signature, and a later call only rebinds the data pointers of the plan's lea
 
 Two users, one mechanism:
 - eager ops: the signature is the op's builder, input shapes and dtypes, output, parameters,
-  device and matmul precision (:func:`op_plan_key`);
-- graph-mode drains: the signature of the whole queued op sequence, built by the queue.
+  device and matmul precision (``Engine._run_plan``);
+- graph-mode drains: the signature of the whole queued record sequence, the computed tensors it
+  reads and the results still alive (``Engine._plan_signature``).
 
 Views whose memory belongs to a leaf or an output (a transpose feeding a matmul, a slice) are
 rebound too, in graph order: ggml stores a view's address, not its offset from a live source.

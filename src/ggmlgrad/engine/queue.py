@@ -4,6 +4,12 @@ Every op goes through :meth:`Engine.record`. In eager mode the queue is
 drained at once (eager is graph mode with an immediate drain: one path, not
 two). In graph mode nodes accumulate until a sync point calls :meth:`drain`.
 
+Both reuse work through cached plans (:mod:`.plans`): an eager op whose signature
+ran before computes its cached one-op graph; graph mode records ops lazily (no
+ggml calls) and a drain whose record sequence ran before computes its cached
+graph with the new tensors' memory. Only when there is no plan are the nodes
+built (:meth:`_materialize`) and drained the ordinary way.
+
 Rules (each paid for by a silent wrong result in ggmlR, see ag_defer.R):
 - the queue is taken and cleared BEFORE computing, so a failed compute is never
   retried against a context in an unknown state;
@@ -116,7 +122,8 @@ class Engine:
         self.ctx = 0
         self.ctx_list: list[int] = []
         # Graph mode records ops without building them (see _materialize): (build, inputs,
-        # params, out shape, out dtype, matmul precision, out ref). Their arrays' _node is -(index+1).
+        # params, out shape, out dtype, matmul precision, result stand-in or None for an update).
+        # Their arrays' _node is -(index+1).
         self.lazy: list[tuple] = []
         self.updates = 0  # how many of them are in-place updates (record_update)
         self.roots: list[tuple[weakref.ref, int]] = []
@@ -299,7 +306,7 @@ class Engine:
         return ins
 
     def record_update(self, label: str, build, inputs, params: dict, work: float = 0.0) -> None:
-        """Queue in-place writes into ``inputs`` (an optimizer's update of one parameter); inside
+        """Queue in-place writes into ``inputs`` (an optimizer's update of its parameters); inside
         :meth:`exclusive` only.
 
         ``build(ctx, nodes, inputs, **params)`` returns ``[(target, node), ...]``: ``node``'s value
