@@ -14,6 +14,11 @@ rng = np.random.default_rng(7)
 
 @pytest.fixture(autouse=True)
 def eager():
+    # Fresh caches: earlier tests (the whole suite under GGMLGRAD_GRAPH=1 makes thousands of
+    # distinct graphs) may have left a cache full or pausing its builds after thrashing.
+    from ggmlgrad.engine.plans import GRAPH_PLANS, OP_PLANS
+    OP_PLANS.clear()
+    GRAPH_PLANS.clear()
     with gg.graph_mode(False):
         yield
 
