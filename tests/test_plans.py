@@ -340,3 +340,32 @@ def test_a_builder_failing_while_the_queue_is_built_fails_its_tensors_cleanly(mo
     with gg.graph_mode(True):  # the session keeps working
         np.testing.assert_allclose(a.exp().sigmoid().numpy(), 1 / (1 + np.exp(-np.exp(a.numpy().astype(np.float64)))),
                                    rtol=1e-5)
+
+
+def test_plans_are_safe_under_concurrent_threads():
+    """Two threads computing the same op signatures (one shared plan per signature, whose leaves
+    are rebound per call) must each get their own values: the engine lock serializes rebinding
+    and compute."""
+    import threading
+    errors = []
+
+    def work(seed: int, graph: bool):
+        r = np.random.default_rng(seed)
+        try:
+            for _ in range(150):
+                a, b = r.standard_normal((6, 5)).astype(np.float32), r.standard_normal((5, 4)).astype(np.float32)
+                with gg.graph_mode(graph):
+                    got = ((gg.tensor(a) @ gg.tensor(b)) * 2.0).relu().numpy()
+                want = np.maximum((a.astype(np.float64) @ b) * 2.0, 0)
+                if not np.allclose(got, want, rtol=1e-5, atol=1e-5):
+                    errors.append(f"seed {seed}: wrong value")
+                    return
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(s, g)) for s, g in ((1, False), (2, False), (3, True), (4, True))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
