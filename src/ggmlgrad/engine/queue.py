@@ -33,8 +33,7 @@ from contextlib import contextmanager
 from typing import Callable
 
 from .._ggml import InitParams, lib
-from ..runtime import Device, Storage, choose_threads, executor_for, get_num_threads
-from ..runtime.threads import MIN_WORK_FOR_THREADS
+from ..runtime import Device, Storage, choose_threads, executor_for
 from . import modes
 from .array import COMPUTED, FAILED, PENDING, Array, ggml_ne
 from .counters import COUNTERS
@@ -50,6 +49,16 @@ _OP_HEADROOM = 96             # most tensors one op builder may create
 _OVERHEAD = lib.tensor_overhead()
 _NE: dict[tuple, list[int]] = {}      # shape → ggml ne (leaf creation is on every eager op)
 _GRAPH_OVERHEAD: dict[int, int] = {}  # graph size → ggml_graph_overhead_custom
+
+
+def _new_leaf(ctx: int, a: Array) -> int:
+    """A leaf tensor in ``ctx`` aliasing ``a``'s memory."""
+    ne = _NE.get(a.shape)
+    if ne is None:
+        ne = _NE[a.shape] = tuple(ggml_ne(a.shape))
+    leaf = lib.new_tensor_4d(ctx, a.dtype.ggml_type, ne[0], ne[1], ne[2], ne[3])
+    lib.backend_tensor_alloc(a._storage.buffer, leaf, a._storage.data)
+    return leaf
 
 
 def user_site(skip: int = 2) -> str:
@@ -172,25 +181,22 @@ class Engine:
         if self._private_leaves:  # building a plan: its own leaves, which it rebinds per drain
             leaf = self._private_leaf_of.get(id(a))
             if leaf is None:
-                ne = _NE.get(a.shape) or tuple(ggml_ne(a.shape))
-                leaf = self._private_leaf_of[id(a)] = lib.new_tensor_4d(
-                    self.ctx, a.dtype.ggml_type, ne[0], ne[1], ne[2], ne[3])
-                lib.backend_tensor_alloc(a._storage.buffer, leaf, a._storage.data)
+                leaf = self._private_leaf_of[id(a)] = _new_leaf(self.ctx, a)
                 self.keep.append(a._storage)
             return leaf
         if a._leaf_epoch == self.epoch:
             return a._leaf
-        ne = _NE.get(a.shape)
-        if ne is None:
-            ne = _NE[a.shape] = tuple(ggml_ne(a.shape))
         s = a._storage
         # The storage's own header, reused across graphs; not inside a capture recording, which
         # owns (and rewrites) the leaves of its graphs, nor for storage that is not a plain Storage.
-        leaf = s.leaf_header(a.dtype.ggml_type, ne, a.dtype.itemsize) if (
-            self.guard is None and not self._private_leaves and type(s) is Storage) else 0
+        leaf = 0
+        if self.guard is None and type(s) is Storage:
+            ne = _NE.get(a.shape)
+            if ne is None:
+                ne = _NE[a.shape] = tuple(ggml_ne(a.shape))
+            leaf = s.leaf_header(a.dtype.ggml_type, ne, a.dtype.itemsize)
         if not leaf:
-            leaf = lib.new_tensor_4d(self.ctx, a.dtype.ggml_type, ne[0], ne[1], ne[2], ne[3])
-            lib.backend_tensor_alloc(s.buffer, leaf, s.data)
+            leaf = _new_leaf(self.ctx, a)
         self.keep.append(s)
         a._leaf = leaf
         a._leaf_epoch = self.epoch
@@ -262,16 +268,7 @@ class Engine:
             self.device = out.device
         lazy = self.lazy
         epoch = self.epoch
-        ins = []
-        for x in inputs:  # _lazy_inputs, inlined: this runs for every op in graph mode
-            st = x._status
-            if st == COMPUTED:
-                ins.append(x)
-            elif st == PENDING and x._epoch == epoch and x._node < 0:
-                ins.append(lazy[-1 - x._node][6])
-            else:
-                ins = self._lazy_inputs(inputs)
-                break
+        ins = self._lazy_inputs(inputs)
         j = len(lazy)
         lazy.append((build, ins, params, out.shape, out.dtype, modes._precision.get(),
                      _Pending(j, out.shape, out.dtype, out.device)))
@@ -411,8 +408,7 @@ class Engine:
                 return False
         COUNTERS.drains["eager"] += 1
         w = work or float(out.numel_)
-        status = plan.run([x._storage for x in inputs], (s,),
-                          choose_threads(w, w) if w >= MIN_WORK_FOR_THREADS or get_num_threads() else 1)
+        status = plan.run([x._storage for x in inputs], (s,), choose_threads(w, w))
         if status != 0:
             COUNTERS.failed += 1
             raise GraphError(self._failure_message(
@@ -427,12 +423,7 @@ class Engine:
         ctx = lib.init(InitParams((len(inputs) + _OP_HEADROOM) * _OVERHEAD, None, True))
         if not ctx:
             raise MemoryError("ggmlgrad: ggml_init failed for an op plan")
-        leaves = []
-        for x in inputs:
-            ne = _NE.get(x.shape) or tuple(ggml_ne(x.shape))
-            leaf = lib.new_tensor_4d(ctx, x.dtype.ggml_type, ne[0], ne[1], ne[2], ne[3])
-            lib.backend_tensor_alloc(x._storage.buffer, leaf, x._storage.data)
-            leaves.append(leaf)
+        leaves = [_new_leaf(ctx, x) for x in inputs]
         try:
             node = build(ctx, leaves, inputs, out, **params)
             plan = Plan(device, [ctx], leaves, [node], (s,), max_work=work or float(out.numel_))

@@ -17,6 +17,15 @@ def _infer_act(name):
     return infer
 
 
+def _infer_grad_pair(name):
+    def infer(g, x, **params):
+        same_float(name, g, x)
+        if g.shape != x.shape:
+            raise ValueError(f"{name}: gradient {g.shape} and input {x.shape} differ")
+        return x.shape, float32
+    return infer
+
+
 @define("relu", infer=_infer_act("relu"), save_output=True,
         backward=lambda g, n: op.relu_backward(g, n.output))
 def _relu(ctx, nodes, inputs, out):
@@ -29,14 +38,7 @@ def _step(ctx, nodes, inputs, out):
     return lib.step(ctx, nodes[0])
 
 
-def _infer_relu_backward(g, y):
-    same_float("relu_backward", g, y)
-    if g.shape != y.shape:
-        raise ValueError(f"relu_backward: gradient {g.shape} and output {y.shape} differ")
-    return y.shape, float32
-
-
-@define("relu_backward", infer=_infer_relu_backward, differentiable=False)
+@define("relu_backward", infer=_infer_grad_pair("relu_backward"), differentiable=False)
 def _relu_backward(ctx, nodes, inputs, out):
     """g where relu's output y > 0 (x > 0), else 0: one op instead of step + mul."""
     return lib.mul(ctx, nodes[0], lib.step(ctx, nodes[1]))
@@ -70,15 +72,6 @@ def _infer_leaky(a, negative_slope=0.01):
 
 def _leaky_backward(g, n):
     return op.leaky_relu_backward(g, n.inputs[0], **n.params)
-
-
-def _infer_grad_pair(name):
-    def infer(g, x, **params):
-        same_float(name, g, x)
-        if g.shape != x.shape:
-            raise ValueError(f"{name}: gradient {g.shape} and input {x.shape} differ")
-        return x.shape, float32
-    return infer
 
 
 @define("leaky_relu_backward", infer=_infer_grad_pair("leaky_relu_backward"), differentiable=False)
