@@ -13,7 +13,7 @@ import argparse
 import numpy as np
 
 from bench_train import gg_step, torch_step
-from common import compare, fmt, header, profile, ratio, set_threads, table, try_torch
+from common import add_timing_args, compare, fmt, header, profile, ratio, timing_setup, table, try_torch
 
 import ggmlgrad as gg
 
@@ -46,17 +46,11 @@ def mlp_step_cases(torch, sizes=(64, 128, 128, 10), batch=64):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--number", type=int, default=2000, help="calls per timed block for single ops")
-    ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--threads", type=int, help="pin both frameworks to this many CPU threads")
-    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                    help="wall time (default) or process CPU time (implies --threads 1; for busy machines)")
+    add_timing_args(ap, 2000, "calls per timed block for single ops")
     ap.add_argument("--profile", action="store_true", help="cProfile the eager add 32x32 and the MLP step")
     args = ap.parse_args()
     torch = try_torch()
-    if args.clock == "cpu":
-        args.threads = 1
-    set_threads(args.threads, gg)
+    timing_setup(args, gg)
     print(header(gg) + f" | clock {args.clock}")
     rows = []
     for name, g, t in ops_cases(torch):
@@ -66,7 +60,7 @@ def main() -> None:
         m = compare({"gg": g, "torch": t}, max(20, args.number // 20), args.repeat, clock=args.clock)
         rows.append([name, fmt(m["gg"]), fmt(m["torch"]), ratio(m["gg"], m["torch"])])
     print(table(["eager (median per call)", "ggmlgrad", "torch", "ggmlgrad/torch"], rows))
-    print(f"eager graph computes per MLP step: ", end="")
+    print("eager graph computes per MLP step: ", end="")
     step = mlp_step_cases(None)[0][1]
     step()
     gg.reset_counters()

@@ -15,7 +15,7 @@ import argparse
 
 import numpy as np
 
-from common import compare, fmt, header, profile, ratio, set_threads, table, try_torch
+from common import add_timing_args, compare, fmt, header, profile, ratio, timing_setup, table, try_torch
 
 import ggmlgrad as gg
 
@@ -90,17 +90,11 @@ def computes_per_step(step) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--number", type=int, default=100, help="steps per timed block")
-    ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--threads", type=int, help="pin both frameworks to this many CPU threads")
-    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                    help="wall time (default) or process CPU time (implies --threads 1; for busy machines)")
+    add_timing_args(ap, 100, "steps per timed block")
     ap.add_argument("--profile", choices=sorted(NETWORKS), help="cProfile graph-mode steps of one network")
     args = ap.parse_args()
     torch = try_torch()
-    if args.clock == "cpu":
-        args.threads = 1
-    set_threads(args.threads, gg)
+    timing_setup(args, gg)
     has_capture = hasattr(gg, "capture_step")
     print(header(gg) + f" | clock {args.clock}")
     rows = []

@@ -39,6 +39,23 @@ def compare(fns: dict, number: int, repeat: int = 7, warmup: int = 10, clock: st
     return {k: (statistics.median(samples[k]) * 1e6 if k in samples else None) for k in fns}
 
 
+def add_timing_args(ap, number: int, number_help: str) -> None:
+    """The timing options every side-by-side script takes (``--number``, ``--repeat``, ``--threads``,
+    ``--clock``); :func:`timing_setup` applies them after parsing."""
+    ap.add_argument("--number", type=int, default=number, help=number_help)
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--threads", type=int, help="pin both frameworks to this many CPU threads")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="wall time (default) or process CPU time (implies --threads 1; for busy machines)")
+
+
+def timing_setup(args, gg) -> None:
+    """``--clock cpu`` pins one thread; then pin both frameworks to ``--threads``."""
+    if args.clock == "cpu":
+        args.threads = 1
+    set_threads(args.threads, gg)
+
+
 def set_threads(n: int | None, gg) -> None:
     """Pin ggmlgrad's and torch's CPU thread counts (None: each framework's default)."""
     if n is None:

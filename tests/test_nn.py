@@ -10,7 +10,6 @@ import pytest
 
 import ggmlgrad as gg
 import ggmlgrad.nn as nn
-from ggmlgrad.ops import nn_ops
 
 
 def f32(a):
@@ -363,14 +362,6 @@ def np_mha(p, q, k, v, h, add_mask=None, causal=False):
     a = np_softmax(s)
     o = (a @ heads(vp)).transpose(0, 2, 1, 3).reshape(q.shape[0], q.shape[1], e)
     return o @ p["out_proj.weight"].T + p["out_proj.bias"], a.mean(1)
-
-
-@pytest.fixture(params=[True, False], ids=["flash", "composed"])
-def flash(request):
-    prev = nn_ops.FLASH_ATTENTION
-    nn_ops.FLASH_ATTENTION = request.param
-    yield request.param
-    nn_ops.FLASH_ATTENTION = prev
 
 
 def _mha_setup(seed=11, e=4, h=2, b=2, lq=3, s=4):

@@ -9,7 +9,6 @@ import pytest
 
 import ggmlgrad as gg
 import ggmlgrad.nn.functional as F
-from ggmlgrad.ops import nn_ops
 
 
 def f32(a):
@@ -141,14 +140,6 @@ def np_attention(q, k, v, add_mask=None, causal=False, scale=None):
     if causal:
         s = s + np.triu(np.full(s.shape[-2:], -np.inf), 1)
     return np_softmax(s) @ v
-
-
-@pytest.fixture(params=[True, False], ids=["flash", "composed"])
-def flash(request):
-    prev = nn_ops.FLASH_ATTENTION
-    nn_ops.FLASH_ATTENTION = request.param
-    yield request.param
-    nn_ops.FLASH_ATTENTION = prev
 
 
 def _qkv(rng, b=2, h=2, lq=3, s=4, d=4):
