@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Rebuild ggml from the libggml-python sdist with native code (-march=native), llamafile sgemm
-# and OpenBLAS, replacing the prebuilt (portable, no BLAS) wheel in the current Python env.
+# Rebuild ggml from the libggml-python sdist with native code (-march=native, -fno-math-errno),
+# llamafile sgemm and OpenBLAS, replacing the prebuilt (portable, no BLAS) wheel in the current Python env.
 #
 #   bash scripts/build-fast-ggml.sh            # uses `python3` (or $PYTHON) on PATH
 #   PYTHON=/path/to/venv/bin/python bash scripts/build-fast-ggml.sh
@@ -40,7 +40,10 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
 fi
 
 echo "build-fast-ggml: building libggml-python==${GGML_VERSION} from source (a few minutes)"
-CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_LLAMAFILE=ON -DGGML_BLAS=ON -DGGML_BLAS_VENDOR=OpenBLAS" \
+# -fno-math-errno: without it gcc keeps sqrtf scalar (errno), so no loop calling it vectorises;
+# with it ggml's AdamW step (784x256 parameters) ran 7.5x faster. Results are unchanged.
+CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_LLAMAFILE=ON -DGGML_BLAS=ON -DGGML_BLAS_VENDOR=OpenBLAS \
+-DCMAKE_C_FLAGS=-fno-math-errno -DCMAKE_CXX_FLAGS=-fno-math-errno" \
     "$PYTHON" -m pip install --force-reinstall --no-deps --no-cache-dir --no-binary libggml-python \
     "libggml-python==${GGML_VERSION}"
 
