@@ -87,6 +87,21 @@ class _Pending:
         return len(self.shape)
 
 
+class _Segment:
+    """Lazy records to append again (:meth:`Engine.replay_segment`): computed inputs as their
+    key slots, with the key parts, labels and work they added."""
+
+    __slots__ = ("start", "records", "sig", "labels", "work", "max_work")
+
+    def __init__(self, start: int, records: tuple, sig: tuple, labels: tuple, work: float, max_work: float):
+        self.start = start
+        self.records = records
+        self.sig = sig
+        self.labels = labels
+        self.work = work
+        self.max_work = max_work
+
+
 class _ContextPool:
     """ggml contexts for nodes, reused across epochs (ggml_reset keeps their memory)."""
 
@@ -135,6 +150,14 @@ class Engine:
         # Their arrays' _node is -(index+1).
         self.lazy: list[tuple] = []
         self.updates = 0  # how many of them are in-place updates (record_update)
+        # The plan key of the lazy records, built as they are recorded (None: not plannable). One
+        # flat sequence: per op its builder, result shape and dtype, precision, parameters and
+        # input count, then per input a queue index (>= 0) or -1-slot for a computed tensor,
+        # followed by shape and dtype where that slot first appears. Unambiguous, since a new
+        # slot is always the next number.
+        self._sig: list | None = []
+        self._sig_slot: dict[int, int] = {}   # id(computed input) → slot
+        self._sig_leaves: list[Array] = []    # computed inputs by slot
         self.roots: list[tuple[weakref.ref, int]] = []
         self.effects: list[int] = []
         self.labels: list[str] = []
@@ -268,10 +291,11 @@ class Engine:
             self.device = out.device
         lazy = self.lazy
         epoch = self.epoch
+        prec = modes._precision.get()
+        self._sign(build, out.shape, out.dtype, prec, params, len(inputs))
         ins = self._lazy_inputs(inputs)
         j = len(lazy)
-        lazy.append((build, ins, params, out.shape, out.dtype, modes._precision.get(),
-                     _Pending(j, out.shape, out.dtype, out.device)))
+        lazy.append((build, ins, params, out.shape, out.dtype, prec, _Pending(j, out.shape, out.dtype, out.device)))
         out._node = -1 - j
         out._epoch = epoch
         out._status = PENDING
@@ -285,21 +309,56 @@ class Engine:
             self.site = user_site(3)
         return out
 
+    def _sign(self, build, shape, dtype, prec, params, n_inputs: int) -> None:
+        """Extend the plan key with one record's header (its inputs follow, see _lazy_inputs)."""
+        sig = self._sig
+        if sig is None:
+            return
+        try:
+            fp = freeze_params(params) if params else ()
+        except TypeError:  # an unhashable parameter (e.g. a tensor): this queue gets no plan
+            self._sig = None
+            return
+        sig += (build, shape, dtype, prec, fp, n_inputs)
+
     def _lazy_inputs(self, inputs) -> list:
         """Inputs as a lazy record holds them: computed tensors themselves (their memory must
-        live until the drain), lazily recorded results as their queue entry's stand-in."""
+        live until the drain), lazily recorded results as their queue entry's stand-in. Extends
+        the plan key with them."""
         lazy = self.lazy
         epoch = self.epoch
+        sig = self._sig
         ins = []
-        for x in inputs:
-            st = x._status
-            if st == COMPUTED:
-                ins.append(x)
-            elif st == PENDING and x._epoch == epoch:
-                n = x._node
-                ins.append(lazy[-1 - n][6] if n < 0 else x)
-            else:
-                self.node_of(x)  # raises the error of a failed or discarded input, at this call
+        try:
+            for x in inputs:
+                st = x._status
+                if st == COMPUTED:
+                    ins.append(x)
+                    if sig is not None:
+                        slot = self._sig_slot.get(id(x))
+                        if slot is not None:
+                            sig.append(-1 - slot)
+                        elif x._storage is None or not x.numel_:
+                            self._sig = sig = None  # empty memory: no plan
+                        else:
+                            slot = self._sig_slot[id(x)] = len(self._sig_leaves)
+                            self._sig_leaves.append(x)
+                            sig += (-1 - slot, x.shape, x.dtype)
+                elif st == PENDING and x._epoch == epoch:
+                    n = x._node
+                    if n < 0:
+                        p = lazy[-1 - n][6]
+                        ins.append(p)
+                        if sig is not None:
+                            sig.append(p.index)
+                    else:  # a built node: the ordinary drain
+                        ins.append(x)
+                        self._sig = sig = None
+                else:
+                    self.node_of(x)  # raises the error of a failed or discarded input, at this call
+        except BaseException:
+            self._sig = None  # the key has a header without its record
+            raise
         return ins
 
     def record_update(self, label: str, build, inputs, params: dict, work: float = 0.0) -> None:
@@ -325,10 +384,77 @@ class Engine:
                 if self.device is not None and len(self):
                     self.drain("device_change")
                 self.device = device
-            self.lazy.append((build, self._lazy_inputs(inputs), params, None, None, modes._precision.get(), None))
+            prec = modes._precision.get()
+            self._sign(build, None, None, prec, params, len(inputs))
+            self.lazy.append((build, self._lazy_inputs(inputs), params, None, None, prec, None))
             self.updates += 1
         self.labels.append(label)
         self.add_work(work)
+
+    # ------------------------------------------------------------------ replayable segments
+    # Autograd records the same gradient ops every training step. A segment is the lazy records
+    # one backward appended, kept so that the next identical backward appends them again without
+    # running the gradient rules (see tensor/tape.py). Valid only on a queue whose key so far is
+    # the same as when the segment was taken: the same records, so the same indices and slots.
+    def lazy_mark(self) -> tuple | None:
+        """The lazy queue's position and key so far, or None when nothing can be replayed here
+        (not plain graph mode, a capture recording, built nodes in the queue)."""
+        if self._sig is None or self.guard is not None or self._hold or not modes.graph_enabled() \
+                or modes.check_enabled() or self.device is None:
+            return None
+        return (self.epoch, len(self.lazy), len(self._sig), len(self._sig_leaves), len(self.labels),
+                self.work, tuple(self._sig), self.device.dev_ptr)
+
+    def queue_ref(self, a) -> int | None:
+        """``a`` in the lazy queue's key: its record index (>= 0), -1-slot for a computed tensor
+        the queue reads, None for anything else."""
+        st = a._status
+        if st == PENDING:
+            n = a._node
+            return -1 - n if n < 0 and a._epoch == self.epoch else None
+        if st == COMPUTED:
+            slot = self._sig_slot.get(id(a))
+            return None if slot is None else -1 - slot
+        return None
+
+    def lazy_segment(self, mark: tuple) -> "_Segment | None":
+        """The records appended since ``mark``, or None when they cannot be replayed (the queue was
+        drained or built since, or they read a computed tensor the queue did not hold at ``mark``)."""
+        epoch, n_lazy, n_sig, n_leaves, n_labels, work, _, _ = mark
+        if (self.epoch != epoch or self._sig is None or len(self._sig_leaves) != n_leaves
+                or len(self.lazy) <= n_lazy or self.effects):
+            return None
+        records = []
+        for build, ins, params, shape, dtype, prec, standin in self.lazy[n_lazy:]:
+            if standin is None:
+                return None  # an update: never part of a backward
+            records.append((build, tuple([x if type(x) is _Pending else self._sig_slot[id(x)] for x in ins]),
+                            params, shape, dtype, prec, standin))
+        return _Segment(n_lazy, tuple(records), tuple(self._sig[n_sig:]), tuple(self.labels[n_labels:]),
+                        self.work - work, self.max_work)
+
+    def replay_segment(self, seg: "_Segment") -> None:
+        """Append ``seg``'s records; the caller checked the queue's key equals the segment's mark."""
+        with self.lock:
+            lazy = self.lazy
+            if len(lazy) != seg.start or self._sig is None:
+                raise RuntimeError("ggmlgrad internal: a segment replayed on another queue")
+            leaves = self._sig_leaves
+            for build, ins, params, shape, dtype, prec, standin in seg.records:
+                lazy.append((build, [x if type(x) is _Pending else leaves[x] for x in ins], params, shape, dtype,
+                             prec, standin))
+            self._sig += seg.sig
+            self.labels += seg.labels
+            self.work += seg.work
+            if seg.max_work > self.max_work:
+                self.max_work = seg.max_work
+
+    def adopt_result(self, out: Array, index: int) -> None:
+        """Make ``out`` the result of lazy record ``index`` (a replayed segment's)."""
+        out._node = -1 - index
+        out._epoch = self.epoch
+        out._status = PENDING
+        self.roots.append((weakref.ref(out), -1 - index))
 
     def _materialize(self) -> None:
         """Build the nodes of every lazily recorded op, in order (their inputs come first)."""
@@ -337,6 +463,7 @@ class Engine:
             return
         self.lazy = []
         self.updates = 0  # they become effects
+        self._sig = None  # built nodes: the ordinary drain
         try:
             built = self._build_lazy(lazy)
         except BaseException:
@@ -585,42 +712,14 @@ class Engine:
     def _plan_signature(self):
         """(key, leaf arrays, kept results by op index) of a queue of lazily recorded ops only, or
         None when it cannot be planned (a built node in the queue, an unhashable parameter)."""
+        sig = self._sig
+        if sig is None or self.effects:
+            return None
+        leaves = self._sig_leaves
+        for x in leaves:
+            if x._status != COMPUTED or x._storage is None:
+                return None  # freed or failed since it was recorded: the ordinary drain raises
         epoch = self.epoch
-        slot_of: dict[int, int] = {}
-        leaves: list[Array] = []
-        # One flat sequence (fewer tuples than one per op): per op its builder, result, precision,
-        # parameters and input count, then per input a queue index (>= 0) or -1-slot for a computed
-        # tensor, followed by shape and dtype where that slot first appears. Unambiguous, since a
-        # new slot is always the next number.
-        parts: list = [self.device.dev_ptr]
-        append = parts.append
-        for build, inputs, params, shape, dtype, prec, _ in self.lazy:
-            try:
-                fp = freeze_params(params) if params else ()
-            except TypeError:
-                return None
-            append(build)
-            append(shape)
-            append(dtype)
-            append(prec)
-            append(fp)
-            append(len(inputs))
-            for x in inputs:
-                if type(x) is _Pending:
-                    append(x.index)
-                    continue
-                if x._status != COMPUTED or x._storage is None or not x.numel_:
-                    return None  # a built node, a failed input (the ordinary drain raises), empty memory
-                k = id(x)
-                slot = slot_of.get(k)
-                if slot is None:
-                    slot = slot_of[k] = len(leaves)
-                    leaves.append(x)
-                    append(-1 - slot)
-                    append(x.shape)
-                    append(x.dtype)
-                else:
-                    append(-1 - slot)
         kept: dict[int, list[Array]] = {}
         for ref, n in self.roots:
             if n >= 0:
@@ -635,9 +734,7 @@ class Engine:
                 lst.append(a)
         if not kept and not self.updates:
             return None
-        append(-1)  # kept results follow
-        parts.extend(sorted(kept))
-        return tuple(parts), leaves, kept
+        return (self.device.dev_ptr, *sig, -1, *sorted(kept)), leaves, kept
 
     def _drain_planned(self, reason: str) -> bool:
         """Compute a queue of lazily recorded ops with the plan of its signature (made on the

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import weakref
 
-from ..engine import ENGINE, float32 as _F32
+from ..engine import ENGINE, PENDING, float32 as _F32
 from ..engine.modes import _precision
+from ..engine.plans import freeze_params
 from ..engine.queue import _phase_label
 from ..ops.registry import OpDef, op
 from .grad_mode import _enabled, is_grad_enabled
@@ -82,27 +83,64 @@ def _topo(root_fn: Node) -> list[Node]:
 
 
 def run_backward(root, gradient, retain_graph: bool = False) -> None:
-    """Accumulate d(root)/d(leaf) into every leaf's ``.grad`` (queued, not computed)."""
-    from .tensor import Tensor  # same layer
+    """Accumulate d(root)/d(leaf) into every leaf's ``.grad`` (queued, not computed).
+
+    ``gradient`` None is the implicit seed 1 of a one-element root. In graph mode a backward whose
+    tape and queue are the same as an earlier one's appends that backward's records again
+    instead of running the gradient rules (:class:`_BackwardCache`): the same ops, in the same order.
+    """
     fn = root.grad_fn
     if fn is None:
         if root.requires_grad:  # a leaf: its gradient is the seed itself
-            _accumulate_leaf(root, gradient, set())
+            _accumulate_leaf(root, _seed(root) if gradient is None else gradient, set())
             return
         raise RuntimeError("backward: tensor does not require grad and has no grad_fn")
     order = _topo(fn)
+    mark = ENGINE.lazy_mark() if _BACKWARD.enabled else None
+    key = targets = None
+    if mark is not None:
+        key, targets = _BACKWARD.key(mark, root, gradient, order, retain_graph)
+        if key is not None:
+            entry = _BACKWARD.entries.get(key)
+            if entry is not None:
+                _BACKWARD.replay(entry, order, targets, retain_graph, root.device)
+                _BACKWARD.hits += 1
+                return
+    ran = _run_rules(root, gradient, order, retain_graph)
+    if key is not None:
+        _BACKWARD.store(key, mark, ran, targets)
+
+
+def _seed(root):
+    token = _enabled.set(False)
+    try:
+        return op.fill_like(root, c=1.0)
+    finally:
+        _enabled.reset(token)
+
+
+def _run_rules(root, gradient, order: list[Node], retain_graph: bool) -> list[int]:
+    """The reverse pass: each node's gradient rule, in reverse topological order. Returns the
+    positions in ``order`` of the nodes that ran."""
+    from .tensor import Tensor  # same layer
+    fn = root.grad_fn
     # Saved outputs are weak refs (out.grad_fn → node would otherwise be a cycle); their
     # consumers' inputs keep them alive, and releasing a consumer must not free them mid-pass.
     saved_outputs = [n.out_ref() for n in order if n.out_ref is not None]
+    if gradient is None:
+        gradient = _seed(root)
     grads: dict[int, Tensor] = {id(fn): gradient}
     assigned: set[int] = set()
+    ran: list[int] = []
     token = _enabled.set(False)
     label_token = _phase_label.set("backward")  # GraphError names these "backward"
     try:
-        for node in reversed(order):
+        for pos in range(len(order) - 1, -1, -1):
+            node = order[pos]
             g = grads.pop(id(node), None)
             if g is None:
                 continue
+            ran.append(pos)
             if node.released:
                 raise RuntimeError(
                     f"backward: trying to go through the graph a second time ({node.name}); its saved "
@@ -131,13 +169,115 @@ def run_backward(root, gradient, retain_graph: bool = False) -> None:
                     prev = grads.get(id(x.grad_fn))
                     grads[id(x.grad_fn)] = gx if prev is None else _add_grads(prev, gx)
             if not retain_graph:
-                node.released = True
-                node.inputs = tuple(_Released(x) for x in node.inputs)
-                node.out_ref = None
+                _release(node)
     finally:
         _phase_label.reset(label_token)
         _enabled.reset(token)
         del saved_outputs
+    return ran
+
+
+def _release(node: Node) -> None:
+    node.released = True
+    node.inputs = tuple(_Released(x) for x in node.inputs)
+    node.out_ref = None
+
+
+class _BackwardCache:
+    """Backward passes recorded as engine segments, keyed by the tape and the queue so far.
+
+    The key holds the queue's record key at the start of backward (so every queued result and
+    computed tensor has the same index or slot as when the segment was taken) and, per tape
+    node, its op, parameters, precision and inputs (their queue references, producer nodes,
+    requires_grad / retains_grad), so the gradient rules would build exactly the recorded ops.
+    Only fresh gradients are cached (no ``.grad`` to accumulate into): zero_grad's default.
+    """
+
+    MAX_ENTRIES = 32
+
+    def __init__(self) -> None:
+        self.entries: dict = {}
+        self.enabled = True  # tests compare against the rules run every time
+        self.hits = 0
+
+    def key(self, mark: tuple, root, gradient, order: list[Node], retain_graph: bool):
+        """(key, tensors that may receive .grad in walk order), or (None, None) when not cacheable."""
+        qref = ENGINE.queue_ref
+        rq = qref(root)
+        gq = "seed" if gradient is None else qref(gradient)
+        if rq is None or gq is None:
+            return None, None
+        pos = {id(n): i for i, n in enumerate(order)}
+        parts: list = [mark[6], mark[7], rq, gq, retain_graph, _precision.get()]
+        targets = []
+        for n in order:
+            if n.released:
+                return None, None  # the ordinary pass raises its error
+            try:
+                fp = freeze_params(n.params) if n.params else ()
+            except TypeError:
+                return None, None
+            if n.out_ref is not None:
+                o = n.out_ref()
+                oq = None if o is None else qref(o)
+                if oq is None:
+                    return None, None
+            else:
+                oq = "none"
+            parts += (n.opdef.name, fp, n.precision, oq, len(n.inputs))
+            for x in n.inputs:
+                q = qref(x)
+                if q is None:
+                    return None, None
+                fn = x.grad_fn
+                rg = x.requires_grad
+                if rg and (fn is None or x._retains_grad):
+                    if x.grad is not None:
+                        return None, None  # accumulates into an existing gradient: the ordinary pass
+                    targets.append(x)
+                parts += (q, -1 if fn is None else pos[id(fn)], rg, x._retains_grad)
+        return tuple(parts), targets
+
+    def store(self, key, mark: tuple, ran: list[int], targets: list) -> None:
+        seg = ENGINE.lazy_segment(mark)
+        if seg is None:
+            return
+        epoch = ENGINE.epoch
+        assign = []
+        seen: set[int] = set()
+        for k, x in enumerate(targets):
+            if id(x) in seen:
+                continue
+            seen.add(id(x))
+            g = x.grad
+            if g is None:
+                continue
+            if g._status != PENDING or g._epoch != epoch or g._node >= 0 or -1 - g._node < seg.start:
+                return  # not a result of this backward's records
+            assign.append((k, -1 - g._node, g.shape, g.dtype))
+        entries = self.entries
+        if len(entries) >= self.MAX_ENTRIES:
+            del entries[next(iter(entries))]
+        entries[key] = (seg, tuple(ran), tuple(assign))
+
+    @staticmethod
+    def replay(entry, order: list[Node], targets: list, retain_graph: bool, device) -> None:
+        from .tensor import Tensor  # same layer
+        seg, ran, assign = entry
+        for pos in ran:
+            order[pos].check_versions()  # raises as the ordinary pass would, before anything is queued
+        with ENGINE.lock:
+            ENGINE.replay_segment(seg)
+            for k, j, shape, dtype in assign:
+                g = Tensor._blank(shape, dtype, device)
+                ENGINE.adopt_result(g, j)
+                targets[k].grad = g
+        if not retain_graph:
+            for pos in ran:
+                _release(order[pos])
+
+
+_BACKWARD = _BackwardCache()
 
 
 class _Released:

@@ -150,8 +150,6 @@ class Tensor(Array):
         if gradient is None:
             if self.numel_ != 1:
                 raise RuntimeError(f"backward: gradient can be implicit only for scalar outputs, got shape {self.shape}")
-            with no_grad():
-                gradient = op.fill_like(self, c=1.0)
         else:
             gradient = as_tensor(gradient, device=self.device)
             if gradient.shape != self.shape:
