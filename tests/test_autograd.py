@@ -122,6 +122,11 @@ def test_retain_grad_and_retain_graph(graph):
         loss2.backward()
         with pytest.raises(RuntimeError, match="second time"):
             loss2.backward()
+        # A new graph over a freed one: its gradient reaches the freed node, which raises.
+        y = x * x
+        y.sum().backward()
+        with pytest.raises(RuntimeError, match=r"second time \(mul\)"):
+            (y * 2).sum().backward()
 
 
 # ---------------------------------------------------------------------------- broadcast reduction

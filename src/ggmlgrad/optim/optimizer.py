@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..engine import ENGINE, float32, graph_mode, new_from_host
+from ..engine import COMPUTED, ENGINE, float32, graph_mode, new_from_host, upload_into
 from ..engine.plans import Exact, freeze
 from ..ops import op
 from ..tensor import Tensor, no_grad
@@ -102,6 +102,9 @@ class Optimizer:
         self.param_groups: list[dict] = []
         self.state = _State()
         self._last_updated: list[Tensor] = []
+        # Hyperparameter tensors by (group, position), rewritten each step: the update that read
+        # them last has run (step() drains before queuing), and a new tensor costs 3x the write.
+        self._hparam_tensors: dict[tuple[int, int], Tensor] = {}
         groups = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
@@ -228,8 +231,20 @@ class Optimizer:
         return out
 
     def _upload_hparams(self, per_group: list[dict[int, np.ndarray]]) -> list[dict[int, Tensor]]:
-        return [{t: _hparam_tensor(a, g["params"][0]) for t, a in d.items()}
-                for g, d in zip(self.param_groups, per_group)]
+        cache = self._hparam_tensors
+        out = []
+        for gi, (group, by_step) in enumerate(zip(self.param_groups, per_group)):
+            like = group["params"][0]
+            tensors = {}
+            for k, (t, values) in enumerate(by_step.items()):
+                h = cache.get((gi, k))
+                if h is None or h.shape != values.shape or h.device is not like.device or h._status != COMPUTED:
+                    h = cache[(gi, k)] = _hparam_tensor(values, like)
+                else:
+                    upload_into(h, np.ascontiguousarray(values, dtype=np.float32), _HPARAM_SITE)
+                tensors[t] = h
+            out.append(tensors)
+        return out
 
     def _queue_update_each(self, params, grads, hparams: list) -> list[Tensor]:
         """Queue every parameter's update: ONE record per update rule (a step of an MLP is one or

@@ -96,19 +96,22 @@ def run_backward(root, gradient, retain_graph: bool = False) -> None:
             return
         raise RuntimeError("backward: tensor does not require grad and has no grad_fn")
     order = _topo(fn)
-    mark = ENGINE.lazy_mark() if _BACKWARD.enabled else None
-    key = targets = None
-    if mark is not None:
-        key, targets = _BACKWARD.key(mark, root, gradient, order, retain_graph)
+    # The engine lock for the whole pass: another thread's ops must not land between the mark
+    # and the segment (they would be replayed as this backward's), nor before a replay.
+    with ENGINE.lock:
+        mark = ENGINE.lazy_mark() if _BACKWARD.enabled else None
+        key = targets = None
+        if mark is not None:
+            key, targets = _BACKWARD.key(mark, root, gradient, order, retain_graph)
+            if key is not None:
+                entry = _BACKWARD.entries.get(key)
+                if entry is not None:
+                    _BACKWARD.replay(entry, order, targets, retain_graph, root.device)
+                    _BACKWARD.hits += 1
+                    return
+        ran = _run_rules(root, gradient, order, retain_graph)
         if key is not None:
-            entry = _BACKWARD.entries.get(key)
-            if entry is not None:
-                _BACKWARD.replay(entry, order, targets, retain_graph, root.device)
-                _BACKWARD.hits += 1
-                return
-    ran = _run_rules(root, gradient, order, retain_graph)
-    if key is not None:
-        _BACKWARD.store(key, mark, ran, targets)
+            _BACKWARD.store(key, mark, ran, targets)
 
 
 def _seed(root):
@@ -178,8 +181,10 @@ def _run_rules(root, gradient, order: list[Node], retain_graph: bool) -> list[in
 
 
 def _release(node: Node) -> None:
+    """Free a node's saved tensors after its rule ran. A released node keeps no inputs: a second
+    pass reaching it raises (its gradient arrives, and it is released) before any input is read."""
     node.released = True
-    node.inputs = tuple(_Released(x) for x in node.inputs)
+    node.inputs = ()
     node.out_ref = None
 
 
@@ -266,12 +271,11 @@ class _BackwardCache:
         seg, ran, assign = entry
         for pos in ran:
             order[pos].check_versions()  # raises as the ordinary pass would, before anything is queued
-        with ENGINE.lock:
-            ENGINE.replay_segment(seg)
-            for k, j, shape, dtype in assign:
-                g = Tensor._blank(shape, dtype, device)
-                ENGINE.adopt_result(g, j)
-                targets[k].grad = g
+        ENGINE.replay_segment(seg)
+        for k, j, shape, dtype in assign:
+            g = Tensor._blank(shape, dtype, device)
+            ENGINE.adopt_result(g, j)
+            targets[k].grad = g
         if not retain_graph:
             for pos in ran:
                 _release(order[pos])
@@ -280,22 +284,7 @@ class _BackwardCache:
 _BACKWARD = _BackwardCache()
 
 
-class _Released:
-    """Stands in for a freed saved tensor: keeps grad routing, drops the memory."""
-
-    __slots__ = ("requires_grad", "grad_fn", "shape", "_version", "_retains_grad", "__weakref__")
-
-    def __init__(self, x):
-        self.requires_grad = x.requires_grad
-        self.grad_fn = x.grad_fn
-        self.shape = x.shape
-        self._version = x._version
-        self._retains_grad = x._retains_grad
-
-
 def _accumulate_leaf(x, g, assigned: set[int]) -> None:
-    if isinstance(x, _Released):
-        return
     if id(g) in assigned or g is x.grad:
         g = g.clone()
     if x.grad is None:
