@@ -277,9 +277,16 @@ def _infer_sce_mean(x, q):
         backward=lambda g, n: (op.softmax_cross_entropy_backward(g, *n.inputs, mean=True), None))
 def _softmax_cross_entropy_mean(ctx, nodes, inputs, out):
     """sum of the row losses / sum(q): cross-entropy's "mean" in one op (for one-hot targets, the
-    number of counted rows; with class weights, their summed weight, as torch)."""
-    loss, nq = _sce_rows(ctx, nodes, inputs[0].shape)
-    return owned(ctx, lib.div(ctx, lib.sum(ctx, loss), lib.sum(ctx, nq)), ())
+    number of counted rows; with class weights, their summed weight, as torch).
+
+    ggml's fused CROSS_ENTROPY_LOSS is -sum(q * log_softmax(x)) / rows, any q: one node where the
+    composed form took a dozen (which a small network's step pays in full)."""
+    shape = inputs[0].shape
+    c, rows = shape[-1], _rows(shape)
+    nx = reshape(ctx, nodes[0], (rows, c))
+    nq = reshape(ctx, nodes[1], (rows, c))
+    total = lib.scale(ctx, lib.cross_entropy_loss(ctx, nx, nq), float(rows))
+    return owned(ctx, lib.div(ctx, total, lib.sum(ctx, nq)), ())
 
 
 def _infer_sce_backward(g, x, q, mean=False):
@@ -334,7 +341,7 @@ def _one_hot(ctx, nodes, inputs, out, num_classes, ignore_index=None):
     c = num_classes
     t = lib.cast(ctx, reshape(ctx, nodes[0], (n, 1)), consts.TYPE_F32)       # (n, 1)
     tt = lib.repeat_4d(ctx, t, c, n, 1, 1)                                    # (n, c)
-    cols = lib.repeat_4d(ctx, lib.arange(ctx, 0.0, float(c), 1.0), c, n, 1, 1)
+    cols = lib.arange(ctx, 0.0, float(c), 1.0)                                # (c,), broadcast by sub
     diff = lib.abs(ctx, lib.sub(ctx, tt, cols))
     oh = lib.step(ctx, lib.scale_bias(ctx, diff, -1.0, 0.5))                  # |t - j| < 0.5
     if ignore_index is not None and 0 <= ignore_index < c:
