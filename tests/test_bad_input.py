@@ -121,6 +121,12 @@ CALLS = [
     ("graph_mode bad arg", "T", lambda: gg.graph_mode("on")),
     ("matmul_precision bad", "V", lambda: gg.matmul_precision("f8")),
     ("set_num_threads zero", "V", lambda: gg.set_num_threads(0)),
+    # internal op parameters (ggml's fused cross-entropy backward asserts on a wrong layout)
+    ("sce_mean unit_rows not a bool", "T", lambda: gg.ops.op.softmax_cross_entropy_mean(a23, a23, unit_rows=1)),
+    ("sce_backward unit_rows without mean", "T",
+     lambda: gg.ops.op.softmax_cross_entropy_backward(f(2), a23, a23, unit_rows=True)),
+    ("sce_backward gradient not scalar", "V",
+     lambda: gg.ops.op.softmax_cross_entropy_backward(f(2), a23, a23, mean=True, unit_rows=True)),
 ]
 
 only = set(sys.argv[2:])

@@ -418,7 +418,7 @@ def cross_entropy(input: Tensor, target, weight: Tensor | None = None, ignore_in
             q = q * w
         if reduction == "mean" and (w is None or label_smoothing == 0.0):
             # The denominator, sum of target weights over counted rows, is sum(q) here: one op.
-            return op.softmax_cross_entropy_mean(logits, q)
+            return op.softmax_cross_entropy_mean(logits, q, unit_rows=w is None)  # rows of q sum to 1 or 0
         loss = op.softmax_cross_entropy(logits, q)
         if reduction == "mean":
             denom = (oh * w).sum() if w is not None else oh.sum()

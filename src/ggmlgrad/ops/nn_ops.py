@@ -268,16 +268,20 @@ def _softmax_cross_entropy(ctx, nodes, inputs, out):
     return owned(ctx, loss, out.shape if out.shape else (1,))
 
 
-def _infer_sce_mean(x, q):
+def _infer_sce_mean(x, q, unit_rows=False):
     _infer_sce(x, q)
+    if not isinstance(unit_rows, bool):
+        raise TypeError(f"softmax_cross_entropy_mean: unit_rows must be a bool, got {unit_rows!r}")
     return (), float32
 
 
-@define("softmax_cross_entropy_mean", infer=_infer_sce_mean, work=lambda x, q: 6.0 * numel(x.shape),
-        backward=lambda g, n: (op.softmax_cross_entropy_backward(g, *n.inputs, mean=True), None))
-def _softmax_cross_entropy_mean(ctx, nodes, inputs, out):
+@define("softmax_cross_entropy_mean", infer=_infer_sce_mean, work=lambda x, q, **p: 6.0 * numel(x.shape),
+        backward=lambda g, n: (op.softmax_cross_entropy_backward(g, *n.inputs, mean=True, **n.params), None))
+def _softmax_cross_entropy_mean(ctx, nodes, inputs, out, unit_rows=False):
     """sum of the row losses / sum(q): cross-entropy's "mean" in one op (for one-hot targets, the
-    number of counted rows; with class weights, their summed weight, as torch).
+    number of counted rows; with class weights, their summed weight, as torch). ``unit_rows``
+    promises every target row sums to 1 or 0 (class targets, smoothed or ignored), which lets
+    the backward use ggml's fused CROSS_ENTROPY_LOSS_BACK.
 
     ggml's fused CROSS_ENTROPY_LOSS is -sum(q * log_softmax(x)) / rows, any q: one node where the
     composed form took a dozen (which a small network's step pays in full)."""
@@ -289,9 +293,12 @@ def _softmax_cross_entropy_mean(ctx, nodes, inputs, out):
     return owned(ctx, lib.div(ctx, total, lib.sum(ctx, nq)), ())
 
 
-def _infer_sce_backward(g, x, q, mean=False):
+def _infer_sce_backward(g, x, q, mean=False, unit_rows=False):
     _infer_sce(x, q)
     same_float("softmax_cross_entropy_backward", g)
+    if not isinstance(mean, bool) or not isinstance(unit_rows, bool) or (unit_rows and not mean):
+        raise TypeError(f"softmax_cross_entropy_backward: mean and unit_rows must be bools, unit_rows only "
+                        f"with mean; got mean={mean!r}, unit_rows={unit_rows!r}")
     want = () if mean else x.shape[:-1]
     if g.shape != want:
         raise ValueError(f"softmax_cross_entropy_backward: gradient {g.shape} for logits {x.shape} "
@@ -301,12 +308,19 @@ def _infer_sce_backward(g, x, q, mean=False):
 
 @define("softmax_cross_entropy_backward", infer=_infer_sce_backward, differentiable=False,
         work=lambda g, x, q, **p: 6.0 * numel(x.shape))
-def _softmax_cross_entropy_backward(ctx, nodes, inputs, out, mean=False):
+def _softmax_cross_entropy_backward(ctx, nodes, inputs, out, mean=False, unit_rows=False):
     """g * (softmax(x) * sum(q) - q), per row; with ``mean``, g / sum(q) for every row."""
     x = inputs[1]
     c, rows = x.shape[-1], _rows(x.shape)
     nx = reshape(ctx, nodes[1], (rows, c))
     nq = reshape(ctx, nodes[2], (rows, c))
+    if unit_rows:
+        # Row sums s in {0, 1}: softmax * s - q = (softmax - q) * s, and ggml's fused
+        # CROSS_ENTROPY_LOSS_BACK is (softmax - q) * c / rows for a scalar c.
+        c_node = lib.scale(ctx, lib.div(ctx, reshape(ctx, nodes[0], (1, 1)), lib.sum(ctx, nq)), float(rows))
+        d = lib.cross_entropy_loss_back(ctx, c_node, nx, nq)  # (grad, logits, labels): ggml.h's comment is wrong
+        s_rows = lib.sum_rows(ctx, nq)  # (rows, 1), repeated to full rows: a column broadcast is a slow path
+        return owned(ctx, lib.mul(ctx, d, lib.repeat(ctx, s_rows, d)), x.shape)
     d = lib.sub(ctx, lib.mul(ctx, lib.soft_max(ctx, nx), lib.sum_rows(ctx, nq)), nq)
     if mean:
         scale = lib.div(ctx, reshape(ctx, nodes[0], (1, 1)), lib.sum(ctx, nq))

@@ -91,6 +91,17 @@ def _sce_samples(r):
     return out
 
 
+def _sce_unit_samples(r):
+    """Targets whose rows sum to 1 or 0: one-hot, label-smoothed, and ignored (zero) rows."""
+    eye = np.eye(5)
+    smooth = eye[[1, 4, 0]] * 0.9 + 0.1 / 5
+    q = eye[[2, 0, 3, 3]]
+    q[2] = 0.0  # an ignored row: zero loss and gradient
+    return [Sample((3 * r.standard_normal((3, 5)), smooth), nondiff=(1,)),
+            Sample((r.standard_normal((4, 5)), q), nondiff=(1,)),
+            Sample((r.standard_normal((2, 3, 5)), eye[[[0, 1, 2], [4, 4, 1]]]), nondiff=(1,))]
+
+
 def _bce_samples(r):
     return [Sample((3 * r.standard_normal((4, 3)), r.random((4, 3))), nondiff=(1,)),
             Sample((r.standard_normal((5,)), (r.random(5) < 0.5).astype(np.float64)), nondiff=(1,)),
@@ -122,6 +133,9 @@ register(
            op.softmax_cross_entropy, ref_sce, _sce_samples, atol=2e-5),
     OpInfo("softmax_cross_entropy_mean", ("softmax_cross_entropy_mean", "softmax_cross_entropy_backward"),
            op.softmax_cross_entropy_mean, lambda x, q: ref_sce(x, q).sum() / q.sum(), _sce_samples, atol=2e-5),
+    OpInfo("softmax_cross_entropy_mean_unit_rows", ("softmax_cross_entropy_mean", "softmax_cross_entropy_backward"),
+           lambda x, q: op.softmax_cross_entropy_mean(x, q, unit_rows=True),
+           lambda x, q: ref_sce(x, q).sum() / q.sum(), _sce_unit_samples, atol=2e-5),
     OpInfo("bce_with_logits", ("bce_with_logits",), op.bce_with_logits, ref_bce, _bce_samples),
     OpInfo("one_hot", ("one_hot",), lambda i, **p: op.one_hot(i, **p), ref_one_hot, _one_hot_samples, grad=False),
 )
