@@ -89,7 +89,8 @@ class _Pending:
 
 class _Segment:
     """Lazy records to append again (:meth:`Engine.replay_segment`): computed inputs as their
-    key slots, with the key parts, labels and work they added."""
+    key slots (a record without any is appended as it is), with the key parts, labels and work
+    they added."""
 
     __slots__ = ("start", "records", "sig", "labels", "work", "max_work")
 
@@ -405,17 +406,26 @@ class Engine:
         return (self.epoch, len(self.lazy), len(self._sig), len(self._sig_leaves), len(self.labels),
                 self.work, tuple(self._sig), self.device.dev_ptr)
 
-    def queue_ref(self, a) -> int | None:
-        """``a`` in the lazy queue's key: its record index (>= 0), -1-slot for a computed tensor
-        the queue reads, None for anything else."""
-        st = a._status
-        if st == PENDING:
-            n = a._node
-            return -1 - n if n < 0 and a._epoch == self.epoch else None
-        if st == COMPUTED:
-            slot = self._sig_slot.get(id(a))
-            return None if slot is None else -1 - slot
-        return None
+    def queue_refs(self, arrays) -> list | None:
+        """Each array in the lazy queue's key: its record index (>= 0) or -1-slot for a computed
+        tensor the queue reads; None when one is neither."""
+        epoch, slot_of = self.epoch, self._sig_slot
+        refs = []
+        for a in arrays:
+            st = a._status
+            if st == PENDING:
+                n = a._node
+                if n >= 0 or a._epoch != epoch:
+                    return None
+                refs.append(-1 - n)
+            elif st == COMPUTED:
+                slot = slot_of.get(id(a))
+                if slot is None:
+                    return None
+                refs.append(-1 - slot)
+            else:
+                return None
+        return refs
 
     def lazy_segment(self, mark: tuple) -> "_Segment | None":
         """The records appended since ``mark``, or None when they cannot be replayed (the queue was
@@ -424,12 +434,13 @@ class Engine:
         if (self.epoch != epoch or self._sig is None or len(self._sig_leaves) != n_leaves
                 or len(self.lazy) <= n_lazy or self.effects):
             return None
-        records = []
+        records = []  # (record, None) to append as is, or (record with slots, True) to rebind
         for build, ins, params, shape, dtype, prec, standin in self.lazy[n_lazy:]:
             if standin is None:
                 return None  # an update: never part of a backward
-            records.append((build, tuple([x if type(x) is _Pending else self._sig_slot[id(x)] for x in ins]),
-                            params, shape, dtype, prec, standin))
+            ins = tuple([x if type(x) is _Pending else self._sig_slot[id(x)] for x in ins])
+            has_slots = any(type(x) is int for x in ins)
+            records.append(((build, ins, params, shape, dtype, prec, standin), has_slots or None))
         return _Segment(n_lazy, tuple(records), tuple(self._sig[n_sig:]), tuple(self.labels[n_labels:]),
                         self.work - work, self.max_work)
 
@@ -440,9 +451,12 @@ class Engine:
             if len(lazy) != seg.start or self._sig is None:
                 raise RuntimeError("ggmlgrad internal: a segment replayed on another queue")
             leaves = self._sig_leaves
-            for build, ins, params, shape, dtype, prec, standin in seg.records:
-                lazy.append((build, [x if type(x) is _Pending else leaves[x] for x in ins], params, shape, dtype,
-                             prec, standin))
+            for rec, has_slots in seg.records:
+                if has_slots:
+                    build, ins, params, shape, dtype, prec, standin = rec
+                    rec = (build, [x if type(x) is _Pending else leaves[x] for x in ins], params, shape, dtype,
+                           prec, standin)
+                lazy.append(rec)
             self._sig += seg.sig
             self.labels += seg.labels
             self.work += seg.work

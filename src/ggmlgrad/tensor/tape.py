@@ -207,13 +207,12 @@ class _BackwardCache:
 
     def key(self, mark: tuple, root, gradient, order: list[Node], retain_graph: bool):
         """(key, tensors that may receive .grad in walk order), or (None, None) when not cacheable."""
-        qref = ENGINE.queue_ref
-        rq = qref(root)
-        gq = "seed" if gradient is None else qref(gradient)
-        if rq is None or gq is None:
+        refs = ENGINE.queue_refs
+        rq = refs((root,) if gradient is None else (root, gradient))
+        if rq is None:
             return None, None
         pos = {id(n): i for i, n in enumerate(order)}
-        parts: list = [mark[6], mark[7], rq, gq, retain_graph, _precision.get()]
+        parts: list = [mark[6], mark[7], retain_graph, _precision.get(), len(rq), *rq]
         targets = []
         for n in order:
             if n.released:
@@ -224,16 +223,17 @@ class _BackwardCache:
                 return None, None
             if n.out_ref is not None:
                 o = n.out_ref()
-                oq = None if o is None else qref(o)
+                oq = None if o is None else refs((o,))
                 if oq is None:
                     return None, None
+                oq = oq[0]
             else:
                 oq = "none"
-            parts += (n.opdef.name, fp, n.precision, oq, len(n.inputs))
-            for x in n.inputs:
-                q = qref(x)
-                if q is None:
-                    return None, None
+            qs = refs(n.inputs)
+            if qs is None:
+                return None, None
+            parts += (n.opdef.name, fp, n.precision, oq, len(qs))
+            for x, q in zip(n.inputs, qs):
                 fn = x.grad_fn
                 rg = x.requires_grad
                 if rg and (fn is None or x._retains_grad):
