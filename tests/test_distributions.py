@@ -42,6 +42,27 @@ def test_categorical_logits_log_prob_entropy_and_grads(graph):
     np.testing.assert_allclose(lt.grad.numpy(), onehot - p - p * (logp + h), atol=1e-5)
 
 
+def test_categorical_masked_logits_give_finite_log_prob_entropy_and_grads(graph):
+    """-inf logits (masked actions) have probability 0: log_prob of an allowed action, the
+    entropy and their gradients stay finite (0 * log 0 = 0), as in torch."""
+    logits = np.array([[0.5, -np.inf, 1.0], [-np.inf, -np.inf, 2.0], [0.3, -1.0, -np.inf]])
+    lt = gg.tensor(logits.astype(np.float32), requires_grad=True)
+    d = Categorical(logits=lt)
+    value = np.array([2, 2, 0], np.int32)
+    lp, ent = d.log_prob(gg.tensor(value)), d.entropy()
+    with np.errstate(invalid="ignore"):  # 0 * -inf where masked, replaced by 0
+        logp = np_log_softmax(f64(logits))
+        p = np.exp(logp)
+        plogp = np.where(p > 0, p * logp, 0.0)
+    np.testing.assert_allclose(lp.numpy(), logp[np.arange(3), value], atol=1e-6)
+    np.testing.assert_allclose(ent.numpy(), -plogp.sum(-1), atol=1e-6)
+    (lp.sum() + ent.sum()).backward()
+    h = -plogp.sum(-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        want = np.eye(3)[value] - p - np.where(p > 0, p * (logp + h), 0.0)
+    np.testing.assert_allclose(lt.grad.numpy(), want, atol=1e-5)
+
+
 def test_categorical_probs_and_zero_probability(graph):
     probs = np.array([[0.2, 0.3, 0.5], [0.0, 1.0, 3.0]])     # unnormalised rows are normalised
     d = Categorical(probs=gg.tensor(probs.astype(np.float32)))

@@ -251,8 +251,9 @@ def np_cross_entropy(x, target, weight=None, ignore_index=-100, reduction="mean"
     valid = target != ignore_index
     tt = np.where(valid, target, 0)
     nll = -w[tt] * logp[np.arange(n), tt] * valid
-    smooth = -(w * logp).sum(-1) * valid
-    loss = (1 - label_smoothing) * nll + label_smoothing / c * smooth
+    loss = (1 - label_smoothing) * nll
+    if label_smoothing:  # (0 * inf would be NaN for masked -inf logits)
+        loss = loss + label_smoothing / c * -(w * logp).sum(-1) * valid
     if reduction == "none":
         return loss
     if reduction == "sum":
@@ -510,3 +511,31 @@ def test_binary_cross_entropy_and_normalize(graph):
     check(lambda x: F.normalize(x, dim=1), lambda x: x / np.sqrt((x ** 2).sum(1, keepdims=True)), [x])
     edge = F.binary_cross_entropy(t([0.0, 1.0]), t([1.0, 0.0]), reduction="none").numpy()
     np.testing.assert_allclose(edge, [100.0, 100.0])    # logs clamped at -100, as PyTorch
+
+
+# -inf logits mask classes (RL action masking): a masked class that is not the target costs 0,
+# as in torch (which gathers the target's log-probability instead of multiplying by a one-hot).
+_MASKED = np.array([[0.5, -np.inf, 1.0, 0.2], [2.0, 0.1, -np.inf, -np.inf],
+                    [-np.inf, 0.3, 0.3, 1.5], [1.0, -1.0, 0.0, -np.inf]])
+_MASKED_TARGET = np.array([0, 1, 3, -100], np.int32)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_with_masked_logits_is_finite(graph, reduction):
+    tg = gg.tensor(_MASKED_TARGET, dtype=gg.int32)
+    ref = lambda x: np_cross_entropy(x, _MASKED_TARGET, reduction=reduction)
+    assert np.all(np.isfinite(ref(_MASKED)))
+    check(lambda x: F.cross_entropy(x, tg, reduction=reduction), ref, [_MASKED], atol=2e-5)
+
+
+def test_nll_loss_of_masked_log_softmax_is_finite(graph):
+    tg = gg.tensor(_MASKED_TARGET, dtype=gg.int32)
+    check(lambda x: F.nll_loss(F.log_softmax(x, dim=-1), tg),
+          lambda x: np_cross_entropy(x, _MASKED_TARGET), [_MASKED], atol=2e-5)
+
+
+def test_cross_entropy_keeps_nan_logits_nan(graph):
+    x = _MASKED.copy()
+    x[0, 2] = np.nan
+    out = F.cross_entropy(t(x), gg.tensor(_MASKED_TARGET, dtype=gg.int32), reduction="none").numpy()
+    assert np.isnan(out[0]) and np.all(np.isfinite(out[1:3]))

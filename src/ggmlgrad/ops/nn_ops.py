@@ -246,6 +246,16 @@ def _sce_backward(g, n):
     return op.softmax_cross_entropy_backward(g, x, q), None
 
 
+_F32_LOWEST = -3.4028234663852886e38
+
+
+def _finite_below(ctx, node: int) -> int:
+    """``node`` with -inf raised to float32's lowest finite value (a private copy: ggml_clamp
+    works in place). A masked logit (-inf) times a zero target weight is then 0, not NaN, as in
+    torch, which gathers the target instead of multiplying; NaN and +inf still propagate."""
+    return lib.clamp(ctx, lib.dup(ctx, node), _F32_LOWEST, float("inf"))
+
+
 def _sce_rows(ctx, nodes, shape: tuple):
     """(row losses (rows, 1), targets as (rows, c)): -sum_c q_c log_softmax(x)_c, stable."""
     c = shape[-1]
@@ -256,7 +266,7 @@ def _sce_rows(ctx, nodes, shape: tuple):
     xs = lib.sub(ctx, nx, lib.repeat(ctx, m, nx))
     lse = lib.log(ctx, lib.sum_rows(ctx, lib.exp(ctx, xs)))   # (rows, 1)
     qsum = lib.sum_rows(ctx, nq)
-    qx = lib.sum_rows(ctx, lib.mul(ctx, nq, xs))
+    qx = lib.sum_rows(ctx, lib.mul(ctx, nq, _finite_below(ctx, xs)))
     return lib.sub(ctx, lib.mul(ctx, qsum, lse), qx), nq     # sum(q) * lse - sum(q * xs)
 
 
@@ -287,7 +297,7 @@ def _softmax_cross_entropy_mean(ctx, nodes, inputs, out, unit_rows=False):
     composed form took a dozen (which a small network's step pays in full)."""
     shape = inputs[0].shape
     c, rows = shape[-1], _rows(shape)
-    nx = reshape(ctx, nodes[0], (rows, c))
+    nx = _finite_below(ctx, reshape(ctx, nodes[0], (rows, c)))
     nq = reshape(ctx, nodes[1], (rows, c))
     total = lib.scale(ctx, lib.cross_entropy_loss(ctx, nx, nq), float(rows))
     return owned(ctx, lib.div(ctx, total, lib.sum(ctx, nq)), ())
