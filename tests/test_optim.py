@@ -122,6 +122,40 @@ def test_trajectory_100_steps_vs_reference(name, cls, ref_cls, kw, graph):
     assert np.abs(rw - w0).max() > 1e-2        # the run moved: the comparison is not trivial
 
 
+SWITCHES = [  # (optimizer, reference, options, {step: option changes}): structure changes mid-run
+    (Adam, RefAdam, dict(lr=0.01), {30: dict(weight_decay=0.05), 60: dict(maximize=True)}),
+    (AdamW, lambda **k: RefAdam(decoupled=True, **k), dict(lr=0.01, weight_decay=0.0),
+     {30: dict(weight_decay=0.1), 60: dict(maximize=True)}),
+    (SGD, RefSGD, dict(lr=0.05), {30: dict(momentum=0.9), 60: dict(nesterov=True, weight_decay=0.01)}),
+]
+
+
+@MODES
+@pytest.mark.parametrize("cls,ref_cls,kw,switches", SWITCHES, ids=["adam", "adamw", "sgd"])
+def test_option_changes_mid_run_change_the_update(cls, ref_cls, kw, switches, graph):
+    """The per-step update layout is cached per structure: an option that changes the update's
+    form (L2 decay on, maximize, momentum on, nesterov) must take effect at the next step."""
+    x, y, w0, b0 = _problem(3)
+    ref = ref_cls(**kw)
+    rw, rb = w0.astype(np.float64), b0.astype(np.float64)
+    with gg.graph_mode(graph):
+        xt, yt = gg.tensor(x), gg.tensor(y)
+        w, b = gg.tensor(w0, requires_grad=True), gg.tensor(b0, requires_grad=True)
+        opt = cls([w, b], **kw)
+        for step in range(90):
+            for k, v in switches.get(step, {}).items():
+                opt.param_groups[0][k] = v
+                ref.o[k] = v
+            opt.zero_grad()
+            _loss(xt, yt, w, b).backward()
+            opt.step()
+            gw, gb = _ref_grads(x.astype(np.float64), y.astype(np.float64), rw, rb)
+            rw, rb = ref.step(0, rw, gw), ref.step(1, rb, gb)
+        got_w, got_b = w.numpy(), b.numpy()
+    np.testing.assert_allclose(got_w, rw, atol=5e-5, rtol=1e-4)
+    np.testing.assert_allclose(got_b, rb, atol=5e-5, rtol=1e-4)
+
+
 @MODES
 @pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
 def test_step_is_one_graph_compute(cls, graph):
