@@ -1,18 +1,23 @@
 """Captured training step and captured forward vs JAX jit and PyTorch eager (when installed).
 
-    PYTHONPATH=src python benchmarks/bench_capture.py [--steps 400] [--repeat 5] [--breakdown]
+    PYTHONPATH=src python benchmarks/bench_capture.py [--rounds 3] [--repeat 3] [--breakdown]
 
 Workloads (issue 5): Adam training steps of MLPs 4-32-32-2 (batch 32), 64-64-64-8 (batch 256),
-784-256-10 (batch 128), and a batch-1 forward of 784-256-10. Prints the median time per call
-(median over ``--repeat`` runs of the per-call median) and the ratio ggmlgrad / JAX jit.
+784-256-10 (batch 128), and a batch-1 forward of 784-256-10. Each framework is measured in its
+own process, the processes taking turns for ``--rounds`` rounds; prints the median over rounds of
+the time per call (in each process the median over ``--repeat`` blocks of the per-call median),
+the ratio ggmlgrad / JAX jit and that ratio's range over the rounds.
 Goals: <= 0.6x, 0.8x, 1.0x, 0.8x of JAX jit. ``--breakdown`` times each stage of the replay path.
 JAX runs with synchronous dispatch (``block_until_ready`` on every step's loss).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -40,16 +45,18 @@ def _data(sizes, batch, seed=1):
     return x, np.eye(sizes[-1], dtype=np.float32)[y]
 
 
-def _time(fn, steps: int, repeat: int, budget_s: float = 4.0) -> float:
+def _time(fn, steps: int, repeat: int, block_s: float = 0.8) -> float:
+    """Median µs per call: the median over ``repeat`` blocks of each block's per-call median; a
+    block lasts about ``block_s`` (at most ``steps`` calls)."""
     t0 = time.perf_counter()
     for _ in range(10):
         fn()
     per_call = (time.perf_counter() - t0) / 10
-    steps = max(5, min(steps, int(budget_s / repeat / max(per_call, 1e-7))))  # slow workloads: fewer calls
+    count = max(5, min(steps, int(block_s / max(per_call, 1e-7))))
     meds = []
     for _ in range(repeat):
         ts = []
-        for _ in range(steps):
+        for _ in range(count):
             t0 = time.perf_counter()
             fn()
             ts.append(time.perf_counter() - t0)
@@ -245,43 +252,76 @@ def breakdown(step, args, n: int = 2000, budget_s: float = 4.0) -> dict[str, flo
     return {k: statistics.median(v) * 1e6 for k, v in samples.items()}
 
 
+MAKERS = {  # framework -> (training step maker, forward maker)
+    "ggmlgrad": (lambda sizes, batch: gg_step(sizes, batch)[0], gg_forward),
+    "jax": (jax_step, jax_forward),
+    "torch": (torch_step, torch_forward),
+}
+LABELS = [f"train {name} b{batch}" for name, _, batch in CONFIGS] + [f"forward {CONFIGS[2][0]} b1"]
+
+
+def measure(framework: str, steps: int, repeat: int) -> dict | None:
+    """µs per call of every workload for one framework (None when it is not installed)."""
+    make_step, make_forward = MAKERS[framework]
+    out = {}
+    try:
+        for (name, sizes, batch), label in zip(CONFIGS, LABELS):
+            out[label] = _time(make_step(sizes, batch), steps, repeat)
+        out[LABELS[-1]] = _time(make_forward(CONFIGS[2][1]), steps, repeat)
+    except ImportError:
+        return None
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=2000, help="most calls per block (a block lasts ~0.8 s)")
+    ap.add_argument("--repeat", type=int, default=3, help="blocks per workload in each process")
+    ap.add_argument("--rounds", type=int, default=3, help="processes per framework, taking turns")
     ap.add_argument("--breakdown", action="store_true")
+    ap.add_argument("--only", choices=sorted(MAKERS), help=argparse.SUPPRESS)  # a child process
     a = ap.parse_args()
+    if a.only:
+        print("RESULT " + json.dumps(measure(a.only, a.steps, a.repeat)))
+        return
     from ggmlgrad.runtime import executor_for, get_device, get_num_threads
     print(f"ggmlgrad {gg.__version__}; backends {executor_for(get_device()).backend_names}; "
           f"threads {get_num_threads() or 'auto'}; {os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}")
-    rows = []
-    steps_for_breakdown = []
-    for name, sizes, batch in CONFIGS:
-        run, step, args = gg_step(sizes, batch)
-        steps_for_breakdown.append((name, step, args))
-        t_gg = _time(run, a.steps, a.repeat)
-        j = _maybe(jax_step, sizes, batch)
-        t_j = _time(j, a.steps, a.repeat) if j else None
-        t = _maybe(torch_step, sizes, batch)
-        t_t = _time(t, a.steps, a.repeat) if t else None
-        rows.append((f"train {name} b{batch}", t_gg, t_j, t_t))
-    name, sizes, _ = CONFIGS[2]
-    t_gg = _time(gg_forward(sizes), a.steps, a.repeat)
-    j = _maybe(jax_forward, sizes)
-    t_j = _time(j, a.steps, a.repeat) if j else None
-    t = _maybe(torch_forward, sizes)
-    t_t = _time(t, a.steps, a.repeat) if t else None
-    rows.append((f"forward {name} b1", t_gg, t_j, t_t))
+    # Each framework runs in its own process, the processes taking turns round by round: in one
+    # process a framework's idle worker threads (OpenBLAS's, Eigen's, OpenMP's) spin on and slow
+    # the next framework, while taking turns spreads this VM's speed drift over every column.
+    runs: dict = {fw: [] for fw in MAKERS}
+    for _ in range(a.rounds):
+        for fw in MAKERS:
+            res = subprocess.run([sys.executable, __file__, "--only", fw, "--steps", str(a.steps),
+                                  "--repeat", str(a.repeat)], capture_output=True, text=True, check=True)
+            line = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+            got = json.loads(line[len("RESULT "):])
+            if got is not None:
+                runs[fw].append(got)
+    med = {fw: ({lb: statistics.median(r[lb] for r in rs) for lb in LABELS} if rs else None)
+           for fw, rs in runs.items()}
 
-    print(f"{'workload':<26}{'ggmlgrad µs':>12}{'jax jit µs':>12}{'torch µs':>12}{'gg/jax':>8}{'gg/torch':>9}")
-    for label, g, j, t in rows:
+    def spread(lb: str) -> str:
+        if not runs["jax"]:
+            return "-"
+        rs = [g[lb] / j[lb] for g, j in zip(runs["ggmlgrad"], runs["jax"])]
+        return f"{min(rs):.2f}-{max(rs):.2f}"
+
+    print(f"{'workload':<26}{'ggmlgrad µs':>12}{'jax jit µs':>12}{'torch µs':>12}{'gg/jax':>8}"
+          f"{'per round':>11}{'gg/torch':>9}")
+    for lb in LABELS:
+        g = med["ggmlgrad"][lb]
+        j = med["jax"][lb] if med["jax"] else None
+        t = med["torch"][lb] if med["torch"] else None
         fj = f"{j:12.1f}" if j else f"{'-':>12}"
         ft = f"{t:12.1f}" if t else f"{'-':>12}"
         rj = f"{g / j:8.2f}" if j else f"{'-':>8}"
         rt = f"{g / t:9.2f}" if t else f"{'-':>9}"
-        print(f"{label:<26}{g:12.1f}{fj}{ft}{rj}{rt}")
+        print(f"{lb:<26}{g:12.1f}{fj}{ft}{rj}{spread(lb):>11}{rt}")
     if a.breakdown:
-        for name, step, args in steps_for_breakdown:
+        for name, sizes, batch in CONFIGS:
+            _, step, args = gg_step(sizes, batch)
             st = breakdown(step, args)
             total = sum(st.values())
             print(f"\nreplay breakdown, train {name} (total {total:.1f} µs):")
