@@ -56,16 +56,48 @@ def test_thread_tuner_alternates_then_keeps_the_faster(monkeypatch):
     # each count's first compute is not counted; then 5 counted pairs
     assert picks.count(1) == picks.count(4) == 6
     assert t.choice == 4 and t.pick() == 4
+    close = threads.ThreadTuner(4)
+    while not close.choice:
+        n = close.pick()
+        close.record(n, 0.95 if n == 4 else 1.0)  # 4 threads only 5% faster: not worth the cores
+    assert close.choice == 1
     slow = threads.ThreadTuner(4)
     for _ in range(4):
         n = slow.pick()
         slow.record(n, 1.0 if n == 1 else (50.0 if n in slow._warm else 5.0))
-    assert slow.choice == 1  # a clear loser decides after one counted pair
+    assert slow.choice == 0  # one counted pair decides nothing: a single sample may be load
+    for _ in range(2):
+        n = slow.pick()
+        slow.record(n, 1.0 if n == 1 else 5.0)
+    assert slow.choice == 1  # a clear (3x) loser decides after two counted pairs
     first_slow = threads.ThreadTuner(4)
     for _ in range(4):  # a slow first compute (the pool starting) does not decide against threads
         n = first_slow.pick()
         first_slow.record(n, 100.0 if n not in first_slow._warm else (1.0 if n == 4 else 1.2))
     assert first_slow.choice == 0
+
+
+def test_thread_tuner_measures_again_after_a_while(monkeypatch):
+    """A choice made under a burst of load is re-measured: every _RETUNE_EVERY computes the tuner
+    alternates again, and the new median decides."""
+    monkeypatch.setattr(threads, "_override", None)
+    t = threads.ThreadTuner(2)
+    speed = {1: 1.0, 2: 0.5}  # at first 2 threads are faster
+
+    def run(n_computes):
+        for _ in range(n_computes):
+            n = t.pick()
+            t.record(n, speed[n])
+
+    run(12)
+    assert t.choice == 2
+    speed[2] = 1.6  # the load changed: now 1 thread is faster
+    run(threads._RETUNE_EVERY - 1)
+    assert t.choice == 2 and t.pick() == 2  # not yet
+    run(1)
+    assert t.choice == 0  # measuring again
+    run(10)
+    assert t.choice == 1
 
 
 def test_thread_tuner_only_for_heavy_cpu_graphs_and_obeys_the_override(monkeypatch):

@@ -55,6 +55,9 @@ def choose_threads(total_work: float, max_node_work: float) -> int:
 # matmul is 2 MFLOP): below it, a barrier per node costs more than the work saved.
 TRY_THREADS_WORK = 1_000_000
 _TRIALS = 5  # computes per candidate count
+_EARLY_PAIRS = 2      # a clear loser (3x slower) decides after this many counted pairs
+_RETUNE_EVERY = 500   # computes after a choice before measuring again (the load changes)
+_MANY_MUST_WIN = 0.9  # more threads are chosen only when their median is this much of one thread's
 
 
 class ThreadTuner:
@@ -63,10 +66,12 @@ class ThreadTuner:
     The work estimate cannot see the machine: a barrier per node makes threads a loss on busy
     or small machines and a win on idle ones. So the first computes alternate ``many`` threads
     and 1 (the first of each is not counted: it starts thread pools), and the faster median
-    wins (a clear loser decides after one counted pair).
+    wins, more threads only by 10% (a clear loser, 3x slower, decides after two counted pairs). The choice is measured
+    again every ``_RETUNE_EVERY`` computes: one made during a burst of load (a single slow
+    sample on a noisy VM once kept a 64x256 MLP step on 2 threads, 1.4x slower) must not last.
     """
 
-    __slots__ = ("many", "times_many", "times_one", "choice", "_warm")
+    __slots__ = ("many", "times_many", "times_one", "choice", "_warm", "_since")
 
     def __init__(self, many: int) -> None:
         self.many = many
@@ -74,6 +79,7 @@ class ThreadTuner:
         self.times_one: list[float] = []
         self.choice = 0  # 0 while measuring
         self._warm: set[int] = set()  # counts whose first compute (pool start, cold caches) was skipped
+        self._since = 0  # computes since the choice
 
     @classmethod
     def for_work(cls, max_node_work: float, device_kind: str = "cpu") -> "ThreadTuner | None":
@@ -90,7 +96,15 @@ class ThreadTuner:
         return 1 if len(self.times_one) <= len(self.times_many) else self.many
 
     def record(self, threads: int, seconds: float) -> None:
-        if self.choice or _override is not None:
+        if _override is not None:
+            return
+        if self.choice:
+            self._since += 1
+            if self._since >= _RETUNE_EVERY:
+                self._since = 0
+                self.choice = 0
+                self.times_many.clear()
+                self.times_one.clear()
             return
         if threads not in self._warm:
             self._warm.add(threads)
@@ -100,5 +114,6 @@ class ThreadTuner:
         if not many or len(many) != len(one):
             return
         m, o = sorted(many)[len(many) // 2], sorted(one)[len(one) // 2]
-        if len(many) >= _TRIALS or m > 2 * o or o > 2 * m:
-            self.choice = self.many if m < o else 1
+        if len(many) >= _TRIALS or (len(many) >= _EARLY_PAIRS and (m > 3 * o or o > 3 * m)):
+            # More threads must win clearly: they take cores the rest of the process may want.
+            self.choice = self.many if m < _MANY_MUST_WIN * o else 1
