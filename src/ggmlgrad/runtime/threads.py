@@ -66,9 +66,10 @@ class ThreadTuner:
     The work estimate cannot see the machine: a barrier per node makes threads a loss on busy
     or small machines and a win on idle ones. So the first computes alternate ``many`` threads
     and 1 (the first of each is not counted: it starts thread pools), and the faster median
-    wins, more threads only by 10% (a clear loser, 3x slower, decides after two counted pairs). The choice is measured
-    again every ``_RETUNE_EVERY`` computes: one made during a burst of load (a single slow
-    sample on a noisy VM once kept a 64x256 MLP step on 2 threads, 1.4x slower) must not last.
+    wins, more threads only by 10% (a clear loser, 3x slower, decides after two counted pairs).
+    The choice is measured again every ``_RETUNE_EVERY`` computes: one made during a burst of
+    load (a single slow sample on a noisy VM once kept a 64x256 MLP step on 2 threads, 1.4x
+    slower) must not last.
     """
 
     __slots__ = ("many", "times_many", "times_one", "choice", "_warm", "_since")
