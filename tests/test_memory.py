@@ -118,3 +118,20 @@ def test_garbage_collection_inside_the_pool_lock_does_not_deadlock():
     env = dict(os.environ, PYTHONPATH=src)
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "ok True", r.stderr
+
+
+@pytest.mark.parametrize("with_memcmp", [True, False], ids=["memcmp", "numpy"])
+def test_host_equal_compares_host_bytes(monkeypatch, with_memcmp):
+    """Capture decides what to re-send with host_equal; the NumPy fallback must agree with memcmp."""
+    from ggmlgrad._ggml import api
+    if not with_memcmp:
+        monkeypatch.setattr(api, "_memcmp", None)
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 255, 70_000).astype(np.uint8)
+    b = a.copy()
+    assert api.host_equal(a.ctypes.data, b.ctypes.data, a.nbytes)
+    for pos in (0, 4097, a.size - 1):
+        c = a.copy()
+        c[pos] ^= 1
+        assert not api.host_equal(a.ctypes.data, c.ctypes.data, a.nbytes)
+        assert api.host_equal(a.ctypes.data, c.ctypes.data, pos)  # the bytes before it are equal

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .._ggml import host_bytes, lib, write_ptr_field
+from .._ggml import host_bytes, host_equal, lib, write_ptr_field
 from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, COUNTERS, CaptureError, DType, bfloat16, float32,
                       modes, user_site)
 from ..engine.dtypes import bf16_to_f32, f32_to_bf16
@@ -85,7 +85,6 @@ class InputSlot:
         self.offset = 0
         self.nbytes = t.nbytes
         self.view: np.ndarray | None = None
-        self.sent: np.ndarray | None = None
 
 
 class _Guard:
@@ -370,18 +369,14 @@ class Inputs:
         self.valid = False  # nothing sent yet
         self.slots = slots
         # Slots start on 64-byte boundaries and padding stays zero in both copies, so each slot's
-        # span up to the next boundary compares as uint64 words.
-        stage64, sent64 = self.stage[:pos].view(np.uint64), self.sent[:pos].view(np.uint64)
+        # span up to the next boundary compares as one block of bytes (memcmp).
+        sent_addr = self.sent.ctypes.data
         self._spans = []
         for slot in slots:
             np_dt = slot.dtype.np_dtype
             slot.view = self.stage[slot.offset:slot.offset + slot.nbytes].view(np_dt).reshape(slot.shape)
             a, b = slot.offset, _align(slot.offset + slot.nbytes)
-            slot.sent = sent64[a // 8:b // 8]
-            st, se = stage64[a // 8:b // 8], slot.sent
-            # memoryview equality: fastest for small spans; np.array_equal (no copies) for large ones
-            small = b - a <= 8192
-            self._spans.append((a, b, memoryview(st) if small else st, memoryview(se) if small else se, small))
+            self._spans.append((a, b, self.stage_addr + a, sent_addr + a))
         self.args = [s for s in slots if s.kind == "arg"]
         self.noise = [s for s in slots if s.kind == "noise"]
         self.hparams = [s for s in slots if s.kind == "hparam"]
@@ -394,9 +389,8 @@ class Inputs:
         if not self.valid:
             lo, hi = 0, self.nbytes
         else:
-            equal = np.array_equal
-            for a, b, new, old, small in self._spans:
-                if (new != old) if small else not equal(new, old):
+            for a, b, new, old in self._spans:
+                if b > a and not host_equal(new, old, b - a):
                     if lo < 0:
                         lo = a
                     hi = b
