@@ -182,11 +182,15 @@ class Optimizer:
     # ------------------------------------------------------------------ grads
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop the gradients (``set_to_none``) or replace them by zeros (a graph op, no upload)."""
+        if set_to_none:
+            for group in self.param_groups:
+                for p in group["params"]:
+                    p.grad = None
+            return
         with no_grad():
             for p in self.flat_params():
-                if p.grad is None:
-                    continue
-                p.grad = None if set_to_none else op.fill_like(p.grad, c=0.0)
+                if p.grad is not None:
+                    p.grad = op.fill_like(p.grad, c=0.0)
 
     # ------------------------------------------------------------------ stepping
     def step(self, closure: Callable[[], Any] | None = None):
