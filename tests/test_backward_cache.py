@@ -117,7 +117,23 @@ def _matmul_precision_f32(steps):
     return seen
 
 
-@pytest.mark.parametrize("case", [_residual_shared_weight, _matmul_precision_f32])
+def _float16_weight_used_twice(steps):
+    """A float16 leaf reached by two paths: its gradients add in float32 (cast ops in the rules)."""
+    rng = np.random.default_rng(9)
+    w = gg.tensor(rng.standard_normal((4, 4)).astype(np.float32)).to("float16")
+    w.requires_grad_(True)
+    x = gg.tensor(rng.standard_normal((3, 4)).astype(np.float32))
+    seen = []
+    for _ in range(steps):
+        w.grad = None
+        with gg.graph_mode(True):
+            wf = w.float()
+            ((x @ wf).tanh().sum() + (x @ wf.T).sum()).backward()
+            seen.append([w.grad.numpy().astype(np.float32)])
+    return seen
+
+
+@pytest.mark.parametrize("case", [_residual_shared_weight, _matmul_precision_f32, _float16_weight_used_twice])
 def test_replayed_backward_equals_the_rules_run_every_time(cache, case):
     cached = _run(case, 4, True)
     assert cache.hits >= 2
