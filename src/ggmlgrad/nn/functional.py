@@ -48,7 +48,6 @@ __all__ = [
 ]
 
 _REDUCTIONS = ("none", "mean", "sum")
-_F32_LOWEST = float(np.finfo(np.float32).min)
 
 
 def _delegate(name: str):
@@ -455,7 +454,7 @@ def nll_loss(input: Tensor, target, weight: Tensor | None = None, ignore_index: 
             raise ValueError(f"nll_loss: weight must have shape ({c},), got {w.shape}")
         q = oh * w
     # -inf log-probabilities (masked classes) raised to float32's lowest: 0 * that is 0, not NaN.
-    loss = -(op.clamp(logp, lo=_F32_LOWEST) * q).sum(axis=-1)
+    loss = -(op.clamp(logp, lo=nn_ops.F32_LOWEST) * q).sum(axis=-1)
     if reduction == "mean":
         return loss.sum() / q.sum()
     return _reduce(loss, reduction)

@@ -246,14 +246,14 @@ def _sce_backward(g, n):
     return op.softmax_cross_entropy_backward(g, x, q), None
 
 
-_F32_LOWEST = -3.4028234663852886e38
+F32_LOWEST = -3.4028234663852886e38  # float32's lowest finite value
 
 
 def _finite_below(ctx, node: int) -> int:
     """``node`` with -inf raised to float32's lowest finite value (a private copy: ggml_clamp
     works in place). A masked logit (-inf) times a zero target weight is then 0, not NaN, as in
     torch, which gathers the target instead of multiplying; NaN and +inf still propagate."""
-    return lib.clamp(ctx, lib.dup(ctx, node), _F32_LOWEST, float("inf"))
+    return lib.clamp(ctx, lib.dup(ctx, node), F32_LOWEST, float("inf"))
 
 
 def _sce_rows(ctx, nodes, shape: tuple):
