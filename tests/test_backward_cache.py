@@ -20,10 +20,11 @@ def cache():
     c = tape._BACKWARD
     c.entries.clear()
     c.enabled = True
-    c.hits = 0
+    c.hits = c.misses_in_row = c.paused = 0
     yield c
     c.entries.clear()
     c.enabled = True
+    c.misses_in_row = c.paused = 0
 
 
 def _params(seed=0, sizes=(5, 16, 3)):
@@ -241,3 +242,34 @@ def test_two_batch_sizes_keep_two_entries(cache):
                 for p, g in zip(params, want):
                     np.testing.assert_allclose(p.grad.numpy(), g, rtol=1e-4, atol=1e-6)
     assert len(cache.entries) == 2 and cache.hits >= 2
+
+
+def test_keying_pauses_when_backward_passes_never_repeat(cache, monkeypatch):
+    """A graph that changes every step never hits: after MISSES_BEFORE_PAUSE misses in a row the
+    cache stops keying for PAUSE calls (gradients stay right), then tries again."""
+    keyed = []
+    real_key = cache.key
+    monkeypatch.setattr(cache, "key", lambda *a: keyed.append(1) or real_key(*a))
+    x = gg.tensor(np.arange(1.0, 5.0, dtype=np.float32), requires_grad=True)
+    n_calls = cache.MISSES_BEFORE_PAUSE + 5
+    for k in range(n_calls):
+        x.grad = None
+        with gg.graph_mode(True):
+            y = x
+            for _ in range(k + 1):  # a longer chain every call: never the same backward
+                y = y * 1.5
+            y.sum().backward()
+            np.testing.assert_allclose(x.grad.numpy(), np.full(4, 1.5 ** (k + 1)), rtol=1e-6)
+    assert len(keyed) == cache.MISSES_BEFORE_PAUSE and cache.hits == 0
+    assert cache.paused == cache.PAUSE - 5
+    # A repeating backward still replays once the pause is over.
+    cache.paused = 0
+    xa, ya = _data()
+    params = _params()
+    for _ in range(3):
+        for p in params:
+            p.grad = None
+        with gg.graph_mode(True):
+            _loss(gg.tensor(xa), gg.tensor(ya), params).backward()
+            params[0].grad.numpy()  # a sync point: the next step starts from an empty queue
+    assert cache.hits >= 1

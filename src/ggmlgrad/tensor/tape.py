@@ -99,7 +99,7 @@ def run_backward(root, gradient, retain_graph: bool = False) -> None:
     # The engine lock for the whole pass: another thread's ops must not land between the mark
     # and the segment (they would be replayed as this backward's), nor before a replay.
     with ENGINE.lock:
-        mark = ENGINE.lazy_mark() if _BACKWARD.enabled else None
+        mark = ENGINE.lazy_mark() if _BACKWARD.wants_key() else None
         key = targets = None
         if mark is not None:
             key, targets = _BACKWARD.key(mark, root, gradient, order, retain_graph)
@@ -108,7 +108,9 @@ def run_backward(root, gradient, retain_graph: bool = False) -> None:
                 if entry is not None:
                     _BACKWARD.replay(entry, order, targets, retain_graph, root.device)
                     _BACKWARD.hits += 1
+                    _BACKWARD.misses_in_row = 0
                     return
+                _BACKWARD.missed()
         ran = _run_rules(root, gradient, order, retain_graph)
         if key is not None:
             _BACKWARD.store(key, mark, ran, targets)
@@ -199,11 +201,32 @@ class _BackwardCache:
     """
 
     MAX_ENTRIES = 32
+    # Keying costs time linear in the queue and the tape. When backward passes never repeat (a
+    # graph that changes every step), MISSES_BEFORE_PAUSE misses in a row pause keying for
+    # PAUSE backward calls, so such workloads pay for it on a few calls only.
+    MISSES_BEFORE_PAUSE = 8
+    PAUSE = 64
 
     def __init__(self) -> None:
         self.entries: dict = {}
         self.enabled = True  # tests compare against the rules run every time
         self.hits = 0
+        self.misses_in_row = 0
+        self.paused = 0  # backward calls still to run without keying
+
+    def wants_key(self) -> bool:
+        if not self.enabled:
+            return False
+        if self.paused:
+            self.paused -= 1
+            return False
+        return True
+
+    def missed(self) -> None:
+        self.misses_in_row += 1
+        if self.misses_in_row >= self.MISSES_BEFORE_PAUSE:
+            self.misses_in_row = 0
+            self.paused = self.PAUSE
 
     def key(self, mark: tuple, root, gradient, order: list[Node], retain_graph: bool):
         """(key, tensors that may receive .grad in walk order), or (None, None) when not cacheable."""
