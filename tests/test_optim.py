@@ -94,27 +94,39 @@ CASES = [
 ]
 
 
-@MODES
-@pytest.mark.parametrize("name,cls,ref_cls,kw", CASES, ids=[c[0] for c in CASES])
-def test_trajectory_100_steps_vs_reference(name, cls, ref_cls, kw, graph):
-    x, y, w0, b0 = _problem()
-    ref = ref_cls(**{k: v for k, v in kw.items() if k != "fused"})
+def _train_vs_reference(cls, ref, kw, steps, graph, seed=0, before_step=None):
+    """``steps`` optimizer steps on the least-squares problem and the same steps of the float64
+    reference ``ref``; ``before_step(step, opt, ref)`` may change options first. Returns
+    (opt, w, got w, got b, reference w, reference b, initial w)."""
+    x, y, w0, b0 = _problem(seed)
     rw, rb = w0.astype(np.float64), b0.astype(np.float64)
     with gg.graph_mode(graph):
         xt, yt = gg.tensor(x), gg.tensor(y)
         w, b = gg.tensor(w0, requires_grad=True), gg.tensor(b0, requires_grad=True)
         opt = cls([w, b], **kw)
-        for step in range(100):
-            if step == 50:                      # lr changed mid-run: no rebuild, just a new value
-                for g in opt.param_groups:
-                    g["lr"] *= 0.3
-                ref.o["lr"] *= 0.3
+        for step in range(steps):
+            if before_step is not None:
+                before_step(step, opt, ref)
             opt.zero_grad()
             _loss(xt, yt, w, b).backward()
             opt.step()
             gw, gb = _ref_grads(x.astype(np.float64), y.astype(np.float64), rw, rb)
             rw, rb = ref.step(0, rw, gw), ref.step(1, rb, gb)
         got_w, got_b = w.numpy(), b.numpy()
+    return opt, w, got_w, got_b, rw, rb, w0
+
+
+@MODES
+@pytest.mark.parametrize("name,cls,ref_cls,kw", CASES, ids=[c[0] for c in CASES])
+def test_trajectory_100_steps_vs_reference(name, cls, ref_cls, kw, graph):
+    def lower_lr(step, opt, ref):
+        if step == 50:                      # lr changed mid-run: no rebuild, just a new value
+            for g in opt.param_groups:
+                g["lr"] *= 0.3
+            ref.o["lr"] *= 0.3
+
+    ref = ref_cls(**{k: v for k, v in kw.items() if k != "fused"})
+    opt, w, got_w, got_b, rw, rb, w0 = _train_vs_reference(cls, ref, kw, 100, graph, before_step=lower_lr)
     assert opt.state[w]["step"] == 100
     scale = max(1.0, float(np.abs(rw - w0).max()))
     np.testing.assert_allclose(got_w, rw, atol=2e-5 * scale, rtol=1e-4)
@@ -135,23 +147,12 @@ SWITCHES = [  # (optimizer, reference, options, {step: option changes}): structu
 def test_option_changes_mid_run_change_the_update(cls, ref_cls, kw, switches, graph):
     """The per-step update layout is cached per structure: an option that changes the update's
     form (L2 decay on, maximize, momentum on, nesterov) must take effect at the next step."""
-    x, y, w0, b0 = _problem(3)
-    ref = ref_cls(**kw)
-    rw, rb = w0.astype(np.float64), b0.astype(np.float64)
-    with gg.graph_mode(graph):
-        xt, yt = gg.tensor(x), gg.tensor(y)
-        w, b = gg.tensor(w0, requires_grad=True), gg.tensor(b0, requires_grad=True)
-        opt = cls([w, b], **kw)
-        for step in range(90):
-            for k, v in switches.get(step, {}).items():
-                opt.param_groups[0][k] = v
-                ref.o[k] = v
-            opt.zero_grad()
-            _loss(xt, yt, w, b).backward()
-            opt.step()
-            gw, gb = _ref_grads(x.astype(np.float64), y.astype(np.float64), rw, rb)
-            rw, rb = ref.step(0, rw, gw), ref.step(1, rb, gb)
-        got_w, got_b = w.numpy(), b.numpy()
+    def switch(step, opt, ref):
+        for k, v in switches.get(step, {}).items():
+            opt.param_groups[0][k] = v
+            ref.o[k] = v
+
+    _, _, got_w, got_b, rw, rb, _ = _train_vs_reference(cls, ref_cls(**kw), kw, 90, graph, seed=3, before_step=switch)
     np.testing.assert_allclose(got_w, rw, atol=5e-5, rtol=1e-4)
     np.testing.assert_allclose(got_b, rb, atol=5e-5, rtol=1e-4)
 
