@@ -38,6 +38,7 @@ from . import modes
 from .array import COMPUTED, FAILED, PENDING, Array, ggml_ne
 from .counters import COUNTERS
 from .errors import GraphError, PendingError
+from .flat import FlatNode
 from .plans import GRAPH_PLANS, OP_PLANS, Plan, Uncacheable, freeze_params
 
 # Set by autograd while it builds gradient nodes (they are labelled "backward" in errors);
@@ -197,7 +198,8 @@ class Engine:
             if a._epoch == self.epoch:
                 if a._node < 0:  # recorded, not built yet: build the queue so far
                     self._materialize()
-                return a._node
+                n = a._node
+                return n if type(n) is not FlatNode else n.shaped(self.ctx)
             # Its queue is gone (taken by a failed or interrupted drain): the node may be freed.
             raise PendingError(a._error or "ggmlgrad: this tensor's queued graph was discarded; it has no value")
         if st == FAILED:
@@ -506,6 +508,9 @@ class Engine:
                     prec_token = modes._precision.set(prec)
                 self._room()
                 nodes = [built[x.index] if type(x) is _Pending else self.node_of(x) for x in inputs]
+                for i, n in enumerate(nodes):
+                    if type(n) is FlatNode:
+                        nodes[i] = n.shaped(self.ctx)
                 if standin is None:  # an update (record_update): in-place writes
                     ctx = self.ctx
                     for target, node in build(ctx, nodes, inputs, **params):

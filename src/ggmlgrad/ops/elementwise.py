@@ -46,11 +46,11 @@ def _binary_builder(fn, commutative: bool):
     return forward
 
 
-define("add", infer=_infer_binary("add"),
+define("add", elementwise=True, infer=_infer_binary("add"),
        backward=lambda g, n: (g, g))(_binary_builder(lib.add, True))
-define("sub", infer=_infer_binary("sub"),
+define("sub", elementwise=True, infer=_infer_binary("sub"),
        backward=lambda g, n: (g, op.neg(g)))(_binary_builder(lib.sub, False))
-define("mul", infer=_infer_binary("mul"),
+define("mul", elementwise=True, infer=_infer_binary("mul"),
        backward=lambda g, n: (op.mul(g, n.inputs[1]), op.mul(g, n.inputs[0])))(_binary_builder(lib.mul, True))
 
 
@@ -61,7 +61,7 @@ def _div_backward(g, n):
     return ga, gb
 
 
-define("div", infer=_infer_binary("div"), backward=_div_backward)(_binary_builder(lib.div, False))
+define("div", elementwise=True, infer=_infer_binary("div"), backward=_div_backward)(_binary_builder(lib.div, False))
 
 
 # ---------------------------------------------------------------- scalar forms (no upload: constants are op params)
@@ -75,26 +75,26 @@ def _infer_unary(name):
     return infer
 
 
-@define("scale", infer=_infer_unary("scale"), backward=lambda g, n: op.scale(g, c=n.params["c"]))
+@define("scale", elementwise=True, infer=_infer_unary("scale"), backward=lambda g, n: op.scale(g, c=n.params["c"]))
 def _scale(ctx, nodes, inputs, out, c):
     """x * c"""
     return lib.scale(ctx, nodes[0], float(c))
 
 
-@define("add_scalar", infer=_infer_unary("add_scalar"), backward=lambda g, n: g)
+@define("add_scalar", elementwise=True, infer=_infer_unary("add_scalar"), backward=lambda g, n: g)
 def _add_scalar(ctx, nodes, inputs, out, c):
     """x + c"""
     return lib.scale_bias(ctx, nodes[0], 1.0, float(c))
 
 
-@define("rdiv_scalar", infer=_infer_unary("rdiv_scalar"), save_output=True,
+@define("rdiv_scalar", elementwise=True, infer=_infer_unary("rdiv_scalar"), save_output=True,
         backward=lambda g, n: op.neg(op.div(op.mul(g, n.output), n.inputs[0])))
 def _rdiv_scalar(ctx, nodes, inputs, out, c):
     """c / x"""
     return lib.div(ctx, lib.fill(ctx, nodes[0], float(c)), nodes[0])
 
 
-@define("fill_like", infer=lambda a, c: (a.shape, a.dtype if a.dtype.is_float else float32), differentiable=False)
+@define("fill_like", elementwise=True, infer=lambda a, c: (a.shape, a.dtype if a.dtype.is_float else float32), differentiable=False)
 def _fill_like(ctx, nodes, inputs, out, c):
     """A tensor of ``a``'s shape filled with ``c`` (built on the device: no upload); float16/bfloat16
     inputs give a result of their own dtype, int32 inputs a float32 one."""
@@ -107,7 +107,7 @@ def _fill_like(ctx, nodes, inputs, out, c):
 
 # ---------------------------------------------------------------- unary math
 def _unary(name, fn, backward, save_output=False):
-    define(name, infer=_infer_unary(name), backward=backward, save_output=save_output)(
+    define(name, infer=_infer_unary(name), backward=backward, save_output=save_output, elementwise=True)(
         lambda ctx, nodes, inputs, out: fn(ctx, nodes[0]))
 
 
@@ -143,7 +143,7 @@ def _int_power(ctx, x, k: int):
     return result
 
 
-@define("pow_scalar", infer=_infer_unary("pow_scalar"), backward=_pow_scalar_backward)
+@define("pow_scalar", elementwise=True, infer=_infer_unary("pow_scalar"), backward=_pow_scalar_backward)
 def _pow_scalar(ctx, nodes, inputs, out, p):
     """x ** p (p a Python number). Integer p (|p| <= 64) multiplies (NumPy's results for negative x,
     zero and inf); other p use exp(p log x), so negative x gives NaN as in NumPy."""
@@ -174,7 +174,7 @@ def _pow_backward(g, n):
     return ga, gb
 
 
-@define("pow", infer=_infer_binary("pow"), backward=_pow_backward, save_output=True)
+@define("pow", elementwise=True, infer=_infer_binary("pow"), backward=_pow_backward, save_output=True)
 def _pow(ctx, nodes, inputs, out):
     """a ** b for tensors (a > 0 for real results)."""
     na, nb = nodes
@@ -194,7 +194,7 @@ def _cast_backward(g, n):
     return op.cast(g, dtype=n.inputs[0].dtype) if n.inputs[0].dtype.is_float else None
 
 
-@define("cast", infer=_infer_cast, backward=_cast_backward)
+@define("cast", elementwise=True, infer=_infer_cast, backward=_cast_backward)
 def _cast(ctx, nodes, inputs, out, dtype):
     """Convert to another dtype. ggml's CPU copy has no float16/bfloat16 ↔ int32 kernels (it aborts):
     those go through float32. float → int32 truncates toward zero."""
@@ -311,7 +311,7 @@ def _cmp_builder(kind):
 
 
 for _kind in _CMP_KINDS:
-    define(_kind, infer=_infer_cmp(_kind), differentiable=False,
+    define(_kind, infer=_infer_cmp(_kind), differentiable=False, elementwise=True,
            doc=f"elementwise a {_kind} b as float32 0/1 (no gradient)")(_cmp_builder(_kind))
 
 
@@ -324,7 +324,7 @@ def _infer_cmp_scalar(a, kind, c):
     return a.shape, float32
 
 
-@define("compare_scalar", infer=_infer_cmp_scalar, differentiable=False)
+@define("compare_scalar", elementwise=True, infer=_infer_cmp_scalar, differentiable=False)
 def _compare_scalar(ctx, nodes, inputs, out, kind, c):
     """x <kind> c for a Python number c (an op parameter: nothing is uploaded)."""
     x = _as_f32(ctx, nodes[0], inputs[0].dtype)
@@ -353,7 +353,7 @@ def _infer_clamp_backward(g, x, lo=None, hi=None):
     return x.shape, float32
 
 
-@define("clamp_backward", infer=_infer_clamp_backward, differentiable=False)
+@define("clamp_backward", elementwise=True, infer=_infer_clamp_backward, differentiable=False)
 def _clamp_backward_op(ctx, nodes, inputs, out, lo=None, hi=None):
     """g where lo <= x <= hi (torch.clamp's inclusive rule), else 0; lo > hi: 0 everywhere."""
     g, x = nodes
@@ -368,7 +368,7 @@ def _clamp_backward_op(ctx, nodes, inputs, out, lo=None, hi=None):
     return lib.mul(ctx, g, mask)
 
 
-@define("clamp", infer=_infer_clamp, backward=_clamp_backward)
+@define("clamp", elementwise=True, infer=_infer_clamp, backward=_clamp_backward)
 def _clamp(ctx, nodes, inputs, out, lo=None, hi=None):
     """min(max(x, lo), hi) like torch.clamp (lo > hi gives hi everywhere); gradient flows where
     lo <= x <= hi. NaN inputs come out clamped (ggml's MIN/MAX), not NaN."""
@@ -410,7 +410,7 @@ def _infer_minmax_backward(g, a, b, sign):
     return g.shape, float32
 
 
-@define("minmax_backward", infer=_infer_minmax_backward, differentiable=False)
+@define("minmax_backward", elementwise=True, infer=_infer_minmax_backward, differentiable=False)
 def _minmax_backward_op(ctx, nodes, inputs, out, sign):
     """g * (0.5 + 0.5*sign*sgn(a - b)): the share of maximum's (sign 1) / minimum's (-1) gradient for a."""
     g, na, nb = nodes
@@ -419,9 +419,9 @@ def _minmax_backward_op(ctx, nodes, inputs, out, sign):
     return lib.mul(ctx, g, lib.scale_bias(ctx, lib.sgn(ctx, d), 0.5 * float(sign), 0.5))
 
 
-define("maximum", infer=_infer_binary("maximum"), backward=_minmax_backward(1.0),
+define("maximum", elementwise=True, infer=_infer_binary("maximum"), backward=_minmax_backward(1.0),
        doc="elementwise max with broadcasting; equal values share the gradient 0.5/0.5")(_minmax_builder("gt"))
-define("minimum", infer=_infer_binary("minimum"), backward=_minmax_backward(-1.0),
+define("minimum", elementwise=True, infer=_infer_binary("minimum"), backward=_minmax_backward(-1.0),
        doc="elementwise min with broadcasting; equal values share the gradient 0.5/0.5")(_minmax_builder("lt"))
 
 
@@ -444,7 +444,7 @@ def _cond01(ctx, node, cond, shape):
     return nonzero01(ctx, full_node(ctx, _as_f32(ctx, node, cond.dtype), cond.shape, shape))
 
 
-@define("where", infer=_infer_where, backward=_where_backward)
+@define("where", elementwise=True, infer=_infer_where, backward=_where_backward)
 def _where(ctx, nodes, inputs, out, finite=False):
     """a where cond is non-zero, else b (broadcasting all three). An inf or NaN in the branch not
     taken never leaks into the result (see select_node); ``finite=True`` (internal) skips that care."""
@@ -469,7 +469,7 @@ def _where_scalar_backward(g, n):
     return None, op.where_scalar(cond, g, c=0.0, tensor_if_true=side, finite=True)
 
 
-@define("where_scalar", infer=_infer_where_scalar, backward=_where_scalar_backward)
+@define("where_scalar", elementwise=True, infer=_infer_where_scalar, backward=_where_scalar_backward)
 def _where_scalar(ctx, nodes, inputs, out, c, tensor_if_true=True, finite=False):
     """where(cond, x, c) (or where(cond, c, x) with tensor_if_true=False) for a Python number c:
     the constant is built on the device, and only the tensor branch needs the inf/NaN care."""

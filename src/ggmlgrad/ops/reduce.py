@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .._ggml import consts, lib
 from ..engine import float32, int32
-from .build import expand, owned, permute, reshape, shape_only, sum_to
+from .build import expand, owned, permute, repeat_one, reshape, shape_only, sum_to
 from .elementwise import FLT_MAX, branch_parts, select_node
 from .registry import define, op, same_float
 from .shapes import norm_axes, norm_axis, numel
@@ -97,6 +97,10 @@ def _infer_expand_as(a, like):
 def _expand_as(ctx, nodes, inputs, out):
     a = inputs[0]
     src = nodes[0]
+    if numel(a.shape) == 1 and numel(out.shape) > 1:
+        r = repeat_one(ctx, reshape(ctx, src, ()), out.shape)
+        if r is not None:
+            return r
     if len(a.shape) != len(out.shape):
         src = reshape(ctx, src, (1,) * (len(out.shape) - len(a.shape)) + tuple(a.shape))
     r = expand(ctx, src, out.shape if a.shape == out.shape else (0,), out.shape)
@@ -313,6 +317,7 @@ def logsumexp_parts(ctx, node, shape: tuple, axes: tuple):
     idx = lib.reshape_2d(ctx, lib.argmax(ctx, mat), 1, k)
     m = lib.get_rows(ctx, lib.reshape_3d(ctx, mat, 1, r, k), idx)
     top = lib.get_rows(ctx, lib.reshape_3d(ctx, lib.soft_max(ctx, mat), 1, r, k), idx)
+    top = lib.reshape_1d(ctx, top, k)  # k rows of 1 element cost ggml a loop step each
     return reshape(ctx, m, kept), reshape(ctx, lib.neg(ctx, lib.log(ctx, top)), kept)
 
 

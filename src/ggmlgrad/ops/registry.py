@@ -19,6 +19,7 @@ import dataclasses
 from typing import Any, Callable
 
 from ..engine import DType, float32
+from .build import row_merged
 
 
 @dataclasses.dataclass
@@ -37,13 +38,18 @@ class OpDef:
 REGISTRY: dict[str, OpDef] = {}
 
 
-def define(name: str, *, infer, backward=None, work=None, save_output=False, differentiable=True, doc=""):
-    """Decorator registering ``forward`` under ``name``."""
+def define(name: str, *, infer, backward=None, work=None, save_output=False, differentiable=True, doc="",
+           elementwise=False):
+    """Decorator registering ``forward`` under ``name``.
+
+    ``elementwise``: the builder treats every element alike once its tensor inputs have the
+    result's shape, so such calls are built on merged rows (:func:`.build.row_merged`). The
+    decorated function itself stays as written (other builders call it directly)."""
     def deco(forward):
         if name in REGISTRY:
             raise RuntimeError(f"op {name!r} defined twice")
-        REGISTRY[name] = OpDef(name, infer, forward, backward, work, save_output,
-                               differentiable=differentiable, doc=doc or (forward.__doc__ or ""))
+        REGISTRY[name] = OpDef(name, infer, row_merged(forward) if elementwise else forward, backward, work,
+                               save_output, differentiable=differentiable, doc=doc or (forward.__doc__ or ""))
         return forward
     return deco
 

@@ -1,0 +1,139 @@
+"""Elementwise ops on merged rows (ops.build.row_merged, engine.flat.FlatNode).
+
+An elementwise op over short rows is built on rows of up to 8192 elements; its result node has
+the merged shape and consumers see it through a reshape view. Values and gradients must be what
+the unmerged ops give: NumPy float64 references, in eager mode, graph mode (cached plans too)
+and captures.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import ggmlgrad as gg
+from ggmlgrad._ggml import InitParams, TensorStruct, consts, lib
+from ggmlgrad.engine.flat import FlatNode
+from ggmlgrad.ops.build import merged_shape
+from ggmlgrad.ops.registry import REGISTRY
+
+
+@pytest.mark.parametrize("shape, merged", [
+    ((256, 8), (1, 2048)),
+    ((3, 5), (1, 15)),
+    ((2, 3, 4), (1, 24)),
+    ((4096, 4), (2, 8192)),     # rows stay at most 8192 long: threads split rows
+    ((8193, 1), (3, 2731)),     # the longest row that divides the element count
+    ((7, 2000), None),          # long rows already amortise the per-row cost
+    ((64,), None),              # one row
+    ((5, 1), (1, 5)),
+])
+def test_merged_shape(shape, merged):
+    assert merged_shape(shape) == merged
+
+
+def test_an_elementwise_builder_returns_a_merged_node():
+    ctx = lib.init(InitParams(1 << 16, None, True))
+    try:
+        a = lib.new_tensor_2d(ctx, consts.TYPE_F32, 8, 256)
+        b = lib.new_tensor_2d(ctx, consts.TYPE_F32, 8, 256)
+        spec = SimpleNamespace(shape=(256, 8), dtype=gg.float32, device=None, ndim=2)
+        node = REGISTRY["mul"].forward(ctx, [a, b], [spec, spec], spec)
+        assert type(node) is FlatNode
+        assert list(TensorStruct.from_address(node).ne) == [2048, 1, 1, 1]
+        assert list(TensorStruct.from_address(node.shaped(ctx)).ne) == [8, 256, 1, 1]
+        # broadcasting calls build as written
+        c = lib.new_tensor_2d(ctx, consts.TYPE_F32, 8, 1)
+        bias = SimpleNamespace(shape=(1, 8), dtype=gg.float32, device=None, ndim=2)
+        plain = REGISTRY["add"].forward(ctx, [a, c], [spec, bias], spec)
+        assert type(plain) is not FlatNode
+    finally:
+        lib.free(ctx)
+
+
+def _chain(x, w, t):
+    """Merged elementwise results feeding matmul, reductions along both axes, a transpose and
+    a broadcast: each consumer reads the merged node through its reshape view."""
+    h = (x * 2.0 + x.tanh()).relu()           # merged: scale, tanh, add, relu
+    m = gg.where(h > 0.5, h, h * h)           # merged compare / where
+    z = m @ w
+    return ((z - t).square().sum(axis=1) + m.sum(axis=0).sum() + m.T.sum(axis=0).mean()).sum()
+
+
+def _chain_numpy(x, w, t):
+    h = np.maximum(x * 2.0 + np.tanh(x), 0)
+    m = np.where(h > 0.5, h, h * h)
+    z = m @ w
+    return (((z - t) ** 2).sum(axis=1) + m.sum(axis=0).sum() + m.T.sum(axis=0).mean()).sum()
+
+
+def _chain_grads_numpy(x, w, t):
+    pre = x * 2.0 + np.tanh(x)
+    h = np.maximum(pre, 0)
+    m = np.where(h > 0.5, h, h * h)
+    z = m @ w
+    n = x.shape[0]
+    gz = 2 * (z - t)
+    gm = gz @ w.T + n + 1.0           # the two scalar terms are broadcast over n rows, then summed
+    gw = m.T @ gz
+    gh = gm * np.where(h > 0.5, 1.0, 2 * h)
+    gpre = gh * (pre > 0)
+    gx = gpre * (2.0 + 1 - np.tanh(x) ** 2)
+    return gx, gw
+
+
+def _data(rows=64, cols=8, seed=0):
+    r = np.random.default_rng(seed)
+    return (r.standard_normal((rows, cols)), r.standard_normal((cols, 3)) * 0.5, r.standard_normal((rows, 3)))
+
+
+@pytest.mark.parametrize("rows, cols", [(64, 8), (3, 5), (4096, 3)])
+def test_values_and_gradients_match_numpy(graph, rows, cols):
+    x64, w64, t64 = _data(rows, cols)
+    for _ in range(3):  # graph mode: the third drain runs the cached plan
+        x = gg.tensor(x64.astype(np.float32), requires_grad=True)
+        w = gg.tensor(w64.astype(np.float32), requires_grad=True)
+        loss = _chain(x, w, gg.tensor(t64.astype(np.float32)))
+        loss.backward()
+        ref = _chain_numpy(x64, w64, t64)
+        np.testing.assert_allclose(loss.item(), ref, rtol=1e-5)
+        gx, gw = _chain_grads_numpy(x64, w64, t64)
+        np.testing.assert_allclose(x.grad.numpy(), gx, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(w.grad.numpy(), gw, rtol=1e-4, atol=1e-3)
+
+
+def test_capture_replays_merged_nodes():
+    x64, w64, t64 = _data(256, 8)
+    w = gg.tensor(w64.astype(np.float32))
+    f = gg.capture(lambda x, t: (_chain(x, w, t), (x * x).relu()))
+    for seed in (1, 2, 3):
+        xs, _, ts = _data(256, 8, seed)
+        loss, sq = f(xs.astype(np.float32), ts.astype(np.float32))
+        np.testing.assert_allclose(loss, _chain_numpy(xs, w64, ts), rtol=1e-5)
+        np.testing.assert_allclose(sq, np.maximum(xs * xs, 0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("cols", [8, 40])   # 8: exp on merged rows; 40: ggml_soft_max
+def test_log_softmax_gradient_on_narrow_and_wide_rows(graph, cols):
+    r = np.random.default_rng(3)
+    x64 = r.standard_normal((32, cols)) * 3
+    q64 = r.standard_normal((32, cols))
+    x = gg.tensor(x64.astype(np.float32), requires_grad=True)
+    (gg.log_softmax(x, axis=-1) * gg.tensor(q64.astype(np.float32))).sum().backward()
+    p = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    expected = q64 - p * q64.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(256, 8), (7, 13), (5,)])
+def test_scalar_gradient_spread_over_a_tensor(graph, shape):
+    r = np.random.default_rng(4)
+    x64 = r.standard_normal(shape)
+    q64 = r.standard_normal(shape)
+    x = gg.tensor(x64.astype(np.float32), requires_grad=True)
+    (x.sum() * 3.0 * (x * gg.tensor(q64.astype(np.float32))).mean()).backward()
+    s, mq = x64.sum(), (x64 * q64).mean()
+    expected = 3.0 * mq + 3.0 * s * q64 / x64.size
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-4, atol=1e-4)
