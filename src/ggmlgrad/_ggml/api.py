@@ -111,6 +111,7 @@ _REGISTRY = {
     "ggml_backend_load": "p:s", "ggml_backend_load_all_from_path": "v:s",
 }
 _CPU = {"ggml_backend_cpu_set_n_threads": "v:pi", "ggml_backend_cpu_init": "p:"}
+_CPU_FEATURES = {"ggml_cpu_has_avx512": "i:", "ggml_cpu_has_avx2": "i:", "ggml_cpu_has_avx": "i:"}
 
 
 def _declare(cdll: ctypes.CDLL, table: dict[str, str], ns: SimpleNamespace, optional: bool = False) -> None:
@@ -142,10 +143,23 @@ def _build() -> tuple[SimpleNamespace, LibraryInfo]:
     _declare(base, _BASE, ns)
     _declare(reg, _REGISTRY, ns)
     _declare(cpu, _CPU, ns)
+    _declare(cpu, _CPU_FEATURES, ns, optional=True)
     return ns, info
 
 
 lib, info = _build()
+
+
+def _simd_floats() -> int:
+    """float32 lanes of the widest vectors the loaded CPU backend was built for (4: SSE, NEON...)."""
+    for name, lanes in (("cpu_has_avx512", 16), ("cpu_has_avx2", 8), ("cpu_has_avx", 8)):
+        fn = getattr(lib, name, None)
+        if fn is not None and fn():
+            return lanes
+    return 4
+
+
+SIMD_FLOATS = _simd_floats()
 
 
 def tensor_struct(ptr: int) -> TensorStruct:

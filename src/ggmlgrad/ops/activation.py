@@ -1,7 +1,7 @@
 """Activations and softmax family."""
 from __future__ import annotations
 
-from .._ggml import lib
+from .._ggml import SIMD_FLOATS, lib
 from ..engine import float32
 from ..engine.flat import FlatNode
 from .build import merged_op, permute
@@ -219,7 +219,6 @@ def _softplus(ctx, nodes, inputs, out, beta=1.0, threshold=20.0):
 
 
 # ---------------------------------------------------------------- softmax family along any axis
-_SIMD_ROW = 16   # rows at least this long fill ggml_soft_max's widest vector chunks
 def _infer_softmax(name):
     def infer(a, axis=-1):
         same_float(name, a)
@@ -282,8 +281,8 @@ def _log_softmax_backward_op(ctx, nodes, inputs, out, axis=-1):
     total = sum_kept(ctx, g, shape, kept)
     # exp(y) is the softmax. ggml_soft_max(y) computes it with a vectorised exp, but only in whole
     # SIMD chunks (16 lanes with AVX-512): shorter rows run scalar, and then one exp over merged
-    # rows is faster (256 rows of 8: 4.5 µs against 13.7).
-    if ax == len(shape) - 1 and shape[-1] >= _SIMD_ROW:
+    # rows is faster (AVX-512 build, 256 rows of 8: 4.5 µs against 13.7).
+    if ax == len(shape) - 1 and shape[-1] >= SIMD_FLOATS:
         p = lib.soft_max(ctx, y)
     else:
         p = merged_op(ctx, lib.exp, (y,), shape)
