@@ -2,6 +2,10 @@
 and only as many as the load average leaves free."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import numpy as np
 import pytest
 
 import ggmlgrad as gg
@@ -116,20 +120,68 @@ def test_threads_go_to_the_accelerator_or_the_cpu_never_both(monkeypatch):
     from ggmlgrad.runtime import executor as ex_mod
     calls = []
     monkeypatch.setattr(ex_mod.lib, "backend_cpu_set_n_threads", lambda b, n: calls.append(("cpu", n)))
+    monkeypatch.setattr(ex_mod, "_use_pool", lambda b, n: calls.append(("pool", n)))
     ex = ex_mod.Executor.__new__(ex_mod.Executor)
     ex.cpu_backend, ex.threads, ex._thread_config = 1, 0, (0, 0)
     ex.thread_setters = [(2, lambda b, n: calls.append(("blas", n)))]
     ex.set_threads(2, True)
-    assert calls == [("cpu", 1), ("blas", 2)]
+    assert calls == [("pool", 1), ("cpu", 1), ("blas", 2)]
     calls.clear()
     ex.set_threads(2, False)   # a graph with no accelerator node: the CPU gets the threads
-    assert calls == [("cpu", 2), ("blas", 1)]
+    assert calls == [("pool", 2), ("cpu", 2), ("blas", 1)]
     calls.clear()
     ex.set_threads(2, False)   # unchanged: no ggml call
     assert calls == []
     ex.set_threads(2)          # unknown: assume the accelerator does the heavy work
-    assert calls == [("cpu", 1), ("blas", 2)]
+    assert calls == [("pool", 1), ("cpu", 1), ("blas", 2)]
     calls.clear()
     ex.thread_setters = []     # no accelerator: the CPU gets them
     ex.set_threads(2)
-    assert calls == [("cpu", 2)]
+    assert calls == [("pool", 2), ("cpu", 2)]
+
+
+def _cpu_chain(x):
+    """CPU-only ops (a BLAS backend would take matmuls, and then the CPU runs on one thread)."""
+    return ((x * x - x).relu() + x.tanh()).sum(axis=0)
+
+
+def test_cpu_threadpools_persist_per_thread_count_and_give_numpy_values():
+    from ggmlgrad.runtime import executor as ex_mod
+    x64 = np.linspace(-1, 1, 128 * 128).reshape(128, 128)
+    expected = (np.maximum(x64 * x64 - x64, 0) + np.tanh(x64)).sum(axis=0)
+    x = gg.tensor(x64.astype(np.float32))
+    pools = {}
+    try:
+        for n in (1, 2, 1, 2):
+            gg.set_num_threads(n)
+            np.testing.assert_allclose(_cpu_chain(x).numpy(), expected, rtol=1e-5, atol=1e-5)
+            cpu = ex_mod.executor_for(gg.get_device()).cpu_backend
+            pool = ex_mod._POOLS.get((cpu, n))
+            if pool is None:  # a ggml without the threadpool API computes with disposable pools
+                assert not hasattr(ex_mod.lib, "threadpool_new")
+                continue
+            assert pools.setdefault(n, pool) == pool   # created once, then reused
+    finally:
+        gg.set_num_threads(None)
+    if hasattr(ex_mod.lib, "threadpool_new"):
+        assert len(pools) == 2 and pools[1] != pools[2]
+
+
+_FORK_CHILD = """
+import os, signal, sys, numpy as np, ggmlgrad as gg
+gg.set_num_threads(2)
+x = gg.tensor(np.full((256, 256), 2, dtype=np.float32))
+assert float((x * x).sum()) == 4.0 * 256 * 256         # the parent's 2-thread pool exists now
+pid = os.fork()
+if pid == 0:
+    signal.alarm(20)   # a child stuck waiting for workers dies instead of spinning on after the test
+    ok = float((x * x + 1).sum()) == 5.0 * 256 * 256   # the child has no pool workers: it must not wait for them
+    os._exit(0 if ok else 3)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_forked_child_computes_with_threads():
+    r = subprocess.run([sys.executable, "-c", _FORK_CHILD], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -111,6 +111,8 @@ _REGISTRY = {
     "ggml_backend_load": "p:s", "ggml_backend_load_all_from_path": "v:s",
 }
 _CPU = {"ggml_backend_cpu_set_n_threads": "v:pi", "ggml_backend_cpu_init": "p:"}
+_THREADPOOL_BASE = {"ggml_threadpool_params_init": "v:pi"}
+_THREADPOOL_CPU = {"ggml_threadpool_new": "p:p", "ggml_threadpool_free": "v:p", "ggml_backend_cpu_set_threadpool": "v:pp"}
 _CPU_FEATURES = {"ggml_cpu_has_avx512": "i:", "ggml_cpu_has_avx2": "i:", "ggml_cpu_has_avx": "i:"}
 
 
@@ -144,10 +146,30 @@ def _build() -> tuple[SimpleNamespace, LibraryInfo]:
     _declare(reg, _REGISTRY, ns)
     _declare(cpu, _CPU, ns)
     _declare(cpu, _CPU_FEATURES, ns, optional=True)
+    _declare(base, _THREADPOOL_BASE, ns, optional=True)
+    _declare(cpu, _THREADPOOL_CPU, ns, optional=True)
     return ns, info
 
 
 lib, info = _build()
+
+
+class _ThreadpoolParams(ctypes.Structure):
+    """Mirror of ``struct ggml_threadpool_params`` (ggml 0.20, GGML_MAX_N_THREADS = 512)."""
+    _fields_ = [("cpumask", ctypes.c_bool * 512), ("n_threads", ctypes.c_int), ("prio", ctypes.c_int),
+                ("poll", ctypes.c_uint32), ("strict_cpu", ctypes.c_bool), ("paused", ctypes.c_bool)]
+
+
+def new_threadpool(n_threads: int) -> int:
+    """A persistent ggml CPU threadpool of ``n_threads`` (0 when this ggml lacks the API). Its
+    workers sleep between graphs instead of spinning (poll 0): on a small machine a spinning
+    worker takes the core that Python, or another framework, needs."""
+    if not hasattr(lib, "threadpool_new"):
+        return 0
+    params = _ThreadpoolParams()
+    lib.threadpool_params_init(ctypes.addressof(params), n_threads)
+    params.poll = 0
+    return lib.threadpool_new(ctypes.addressof(params)) or 0
 
 
 def _simd_floats() -> int:

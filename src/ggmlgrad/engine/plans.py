@@ -114,8 +114,9 @@ class OwnedGraph:
         ex = self.executor
         tuner = self.tuner
         if tuner is None:
-            if ex.threads != threads:
-                ex.set_threads(threads, self.accelerated)
+            # set_threads itself skips ggml calls when nothing changes; the thread count alone
+            # is not enough to compare (the split between BLAS and CPU depends on the graph)
+            ex.set_threads(threads, self.accelerated)
             return lib.backend_sched_graph_compute(self.sched, self.graph)
         threads = tuner.pick()
         ex.set_threads(threads, self.accelerated)
