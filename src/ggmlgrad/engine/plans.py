@@ -182,6 +182,9 @@ class Plan(OwnedGraph):
         self.views = tuple(views)
         self.leaf_cells = tuple(pointer_cells(n) if n else None for n in leaves)
         self.out_cells = tuple(pointer_cells(n) for n in outs)
+        self.base_cells = self.leaf_cells + self.out_cells
+        self._bound_data = [0] * len(self.base_cells)  # what run() last bound, per leaf/output
+        self._bound_buf = [0] * len(self.base_cells)
         try:
             self.allocate()
         except BaseException:
@@ -192,21 +195,31 @@ class Plan(OwnedGraph):
         self.ctxs = ctxs  # owned from here on (a failed plan leaves them to the caller)
 
     def run(self, leaf_storages, out_storages, threads: int) -> int:
-        """Compute into ``out_storages`` from ``leaf_storages``; returns the ggml status."""
-        for cells, s in zip(self.leaf_cells, leaf_storages):
-            if cells is not None:
-                cells[0].value = s.data
-                cells[1].value = s.buffer
-        for (d, b), s in zip(self.out_cells, out_storages):
-            d.value = s.data
-            b.value = s.buffer
-        if self.views:
-            bases = list(leaf_storages)
-            bases.extend(out_storages)
+        """Compute into ``out_storages`` from ``leaf_storages``; returns the ggml status.
+
+        Only tensors whose memory moved since the last run are rebound (parameters, optimizer
+        state and recycled output blocks mostly stay where they were: ~0.3 µs per rebinding)."""
+        bases = list(leaf_storages)
+        bases.extend(out_storages)
+        bound_data, bound_buf, cells = self._bound_data, self._bound_buf, self.base_cells
+        moved = None
+        for i, s in enumerate(bases):
+            data, buf = s.data, s.buffer
+            if data != bound_data[i] or buf != bound_buf[i]:
+                c = cells[i]
+                if c is not None:
+                    c[0].value = data
+                    c[1].value = buf
+                bound_data[i], bound_buf[i] = data, buf
+                if moved is None:
+                    moved = set()
+                moved.add(i)
+        if moved is not None and self.views:
             for d, b, base, offs in self.views:
-                s = bases[base]
-                d.value = s.data + offs
-                b.value = s.buffer
+                if base in moved:
+                    s = bases[base]
+                    d.value = s.data + offs
+                    b.value = s.buffer
         return self.compute(threads)
 
 
