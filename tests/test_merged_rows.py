@@ -137,3 +137,36 @@ def test_scalar_gradient_spread_over_a_tensor(graph, shape):
     s, mq = x64.sum(), (x64 * q64).mean()
     expected = 3.0 * mq + 3.0 * s * q64 / x64.size
     np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+def _softmax_nodes_of_forward_and_backward() -> int:
+    """How many SOFT_MAX nodes a log_softmax forward and its backward build into one graph."""
+    from ggmlgrad.ops.registry import REGISTRY
+    ctx = lib.init(InitParams(1 << 20, None, True))
+    try:
+        spec = SimpleNamespace(shape=(16, 40), dtype=gg.float32, device=None, ndim=2)
+        x = lib.new_tensor_2d(ctx, consts.TYPE_F32, 40, 16)
+        g = lib.new_tensor_2d(ctx, consts.TYPE_F32, 40, 16)
+        y = REGISTRY["log_softmax"].forward(ctx, [x], [spec], spec, axis=-1)
+        d = REGISTRY["log_softmax_backward"].forward(ctx, [g, y], [spec, spec], spec, axis=-1)
+        graph = lib.new_graph_custom(ctx, 256, False)
+        lib.build_forward_expand(graph, d)
+        return sum(lib.op_desc(lib.graph_node(graph, i)) == b"SOFT_MAX" for i in range(lib.graph_n_nodes(graph)))
+    finally:
+        lib.free(ctx)
+
+
+def test_log_softmax_backward_reuses_the_forward_softmax_in_the_same_graph(graph, monkeypatch):
+    from ggmlgrad.ops import activation
+    r = np.random.default_rng(5)
+    x64, q64 = r.standard_normal((16, 40)) * 4, r.standard_normal((16, 40))
+    p = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    expected = q64 - p * q64.sum(axis=1, keepdims=True)
+    for reuse in (True, False):
+        if not reuse:
+            monkeypatch.setattr(activation, "saved_node", lambda node, name: 0)
+        x = gg.tensor(x64.astype(np.float32), requires_grad=True)
+        (gg.log_softmax(x, axis=-1) * gg.tensor(q64.astype(np.float32))).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-5, atol=1e-5)
+        assert _softmax_nodes_of_forward_and_backward() == (1 if reuse else 2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from .._ggml import SIMD_FLOATS, lib
 from ..engine import float32
 from ..engine.flat import FlatNode
-from .build import merged_op, permute
+from .build import SavedNode, merged_op, permute, reshape, saved_node
 from .elementwise import branch_parts, select_node
 from .reduce import logsumexp_parts, sum_kept
 from .registry import define, op, same_float
@@ -279,15 +279,18 @@ def _log_softmax_backward_op(ctx, nodes, inputs, out, axis=-1):
     ax = axis % len(shape)
     kept = tuple(1 if i == ax else d for i, d in enumerate(shape))
     total = sum_kept(ctx, g, shape, kept)
-    # exp(y) is the softmax. ggml_soft_max(y) computes it with a vectorised exp, but only in whole
-    # SIMD chunks (16 lanes with AVX-512): shorter rows run scalar, and then one exp over merged
-    # rows is faster (AVX-512 build, 256 rows of 8: 4.5 µs against 13.7).
-    if ax == len(shape) - 1 and shape[-1] >= SIMD_FLOATS:
-        p = lib.soft_max(ctx, y)
-    else:
-        p = merged_op(ctx, lib.exp, (y,), shape)
-        if type(p) is FlatNode:
-            p = p.shaped(ctx)
+    # exp(y) is the softmax: the forward's own when it is in this graph. Otherwise ggml_soft_max(y)
+    # computes it with a vectorised exp, but only in whole SIMD chunks (16 lanes with AVX-512):
+    # shorter rows run scalar, and then one exp over merged rows is faster (AVX-512 build, 256
+    # rows of 8: 4.5 µs against 13.7).
+    p = saved_node(y, "softmax")
+    if not p:
+        if ax == len(shape) - 1 and shape[-1] >= SIMD_FLOATS:
+            p = lib.soft_max(ctx, y)
+        else:
+            p = merged_op(ctx, lib.exp, (y,), shape)
+            if type(p) is FlatNode:
+                p = p.shaped(ctx)
     return merged_op(ctx, lib.sub, (g, lib.mul(ctx, p, total)), shape)
 
 
@@ -298,5 +301,8 @@ def _log_softmax(ctx, nodes, inputs, out, axis=-1):
     ax = norm_axis("log_softmax", axis, a.ndim)
     if a.ndim == 0:
         return lib.scale(ctx, nodes[0], 0.0)
-    m, logsum = logsumexp_parts(ctx, nodes[0], a.shape, (ax,))
-    return lib.sub(ctx, lib.sub(ctx, nodes[0], m), logsum)
+    m, logsum, p = logsumexp_parts(ctx, nodes[0], a.shape, (ax,))
+    y = lib.sub(ctx, lib.sub(ctx, nodes[0], m), logsum)
+    if ax != a.ndim - 1:
+        return y
+    return SavedNode(y, softmax=reshape(ctx, p, a.shape))   # rows of x itself: exp(y) in y's layout

@@ -6,6 +6,22 @@ from ..engine.flat import FlatNode
 from .shapes import ne as _ne
 
 
+class SavedNode(int):
+    """An op's result node that carries nodes its builder made on the way (``saved``: name → node),
+    for a backward builder of the SAME graph to reuse instead of computing them again. A node that
+    enters a later graph as a leaf is a plain int: backward builders then compute what they need."""
+
+    def __new__(cls, node: int, **saved: int):
+        self = super().__new__(cls, node)
+        self.saved = saved
+        return self
+
+
+def saved_node(node: int, name: str) -> int:
+    """``name`` saved on ``node`` by its op's builder (see :class:`SavedNode`), else 0."""
+    return node.saved.get(name, 0) if type(node) is SavedNode else 0
+
+
 def is_view(node: int) -> bool:
     return bool(TensorStruct.from_address(node).view_src)
 

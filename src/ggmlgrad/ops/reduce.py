@@ -305,7 +305,8 @@ def _var(ctx, nodes, inputs, out, axis=None, correction=1, keepdim=False):
 
 
 def logsumexp_parts(ctx, node, shape: tuple, axes: tuple):
-    """(m, log(sum(exp(x - m)))) over ``axes``, both in the kept shape (reduced axes as size 1).
+    """(m, log(sum(exp(x - m))), softmax) over ``axes``: m and the log-sum in the kept shape
+    (reduced axes as size 1), the softmax as K rows of the R reduced elements.
 
     m is the row max (argmax + gather). The log-sum comes from ggml_soft_max (vectorised exp):
     at the max position softmax is exactly exp(0)/sum, so log(sum) = -log(softmax[argmax]); a
@@ -316,9 +317,10 @@ def logsumexp_parts(ctx, node, shape: tuple, axes: tuple):
     mat, r, k = _rows_last(ctx, node, shape, axes)
     idx = lib.reshape_2d(ctx, lib.argmax(ctx, mat), 1, k)
     m = lib.get_rows(ctx, lib.reshape_3d(ctx, mat, 1, r, k), idx)
-    top = lib.get_rows(ctx, lib.reshape_3d(ctx, lib.soft_max(ctx, mat), 1, r, k), idx)
+    p = lib.soft_max(ctx, mat)
+    top = lib.get_rows(ctx, lib.reshape_3d(ctx, p, 1, r, k), idx)
     top = lib.reshape_1d(ctx, top, k)  # k rows of 1 element cost ggml a loop step each
-    return reshape(ctx, m, kept), reshape(ctx, lib.neg(ctx, lib.log(ctx, top)), kept)
+    return reshape(ctx, m, kept), reshape(ctx, lib.neg(ctx, lib.log(ctx, top)), kept), p
 
 
 def _logsumexp_backward(g, n):
@@ -360,7 +362,7 @@ def _reduce_backward(ctx, nodes, inputs, out, kind, axis=None, correction=1):
 def _logsumexp(ctx, nodes, inputs, out, axis=None, keepdim=False):
     """log(sum(exp(x))) over all or given axes, numerically stable."""
     a = inputs[0]
-    m, logsum = logsumexp_parts(ctx, nodes[0], a.shape, _axes_of("logsumexp", axis, a.ndim))
+    m, logsum, _ = logsumexp_parts(ctx, nodes[0], a.shape, _axes_of("logsumexp", axis, a.ndim))
     # Rows whose max is ±inf: the result is that max (all -inf → -inf, any +inf → +inf), as torch.
     finite = lib.scale_bias(ctx, lib.step(ctx, lib.scale_bias(ctx, lib.abs(ctx, m), 1.0, -FLT_MAX)), -1.0, 1.0)
     r = select_node(ctx, finite, branch_parts(ctx, lib.add(ctx, logsum, m)), branch_parts(ctx, m))
