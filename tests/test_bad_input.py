@@ -127,6 +127,14 @@ CALLS = [
      lambda: gg.ops.op.softmax_cross_entropy_backward(f(2), a23, a23, unit_rows=True)),
     ("sce_backward gradient not scalar", "V",
      lambda: gg.ops.op.softmax_cross_entropy_backward(f(2), a23, a23, mean=True, unit_rows=True)),
+    ("sce_index targets not int32", "T", lambda: gg.ops.op.softmax_cross_entropy_index_mean(a23, f(2))),
+    ("sce_index targets wrong shape", "V", lambda: gg.ops.op.softmax_cross_entropy_index_mean(a34, i32[:2])),
+    ("sce_index logits int32", "T", lambda: gg.ops.op.softmax_cross_entropy_index_mean(i32, i32)),
+    ("sce_index ignore_index not int", "T",
+     lambda: gg.ops.op.softmax_cross_entropy_index_mean(a34, i32, ignore_index=1.5)),
+    ("sce_index_backward gradient not scalar", "V",
+     lambda: gg.ops.op.softmax_cross_entropy_index_backward(f(3), a34, i32, f())),
+    ("cross_entropy target shape", "V", lambda: gg.nn.functional.cross_entropy(a34, i32[:2])),
 ]
 
 only = set(sys.argv[2:])

@@ -51,10 +51,11 @@ def test_demo_reaches_95_percent(demo_runs, mode):
 
 
 def test_demo_graph_computes_per_step(demo_runs):
-    """Graph mode and capture: forward+backward, then Adam (2 computes); eager: one per op."""
+    """Graph mode and capture: forward+backward, then Adam (2 computes); eager: one per op (the
+    MLP's forward, loss, gradient and update ops: 19 in all)."""
     last = {mode: demo_runs[mode][0][-1][3] for mode in MODES}
     assert last["capture"] == 2 and last["graph"] == 2, last
-    assert last["eager"] >= 20, last
+    assert last["eager"] >= 9 * last["graph"], last
 
 
 def test_demo_modes_train_the_same_model(demo_runs):

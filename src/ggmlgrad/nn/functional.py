@@ -375,15 +375,20 @@ def _check_targets(fn: str, target: Tensor, num_classes: int, ignore_index: int)
         raise IndexError(f"{fn}: target {int(bad[0])} is out of bounds for {num_classes} classes")
 
 
-def _class_targets(fn: str, logits: Tensor, target, ignore_index: int):
-    """(one-hot targets (..., C), target tensor) for integer class targets."""
+def _class_index(fn: str, logits: Tensor, target, ignore_index: int) -> Tensor:
+    """Integer class targets as a checked int32 tensor of the logits' leading shape."""
     target = _index(target)
     expect = tuple(logits.shape[:-1])
     if tuple(target.shape) != expect:
         raise ValueError(f"{fn}: target shape {target.shape} does not match the input (expected {expect})")
-    c = logits.shape[-1]
-    _check_targets(fn, target, c, ignore_index)
-    return op.one_hot(target, num_classes=c, ignore_index=ignore_index)
+    _check_targets(fn, target, logits.shape[-1], ignore_index)
+    return target
+
+
+def _class_targets(fn: str, logits: Tensor, target, ignore_index: int):
+    """One-hot targets (..., C) for integer class targets."""
+    target = _class_index(fn, logits, target, ignore_index)
+    return op.one_hot(target, num_classes=logits.shape[-1], ignore_index=ignore_index)
 
 
 def cross_entropy(input: Tensor, target, weight: Tensor | None = None, ignore_index: int = -100,
@@ -409,6 +414,10 @@ def cross_entropy(input: Tensor, target, weight: Tensor | None = None, ignore_in
     if w is not None and tuple(w.shape) != (c,):
         raise ValueError(f"cross_entropy: weight must have shape ({c},), got {w.shape}")
     if is_class:
+        if reduction == "mean" and w is None and label_smoothing == 0.0:
+            # the common case as one op: no one-hot tensor of its own in the queue
+            idx = _class_index("cross_entropy", logits, target, ignore_index)
+            return op.softmax_cross_entropy_index_mean(logits, idx, ignore_index=ignore_index)
         oh = _class_targets("cross_entropy", logits, target, ignore_index)
         q = oh
         if label_smoothing > 0.0:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .._ggml import consts, lib
 from ..engine import float32, int32
-from .build import expand, owned, permute, reshape
+from .build import SavedNode, expand, owned, permute, reshape, saved_node
 from .registry import define, op, same_device, same_float
 from .shapes import check_ndim, numel
 
@@ -316,6 +316,17 @@ def _infer_sce_backward(g, x, q, mean=False, unit_rows=False):
     return x.shape, float32
 
 
+def _unit_rows_mean_backward(ctx, g, nx, nq, denom, rows: int) -> int:
+    """Gradient of sum(row losses) / denom for targets whose rows sum to 1 or 0, as (rows, c).
+
+    Row sums s in {0, 1}: softmax * s - q = (softmax - q) * s, and ggml's fused
+    CROSS_ENTROPY_LOSS_BACK is (softmax - q) * c / rows for a scalar c."""
+    c_node = lib.scale(ctx, lib.div(ctx, reshape(ctx, g, (1, 1)), denom), float(rows))
+    d = lib.cross_entropy_loss_back(ctx, c_node, nx, nq)  # (grad, logits, labels): ggml.h's comment is wrong
+    s_rows = lib.sum_rows(ctx, nq)  # (rows, 1), repeated to full rows: a column broadcast is a slow path
+    return lib.mul(ctx, d, lib.repeat(ctx, s_rows, d))
+
+
 @define("softmax_cross_entropy_backward", infer=_infer_sce_backward, differentiable=False,
         work=lambda g, x, q, **p: 6.0 * numel(x.shape))
 def _softmax_cross_entropy_backward(ctx, nodes, inputs, out, mean=False, unit_rows=False):
@@ -325,12 +336,7 @@ def _softmax_cross_entropy_backward(ctx, nodes, inputs, out, mean=False, unit_ro
     nx = reshape(ctx, nodes[1], (rows, c))
     nq = reshape(ctx, nodes[2], (rows, c))
     if unit_rows:
-        # Row sums s in {0, 1}: softmax * s - q = (softmax - q) * s, and ggml's fused
-        # CROSS_ENTROPY_LOSS_BACK is (softmax - q) * c / rows for a scalar c.
-        c_node = lib.scale(ctx, lib.div(ctx, reshape(ctx, nodes[0], (1, 1)), lib.sum(ctx, nq)), float(rows))
-        d = lib.cross_entropy_loss_back(ctx, c_node, nx, nq)  # (grad, logits, labels): ggml.h's comment is wrong
-        s_rows = lib.sum_rows(ctx, nq)  # (rows, 1), repeated to full rows: a column broadcast is a slow path
-        return owned(ctx, lib.mul(ctx, d, lib.repeat(ctx, s_rows, d)), x.shape)
+        return owned(ctx, _unit_rows_mean_backward(ctx, nodes[0], nx, nq, lib.sum(ctx, nq), rows), x.shape)
     d = lib.sub(ctx, lib.mul(ctx, lib.soft_max(ctx, nx), lib.sum_rows(ctx, nq)), nq)
     if mean:
         scale = lib.div(ctx, reshape(ctx, nodes[0], (1, 1)), lib.sum(ctx, nq))
@@ -361,9 +367,13 @@ def _eq_const(ctx, node, c: float) -> int:
 @define("one_hot", infer=_infer_one_hot, differentiable=False)
 def _one_hot(ctx, nodes, inputs, out, num_classes, ignore_index=None):
     """Row i is e_{idx[i]}; indices outside [0, C) or equal to ``ignore_index`` give a zero row."""
-    n = max(numel(inputs[0].shape), 1)
-    c = num_classes
-    t = lib.cast(ctx, reshape(ctx, nodes[0], (n, 1)), consts.TYPE_F32)       # (n, 1)
+    return owned(ctx, one_hot_rows(ctx, nodes[0], max(numel(inputs[0].shape), 1), num_classes, ignore_index),
+                 out.shape)
+
+
+def one_hot_rows(ctx, idx, n: int, c: int, ignore_index=None) -> int:
+    """The one-hot rows (n, c) of ``n`` int32 indices (see one_hot), as a builder-made node."""
+    t = lib.cast(ctx, reshape(ctx, idx, (n, 1)), consts.TYPE_F32)            # (n, 1)
     tt = lib.repeat_4d(ctx, t, c, n, 1, 1)                                    # (n, c)
     cols = lib.arange(ctx, 0.0, float(c), 1.0)                                # (c,), broadcast by sub
     diff = lib.abs(ctx, lib.sub(ctx, tt, cols))
@@ -371,7 +381,67 @@ def _one_hot(ctx, nodes, inputs, out, num_classes, ignore_index=None):
     if ignore_index is not None and 0 <= ignore_index < c:
         keep = lib.scale_bias(ctx, _eq_const(ctx, t, float(ignore_index)), -1.0, 1.0)
         oh = lib.mul(ctx, oh, lib.repeat(ctx, keep, oh))
-    return owned(ctx, oh, out.shape)
+    return oh
+
+
+# ---------------------------------------------------------------- cross-entropy against class indices
+def _infer_sce_index(x, idx, ignore_index=None):
+    same_device("softmax_cross_entropy_index_mean", x, idx)
+    same_float("softmax_cross_entropy_index_mean", x)
+    if idx.dtype is not int32:
+        raise TypeError(f"softmax_cross_entropy_index_mean: targets must be int32, got {idx.dtype.name}")
+    _no_empty("softmax_cross_entropy_index_mean", x, idx)
+    if x.ndim == 0 or tuple(idx.shape) != tuple(x.shape[:-1]):
+        raise ValueError(f"softmax_cross_entropy_index_mean: logits {x.shape} need targets of shape "
+                         f"{x.shape[:-1]}, got {idx.shape}")
+    if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
+        raise TypeError(f"softmax_cross_entropy_index_mean: ignore_index must be an int or None, got {ignore_index!r}")
+    return (), float32
+
+
+def _sce_index_backward(g, n):
+    x, idx = n.inputs
+    return op.softmax_cross_entropy_index_backward(g, x, idx, n.output, **n.params), None
+
+
+@define("softmax_cross_entropy_index_mean", infer=_infer_sce_index, backward=_sce_index_backward,
+        save_output=True, work=lambda x, idx, **p: 6.0 * numel(x.shape))
+def _sce_index_mean(ctx, nodes, inputs, out, ignore_index=None):
+    """Cross-entropy against class indices, averaged over the counted rows (targets outside
+    [0, C) or equal to ``ignore_index`` count in neither sum): one op for what cross_entropy's
+    class path would otherwise queue as one_hot + softmax_cross_entropy_mean. The result node
+    carries the one-hot rows and their count for a backward in the same graph."""
+    shape = inputs[0].shape
+    c, rows = shape[-1], _rows(shape)
+    nx = _finite_below(ctx, reshape(ctx, nodes[0], (rows, c)))
+    nq = one_hot_rows(ctx, nodes[1], rows, c, ignore_index)
+    denom = lib.sum(ctx, nq)
+    total = lib.scale(ctx, lib.cross_entropy_loss(ctx, nx, nq), float(rows))
+    return SavedNode(owned(ctx, lib.div(ctx, total, denom), ()), onehot=nq, count=denom)
+
+
+def _infer_sce_index_backward(g, x, idx, loss, ignore_index=None):
+    _infer_sce_index(x, idx, ignore_index)
+    same_float("softmax_cross_entropy_index_backward", g, loss)
+    if g.shape != () or loss.shape != ():
+        raise ValueError(f"softmax_cross_entropy_index_backward: gradient {g.shape} and loss {loss.shape} "
+                         f"must be scalars")
+    return x.shape, float32
+
+
+@define("softmax_cross_entropy_index_backward", infer=_infer_sce_index_backward, differentiable=False,
+        work=lambda g, x, idx, loss, **p: 6.0 * numel(x.shape))
+def _sce_index_backward_op(ctx, nodes, inputs, out, ignore_index=None):
+    """g * (softmax(x) - onehot) / count on counted rows, 0 on the others (the loss's node, when
+    it is in this graph, already holds the one-hot rows and their count)."""
+    shape = inputs[1].shape
+    c, rows = shape[-1], _rows(shape)
+    nx = reshape(ctx, nodes[1], (rows, c))
+    nq, denom = saved_node(nodes[3], "onehot"), saved_node(nodes[3], "count")
+    if not nq:
+        nq = one_hot_rows(ctx, nodes[2], rows, c, ignore_index)
+        denom = lib.sum(ctx, nq)
+    return owned(ctx, _unit_rows_mean_backward(ctx, nodes[0], nx, nq, denom, rows), shape)
 
 
 # ---------------------------------------------------------------- binary cross-entropy with logits

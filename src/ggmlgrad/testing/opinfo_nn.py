@@ -114,6 +114,21 @@ def _one_hot_samples(r):
             Sample((np.array([0, 1, 2, 1], np.int32),), {"num_classes": 3, "ignore_index": 1})]
 
 
+def _sce_index_samples(r):
+    return [Sample((3 * r.standard_normal((6, 5)), np.array([0, 4, 2, 2, 1, 3], np.int32)), nondiff=(1,)),
+            Sample((3 * r.standard_normal((2, 3, 4)), np.array([[0, 3, -100], [1, 1, 2]], np.int32)),
+                   {"ignore_index": -100}, nondiff=(1,)),
+            Sample((3 * r.standard_normal((5, 3)), np.array([0, 1, 2, 1, 0], np.int32)), {"ignore_index": 1},
+                   nondiff=(1,)),
+            Sample((3 * r.standard_normal((4,)), np.array(2, np.int32)), nondiff=(1,))]
+
+
+def ref_sce_index(x, idx, ignore_index=None):
+    c = x.shape[-1]
+    q = ref_one_hot(idx, c, ignore_index)
+    return ref_sce(x, q).sum() / q.sum()
+
+
 def ref_one_hot(idx, num_classes, ignore_index=None):
     idx = np.asarray(idx)
     out = (idx[..., None] == np.arange(num_classes)).astype(np.float64)
@@ -138,4 +153,8 @@ register(
            lambda x, q: ref_sce(x, q).sum() / q.sum(), _sce_unit_samples, atol=2e-5),
     OpInfo("bce_with_logits", ("bce_with_logits",), op.bce_with_logits, ref_bce, _bce_samples),
     OpInfo("one_hot", ("one_hot",), lambda i, **p: op.one_hot(i, **p), ref_one_hot, _one_hot_samples, grad=False),
+    OpInfo("softmax_cross_entropy_index_mean",
+           ("softmax_cross_entropy_index_mean", "softmax_cross_entropy_index_backward"),
+           lambda x, i, **p: op.softmax_cross_entropy_index_mean(x, i, **p), ref_sce_index, _sce_index_samples,
+           atol=2e-5),
 )
