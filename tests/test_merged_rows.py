@@ -170,3 +170,26 @@ def test_log_softmax_backward_reuses_the_forward_softmax_in_the_same_graph(graph
         (gg.log_softmax(x, axis=-1) * gg.tensor(q64.astype(np.float32))).sum().backward()
         np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-5, atol=1e-5)
         assert _softmax_nodes_of_forward_and_backward() == (1 if reuse else 2)
+
+
+@pytest.mark.parametrize("n, d_in, d_out", [(256, 16, 8), (3, 4, 5), (64, 8, 200)])
+def test_linear_bias_added_on_merged_rows(graph, n, d_in, d_out):
+    """linear's bias joins its output on merged rows for narrow outputs (< 128 wide): values and
+    gradients of a two-layer chain against NumPy."""
+    r = np.random.default_rng(6)
+    x64, w64, b64 = r.standard_normal((n, d_in)), r.standard_normal((d_out, d_in)), r.standard_normal(d_out)
+    v64 = r.standard_normal((3, d_out))
+    x = gg.tensor(x64.astype(np.float32), requires_grad=True)
+    w = gg.tensor(w64.astype(np.float32), requires_grad=True)
+    b = gg.tensor(b64.astype(np.float32), requires_grad=True)
+    v = gg.tensor(v64.astype(np.float32))
+    h = gg.linear(x, w, b)
+    out = gg.linear(h.relu(), v)
+    (out * out).sum().backward()
+    h64 = x64 @ w64.T + b64
+    out64 = np.maximum(h64, 0) @ v64.T
+    np.testing.assert_allclose(h.numpy(), h64, rtol=1e-4, atol=1e-4)
+    gh = (2 * out64 @ v64) * (h64 > 0)
+    np.testing.assert_allclose(b.grad.numpy(), gh.sum(0), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(w.grad.numpy(), gh.T @ x64, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(x.grad.numpy(), gh @ w64, rtol=1e-4, atol=1e-3)

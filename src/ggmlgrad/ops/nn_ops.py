@@ -12,11 +12,13 @@ flash_attn_ext" in ggml 0.20 and does not take a mask.
 """
 from __future__ import annotations
 
-from .._ggml import consts, lib
+from .._ggml import TensorStruct, consts, lib
 from ..engine import float32, int32
-from .build import SavedNode, expand, owned, permute, reshape, saved_node
+from ..engine.flat import FlatNode
+from .build import SavedNode, expand, merged_op, owned, permute, reshape, saved_node
 from .registry import define, op, same_device, same_float
 from .shapes import check_ndim, numel
+from .shapes import ne as _ne
 
 #: Use ggml_flash_attn_ext for the attention forward (else matmul + softmax).
 FLASH_ATTENTION = True
@@ -316,15 +318,18 @@ def _infer_sce_backward(g, x, q, mean=False, unit_rows=False):
     return x.shape, float32
 
 
-def _unit_rows_mean_backward(ctx, g, nx, nq, denom, rows: int) -> int:
-    """Gradient of sum(row losses) / denom for targets whose rows sum to 1 or 0, as (rows, c).
+def _unit_rows_mean_backward(ctx, g, nx, nq, denom, shape: tuple) -> int:
+    """Gradient of sum(row losses) / denom for targets whose rows sum to 1 or 0, as the logits'
+    ``shape`` (a builder's result).
 
     Row sums s in {0, 1}: softmax * s - q = (softmax - q) * s, and ggml's fused
     CROSS_ENTROPY_LOSS_BACK is (softmax - q) * c / rows for a scalar c."""
+    rows = _rows(shape)
     c_node = lib.scale(ctx, lib.div(ctx, reshape(ctx, g, (1, 1)), denom), float(rows))
     d = lib.cross_entropy_loss_back(ctx, c_node, nx, nq)  # (grad, logits, labels): ggml.h's comment is wrong
     s_rows = lib.sum_rows(ctx, nq)  # (rows, 1), repeated to full rows: a column broadcast is a slow path
-    return lib.mul(ctx, d, lib.repeat(ctx, s_rows, d))
+    r = merged_op(ctx, lib.mul, (d, lib.repeat(ctx, s_rows, d)), shape)
+    return r if type(r) is FlatNode else owned(ctx, r, shape)
 
 
 @define("softmax_cross_entropy_backward", infer=_infer_sce_backward, differentiable=False,
@@ -336,7 +341,7 @@ def _softmax_cross_entropy_backward(ctx, nodes, inputs, out, mean=False, unit_ro
     nx = reshape(ctx, nodes[1], (rows, c))
     nq = reshape(ctx, nodes[2], (rows, c))
     if unit_rows:
-        return owned(ctx, _unit_rows_mean_backward(ctx, nodes[0], nx, nq, lib.sum(ctx, nq), rows), x.shape)
+        return _unit_rows_mean_backward(ctx, nodes[0], nx, nq, lib.sum(ctx, nq), x.shape)
     d = lib.sub(ctx, lib.mul(ctx, lib.soft_max(ctx, nx), lib.sum_rows(ctx, nq)), nq)
     if mean:
         scale = lib.div(ctx, reshape(ctx, nodes[0], (1, 1)), lib.sum(ctx, nq))
@@ -367,19 +372,24 @@ def _eq_const(ctx, node, c: float) -> int:
 @define("one_hot", infer=_infer_one_hot, differentiable=False)
 def _one_hot(ctx, nodes, inputs, out, num_classes, ignore_index=None):
     """Row i is e_{idx[i]}; indices outside [0, C) or equal to ``ignore_index`` give a zero row."""
-    return owned(ctx, one_hot_rows(ctx, nodes[0], max(numel(inputs[0].shape), 1), num_classes, ignore_index),
-                 out.shape)
+    node = one_hot_rows(ctx, nodes[0], max(numel(inputs[0].shape), 1), num_classes, ignore_index)
+    want = _ne(out.shape)
+    if list(TensorStruct.from_address(node).ne) == want:
+        return owned(ctx, node, out.shape)
+    return FlatNode(node, tuple(want))
 
 
 def one_hot_rows(ctx, idx, n: int, c: int, ignore_index=None) -> int:
-    """The one-hot rows (n, c) of ``n`` int32 indices (see one_hot), as a builder-made node."""
+    """The one-hot rows (n, c) of ``n`` int32 indices (see one_hot): a builder-made node of n*c
+    elements in that layout (1-D where that saved ggml its per-row loop; callers reshape)."""
     t = lib.cast(ctx, reshape(ctx, idx, (n, 1)), consts.TYPE_F32)            # (n, 1)
     tt = lib.repeat_4d(ctx, t, c, n, 1, 1)                                    # (n, c)
     cols = lib.arange(ctx, 0.0, float(c), 1.0)                                # (c,), broadcast by sub
-    diff = lib.abs(ctx, lib.sub(ctx, tt, cols))
+    diff = lib.abs(ctx, lib.reshape_1d(ctx, lib.sub(ctx, tt, cols), n * c))   # one row: no per-row loop
     oh = lib.step(ctx, lib.scale_bias(ctx, diff, -1.0, 0.5))                  # |t - j| < 0.5
     if ignore_index is not None and 0 <= ignore_index < c:
         keep = lib.scale_bias(ctx, _eq_const(ctx, t, float(ignore_index)), -1.0, 1.0)
+        oh = lib.reshape_2d(ctx, oh, c, n)
         oh = lib.mul(ctx, oh, lib.repeat(ctx, keep, oh))
     return oh
 
@@ -414,7 +424,7 @@ def _sce_index_mean(ctx, nodes, inputs, out, ignore_index=None):
     shape = inputs[0].shape
     c, rows = shape[-1], _rows(shape)
     nx = _finite_below(ctx, reshape(ctx, nodes[0], (rows, c)))
-    nq = one_hot_rows(ctx, nodes[1], rows, c, ignore_index)
+    nq = lib.reshape_2d(ctx, one_hot_rows(ctx, nodes[1], rows, c, ignore_index), c, rows)
     denom = lib.sum(ctx, nq)
     total = lib.scale(ctx, lib.cross_entropy_loss(ctx, nx, nq), float(rows))
     return SavedNode(owned(ctx, lib.div(ctx, total, denom), ()), onehot=nq, count=denom)
@@ -439,9 +449,9 @@ def _sce_index_backward_op(ctx, nodes, inputs, out, ignore_index=None):
     nx = reshape(ctx, nodes[1], (rows, c))
     nq, denom = saved_node(nodes[3], "onehot"), saved_node(nodes[3], "count")
     if not nq:
-        nq = one_hot_rows(ctx, nodes[2], rows, c, ignore_index)
+        nq = lib.reshape_2d(ctx, one_hot_rows(ctx, nodes[2], rows, c, ignore_index), c, rows)
         denom = lib.sum(ctx, nq)
-    return owned(ctx, _unit_rows_mean_backward(ctx, nodes[0], nx, nq, denom, rows), shape)
+    return _unit_rows_mean_backward(ctx, nodes[0], nx, nq, denom, shape)
 
 
 # ---------------------------------------------------------------- binary cross-entropy with logits
