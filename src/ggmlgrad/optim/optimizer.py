@@ -224,11 +224,12 @@ class Optimizer:
         step count; one that missed updates (no gradient) gets its own bias corrections."""
         out = []
         i = 0
+        states = self.state._d  # by id: _State.__getitem__ per parameter is a Python call each step
         for group in self.param_groups:
             by_step: dict[int, np.ndarray] = {}
             for p in group["params"]:
                 if grads[i] is not None:
-                    t = self.state[p]["step"] + 1
+                    t = states[id(p)][1]["step"] + 1
                     if t not in by_step:
                         by_step[t] = self._group_hparams(group, t)
                 i += 1
@@ -246,7 +247,9 @@ class Optimizer:
                 if h is None or h.shape != values.shape or h.device is not like.device or h._status != COMPUTED:
                     h = cache[(gi, k)] = _hparam_tensor(values, like)
                 else:
-                    upload_into(h, np.ascontiguousarray(values, dtype=np.float32), _HPARAM_SITE)
+                    if values.dtype != np.float32 or not values.flags.c_contiguous:
+                        values = np.ascontiguousarray(values, dtype=np.float32)
+                    upload_into(h, values, _HPARAM_SITE)
                 tensors[t] = h
             out.append(tensors)
         return out
@@ -255,12 +258,12 @@ class Optimizer:
         """Queue every parameter's update: ONE record per update rule (a step of an MLP is one or
         two records, not one per parameter: the queue's per-record cost is paid every step)."""
         layout = self._update_layout(params, grads)
-        state = self.state
+        states = self.state._d
         for build, label, entries, parts, work in layout:
             inputs: list = []
             for i, gi, keys, tensors in entries:
                 p = params[i]
-                st = state[p]
+                st = states[id(p)][1]
                 hp = hparams[gi]
                 inputs += (p, grads[i], hp[st["step"] + 1] if isinstance(hp, dict) else hp)
                 if tensors is None:
@@ -349,8 +352,9 @@ class Optimizer:
         self._advance_params(self._last_updated)
 
     def _advance_params(self, params: list[Tensor]) -> None:
+        states = self.state._d
         for p in params:
-            self.state[p]["step"] += 1
+            states[id(p)][1]["step"] += 1
 
     def _signature(self) -> tuple:
         """Everything that shapes the update graph (not its input values).
