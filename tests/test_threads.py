@@ -185,3 +185,45 @@ sys.exit(os.waitstatus_to_exitcode(status))
 def test_a_forked_child_computes_with_threads():
     r = subprocess.run([sys.executable, "-c", _FORK_CHILD], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_captures_and_drains_on_two_python_threads_compute_one_at_a_time():
+    """A capture replay on one Python thread and graph drains on another share the backends and
+    their threadpools: both must finish (no hang) with NumPy's values."""
+    import threading
+    x64 = np.linspace(-2, 2, 64 * 32).reshape(64, 32)
+    w64 = np.linspace(-1, 1, 32 * 16).reshape(32, 16)
+    expected = np.tanh(x64 @ w64)
+    w = gg.tensor(w64.astype(np.float32))
+    f = gg.capture(lambda x: (x @ w).tanh())
+    f(x64.astype(np.float32))  # recorded here: a recording is process-wide, replays are what run concurrently
+    errors = []
+
+    def replay():
+        try:
+            for _ in range(300):
+                np.testing.assert_allclose(f(x64.astype(np.float32)), expected, rtol=1e-4, atol=1e-5)
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    def drain():
+        try:
+            x = gg.tensor(x64.astype(np.float32))
+            for _ in range(300):
+                with gg.graph_mode(True):
+                    y = (x @ w).tanh()
+                np.testing.assert_allclose(y.numpy(), expected, rtol=1e-4, atol=1e-5)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=replay, daemon=True), threading.Thread(target=drain, daemon=True)]
+    gg.set_num_threads(2)  # both computes want the same two-thread CPU pool
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    finally:
+        gg.set_num_threads(None)
+    assert not any(t.is_alive() for t in threads), "a compute hung"
+    assert not errors, errors[0]

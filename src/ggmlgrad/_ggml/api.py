@@ -157,7 +157,8 @@ lib, info = _build()
 class _ThreadpoolParams(ctypes.Structure):
     """Mirror of ``struct ggml_threadpool_params`` (ggml 0.20, GGML_MAX_N_THREADS = 512)."""
     _fields_ = [("cpumask", ctypes.c_bool * 512), ("n_threads", ctypes.c_int), ("prio", ctypes.c_int),
-                ("poll", ctypes.c_uint32), ("strict_cpu", ctypes.c_bool), ("paused", ctypes.c_bool)]
+                ("poll", ctypes.c_uint32), ("strict_cpu", ctypes.c_bool), ("paused", ctypes.c_bool),
+                ("_spare", ctypes.c_char * 64)]   # room should a build's struct be larger: ggml fills it
 
 
 def new_threadpool(n_threads: int) -> int:

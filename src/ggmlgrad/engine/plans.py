@@ -23,6 +23,7 @@ import time
 
 from .._ggml import InitParams, lib, pointer_cells, view_source
 from ..runtime import Device, executor_for
+from ..runtime.executor import COMPUTE_LOCK
 from ..runtime.threads import ThreadTuner
 
 _OVERHEAD = lib.tensor_overhead()
@@ -113,15 +114,16 @@ class OwnedGraph:
         """Compute once (``threads`` unless the tuner is still measuring); the ggml status."""
         ex = self.executor
         tuner = self.tuner
-        if tuner is None:
-            # set_threads itself skips ggml calls when nothing changes; the thread count alone
-            # is not enough to compare (the split between BLAS and CPU depends on the graph)
+        with COMPUTE_LOCK:
+            if tuner is None:
+                # set_threads itself skips ggml calls when nothing changes; the thread count alone
+                # is not enough to compare (the split between BLAS and CPU depends on the graph)
+                ex.set_threads(threads, self.accelerated)
+                return lib.backend_sched_graph_compute(self.sched, self.graph)
+            threads = tuner.pick()
             ex.set_threads(threads, self.accelerated)
-            return lib.backend_sched_graph_compute(self.sched, self.graph)
-        threads = tuner.pick()
-        ex.set_threads(threads, self.accelerated)
-        t0 = time.perf_counter()
-        status = lib.backend_sched_graph_compute(self.sched, self.graph)
+            t0 = time.perf_counter()
+            status = lib.backend_sched_graph_compute(self.sched, self.graph)
         tuner.record(threads, time.perf_counter() - t0)
         return status
 

@@ -7,6 +7,7 @@ it, so matmuls go to BLAS/the GPU and ops a GPU backend lacks fall back to CPU.
 from __future__ import annotations
 
 import os
+import threading
 
 from .._ggml import backend_set_threads_fn, lib, new_threadpool, pointer_array, view_source
 from .device import ACCELERATORS, Device, cpu_device
@@ -17,6 +18,9 @@ _INITIAL_GRAPH_SIZE = 8192
 # the CPU pays that per CPU split: the 64-64-64-8 training step's graph (14 splits) took 232.8 µs
 # with disposable pools and 224.8 µs with a persistent one.
 _POOLS: dict[tuple[int, int], int] = {}
+# One graph computes at a time: the backends, their thread counts and the CPU threadpools are
+# shared by every graph (a capture replay on one Python thread, a drain on another).
+COMPUTE_LOCK = threading.Lock()
 
 
 def _use_pool(cpu_backend: int, n: int) -> None:
@@ -31,7 +35,10 @@ def _use_pool(cpu_backend: int, n: int) -> None:
 
 def _forget_pools() -> None:
     """In a forked child the pools' worker threads do not exist: computing with them would wait
-    forever. The child starts over (the parent's pools are not freed: their threads are the parent's)."""
+    forever. The child starts over (the parent's pools are not freed: their threads are the parent's),
+    and a compute lock held by one of the parent's other threads is released: that thread is gone."""
+    if COMPUTE_LOCK.locked():
+        COMPUTE_LOCK.release()
     _POOLS.clear()
     for ex in _EXECUTORS.values():
         ex._thread_config = (0, 0)
@@ -126,13 +133,14 @@ class Executor:
 
     def compute(self, graph: int, graph_size: int, threads: int) -> int:
         """Allocate intermediates and compute ``graph``; returns the ggml status (0 = success)."""
-        self._ensure_sched(graph_size)
-        self.set_threads(threads)
-        lib.backend_sched_reset(self.sched)
-        # After a reset, ggml_backend_sched_graph_compute allocates the graph itself (returning
-        # GGML_STATUS_ALLOC_FAILED when it cannot) and synchronizes every backend before it
-        # returns: separate alloc_graph/synchronize calls only cost two more ctypes calls.
-        return lib.backend_sched_graph_compute(self.sched, graph)
+        with COMPUTE_LOCK:
+            self._ensure_sched(graph_size)
+            self.set_threads(threads)
+            lib.backend_sched_reset(self.sched)
+            # After a reset, ggml_backend_sched_graph_compute allocates the graph itself (returning
+            # GGML_STATUS_ALLOC_FAILED when it cannot) and synchronizes every backend before it
+            # returns: separate alloc_graph/synchronize calls only cost two more ctypes calls.
+            return lib.backend_sched_graph_compute(self.sched, graph)
 
 
 _EXECUTORS: dict[int, Executor] = {}
