@@ -54,7 +54,8 @@ def choose_threads(total_work: float, max_node_work: float) -> int:
 # Heaviest-node flops from which a graph computed many times tries more threads (a 64x64x256
 # matmul is 2 MFLOP): below it, a barrier per node costs more than the work saved.
 TRY_THREADS_WORK = 1_000_000
-_TRIALS = 5  # computes per candidate count
+_TRIALS = 5  # counted computes per candidate count
+_BLOCK = 2  # computes in a row per candidate while measuring; the first of each is not counted
 _EARLY_PAIRS = 2      # a clear loser (3x slower) decides after this many counted pairs
 _RETUNE_EVERY = 500   # computes after a choice before measuring again (the load changes)
 _MANY_MUST_WIN = 0.9  # more threads are chosen only when their median is this much of one thread's
@@ -64,22 +65,26 @@ class ThreadTuner:
     """Thread count for a graph that is computed many times (a plan, a capture recording).
 
     The work estimate cannot see the machine: a barrier per node makes threads a loss on busy
-    or small machines and a win on idle ones. So the first computes alternate ``many`` threads
-    and 1 (the first of each is not counted: it starts thread pools), and the faster median
+    or small machines and a win on idle ones. So the first computes try ``many`` threads and 1
+    in turns, ``_BLOCK`` computes in a row each, and count only the computes after the first of
+    each block: the first pays the switch (a thread pool starting, BLAS workers waking from
+    sleep), which a steady run never pays. Alternating single computes charged that to every
+    many-thread sample and kept a 784-256-10 step on 1 thread, 1.35x slower. The faster median
     wins, more threads only by 10% (a clear loser, 3x slower, decides after two counted pairs).
     The choice is measured again every ``_RETUNE_EVERY`` computes: one made during a burst of
     load (a single slow sample on a noisy VM once kept a 64x256 MLP step on 2 threads, 1.4x
     slower) must not last.
     """
 
-    __slots__ = ("many", "times_many", "times_one", "choice", "_warm", "_since")
+    __slots__ = ("many", "times_many", "times_one", "choice", "_current", "_in_block", "_since")
 
     def __init__(self, many: int) -> None:
         self.many = many
         self.times_many: list[float] = []
         self.times_one: list[float] = []
         self.choice = 0  # 0 while measuring
-        self._warm: set[int] = set()  # counts whose first compute (pool start, cold caches) was skipped
+        self._current = 1    # the candidate being measured
+        self._in_block = 0   # its computes so far in this block
         self._since = 0  # computes since the choice
 
     @classmethod
@@ -92,9 +97,7 @@ class ThreadTuner:
     def pick(self) -> int:
         if _override is not None:
             return _override
-        if self.choice:
-            return self.choice
-        return 1 if len(self.times_one) <= len(self.times_many) else self.many
+        return self.choice or self._current
 
     def record(self, threads: int, seconds: float) -> None:
         if _override is not None:
@@ -104,13 +107,18 @@ class ThreadTuner:
             if self._since >= _RETUNE_EVERY:
                 self._since = 0
                 self.choice = 0
+                self._current, self._in_block = 1, 0
                 self.times_many.clear()
                 self.times_one.clear()
             return
-        if threads not in self._warm:
-            self._warm.add(threads)
-            return
-        (self.times_many if threads == self.many else self.times_one).append(seconds)
+        if threads != self._current:
+            return  # not what the tuner picked (an override came and went): not a sample
+        self._in_block += 1
+        if self._in_block > 1:  # the first compute of a block pays the switch
+            (self.times_many if threads == self.many else self.times_one).append(seconds)
+        if self._in_block >= _BLOCK:
+            self._in_block = 0
+            self._current = self.many if self._current == 1 else 1
         many, one = self.times_many, self.times_one
         if not many or len(many) != len(one):
             return
