@@ -594,9 +594,9 @@ def test_sampling_inside_capture_fresh_each_replay_and_same_as_uncaptured():
 
 def test_thread_count_autotuned_on_the_first_replays():
     from ggmlgrad.runtime.threads import MAX_THREADS
-    w = gg.tensor(RNG.standard_normal((160, 160)).astype(np.float32))  # an 8 MFLOP matmul
+    w = gg.tensor(RNG.standard_normal((256, 256)).astype(np.float32))  # a 34 MFLOP matmul (BLAS builds too)
     f = gg.capture(lambda x: x @ w)
-    x = RNG.standard_normal((160, 160)).astype(np.float32)
+    x = RNG.standard_normal((256, 256)).astype(np.float32)
     first = f(x)
     graph = next(iter(f._cache.values())).graphs[0]
     if MAX_THREADS == 1:

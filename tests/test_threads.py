@@ -119,6 +119,9 @@ def test_thread_tuner_only_for_heavy_cpu_graphs_and_obeys_the_override(monkeypat
     monkeypatch.setattr(threads, "MAX_THREADS", 2)
     assert threads.ThreadTuner.for_work(threads.TRY_THREADS_WORK - 1) is None
     assert threads.ThreadTuner.for_work(threads.TRY_THREADS_WORK, "cuda") is None
+    # BLAS-accelerated graphs try its threads only for heavier nodes
+    assert threads.ThreadTuner.for_work(threads.TRY_THREADS_WORK, accelerated=True) is None
+    assert threads.ThreadTuner.for_work(threads.TRY_BLAS_THREADS_WORK, accelerated=True) is not None
     t = threads.ThreadTuner.for_work(threads.TRY_THREADS_WORK)
     assert t is not None and t.many == 2
     monkeypatch.setattr(threads, "_override", 3)

@@ -87,6 +87,7 @@ class OwnedGraph:
         self.gctx = self.sched = 0
         self.executor = executor_for(device)
         # Computed many times: heavy graphs measure whether threads pay on this machine.
+        self.max_work = max_work
         self.tuner = ThreadTuner.for_work(max_work, device.kind)
         self.accelerated = True
         self.n_nodes = 0
@@ -109,6 +110,8 @@ class OwnedGraph:
         if not lib.backend_sched_alloc_graph(self.sched, self.graph):
             raise MemoryError("ggmlgrad: could not allocate a graph's intermediates")
         self.accelerated = self.executor.accelerated(self.sched, self.graph, self.n_nodes)
+        if self.accelerated and self.tuner is not None:
+            self.tuner = ThreadTuner.for_work(self.max_work, self.executor.device.kind, accelerated=True)
 
     def compute(self, threads: int) -> int:
         """Compute once (``threads`` unless the tuner is still measuring); the ggml status."""

@@ -54,6 +54,10 @@ def choose_threads(total_work: float, max_node_work: float) -> int:
 # Heaviest-node flops from which a graph computed many times tries more threads (a 64x64x256
 # matmul is 2 MFLOP): below it, a barrier per node costs more than the work saved.
 TRY_THREADS_WORK = 1_000_000
+# With BLAS doing the matmuls, only heavier nodes try its threads: OpenBLAS on 2 threads was 1.4x
+# slower on 64x64x256, and a 64-64-64-8 step stayed ~35% slower after such a trial in 3 of 4
+# processes (209 → 280 µs; never with one thread throughout). 784-256-10's 51 MFLOP layer gains.
+TRY_BLAS_THREADS_WORK = 16_000_000
 _TRIALS = 5  # counted computes per candidate count
 _BLOCK = 2  # computes in a row per candidate while measuring; the first of each is not counted
 _EARLY_PAIRS = 2      # a clear loser (3x slower) decides after this many counted pairs
@@ -88,9 +92,11 @@ class ThreadTuner:
         self._since = 0  # computes since the choice
 
     @classmethod
-    def for_work(cls, max_node_work: float, device_kind: str = "cpu") -> "ThreadTuner | None":
-        """A tuner when the graph is heavy enough to try threads on a CPU with several; else None."""
-        if device_kind != "cpu" or MAX_THREADS == 1 or max_node_work < TRY_THREADS_WORK:
+    def for_work(cls, max_node_work: float, device_kind: str = "cpu", accelerated: bool = False) -> "ThreadTuner | None":
+        """A tuner when the graph is heavy enough to try threads on a CPU with several; else None.
+        ``accelerated``: its heavy nodes run on BLAS (whose threads are what would be tried)."""
+        floor = TRY_BLAS_THREADS_WORK if accelerated else TRY_THREADS_WORK
+        if device_kind != "cpu" or MAX_THREADS == 1 or max_node_work < floor:
             return None
         return cls(MAX_THREADS)
 
