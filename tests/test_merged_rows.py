@@ -193,3 +193,13 @@ def test_linear_bias_added_on_merged_rows(graph, n, d_in, d_out):
     np.testing.assert_allclose(b.grad.numpy(), gh.sum(0), rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(w.grad.numpy(), gh.T @ x64, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(x.grad.numpy(), gh @ w64, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("rows, row", [(10007, 1), (3 * 2731, 1), (1000, 12), (97, 100), (6, 1000)])
+def test_merged_rows_are_the_longest_that_divide(rows, row):
+    m = merged_shape((rows, row))
+    n = rows * row
+    best = max((k for k in range(1, min(rows, 8192 // row) + 1) if rows % k == 0), default=1)
+    assert m == ((rows // best, row * best) if best > 1 and row < 1024 else None)
+    if m is not None:
+        assert m[0] * m[1] == n

@@ -120,9 +120,25 @@ def merged_shape(shape: tuple) -> tuple | None:
     for d in shape[:-1]:
         rows *= d
     k = min(rows, _MERGED_ROW // row)
-    while k > 1 and rows % k:
-        k -= 1
+    if rows % k:
+        k = _largest_divisor_at_most(rows, k)
     return (rows // k, row * k) if k > 1 else None
+
+
+def _largest_divisor_at_most(n: int, limit: int) -> int:
+    """The largest divisor of ``n`` not above ``limit`` (divisor pairs up to sqrt(n): a prime row
+    count costs ~sqrt(n) steps, not ``limit``)."""
+    best = 1
+    i = 1
+    while i * i <= n:
+        if n % i == 0:
+            if best < i <= limit:
+                best = i
+            j = n // i
+            if best < j <= limit:
+                best = j
+        i += 1
+    return best
 
 
 def merged_op(ctx, fn, nodes, shape: tuple) -> int:
