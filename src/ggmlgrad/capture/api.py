@@ -17,6 +17,7 @@ import inspect
 import logging
 import math
 import os
+import weakref
 from collections import OrderedDict
 from typing import Callable
 
@@ -26,7 +27,9 @@ from ..engine import ENGINE, CaptureError, bfloat16, dtypes, float32, int32, mod
 from ..runtime import Device, resolve_device
 from ..tensor import Tensor, no_grad
 from ..ops import op
+from ..nn.module import WATCH
 from .recording import Download, Recorder, fill_noise, put_arg, unpack
+from .state import Structure, observing, training_flag
 
 log = logging.getLogger("ggmlgrad.capture")
 
@@ -218,6 +221,11 @@ class Captured:
         self._last_key: tuple | None = None
         self._param_names = self._names(fn)
         self.n_recordings = 0                 # recordings made so far (for tests and diagnosis)
+        # Modules whose training flag a recording read (weakly); their flags end every signature.
+        self._watched: list[weakref.ref] = []
+        self._watched_ids: set[int] = set()
+        self._modes: tuple = ()
+        self._modes_epoch = -1
 
     @staticmethod
     def _names(fn) -> list[str]:
@@ -239,10 +247,44 @@ class Captured:
         parts = tuple((_ARRAY, a.shape, _DT.get(a.dtype) or _slot_dtype(a.dtype).name) if type(a) is np.ndarray
                       else _describe(a) for a in args)
         kw = tuple((k, _describe(v)) for k, v in kwargs.items()) if kwargs else ()
-        return (parts, kw, dev.name, modes.precision()) + self._extra_key()
+        return (parts, kw, dev.name, modes.precision()) + self._extra_key() + (self._mode_key(),)
 
     def _extra_key(self) -> tuple:
         return ()
+
+    def _mode_key(self) -> tuple:
+        """The training flags of the watched modules (recomputed only after a train()/eval() or assignment)."""
+        if self._modes_epoch != WATCH.epoch:
+            self._modes = tuple(training_flag(r) for r in self._watched)
+            self._modes_epoch = WATCH.epoch
+        return self._modes
+
+    def _adopt(self, key: tuple, rec: "_Recording", seen) -> tuple:
+        """Watch the modules whose flags ``rec``'s recording read; returns its key with their flags.
+
+        Recordings made before a module was watched did not read its flag: their keys take its current
+        value (any value would be right for them)."""
+        rec.structure = Structure(seen.modules.values())
+        rec.epoch = WATCH.epoch
+        new = [(m, mode) for i, (m, mode) in seen.modes.items() if i not in self._watched_ids]
+        if not new:
+            return key
+        for m, _ in new:
+            self._watched.append(weakref.ref(m))
+            self._watched_ids.add(id(m))
+        now = tuple(training_flag(self._watched[-len(new) + j]) for j in range(len(new)))
+
+        def widen(k):
+            return k[:-1] + (k[-1] + now,)
+        self._cache = OrderedDict((widen(k), r) for k, r in self._cache.items())
+        for r in self._cache.values():
+            r.key = widen(r.key)
+        self._gone = {widen(k): why for k, why in self._gone.items()}
+        if self._last_key is not None:
+            self._last_key = widen(self._last_key)
+        self._modes_epoch = -1
+        rec.key = key[:-1] + (key[-1] + tuple(mode for _, mode in new),)
+        return rec.key
 
     def _arg_label(self, i: int) -> str:
         return self._param_names[i] if i < len(self._param_names) else f"args[{i}]"
@@ -269,8 +311,12 @@ class Captured:
             diffs.append(f"device {da} → {db}")
         if pra != prb:
             diffs.append(f"matmul precision {pra!r} → {prb!r}")
-        if old[4:] != key[4:]:
-            diffs.extend(self._extra_why(old[4:], key[4:]))
+        if old[4:-1] != key[4:-1]:
+            diffs.extend(self._extra_why(old[4:-1], key[4:-1]))
+        for ref, a, b in zip(self._watched, old[-1], key[-1]):
+            if a != b:
+                diffs.append(f"{type(ref()).__name__ if ref() is not None else 'a freed'} module: training "
+                             f"{a} → {b} (train()/eval())")
         return "; ".join(diffs) or "new signature"
 
     def _extra_why(self, old: tuple, new: tuple) -> list[str]:
@@ -301,7 +347,9 @@ class Captured:
                 _leaves(tuple(kwargs.values()), leaves)
         if rec is None:
             self._explain(self._why(key)) if (self._last_key is not None or key in self._gone) else None
-            rec = self._record(key, args, kwargs)
+            with observing() as seen:
+                rec = self._record(key, args, kwargs)
+            key = self._adopt(key, rec, seen)
             self._cache[key] = rec
             self.n_recordings += 1
             while len(self._cache) > self.max_recordings:
@@ -313,7 +361,17 @@ class Captured:
         return self._run(rec, leaves)
 
     def _stale(self, rec: _Recording) -> str | None:
-        return rec.stale()
+        return self._replaced(rec) or rec.stale()
+
+    @staticmethod
+    def _replaced(rec: _Recording) -> str | None:
+        """Why the modules ``rec`` read no longer hold what it read; compared only after WATCH.epoch moved."""
+        if rec.epoch == WATCH.epoch:
+            return None
+        why = rec.structure.changed()
+        if why is None:
+            rec.epoch = WATCH.epoch
+        return why
 
     def _drop(self, key, why: str) -> None:
         rec = self._cache.pop(key, None)
@@ -461,7 +519,7 @@ class CapturedStep(Captured):
     def _stale(self, rec) -> str | None:
         if self._opt_signature() != rec.opt_signature:
             return "the optimizer's parameter set or update structure changed"
-        return rec.stale()
+        return self._replaced(rec) or rec.stale()
 
     def _record(self, key, args, kwargs) -> _Recording:
         device = self._device_of(args, kwargs)

@@ -16,6 +16,22 @@ from ..tensor.tensor import _from_numpy
 _MISSING = object()
 
 
+class _Watch:
+    """What capture follows in modules (SPEC §4, §6): ``epoch`` moves on every ``train()``/``eval()``
+    and every assignment of a parameter, buffer, submodule or tensor attribute; while a recording
+    runs, ``observer`` hears which modules it called or read (``saw``) and which training flags it
+    read (``read_mode``). A replay compares one int; it looks closer only after the epoch moved."""
+
+    __slots__ = ("epoch", "observer")
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.observer = None
+
+
+WATCH = _Watch()
+
+
 class Parameter(Tensor):
     """A tensor that a :class:`Module` registers as a learnable parameter (``requires_grad=True``).
 
@@ -83,17 +99,33 @@ class Module:
     _version = 1
 
     def __init__(self) -> None:
-        object.__setattr__(self, "training", True)
+        self.__dict__["_training"] = True
         object.__setattr__(self, "_parameters", collections.OrderedDict())
         object.__setattr__(self, "_buffers", collections.OrderedDict())
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_modules", collections.OrderedDict())
+
+    @property
+    def training(self) -> bool:
+        """Training mode (``train()``/``eval()``); a capture recording notes which flags it read."""
+        mode = self.__dict__.get("_training", True)
+        if WATCH.observer is not None:
+            WATCH.observer.read_mode(self, mode)
+        return mode
+
+    @training.setter
+    def training(self, mode: bool) -> None:
+        self.__dict__["_training"] = mode
+        WATCH.epoch += 1
 
     # ------------------------------------------------------------------ attribute registration
     def __setattr__(self, name: str, value: Any) -> None:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"cannot assign {name!r} before Module.__init__() is called")
         params, buffers, modules = self._parameters, self._buffers, self._modules
+        if isinstance(value, Tensor) or name in params or name in buffers or name in modules or \
+                isinstance(value, Module):
+            WATCH.epoch += 1  # what a captured function reads may have been replaced
         if isinstance(value, Parameter):
             self._discard(name, keep=params)  # reassignment keeps the registration order
             params[name] = value
@@ -130,10 +162,13 @@ class Module:
             if store is not None:
                 v = store.get(name, _MISSING)
                 if v is not _MISSING:
+                    if WATCH.observer is not None:
+                        WATCH.observer.saw(self)
                     return v
         raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
 
     def __delattr__(self, name: str) -> None:
+        WATCH.epoch += 1
         for s in (self._parameters, self._buffers, self._modules):
             if name in s:
                 del s[name]
@@ -145,7 +180,8 @@ class Module:
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"register_parameter: {name!r} must be a Parameter or None, got {type(param).__name__}")
         self._check_name("register_parameter", name)
-        self._discard(name)
+        WATCH.epoch += 1
+        self._discard(name, keep=self._parameters)  # re-registering a name keeps its place (as PyTorch)
         self._parameters[name] = param
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
@@ -153,8 +189,10 @@ class Module:
         if tensor is not None and not _is_tensor(tensor):
             raise TypeError(f"register_buffer: {name!r} must be a Tensor or None, got {type(tensor).__name__}")
         self._check_name("register_buffer", name)
-        self._discard(name)
+        WATCH.epoch += 1
+        self._discard(name, keep=self._buffers)  # re-registering a name keeps its place (as PyTorch)
         self._buffers[name] = tensor
+        self._non_persistent.discard(name)
         if not persistent:
             self._non_persistent.add(name)
 
@@ -162,7 +200,8 @@ class Module:
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"add_module: {name!r} must be a Module or None, got {type(module).__name__}")
         self._check_name("add_module", name)
-        self._discard(name)
+        WATCH.epoch += 1
+        self._discard(name, keep=self._modules)  # re-registering a name keeps its place (as PyTorch)
         self._modules[name] = module
 
     register_module = add_module
@@ -176,6 +215,8 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
     def __call__(self, *args, **kwargs):
+        if WATCH.observer is not None:
+            WATCH.observer.saw(self)  # a capture recording depends on this module's structure
         return self.forward(*args, **kwargs)
 
     # ------------------------------------------------------------------ traversal
@@ -257,7 +298,8 @@ class Module:
         if not isinstance(mode, bool):
             raise TypeError(f"train: mode must be a bool, got {mode!r}")
         for m in self.modules():
-            object.__setattr__(m, "training", mode)
+            m.__dict__["_training"] = mode
+        WATCH.epoch += 1  # captured functions re-check the flags they read
         return self
 
     def eval(self) -> "Module":

@@ -1,0 +1,281 @@
+"""A captured function follows the module state it reads (SPEC §4, §6; issue 13): train()/eval(),
+replaced parameters, buffers and submodules, in-place loads (no new recording), and the cost of
+following it (a plain replay compares one counter)."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+import ggmlgrad as gg
+from ggmlgrad.capture import state as capture_state
+
+F = gg.nn.functional
+
+
+def _net(seed: int = 0, p: float = 0.5):
+    gg.manual_seed(seed)
+    return gg.nn.Sequential(gg.nn.Linear(4, 8), gg.nn.Tanh(), gg.nn.Dropout(p), gg.nn.Linear(8, 3))
+
+
+def _np(t) -> np.ndarray:
+    return t.numpy().astype(np.float64)
+
+
+def _eval_ref(net, x, weights=None) -> np.ndarray:
+    """The eval-mode forward in NumPy float64 (dropout is the identity)."""
+    w1, b1, w2, b2 = weights or (_np(net[0].weight), _np(net[0].bias), _np(net[3].weight), _np(net[3].bias))
+    h = np.tanh(x.astype(np.float64) @ np.asarray(w1, np.float64).T + b1)
+    return h @ np.asarray(w2, np.float64).T + b2
+
+
+def _loss_ref(net, x, y, weights=None) -> float:
+    return float(((_eval_ref(net, x, weights) - y) ** 2).mean())
+
+
+X = np.random.default_rng(3).standard_normal((5, 16, 4)).astype(np.float32)
+Y = np.random.default_rng(4).standard_normal((5, 16, 3)).astype(np.float32)
+
+
+def _uncaptured(net, x):
+    with gg.graph_mode(True):
+        return net(gg.tensor(x)).numpy()
+
+
+# ---------------------------------------------------------------------------- train()/eval()
+def test_forward_follows_train_and_eval():
+    net = _net()
+    f = gg.capture(lambda x: net(x))
+    gg.manual_seed(5)
+    a1, a2 = f(X[0]), f(X[0])
+    gg.manual_seed(5)
+    r1, r2 = _uncaptured(net, X[0]), _uncaptured(net, X[0])
+    assert np.abs(a1 - a2).max() > 1e-3                   # fresh dropout noise per replay
+    np.testing.assert_allclose(a1, r1, rtol=0, atol=1e-6)   # the same noise stream as uncaptured
+    np.testing.assert_allclose(a2, r2, rtol=0, atol=1e-6)
+    net.eval()
+    e1, e2 = f(X[0]), f(X[0])
+    np.testing.assert_array_equal(e1, e2)                   # dropout off: deterministic
+    np.testing.assert_allclose(e1, _eval_ref(net, X[0]), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(e1, _uncaptured(net, X[0]), rtol=0, atol=1e-6)
+    net.train()
+    t1, t2 = f(X[0]), f(X[0])
+    assert np.abs(t1 - t2).max() > 1e-3 and np.abs(t1 - e1).max() > 1e-3   # dropout again
+    assert f.n_recordings == 2                              # one recording per mode, both kept
+    net.eval()
+    np.testing.assert_array_equal(f(X[0]), e1)
+    net.train()
+    f(X[0])
+    assert f.n_recordings == 2
+
+
+def test_training_flag_read_outside_a_module_call_is_followed():
+    net = gg.nn.Linear(4, 4)
+    f = gg.capture(lambda x: F.dropout(x, 0.5, net.training))   # the flag as a plain argument
+    ones = np.ones((64, 4), np.float32)
+    assert (f(ones) == 0).mean() > 0.2
+    net.eval()
+    np.testing.assert_array_equal(f(ones), ones)
+    assert f.n_recordings == 2
+
+
+def test_captured_step_follows_train_and_eval_and_matches_uncaptured():
+    def run(captured: bool):
+        net = _net(1)
+        opt = gg.optim.Adam(net.parameters(), lr=0.01)
+
+        def loss_fn(x, y):
+            return ((net(x) - y) ** 2).mean()
+        step = gg.capture_step(loss_fn, opt) if captured else None
+        gg.manual_seed(9)
+        losses, evals = [], []
+        for i in range(5):
+            if i == 2:
+                net.eval()
+            if i == 4:
+                net.train()
+            before = [p.numpy() for p in net.parameters()]
+            if captured:
+                losses.append(float(step(X[i], Y[i])))
+            else:
+                with gg.graph_mode(True):
+                    opt.zero_grad()
+                    loss = loss_fn(gg.tensor(X[i]), gg.tensor(Y[i]))
+                    loss.backward()
+                    opt.step()
+                losses.append(loss.item())
+            if not net.training:   # eval steps: the loss is the deterministic forward's (before the update)
+                evals.append((losses[-1], _loss_ref(net, X[i], Y[i], [b.astype(np.float64) for b in before])))
+        return np.array(losses), [p.numpy() for p in net.parameters()], evals, step
+
+    l1, w1, ev1, step = run(True)
+    l2, w2, _, _ = run(False)
+    np.testing.assert_allclose(l1, l2, rtol=0, atol=1e-5)
+    for a, b in zip(w1, w2):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
+    for got, ref in ev1:
+        assert abs(got - ref) < 1e-5 * max(1.0, abs(ref))
+    assert step.n_recordings == 2
+
+
+# ---------------------------------------------------------------------------- replaced state
+def test_replaced_parameter_is_used_by_the_forward():
+    net = _net(2)
+    net.eval()
+    f = gg.capture(lambda x: net(x))
+    f(X[0])
+    old = net[3].weight                                      # still alive: only replacement tells
+    gg.manual_seed(3)
+    net[3].weight = gg.nn.Parameter(gg.randn(3, 8))
+    np.testing.assert_allclose(f(X[1]), _eval_ref(net, X[1]), rtol=1e-5, atol=1e-6)
+    assert f.n_recordings == 2 and old is not net[3].weight
+
+
+def test_replaced_submodule_and_buffer_are_used_by_the_forward():
+    class Scaled(gg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = _net(3)
+            self.register_buffer("scale", gg.tensor(np.full(3, 2.0, np.float32)))
+
+        def forward(self, x):
+            return self.body(x) * self.scale
+
+    m = Scaled().eval()
+    f = gg.capture(lambda x: m(x))
+    np.testing.assert_allclose(f(X[0]), 2 * _eval_ref(m.body, X[0]), rtol=1e-5, atol=1e-6)
+    keep = (m.scale, m.body[0])
+    m.scale = gg.tensor(np.full(3, 3.0, np.float32))
+    np.testing.assert_allclose(f(X[0]), 3 * _eval_ref(m.body, X[0]), rtol=1e-5, atol=1e-6)
+    m.body.add_module("0", gg.nn.Linear(4, 8))              # a submodule replaced
+    np.testing.assert_allclose(f(X[0]), 3 * _eval_ref(m.body, X[0]), rtol=1e-5, atol=1e-6)
+    setattr(m.body, "2", gg.nn.Identity())                   # the Dropout replaced (no parameters)
+    m.train()
+    a, b = f(X[0]), f(X[0])
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(a, 3 * _eval_ref(m.body, X[0]), rtol=1e-5, atol=1e-6)
+    assert keep[0] is not m.scale and keep[1] is not m.body[0]
+
+
+def _twin_steps(change, n_before=2, n_after=3):
+    """Captured and uncaptured Adam steps with ``change(net, opt)`` applied after ``n_before`` steps."""
+    out = []
+    for captured in (True, False):
+        net = _net(4)
+        net.eval()                                        # deterministic: compare exactly
+        opt = gg.optim.Adam(net.parameters(), lr=0.02)
+
+        def loss_fn(x, y):
+            return ((net(x) - y) ** 2).mean()
+        step = gg.capture_step(loss_fn, opt) if captured else None
+        losses = []
+        for i in range(n_before + n_after):
+            if i == n_before:
+                gg.manual_seed(6)
+                change(net, opt)
+            if captured:
+                losses.append(float(step(X[i], Y[i])))
+            else:
+                opt.zero_grad()
+                loss = loss_fn(gg.tensor(X[i]), gg.tensor(Y[i]))
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        out.append((np.array(losses), net, step))
+    (l1, n1, step), (l2, n2, _) = out
+    np.testing.assert_allclose(l1, l2, rtol=0, atol=1e-5)
+    for (name, a), b in zip(n1.named_parameters(), n2.parameters()):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-5, err_msg=name)
+    return n1, step
+
+
+def test_captured_step_trains_a_replaced_parameter_like_an_uncaptured_step():
+    def replace(net, opt):
+        net[3].weight = gg.nn.Parameter(gg.randn(3, 8) * 0.3)
+        opt.add_param_group({"params": [net[3].weight]})
+        replace.new = net[3].weight.numpy()
+    net, step = _twin_steps(replace)
+    assert np.abs(net[3].weight.numpy() - replace.new).max() > 1e-3   # the new one is trained
+    assert step.n_recordings == 2
+
+
+def test_captured_step_with_a_replaced_parameter_the_optimizer_does_not_hold():
+    def replace(net, opt):
+        net[3].weight = gg.nn.Parameter(gg.randn(3, 8) * 0.3)
+        replace.new = net[3].weight.numpy()
+    net, step = _twin_steps(replace)
+    np.testing.assert_array_equal(net[3].weight.numpy(), replace.new)  # used, not trained (as uncaptured)
+    assert step.n_recordings == 2
+
+
+def test_captured_step_trains_a_replaced_submodule_like_an_uncaptured_step():
+    def replace(net, opt):
+        net.add_module("3", gg.nn.Linear(8, 3))
+        opt.add_param_group({"params": list(net[3].parameters())})
+    _net_, step = _twin_steps(replace)
+    assert step.n_recordings == 2
+
+
+def test_load_state_dict_in_place_does_not_record_again_and_is_used():
+    net, other = _net(5), _net(6)
+    net.eval()
+    f = gg.capture(lambda x: net(x))
+    f(X[0])
+    net.load_state_dict(other.state_dict())
+    np.testing.assert_allclose(f(X[0]), _eval_ref(other, X[0]), rtol=1e-5, atol=1e-6)
+    assert f.n_recordings == 1
+
+    def reload(n, opt):
+        n.load_state_dict(_net(7).state_dict())
+    _n, step = _twin_steps(reload)
+    assert step.n_recordings == 1
+
+
+# ---------------------------------------------------------------------------- cost and explain
+def test_plain_replays_and_unrelated_changes_do_not_record_again(monkeypatch):
+    net = _net(8).eval()
+    f = gg.capture(lambda x: net(x))
+    f(X[0])
+    checks = []
+    real = capture_state.Structure.changed
+    monkeypatch.setattr(capture_state.Structure, "changed", lambda self: checks.append(1) or real(self))
+    for _ in range(10):
+        f(X[0])
+    assert checks == []                                  # a plain replay compares one counter
+    gg.nn.Linear(3, 3).eval()                            # an unrelated module: the epoch moves
+    for _ in range(3):
+        f(X[0])
+    assert len(checks) == 1 and f.n_recordings == 1      # compared once, nothing changed
+    with gg.no_grad():
+        net[0].weight.mul_(2.0)                          # in place: no new recording
+    np.testing.assert_allclose(f(X[0]), _eval_ref(net, X[0]), rtol=1e-5, atol=1e-6)
+    assert f.n_recordings == 1
+
+
+def test_explain_names_the_mode_and_the_replaced_object(caplog):
+    net = _net(9)
+    f = gg.capture(lambda x: net(x), explain=True)
+    f(X[0])
+    with caplog.at_level(logging.WARNING, logger="ggmlgrad.capture"):
+        net.eval()
+        f(X[0])
+        assert "Dropout module: training True → False" in caplog.text
+        net[0].bias = gg.nn.Parameter(gg.zeros(8))
+        f(X[0])
+        assert "Linear: the parameter 'bias' was replaced" in caplog.text
+        net.add_module("1", gg.nn.ReLU())
+        f(X[0])
+        assert "Sequential: the submodule '1' was replaced" in caplog.text
+    assert f.n_recordings == 4
+
+
+def test_a_captured_step_with_dropout_in_eval_mode_is_deterministic():
+    net = _net(10)
+    opt = gg.optim.SGD(net.parameters(), lr=0.0)
+    step = gg.capture_step(lambda x, y: ((net(x) - y) ** 2).mean(), opt)
+    a, b = float(step(X[0], Y[0])), float(step(X[0], Y[0]))
+    assert a != b
+    net.eval()
+    c, d = float(step(X[0], Y[0])), float(step(X[0], Y[0]))
+    assert c == d and c == pytest.approx(_loss_ref(net, X[0], Y[0]), rel=1e-5)
