@@ -279,3 +279,71 @@ def test_a_captured_step_with_dropout_in_eval_mode_is_deterministic():
     net.eval()
     c, d = float(step(X[0], Y[0])), float(step(X[0], Y[0]))
     assert c == d and c == pytest.approx(_loss_ref(net, X[0], Y[0]), rel=1e-5)
+
+
+def test_recordings_on_two_threads_each_see_only_their_own_module_reads():
+    import threading
+    nets = [_net(11), _net(12)]
+    seen = {}
+    gate = threading.Barrier(2)
+
+    def observe(i):
+        with capture_state.observing() as obs:
+            gate.wait()
+            _ = nets[i][2].training
+            gate.wait()
+        seen[i] = [m for m, _ in obs.live_modes()]
+
+    threads = [threading.Thread(target=observe, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen[0] == [nets[0][2]] and seen[1] == [nets[1][2]]
+    assert gg.nn.module.WATCH.observer is None
+
+
+def test_container_edits_are_followed():
+    net = _net(13).eval()
+    f = gg.capture(lambda x: net(x))
+    f(X[0])
+    extra = gg.nn.Linear(3, 3)
+    net.append(extra)
+    np.testing.assert_allclose(f(X[0]), _eval_ref(net, X[0]) @ _np(extra.weight).T + _np(extra.bias),
+                               rtol=1e-5, atol=1e-6)
+    popped = net.pop()                                     # alive (held here), removed from the model
+    np.testing.assert_allclose(f(X[0]), _eval_ref(net, X[0]), rtol=1e-5, atol=1e-6)
+    heads = gg.nn.ModuleDict({"a": gg.nn.Linear(4, 2), "b": gg.nn.Linear(4, 2)})
+    g = gg.capture(lambda x: sum(h(x) for h in heads.values()))
+    g(X[0])
+    b = heads["b"]
+    del heads["b"]
+    a = heads["a"]
+    np.testing.assert_allclose(g(X[0]), X[0].astype(np.float64) @ _np(a.weight).T + _np(a.bias),
+                               rtol=1e-5, atol=1e-6)
+    ml = gg.nn.ModuleList([gg.nn.Linear(4, 4), gg.nn.Linear(4, 4)])
+    ml[0] = gg.nn.Identity()                               # replaced in place: the order is kept
+    assert list(ml._modules) == ["0", "1"] and isinstance(ml[0], gg.nn.Identity)
+    assert popped is extra and b is not None and f.n_recordings == 3 and g.n_recordings == 2
+
+
+def test_docstring_examples():
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module("ggmlgrad.capture.state"))
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_module_built_inside_the_function_is_not_followed_and_a_freed_one_is_forgotten():
+    f = gg.capture(lambda x: gg.nn.Dropout(0.5)(x))          # a fresh module per call: always training
+    ones = np.ones(256, np.float32)
+    a, b, c = f(ones), f(ones), f(ones)
+    assert (a == 0).mean() > 0.3 and (a != b).mean() > 0.3 and f.n_recordings == 1
+    drop = gg.nn.Dropout(0.5).eval()
+    g = gg.capture(lambda x: drop(x))
+    np.testing.assert_array_equal(g(ones), ones)
+    assert len(g._watched) == 1
+    del drop                                                 # g's function now fails; its watch list forgets
+    import gc
+    gc.collect()
+    assert g._mode_key() == () and len(g._watched) == 0

@@ -17,6 +17,10 @@ Recording runs the function in graph mode with a guard on the engine: an upload 
 than the inputs, a read-back or an eager compute raises ``gg.CaptureError`` naming the
 line. Computed tensors the graphs read (parameters, optimizer state, buffers) are
 remembered by identity and memory: replacing one records again, in-place updates do not.
+The module state the function read is followed too (``state.py``): the training flags
+it read end the signature (``eval()``/``train()`` switch between cached recordings),
+and a parameter, buffer or submodule replaced in a module it touched records again;
+a replay compares one counter and looks closer only after a module changed.
 Multi-threaded computes are autotuned per recording on the first replays (the policy's
 thread count against one thread; ``gg.set_num_threads`` overrides). Thread-safety: one
 recording at a time per process (the guard is global while it records).

@@ -29,7 +29,7 @@ from ..tensor import Tensor, no_grad
 from ..ops import op
 from ..nn.module import WATCH
 from .recording import Download, Recorder, fill_noise, put_arg, unpack
-from .state import Structure, observing, training_flag
+from .state import Structure, observing, training_flag, watch
 
 log = logging.getLogger("ggmlgrad.capture")
 
@@ -255,6 +255,8 @@ class Captured:
     def _mode_key(self) -> tuple:
         """The training flags of the watched modules (recomputed only after a train()/eval() or assignment)."""
         if self._modes_epoch != WATCH.epoch:
+            if any(r() is None for r in self._watched):
+                self._forget_dead()
             self._modes = tuple(training_flag(r) for r in self._watched)
             self._modes_epoch = WATCH.epoch
         return self._modes
@@ -264,27 +266,41 @@ class Captured:
 
         Recordings made before a module was watched did not read its flag: their keys take its current
         value (any value would be right for them)."""
-        rec.structure = Structure(seen.modules.values())
+        rec.structure = Structure(seen.live_modules())
         rec.epoch = WATCH.epoch
-        new = [(m, mode) for i, (m, mode) in seen.modes.items() if i not in self._watched_ids]
+        new = [(m, mode) for m, mode in seen.live_modes() if id(m) not in self._watched_ids]
         if not new:
             return key
+        now = tuple(m.__dict__.get("_training", True) for m, _ in new)
         for m, _ in new:
-            self._watched.append(weakref.ref(m))
+            self._watched.append(watch(m))
             self._watched_ids.add(id(m))
-        now = tuple(training_flag(self._watched[-len(new) + j]) for j in range(len(new)))
-
-        def widen(k):
-            return k[:-1] + (k[-1] + now,)
-        self._cache = OrderedDict((widen(k), r) for k, r in self._cache.items())
-        for r in self._cache.values():
-            r.key = widen(r.key)
-        self._gone = {widen(k): why for k, why in self._gone.items()}
-        if self._last_key is not None:
-            self._last_key = widen(self._last_key)
+        self._rekey(lambda k: k[:-1] + (k[-1] + now,))
         self._modes_epoch = -1
         rec.key = key[:-1] + (key[-1] + tuple(mode for _, mode in new),)
         return rec.key
+
+    def _forget_dead(self) -> None:
+        """Drop freed modules from the watch list and every key (recordings that read them are stale
+        by their structure check)."""
+        keep = [i for i, r in enumerate(self._watched) if r() is not None]
+        self._watched = [self._watched[i] for i in keep]
+        self._watched_ids = {id(r()) for r in self._watched}
+        self._rekey(lambda k: k[:-1] + (tuple(k[-1][i] for i in keep),))
+
+    def _rekey(self, change) -> None:
+        """Rewrite every key held (cache, explain records, last key) with ``change``, order kept."""
+        cache: OrderedDict = OrderedDict()
+        for k, r in self._cache.items():
+            k = change(k)
+            if k in cache:
+                cache.pop(k).free()  # two recordings told apart by a freed module: both are stale
+            cache[k] = r
+            r.key = k
+        self._cache = cache
+        self._gone = {change(k): why for k, why in self._gone.items()}
+        if self._last_key is not None:
+            self._last_key = change(self._last_key)
 
     def _arg_label(self, i: int) -> str:
         return self._param_names[i] if i < len(self._param_names) else f"args[{i}]"
@@ -657,7 +673,9 @@ def capture(fn: Callable | None = None, *, max_recordings: int = 8, explain: boo
     fresh NumPy arrays. Python-number arguments are constants of the recording (a new value
     records again). Inside ``fn``: no uploads of new host data, no host reads, no eager
     computes (``gg.CaptureError`` names the line); randomness from dropout/sampling is an
-    input refilled from the seeded generator at every replay.
+    input refilled from the seeded generator at every replay. The training flags of the
+    modules ``fn`` read are part of the signature (``eval()`` replays without dropout), and
+    replacing a parameter, buffer or submodule it read records again.
 
     >>> import numpy as np, ggmlgrad as gg
     >>> f = gg.capture(lambda x: x * 2, max_recordings=2)

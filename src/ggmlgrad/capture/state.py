@@ -12,12 +12,13 @@ or parameter/buffer/submodule assignment anywhere), so a plain replay pays one i
 >>> m = gg.nn.Dropout(0.5)
 >>> with observing() as seen:
 ...     _ = m.training
->>> [(type(k).__name__, flag) for k, flag in seen.modes.values()]
+>>> [(type(k).__name__, flag) for k, flag in seen.live_modes()]
 [('Dropout', True)]
 """
 from __future__ import annotations
 
 import contextlib
+import threading
 import weakref
 from typing import Iterator
 
@@ -29,35 +30,84 @@ _KIND = {"_parameters": "parameter", "_buffers": "buffer", "_modules": "submodul
 
 
 class Observer:
-    """Modules a recording touched (in first-touch order) and the training flags it read."""
+    """Modules a recording touched (in first-touch order) and the training flags it read, held weakly:
+    a module the function built for itself is gone when the recording ends, and is not followed."""
 
     def __init__(self) -> None:
-        self.modules: dict[int, Module] = {}
-        self.modes: dict[int, tuple[Module, bool]] = {}
+        self.modules: dict[int, weakref.ref] = {}
+        self.modes: dict[int, tuple[weakref.ref, bool]] = {}
 
     def saw(self, module: Module) -> None:
-        self.modules.setdefault(id(module), module)
+        if id(module) not in self.modules:
+            self.modules[id(module)] = weakref.ref(module)
 
     def read_mode(self, module: Module, mode: bool) -> None:
-        self.modules.setdefault(id(module), module)
-        self.modes.setdefault(id(module), (module, mode))
+        self.saw(module)
+        if id(module) not in self.modes:
+            self.modes[id(module)] = (self.modules[id(module)], mode)
+
+    def live_modules(self) -> list[Module]:
+        return [m for m in (r() for r in self.modules.values()) if m is not None]
+
+    def live_modes(self) -> list[tuple[Module, bool]]:
+        return [(m, mode) for m, mode in ((r(), mode) for r, mode in self.modes.values()) if m is not None]
+
+
+class _PerThread:
+    """Installed on ``WATCH.observer`` while any thread records: routes each read to the observer of
+    the thread that made it (recordings on other threads must not see, or miss, each other's reads)."""
+
+    def __init__(self) -> None:
+        self.stacks: dict[int, list[Observer]] = {}
+
+    def saw(self, module: Module) -> None:
+        stack = self.stacks.get(threading.get_ident())
+        if stack:
+            stack[-1].saw(module)
+
+    def read_mode(self, module: Module, mode: bool) -> None:
+        stack = self.stacks.get(threading.get_ident())
+        if stack:
+            stack[-1].read_mode(module, mode)
+
+
+_ROUTER = _PerThread()
+_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
 def observing() -> Iterator[Observer]:
-    """Observe module reads while the body runs (a recording); the previous observer is restored."""
+    """Observe this thread's module reads while the body runs (a recording)."""
     obs = Observer()
-    prev, WATCH.observer = WATCH.observer, obs
+    tid = threading.get_ident()
+    with _LOCK:
+        _ROUTER.stacks.setdefault(tid, []).append(obs)
+        WATCH.observer = _ROUTER
     try:
         yield obs
     finally:
-        WATCH.observer = prev
+        with _LOCK:
+            stack = _ROUTER.stacks[tid]
+            stack.remove(obs)
+            if not stack:
+                del _ROUTER.stacks[tid]
+            if not _ROUTER.stacks:
+                WATCH.observer = None  # no recording anywhere: module reads cost one comparison again
 
 
 def training_flag(ref: weakref.ref):
     """The current training flag of a watched module (None once it is gone); not observed."""
     m = ref()
     return None if m is None else m.__dict__.get("_training", True)
+
+
+def watch(module: Module) -> weakref.ref:
+    """A weak reference whose module's death moves ``WATCH.epoch`` (watchers then forget it)."""
+    return weakref.ref(module, _moved)
+
+
+def _moved(_ref) -> None:
+    WATCH.epoch += 1
 
 
 def _entries(m: Module) -> tuple:

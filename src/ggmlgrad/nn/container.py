@@ -4,7 +4,7 @@ from __future__ import annotations
 import collections
 from typing import Iterable, Iterator, Mapping
 
-from .module import Module
+from .module import WATCH, Module
 
 
 class Sequential(Module):
@@ -31,15 +31,15 @@ class Sequential(Module):
         return x
 
     def __len__(self) -> int:
-        return len(self._modules)
+        return len(_read(self))
 
     def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
+        return iter(_read(self).values())
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
-            return Sequential(collections.OrderedDict(list(self._modules.items())[idx]))
-        keys = list(self._modules)
+            return Sequential(collections.OrderedDict(list(_read(self).items())[idx]))
+        keys = list(_read(self))
         return self._modules[keys[_norm_index(idx, len(keys))]]
 
     def append(self, module: Module) -> "Sequential":
@@ -62,6 +62,13 @@ class Sequential(Module):
         return m
 
 
+def _read(container: Module) -> "collections.OrderedDict[str, Module]":
+    """The container's modules; a capture recording that reads them depends on its structure."""
+    if WATCH.observer is not None:
+        WATCH.observer.saw(container)
+    return container._modules
+
+
 def _norm_index(idx: int, n: int) -> int:
     if isinstance(idx, bool) or not isinstance(idx, int):
         raise TypeError(f"index must be an int, got {idx!r}")
@@ -79,6 +86,7 @@ def _insert_list(mods: list, index: int, module: Module) -> list:
 
 def _renumber(container: Module, mods: list) -> None:
     """Re-register ``mods`` as "0", "1", ... (list semantics after insert/pop, as PyTorch)."""
+    WATCH.epoch += 1  # captured functions re-check the submodules they read
     container._modules.clear()
     for i, m in enumerate(mods):
         container._modules[str(i)] = m
@@ -102,13 +110,13 @@ class ModuleList(Module):
         return self
 
     def __len__(self) -> int:
-        return len(self._modules)
+        return len(_read(self))
 
     def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
+        return iter(_read(self).values())
 
     def __getitem__(self, idx):
-        mods = list(self._modules.values())
+        mods = list(_read(self).values())
         if isinstance(idx, slice):
             return ModuleList(mods[idx])
         return mods[_norm_index(idx, len(mods))]
@@ -140,28 +148,29 @@ class ModuleDict(Module):
             self[k] = m
 
     def __getitem__(self, key: str) -> Module:
-        return self._modules[key]
+        return _read(self)[key]
 
     def __setitem__(self, key: str, module: Module) -> None:
         self.add_module(key, module)
 
     def __delitem__(self, key: str) -> None:
+        WATCH.epoch += 1
         del self._modules[key]
 
     def __contains__(self, key: str) -> bool:
-        return key in self._modules
+        return key in _read(self)
 
     def __len__(self) -> int:
-        return len(self._modules)
+        return len(_read(self))
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._modules)
+        return iter(_read(self))
 
     def keys(self):
-        return self._modules.keys()
+        return _read(self).keys()
 
     def values(self):
-        return self._modules.values()
+        return _read(self).values()
 
     def items(self):
-        return self._modules.items()
+        return _read(self).items()
