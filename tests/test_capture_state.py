@@ -347,3 +347,29 @@ def test_a_module_built_inside_the_function_is_not_followed_and_a_freed_one_is_f
     import gc
     gc.collect()
     assert g._mode_key() == () and len(g._watched) == 0
+
+
+def test_plain_tensor_attributes_count_when_read_not_when_written():
+    class Net(gg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = gg.nn.Linear(4, 3)
+            self.shift = gg.tensor(np.ones(3, np.float32))    # a plain tensor attribute, read below
+
+        def forward(self, x):
+            out = self.fc(x) + self.shift
+            self.last = out                                   # written, not read: no dependency
+            return out
+
+    net = Net()
+    f = gg.capture(lambda x: net(x))
+    ref = lambda: X[0].astype(np.float64) @ _np(net.fc.weight).T + _np(net.fc.bias) + _np(net.shift)  # noqa: E731
+    f(X[0])
+    with gg.graph_mode(True):
+        net(gg.tensor(X[0]))                                  # an uncaptured forward rewrites net.last
+    np.testing.assert_allclose(f(X[0]), ref(), rtol=1e-5, atol=1e-6)
+    assert f.n_recordings == 1
+    old = net.shift
+    net.shift = gg.tensor(np.full(3, 4.0, np.float32))
+    np.testing.assert_allclose(f(X[0]), ref(), rtol=1e-5, atol=1e-6)
+    assert f.n_recordings == 2 and old is not net.shift

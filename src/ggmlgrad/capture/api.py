@@ -266,7 +266,8 @@ class Captured:
 
         Recordings made before a module was watched did not read its flag: their keys take its current
         value (any value would be right for them)."""
-        rec.structure = Structure(seen.live_modules())
+        read = {id(t) for t in (r() for r, _, _ in rec.refs) if t is not None}
+        rec.structure = Structure(seen.live_modules(), read)
         rec.epoch = WATCH.epoch
         new = [(m, mode) for m, mode in seen.live_modes() if id(m) not in self._watched_ids]
         if not new:

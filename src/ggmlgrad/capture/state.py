@@ -110,22 +110,26 @@ def _moved(_ref) -> None:
     WATCH.epoch += 1
 
 
-def _entries(m: Module) -> tuple:
-    """What ``m`` holds by name: (store, name, object) for its registered and tensor attributes."""
+def _entries(m: Module, plain: tuple) -> tuple:
+    """What ``m`` holds by name: (store, name, object) for its registered objects, then for the plain
+    tensor attributes named in ``plain`` (store "")."""
     out = []
+    d = m.__dict__
     for store in _STORES:
-        for name, v in m.__dict__.get(store, {}).items():
+        for name, v in d.get(store, {}).items():
             out.append((store, name, v))
-    for name, v in m.__dict__.items():
-        if isinstance(v, Tensor):
-            out.append(("", name, v))
+    for name in plain:
+        out.append(("", name, d.get(name)))
     return tuple(out)
 
 
 class Structure:
-    """Snapshot of the modules a recording touched and everything below them (by identity, weakly)."""
+    """Snapshot of the modules a recording touched and everything below them (by identity, weakly).
 
-    def __init__(self, roots) -> None:
+    Plain tensor attributes count only if the recording read them (``read``: ids of the tensors it
+    read): one a forward writes (``self.last = h``) must not make every later replay record again."""
+
+    def __init__(self, roots, read: set[int] = frozenset()) -> None:
         seen: set[int] = set()
         self.items: list[tuple] = []
         for root in roots:
@@ -135,16 +139,17 @@ class Structure:
                 if id(m) in seen:
                     continue
                 seen.add(id(m))
-                self.items.append((weakref.ref(m), type(m).__name__,
-                                   tuple((s, n, None if v is None else _ref(v)) for s, n, v in _entries(m))))
+                plain = tuple(n for n, v in m.__dict__.items() if isinstance(v, Tensor) and id(v) in read)
+                self.items.append((weakref.ref(m), type(m).__name__, plain,
+                                   tuple((s, n, None if v is None else _ref(v)) for s, n, v in _entries(m, plain))))
 
     def changed(self) -> str | None:
         """Why the structure differs from the snapshot (a replaced or removed object), or None."""
-        for ref, cls, old in self.items:
+        for ref, cls, plain, old in self.items:
             m = ref()
             if m is None:
                 return f"a {cls} module the recording read was freed"
-            now = _entries(m)
+            now = _entries(m, plain)
             if len(now) == len(old) and all(s == s0 and n == n0 and (v is None if r is None else r() is v)
                                             for (s, n, v), (s0, n0, r) in zip(now, old)):
                 continue
