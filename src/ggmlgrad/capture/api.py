@@ -254,11 +254,12 @@ class Captured:
 
     def _mode_key(self) -> tuple:
         """The training flags of the watched modules (recomputed only after a train()/eval() or assignment)."""
-        if self._modes_epoch != WATCH.epoch:
+        epoch = WATCH.epoch
+        if self._modes_epoch != epoch:
             if any(r() is None for r in self._watched):
                 self._forget_dead()
             self._modes = tuple(training_flag(r) for r in self._watched)
-            self._modes_epoch = WATCH.epoch
+            self._modes_epoch = epoch
         return self._modes
 
     def _adopt(self, key: tuple, rec: "_Recording", seen) -> tuple:
@@ -266,9 +267,9 @@ class Captured:
 
         Recordings made before a module was watched did not read its flag: their keys take its current
         value (any value would be right for them)."""
+        rec.epoch = WATCH.epoch
         read = {id(t) for t in (r() for r, _, _ in rec.refs) if t is not None}
         rec.structure = Structure(seen.live_modules(), read)
-        rec.epoch = WATCH.epoch
         new = [(m, mode) for m, mode in seen.live_modes() if id(m) not in self._watched_ids]
         if not new:
             return key
@@ -383,11 +384,12 @@ class Captured:
     @staticmethod
     def _replaced(rec: _Recording) -> str | None:
         """Why the modules ``rec`` read no longer hold what it read; compared only after WATCH.epoch moved."""
-        if rec.epoch == WATCH.epoch:
+        epoch = WATCH.epoch  # read before comparing: a change made meanwhile moves it again
+        if rec.epoch == epoch:
             return None
         why = rec.structure.changed()
         if why is None:
-            rec.epoch = WATCH.epoch
+            rec.epoch = epoch
         return why
 
     def _drop(self, key, why: str) -> None:

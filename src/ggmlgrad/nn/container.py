@@ -86,10 +86,10 @@ def _insert_list(mods: list, index: int, module: Module) -> list:
 
 def _renumber(container: Module, mods: list) -> None:
     """Re-register ``mods`` as "0", "1", ... (list semantics after insert/pop, as PyTorch)."""
-    WATCH.epoch += 1  # captured functions re-check the submodules they read
     container._modules.clear()
     for i, m in enumerate(mods):
         container._modules[str(i)] = m
+    WATCH.epoch += 1  # captured functions re-check the submodules they read
 
 
 class ModuleList(Module):
@@ -154,8 +154,8 @@ class ModuleDict(Module):
         self.add_module(key, module)
 
     def __delitem__(self, key: str) -> None:
-        WATCH.epoch += 1
         del self._modules[key]
+        WATCH.epoch += 1
 
     def __contains__(self, key: str) -> bool:
         return key in _read(self)

@@ -123,9 +123,7 @@ class Module:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"cannot assign {name!r} before Module.__init__() is called")
         params, buffers, modules = self._parameters, self._buffers, self._modules
-        if isinstance(value, Tensor) or name in params or name in buffers or name in modules or \
-                isinstance(value, Module):
-            WATCH.epoch += 1  # what a captured function reads may have been replaced
+        replaces = isinstance(value, (Tensor, Module)) or name in params or name in buffers or name in modules
         if isinstance(value, Parameter):
             self._discard(name, keep=params)  # reassignment keeps the registration order
             params[name] = value
@@ -147,6 +145,8 @@ class Module:
             buffers[name] = value
         else:
             object.__setattr__(self, name, value)
+        if replaces:
+            WATCH.epoch += 1  # after the change: captured functions re-check what they read
 
     def _discard(self, name: str, keep=None) -> None:
         for d in (self.__dict__, self._parameters, self._buffers, self._modules):
@@ -168,41 +168,42 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
 
     def __delattr__(self, name: str) -> None:
-        WATCH.epoch += 1
         for s in (self._parameters, self._buffers, self._modules):
             if name in s:
                 del s[name]
                 self._non_persistent.discard(name)
+                WATCH.epoch += 1
                 return
         object.__delattr__(self, name)
+        WATCH.epoch += 1
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"register_parameter: {name!r} must be a Parameter or None, got {type(param).__name__}")
         self._check_name("register_parameter", name)
-        WATCH.epoch += 1
         self._discard(name, keep=self._parameters)  # re-registering a name keeps its place (as PyTorch)
         self._parameters[name] = param
+        WATCH.epoch += 1
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """A tensor that is state but not a parameter (running statistics, masks); in ``state_dict`` when persistent."""
         if tensor is not None and not _is_tensor(tensor):
             raise TypeError(f"register_buffer: {name!r} must be a Tensor or None, got {type(tensor).__name__}")
         self._check_name("register_buffer", name)
-        WATCH.epoch += 1
         self._discard(name, keep=self._buffers)  # re-registering a name keeps its place (as PyTorch)
         self._buffers[name] = tensor
         self._non_persistent.discard(name)
         if not persistent:
             self._non_persistent.add(name)
+        WATCH.epoch += 1
 
     def add_module(self, name: str, module: "Module | None") -> None:
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"add_module: {name!r} must be a Module or None, got {type(module).__name__}")
         self._check_name("add_module", name)
-        WATCH.epoch += 1
         self._discard(name, keep=self._modules)  # re-registering a name keeps its place (as PyTorch)
         self._modules[name] = module
+        WATCH.epoch += 1
 
     register_module = add_module
 
