@@ -373,3 +373,14 @@ def test_plain_tensor_attributes_count_when_read_not_when_written():
     net.shift = gg.tensor(np.full(3, 4.0, np.float32))
     np.testing.assert_allclose(f(X[0]), ref(), rtol=1e-5, atol=1e-6)
     assert f.n_recordings == 2 and old is not net.shift
+
+
+def test_captured_step_follows_frozen_parameters_like_an_uncaptured_step():
+    def freeze(net, opt):
+        freeze.before = [p.numpy() for p in net[0].parameters()]
+        for p in net[0].parameters():
+            p.requires_grad = False
+    net, step = _twin_steps(freeze)
+    for p, b in zip(net[0].parameters(), freeze.before):
+        np.testing.assert_array_equal(p.numpy(), b)              # frozen: not updated any more
+    assert step.n_recordings == 2

@@ -16,6 +16,7 @@ import functools
 import inspect
 import logging
 import math
+import operator
 import os
 import weakref
 from collections import OrderedDict
@@ -32,6 +33,7 @@ from .recording import Download, Recorder, fill_noise, put_arg, unpack
 from .state import Structure, observing, training_flag, watch
 
 log = logging.getLogger("ggmlgrad.capture")
+_REQUIRES_GRAD = operator.attrgetter("requires_grad")
 
 _ARRAY = "array"
 _CONST = "const"
@@ -538,6 +540,9 @@ class CapturedStep(Captured):
     def _stale(self, rec) -> str | None:
         if self._opt_signature() != rec.opt_signature:
             return "the optimizer's parameter set or update structure changed"
+        if tuple(map(_REQUIRES_GRAD, rec.params)) != rec.grad_flags:
+            changed = [p.shape for p, f in zip(rec.params, rec.grad_flags) if p.requires_grad != f]
+            return f"requires_grad of {len(changed)} optimizer parameter(s) changed (shapes {changed[:3]})"
         return self._replaced(rec) or rec.stale()
 
     def _record(self, key, args, kwargs) -> _Recording:
@@ -592,6 +597,7 @@ class CapturedStep(Captured):
         rec = _Recording(key, recorder, inputs, recorder.graphs, downloads_at, dl_bytes, block, spec, n_user)
         rec.opt_signature = opt_sig
         rec.params = params
+        rec.grad_flags = tuple(map(_REQUIRES_GRAD, params))  # a frozen parameter gets no gradient
         rec.grads = grads
         rec.clip_slot = inputs.clip[0] if clip else None
         rec.hparam_slots = inputs.hparams
@@ -698,7 +704,8 @@ def capture_step(loss_fn: Callable, optimizer, max_grad_norm: float | None = Non
     ``(that, grad_norm)``. A non-finite gradient norm raises before the update and changes
     nothing. Learning rates (schedulers), step counters, bias corrections and the clip limit
     are inputs: changing them never records again. Parameters' ``.grad`` hold the last
-    step's (clipped) gradients.
+    step's (clipped) gradients. ``train()``/``eval()``, replaced parameters or submodules, a
+    changed parameter set and a parameter's ``requires_grad`` are followed (records again).
 
     >>> import numpy as np, ggmlgrad as gg
     >>> w = gg.tensor(np.ones(2, np.float32), requires_grad=True)
