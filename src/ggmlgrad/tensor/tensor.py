@@ -6,8 +6,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, Array, DType, download, dtypes, float32,
-                      host_array, int32, new_from_host, upload_into)
+from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, Array, CaptureError, DType, download, dtypes, float32,
+                      host_array, int32, new_from_host, upload_into, user_site)
 from ..ops import op
 from ..ops.registry import REGISTRY
 from ..ops.shapes import check_ndim
@@ -254,6 +254,7 @@ class Tensor(Array):
 
     def _write(self, name: str, make_value) -> "Tensor":
         """Overwrite this tensor's storage with ``make_value()`` (built from its current value)."""
+        _refuse_while_recording(name)
         self._check_inplace(name)
         with ENGINE.exclusive("inplace"):
             if self._status != COMPUTED:
@@ -278,6 +279,7 @@ class Tensor(Array):
         any other tensor is rebased (as in torch): its ``grad_fn`` becomes the op's node, fed by a
         copy of the old value, so gradients flow through the in-place op.
         """
+        _refuse_while_recording(name)
         _check_inplace_operand(self, name, other, closed, cast_ok)
         if not (is_grad_enabled() and (self.requires_grad or getattr(other, "requires_grad", False))):
             return self._write(name, lambda: compute(self, other))
@@ -291,7 +293,7 @@ class Tensor(Array):
             base.requires_grad, base.grad_fn = self.requires_grad, self.grad_fn
             v = compute(base, other)  # recorded on the tape (grad is on)
             if v.shape != self.shape:
-                v = op.expand_as(v, self)
+                v = op.expand_as(v, base)  # not self: the node would see self's version change
             if v.dtype is not self.dtype:
                 v = op.cast(v, dtype=self.dtype)
             ENGINE.queue_write(self, ENGINE.node_of(v), name)
@@ -319,12 +321,15 @@ class Tensor(Array):
         arr = np.asarray(src)
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"copy_: cannot copy from {type(src).__name__} of dtype {arr.dtype}")
+        if _broadcastable(arr.shape, self.shape) and np.broadcast_shapes(arr.shape, self.shape) != self.shape:
+            raise RuntimeError(f"copy_: output with shape {list(self.shape)} doesn't match the broadcast "
+                               f"shape {list(np.broadcast_shapes(arr.shape, self.shape))}")
         try:
             arr = np.broadcast_to(arr, self.shape)
         except ValueError:
-            raise RuntimeError(f"copy_: output with shape {list(self.shape)} doesn't match the broadcast "
-                               f"shape {list(np.broadcast_shapes(arr.shape, self.shape)) if _broadcastable(arr.shape, self.shape) else list(arr.shape)}") from None
+            raise ValueError(f"copy_: source shape {arr.shape} cannot be broadcast to {self.shape}") from None
         _check_int_range("copy_", arr, self.dtype)
+        _refuse_while_recording("copy_")
         self._check_inplace("copy_")
         with ENGINE.lock:
             ENGINE.drain("inplace")  # queued nodes may read this storage: they run first
@@ -415,6 +420,7 @@ class Tensor(Array):
         if self.grad is not None and (value.shape != self.shape or value.dtype is not self.dtype):
             raise RuntimeError(f"data: the new value ({value.shape}, {value.dtype.name}) does not match "
                                f".grad ({self.grad.shape}, {self.grad.dtype.name}); set .grad = None first")
+        _refuse_while_recording("data assignment")
         with ENGINE.lock:
             ENGINE.drain("inplace")  # queued nodes read the old memory, and value gets its own
             if value._status != COMPUTED:
@@ -649,6 +655,17 @@ def _keepdim(keepdim: bool, keepdims) -> bool:
 
 
 # ---------------------------------------------------------------------- in-place rules (torch's)
+def _refuse_while_recording(name: str) -> None:
+    """A captured function cannot write in place: the replay could not order the write after
+    the graph's reads of the old value (capture_step runs the optimizer's update as its own graph)."""
+    if ENGINE.guard is not None:
+        raise CaptureError(
+            f"capture: the in-place op {name} at {user_site()} ran while a captured function was recording; "
+            f"a captured function cannot write tensors in place. Return the new value as an output and "
+            f"write it outside (e.g. p.copy_(out)), or use gg.capture_step(loss_fn, optimizer) for "
+            f"parameter updates.")
+
+
 def _leaf_inplace_message(name: str) -> str:
     return (f"{name}: a leaf Variable that requires grad is being used in an in-place operation; wrap "
             f"it in gg.no_grad() (e.g. a manual parameter update) or use the out-of-place op")
