@@ -657,3 +657,17 @@ def test_keepdim_and_keepdims_together_is_an_error():
     with pytest.raises(TypeError, match="keepdim"):
         gg.amax(t, dim=0, keepdim=True, keepdims=False)
     assert t.sum(axis=0, keepdims=False).shape == (3,)
+
+
+def test_optimizer_refuses_state_of_another_shape_after_data_swap(mode):
+    m = gg.nn.Linear(2, 3)
+    opt = gg.optim.Adam(m.parameters(), lr=0.1)
+    m(gg.ones(1, 2)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+    m.weight.data = gg.zeros(4, 2)            # torch allows the swap; the old moments no longer fit
+    m.bias.data = gg.zeros(4)
+    m(gg.ones(1, 2)).sum().backward()
+    with pytest.raises(RuntimeError, match="optimizer state has shape"):
+        opt.step()
+    assert m.weight.tolist() == [[0.0, 0.0]] * 4

@@ -296,7 +296,7 @@ class Optimizer:
         every step. An optimizer without its own ``_group_structure`` makes it every step."""
         cacheable = type(self)._group_structure is not Optimizer._group_structure
         if cacheable:
-            key = (tuple([(id(p), p.dtype) for p in params]), tuple([g is None for g in grads]),
+            key = (tuple([(id(p), p.dtype, p.shape) for p in params]), tuple([g is None for g in grads]),
                    tuple([(len(g["params"]), self._group_structure(g)) for g in self.param_groups]))
             layout = self._layouts.get(key)
             if layout is not None:
@@ -312,6 +312,7 @@ class Optimizer:
                     continue
                 st = self.state[p]
                 build, state_tensors, options, label = self._update_rule(p, group, st)
+                _check_state_shapes(self, p, state_tensors)
                 keys = tuple(k for k in keys_of_group if k in st)
                 tensors = None
                 if len(keys) != len(state_tensors) or any(st[k] is not t for k, t in zip(keys, state_tensors)):
@@ -535,6 +536,16 @@ class Optimizer:
 
 
 # ---------------------------------------------------------------------- helpers
+def _check_state_shapes(opt: Optimizer, p: Tensor, state_tensors) -> None:
+    """A parameter whose value was replaced by one of another shape (``p.data = t``) no longer fits
+    its state: refuse before ggml sees mismatched shapes."""
+    for t in state_tensors:
+        if t.shape != p.shape:
+            raise RuntimeError(f"{type(opt).__name__}.step: a parameter now has shape {p.shape} but its "
+                               f"optimizer state has shape {t.shape} (was its .data replaced?); make a new "
+                               f"optimizer for the new parameters")
+
+
 def _split_names(params: list) -> tuple[list, list | None]:
     """``[(name, tensor), ...]`` → (tensors, names); plain tensors → (tensors, None). Torch's rule:
     all named or none."""
