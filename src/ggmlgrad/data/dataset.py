@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..engine import int32
+from ..tensor import Tensor, tensor
 
 
 class Dataset:
@@ -25,13 +26,27 @@ def _host(x, i: int) -> np.ndarray:
     return arr
 
 
+def to_tensor(arr, device=None) -> Tensor:
+    """Host values as a tensor: floats float32 (float16 stays float16), integers int32 (int64
+    values must fit), bools float32 (ggmlgrad has no bool dtype)."""
+    arr = np.asarray(arr)
+    if arr.dtype.kind in "fb":
+        return tensor(arr if arr.dtype in (np.float32, np.float16) else arr.astype(np.float32), device=device)
+    if arr.dtype.kind in "iu":
+        return tensor(arr, dtype=int32, device=device)
+    raise TypeError(f"cannot make a tensor of values of dtype {arr.dtype}")
+
+
 class TensorDataset(Dataset):
     """Rows of several equal-length arrays (NumPy arrays, nested lists or Tensors), indexed together.
 
+    ``ds[i]`` is a tuple of tensors (as torch's); the rows stay on the host until indexed, and
+    :class:`DataLoader` slices whole batches from them.
+
     >>> import numpy as np, ggmlgrad as gg
     >>> ds = gg.data.TensorDataset(np.zeros((3, 2)), np.array([0, 1, 2]))
-    >>> len(ds), int(ds[1][1])
-    (3, 1)
+    >>> len(ds), int(ds[1][1]), ds[1][0].shape
+    (3, 1, (2,))
     """
 
     def __init__(self, *arrays):
@@ -50,5 +65,7 @@ class TensorDataset(Dataset):
     def __len__(self) -> int:
         return len(self.arrays[0])
 
-    def __getitem__(self, index):
-        return tuple(a[index] for a in self.arrays)
+    def __getitem__(self, index) -> tuple:
+        if isinstance(index, Tensor):
+            index = index.numpy()
+        return tuple(to_tensor(a[index]) for a in self.arrays)

@@ -6,18 +6,15 @@ from typing import Iterator
 
 import numpy as np
 
-from ..engine import float32, int32
-from ..tensor import Tensor, tensor
-from .dataset import TensorDataset
+from ..tensor import Tensor
+from .dataset import TensorDataset, to_tensor
 
 
 def _to_tensor(arr: np.ndarray, device) -> Tensor:
-    arr = np.asarray(arr)
-    if arr.dtype.kind in "fb":
-        return tensor(arr if arr.dtype in (np.float32, np.float16) else arr.astype(np.float32), device=device)
-    if arr.dtype.kind in "iu":
-        return tensor(arr, dtype=int32, device=device)
-    raise TypeError(f"DataLoader: cannot batch values of dtype {arr.dtype}")
+    try:
+        return to_tensor(arr, device)
+    except TypeError:
+        raise TypeError(f"DataLoader: cannot batch values of dtype {np.asarray(arr).dtype}") from None
 
 
 def _collate(samples: list, device):
@@ -97,5 +94,3 @@ class DataLoader:
         self._rng = np.random.default_rng(self.seed)
         self._rng.bit_generator.state = state["rng"]
 
-
-_ = float32

@@ -1,4 +1,12 @@
-"""Element types: float32 for compute, float16/bfloat16 for storage, int32 for indices."""
+"""Element types: float32 for compute, float16/bfloat16 for storage, int32 for indices.
+
+One rule for the wider spellings (no double precision, no 64-bit integers on ggml):
+``float64`` / ``double`` (names, NumPy types, float64 arrays) mean float32 — values are
+rounded to float32 as NumPy's ``astype`` does; ``int64`` / ``long`` (and every NumPy integer or
+bool type) mean int32 — a host value outside the int32 range raises ValueError instead of
+wrapping. ``gg.int64 is gg.int32`` and ``gg.float64 is gg.float32``: ``t.dtype`` always names
+the storage honestly.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -25,19 +33,30 @@ float16 = DType("float16", consts.TYPE_F16, np.float16, 2, True)
 bfloat16 = DType("bfloat16", consts.TYPE_BF16, np.uint16, 2, True)
 int32 = DType("int32", consts.TYPE_I32, np.int32, 4, False)
 
+# The wider spellings are names of the same dtype objects (see the module docstring).
+float64 = double = float32
+int64 = long = int32
+
 ALL = {d.name: d for d in (float32, float16, bfloat16, int32)}
-_ALIASES = {"float": float32, "f32": float32, "half": float16, "f16": float16, "bf16": bfloat16,
-            "int": int32, "i32": int32, "long": int32, "int64": int32}
+_ALIASES = {"float": float32, "f32": float32, "float64": float32, "double": float32, "f64": float32,
+            "half": float16, "f16": float16, "bf16": bfloat16,
+            "int": int32, "i32": int32, "long": int32, "int64": int32, "i64": int32}
 
 
 def from_any(x) -> DType:
-    """Accepts a DType, its name, or a NumPy dtype/type."""
+    """Accepts a DType, its name (or a wider spelling: "float64" → float32, "int64" → int32),
+    or a NumPy dtype/type.
+
+    >>> from_any("int64") is int32, from_any("float64") is float32
+    (True, True)
+    """
     if isinstance(x, DType):
         return x
     if isinstance(x, str):
         d = ALL.get(x) or _ALIASES.get(x)
         if d is None:
-            raise TypeError(f"dtype: unknown dtype {x!r} (use float32, float16, bfloat16 or int32)")
+            raise TypeError(f"dtype: unknown dtype {x!r} (use float32, float16, bfloat16 or int32; "
+                            f"float64 and int64 are accepted and stored as float32 and int32)")
         return d
     try:
         nd = np.dtype(x)
@@ -46,7 +65,7 @@ def from_any(x) -> DType:
     if nd.kind == "f":
         return float16 if nd == np.float16 else float32
     if nd.kind in "iub":
-        return int32
+        return int32  # int64 / uint8 / bool: int32 storage (host values are range-checked)
     raise TypeError(f"dtype: NumPy dtype {nd} has no ggmlgrad equivalent")
 
 

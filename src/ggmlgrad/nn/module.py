@@ -438,34 +438,39 @@ class Module:
 
 
 def _check_value(name: str, target: Tensor, value) -> str | None:
+    """Why ``value`` cannot be loaded into ``target`` (None when it can). As torch's ``copy_``,
+    any float or integer value casts to a float target (float64 → float32 included); an
+    integer target takes integers only (in int32's range: no float truncation, no wrapping)."""
     if isinstance(value, Tensor):
-        shape, dtype = tuple(value.shape), value.dtype
+        shape, is_float = tuple(value.shape), value.dtype.is_float
     elif isinstance(value, np.ndarray):
-        shape = tuple(value.shape)
-        try:
-            dtype = dtypes.from_any(value.dtype)
-        except TypeError:
+        if value.dtype == object or value.dtype.kind not in "biuf":
             return f"{name}: NumPy dtype {value.dtype} cannot be loaded"
-        if value.dtype == np.float64 or value.dtype.kind in "iub" and value.dtype != np.int32:
-            return f"{name}: dtype {value.dtype} does not match the model's {target.dtype.name}"
+        shape, is_float = tuple(value.shape), value.dtype.kind == "f"
     else:
         return f"{name}: expected a Tensor or NumPy array, got {type(value).__name__}"
     if shape != tuple(target.shape):
         return f"{name}: shape {shape} does not match the model's {tuple(target.shape)}"
-    if dtype is not target.dtype:
-        return f"{name}: dtype {dtype.name} does not match the model's {target.dtype.name}"
+    if is_float and not target.dtype.is_float:
+        return f"{name}: a float value cannot be loaded into the model's {target.dtype.name} tensor"
+    if isinstance(value, np.ndarray) and not target.dtype.is_float and value.size \
+            and (value.max() > 2**31 - 1 or value.min() < -2**31):
+        return f"{name}: integer values do not fit in the model's int32 tensor"
     return None
 
 
 def _write_all(plan) -> None:
     """Copy validated values into their targets: tensors as ONE graph compute (after a drain, so no
-    queued read can see a half-loaded model), NumPy arrays as direct uploads."""
+    queued read can see a half-loaded model), NumPy arrays as direct uploads. Values of another
+    dtype are cast to the target's (torch's copy_)."""
     tensors = [(t, v if v.device is t.device else v.to(device=t.device)) for t, v in plan if isinstance(v, Tensor)]
     tensors = [(t, v) for t, v in tensors if v._storage is not t._storage or v._status != COMPUTED]
     with no_grad():
         if tensors:
             with ENGINE.exclusive("load_state_dict"):
                 for target, value in tensors:
+                    if value.dtype is not target.dtype:
+                        value = value.to(target.dtype)
                     ENGINE.begin(target.device)
                     ENGINE.queue_write(target, ENGINE.node_of(value), "load_state_dict")
             for target, _ in tensors:

@@ -130,7 +130,16 @@ class Optimizer:
         return [p for g in self.param_groups for p in g["params"]]
 
     def add_param_group(self, param_group: dict) -> None:
-        """Add a group (``{"params": [...], "lr": ...}``); unset options take the defaults."""
+        """Add a group (``{"params": [...], "lr": ...}``); unset options take the defaults.
+
+        ``params`` may hold ``(name, tensor)`` pairs (``model.named_parameters()``, as torch 2.x):
+        the names are kept in the group's ``"param_names"`` (and in ``state_dict()``).
+
+        >>> import ggmlgrad as gg
+        >>> opt = gg.optim.SGD(gg.nn.Linear(2, 1).named_parameters(), lr=0.1)
+        >>> opt.param_groups[0]["param_names"]
+        ['weight', 'bias']
+        """
         if not isinstance(param_group, dict):
             raise TypeError(f"add_param_group: expected a dict, got {type(param_group).__name__}")
         params = param_group.get("params")
@@ -142,6 +151,7 @@ class Optimizer:
             params = list(params) if params is not None else []
         if not params:
             raise ValueError("add_param_group: the group has no parameters")
+        params, names = _split_names(params)
         seen = {id(p) for p in self.flat_params()}
         for i, p in enumerate(params):
             if not isinstance(p, Tensor):
@@ -154,6 +164,8 @@ class Optimizer:
                 raise ValueError(f"some parameters appear in more than one parameter group (shape {p.shape})")
             seen.add(id(p))
         group = {k: v for k, v in param_group.items() if k != "params"}
+        if names is not None:
+            group["param_names"] = names
         for k, v in self.defaults.items():
             group.setdefault(k, v)
         self._validate_group(group)
@@ -284,7 +296,7 @@ class Optimizer:
         every step. An optimizer without its own ``_group_structure`` makes it every step."""
         cacheable = type(self)._group_structure is not Optimizer._group_structure
         if cacheable:
-            key = (tuple([(id(p), p.dtype) for p in params]), tuple([g is None for g in grads]),
+            key = (tuple([(id(p), p.dtype, p.shape) for p in params]), tuple([g is None for g in grads]),
                    tuple([(len(g["params"]), self._group_structure(g)) for g in self.param_groups]))
             layout = self._layouts.get(key)
             if layout is not None:
@@ -300,6 +312,7 @@ class Optimizer:
                     continue
                 st = self.state[p]
                 build, state_tensors, options, label = self._update_rule(p, group, st)
+                _check_state_shapes(self, p, state_tensors)
                 keys = tuple(k for k in keys_of_group if k in st)
                 tensors = None
                 if len(keys) != len(state_tensors) or any(st[k] is not t for k, t in zip(keys, state_tensors)):
@@ -523,6 +536,30 @@ class Optimizer:
 
 
 # ---------------------------------------------------------------------- helpers
+def _check_state_shapes(opt: Optimizer, p: Tensor, state_tensors) -> None:
+    """A parameter whose value was replaced by one of another shape (``p.data = t``) no longer fits
+    its state: refuse before ggml sees mismatched shapes."""
+    for t in state_tensors:
+        if t.shape != p.shape:
+            raise RuntimeError(f"{type(opt).__name__}.step: a parameter now has shape {p.shape} but its "
+                               f"optimizer state has shape {t.shape} (was its .data replaced?); make a new "
+                               f"optimizer for the new parameters")
+
+
+def _split_names(params: list) -> tuple[list, list | None]:
+    """``[(name, tensor), ...]`` → (tensors, names); plain tensors → (tensors, None). Torch's rule:
+    all named or none."""
+    named = [isinstance(p, tuple) for p in params]
+    if not any(named):
+        return params, None
+    if not all(named):
+        raise ValueError("all optimizer params should be with/without names. Some param names are missing")
+    for i, p in enumerate(params):
+        if len(p) != 2 or not isinstance(p[0], str):
+            raise TypeError(f"optimizer: a named parameter must be a (str, Tensor) pair, got {p!r:.60} at position {i}")
+    return [p[1] for p in params], [p[0] for p in params]
+
+
 def _zeros_f32(p: Tensor) -> Tensor:
     """A float32 zero tensor shaped like ``p``, made on the device (a graph op, no upload)."""
     z = op.fill_like(p, c=0.0)

@@ -1,8 +1,9 @@
 """Function forms of the ops: ``gg.exp(x)``, ``gg.matmul(a, b)``, ``gg.sum(x, axis=1)``, ..."""
 from __future__ import annotations
 
+from ..engine.dtypes import double, float64, int64, long
 from ..ops import op
-from .tensor import Tensor, floor_divide, remainder, add, as_tensor, binary_extreme, clamp, compare, div, mul, pow, sub, where
+from .tensor import Tensor, _keepdim, floor_divide, remainder, add, as_tensor, binary_extreme, clamp, compare, div, mul, pow, sub, where
 
 __all__ = ["add", "sub", "mul", "div", "pow", "floor_divide", "remainder", "floor", "matmul", "exp", "log", "sqrt", "abs", "neg", "square",
            "sum", "mean", "reshape", "permute", "transpose", "relu", "tanh", "sigmoid", "linear", "sign",
@@ -11,7 +12,9 @@ __all__ = ["add", "sub", "mul", "div", "pow", "floor_divide", "remainder", "floo
            # reductions
            "max", "min", "amax", "amin", "argmax", "argmin", "var", "std", "logsumexp",
            # activations
-           "leaky_relu", "gelu", "silu", "softplus", "elu", "softmax", "log_softmax"]
+           "leaky_relu", "gelu", "silu", "softplus", "elu", "softmax", "log_softmax",
+           # torch's wider dtype names: the same dtype objects as float32 / int32 (engine/dtypes.py)
+           "float64", "double", "int64", "long"]
 
 
 def matmul(a, b) -> Tensor:
@@ -53,12 +56,18 @@ def square(x: Tensor) -> Tensor:
     return op.square(x)
 
 
-def sum(x: Tensor, axis=None, keepdim: bool = False, dim=None) -> Tensor:  # noqa: A001
-    return x.sum(axis=axis, keepdim=keepdim, dim=dim)
+def sum(x: Tensor, axis=None, keepdim: bool = False, dim=None, *, keepdims=None) -> Tensor:  # noqa: A001
+    """Sum over all or given axes; ``keepdims`` is NumPy's spelling of ``keepdim``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.sum(gg.ones(2, 3), axis=0, keepdims=True).shape
+    (1, 3)
+    """
+    return x.sum(axis=axis, keepdim=_keepdim(keepdim, keepdims), dim=dim)
 
 
-def mean(x: Tensor, axis=None, keepdim: bool = False, dim=None) -> Tensor:
-    return x.mean(axis=axis, keepdim=keepdim, dim=dim)
+def mean(x: Tensor, axis=None, keepdim: bool = False, dim=None, *, keepdims=None) -> Tensor:
+    return x.mean(axis=axis, keepdim=_keepdim(keepdim, keepdims), dim=dim)
 
 
 def reshape(x: Tensor, shape) -> Tensor:
@@ -140,50 +149,54 @@ def minimum(a, b) -> Tensor:
 
 
 # ---------------------------------------------------------------------- reductions
-def max(x: Tensor, dim=None, keepdim: bool = False, *, axis=None):  # noqa: A001
+def max(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):  # noqa: A001
     """torch.max: ``max(x)`` → 0-d; ``max(x, dim)`` → (values, indices); ``max(x, other)`` → maximum.
 
     >>> import ggmlgrad as gg
     >>> gg.max(gg.tensor([[1.0, 5.0], [7.0, 2.0]]), dim=1).values.tolist()
     [5.0, 7.0]
     """
-    return x.max(dim, keepdim, axis=axis)
+    return x.max(dim, _keepdim(keepdim, keepdims), axis=axis)
 
 
-def min(x: Tensor, dim=None, keepdim: bool = False, *, axis=None):  # noqa: A001
-    return x.min(dim, keepdim, axis=axis)
+def min(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):  # noqa: A001
+    return x.min(dim, _keepdim(keepdim, keepdims), axis=axis)
 
 
-def amax(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+def amax(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
     """Max over all or given axes (values only); ties share the gradient evenly."""
-    return x.amax(dim, keepdim, axis=axis)
+    return x.amax(dim, _keepdim(keepdim, keepdims), axis=axis)
 
 
-def amin(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
-    return x.amin(dim, keepdim, axis=axis)
+def amin(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
+    return x.amin(dim, _keepdim(keepdim, keepdims), axis=axis)
 
 
-def argmax(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+def argmax(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
     """int32 index of the first maximum along ``dim`` (flattened when None)."""
-    return x.argmax(dim, keepdim, axis=axis)
+    return x.argmax(dim, _keepdim(keepdim, keepdims), axis=axis)
 
 
-def argmin(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
-    return x.argmin(dim, keepdim, axis=axis)
+def argmin(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
+    return x.argmin(dim, _keepdim(keepdim, keepdims), axis=axis)
 
 
-def var(x: Tensor, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None) -> Tensor:
+def var(x: Tensor, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None,
+        keepdims=None) -> Tensor:
     """Variance over all or given axes; ``correction`` defaults to 1 (torch.var)."""
-    return x.var(dim, correction=correction, keepdim=keepdim, unbiased=unbiased, axis=axis)
+    return x.var(dim, correction=correction, keepdim=_keepdim(keepdim, keepdims), unbiased=unbiased,
+                 axis=axis)
 
 
-def std(x: Tensor, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None) -> Tensor:
-    return x.std(dim, correction=correction, keepdim=keepdim, unbiased=unbiased, axis=axis)
+def std(x: Tensor, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None,
+        keepdims=None) -> Tensor:
+    return x.std(dim, correction=correction, keepdim=_keepdim(keepdim, keepdims), unbiased=unbiased,
+                 axis=axis)
 
 
-def logsumexp(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+def logsumexp(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
     """log(sum(exp(x))) over all or given axes, computed stably."""
-    return x.logsumexp(dim, keepdim, axis=axis)
+    return x.logsumexp(dim, _keepdim(keepdim, keepdims), axis=axis)
 
 
 # ---------------------------------------------------------------------- activations

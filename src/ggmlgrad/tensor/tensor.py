@@ -6,8 +6,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, Array, DType, download, dtypes, float32,
-                      host_array, int32, new_from_host, upload_into)
+from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, Array, CaptureError, DType, download, dtypes, float32,
+                      host_array, int32, new_from_host, upload_into, user_site)
 from ..ops import op
 from ..ops.registry import REGISTRY
 from ..ops.shapes import check_ndim
@@ -204,6 +204,14 @@ class Tensor(Array):
     def int(self) -> "Tensor":
         return self.to(int32)
 
+    def long(self) -> "Tensor":
+        """int64 in torch; int32 storage here (``gg.int64 is gg.int32``, see engine/dtypes.py)."""
+        return self.to(int32)
+
+    def double(self) -> "Tensor":
+        """float64 in torch; float32 here (``gg.float64 is gg.float32``: no double precision)."""
+        return self.to(float32)
+
     def half(self) -> "Tensor":
         return self.to(dtypes.float16)
 
@@ -237,13 +245,16 @@ class Tensor(Array):
 
     # ------------------------------------------------------------- in-place (version counter)
     def _check_inplace(self, name: str) -> None:
+        """The rule of writes that do not record on the tape (``x[k] = v``, ``fill_``, host ``copy_``)."""
         if self.requires_grad and is_grad_enabled():
-            what = "a leaf tensor that requires grad" if self.grad_fn is None else "a tensor that is part of the autograd graph"
-            raise RuntimeError(f"{name}: in-place operation on {what}; wrap it in gg.no_grad() "
-                               f"(e.g. a manual parameter update) or use the out-of-place op")
+            if self.grad_fn is None:
+                raise RuntimeError(_leaf_inplace_message(name))
+            raise RuntimeError(f"{name}: in-place operation on a tensor that is part of the autograd graph; "
+                               f"wrap it in gg.no_grad() or use the out-of-place op")
 
     def _write(self, name: str, make_value) -> "Tensor":
         """Overwrite this tensor's storage with ``make_value()`` (built from its current value)."""
+        _refuse_while_recording(name)
         self._check_inplace(name)
         with ENGINE.exclusive("inplace"):
             if self._status != COMPUTED:
@@ -259,19 +270,66 @@ class Tensor(Array):
         self._version += 1
         return self
 
+    def _inplace(self, name: str, other, compute, closed: bool = True, cast_ok: bool = False) -> "Tensor":
+        """``self ← compute(self, other)`` in this tensor's own memory, with torch's rules.
+
+        The result must have ``self``'s shape (``other`` broadcasts to it) and, unless ``cast_ok``
+        (copy_), an integer tensor only takes integer results (``closed``: the op keeps integers
+        integers; true division does not). With grad on, a leaf that requires grad is refused and
+        any other tensor is rebased (as in torch): its ``grad_fn`` becomes the op's node, fed by a
+        copy of the old value, so gradients flow through the in-place op.
+        """
+        _refuse_while_recording(name)
+        _check_inplace_operand(self, name, other, closed, cast_ok)
+        if not (is_grad_enabled() and (self.requires_grad or getattr(other, "requires_grad", False))):
+            return self._write(name, lambda: compute(self, other))
+        if self.requires_grad and self.grad_fn is None:
+            raise RuntimeError(_leaf_inplace_message(name))
+        with ENGINE.exclusive("inplace"):
+            if self._status != COMPUTED:
+                raise RuntimeError(f"{name}: this tensor has no value (its graph failed)")
+            with no_grad():
+                base = op.clone(self)  # the old value, in memory the write does not touch
+            base.requires_grad, base.grad_fn = self.requires_grad, self.grad_fn
+            v = compute(base, other)  # recorded on the tape (grad is on)
+            if v.shape != self.shape:
+                v = op.expand_as(v, base)  # not self: the node would see self's version change
+            if v.dtype is not self.dtype:
+                v = op.cast(v, dtype=self.dtype)
+            ENGINE.queue_write(self, ENGINE.node_of(v), name)
+        self._version += 1
+        self._rebase(v)
+        return self
+
+    def _rebase(self, v: "Tensor") -> None:
+        """Make ``self`` (now holding ``v``'s value) the output of ``v``'s tape node."""
+        node = v.grad_fn
+        self.grad_fn, self.requires_grad = node, v.requires_grad
+        if node is not None and node.out_ref is not None:
+            # The node reads its output in backward: keep v's value (an alias without history,
+            # so no reference cycle) rather than ``self``, whose later writes bump its version.
+            saved = v.detach()
+            node.out_ref = lambda: saved
+
     def copy_(self, src) -> "Tensor":
-        """Overwrite with ``src`` (tensor, array or scalar; broadcast to this shape)."""
+        """Overwrite with ``src`` (tensor, array or scalar; broadcast to this shape; cast to this
+        dtype). A tensor ``src`` that requires grad passes its gradient on, as in torch."""
         if isinstance(src, Tensor):
             if src.device is not self.device:
                 src = src.to(device=self.device)
-            return self._write("copy_", lambda: op.clone(src) if src.dtype is self.dtype and src.shape == self.shape else src.to(self.dtype) if src.shape == self.shape else op.expand_as(src.to(float32) if src.dtype is not float32 else src, self))
+            return self._inplace("copy_", src, _copy_value, cast_ok=True)
         arr = np.asarray(src)
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"copy_: cannot copy from {type(src).__name__} of dtype {arr.dtype}")
+        if _broadcastable(arr.shape, self.shape) and np.broadcast_shapes(arr.shape, self.shape) != self.shape:
+            raise RuntimeError(f"copy_: output with shape {list(self.shape)} doesn't match the broadcast "
+                               f"shape {list(np.broadcast_shapes(arr.shape, self.shape))}")
         try:
             arr = np.broadcast_to(arr, self.shape)
         except ValueError:
             raise ValueError(f"copy_: source shape {arr.shape} cannot be broadcast to {self.shape}") from None
+        _check_int_range("copy_", arr, self.dtype)
+        _refuse_while_recording("copy_")
         self._check_inplace("copy_")
         with ENGINE.lock:
             ENGINE.drain("inplace")  # queued nodes may read this storage: they run first
@@ -282,25 +340,94 @@ class Tensor(Array):
         return self
 
     def add_(self, other, alpha: float = 1.0) -> "Tensor":
-        return self._write("add_", lambda: self + (other * alpha if alpha != 1 else other))
+        """``self += alpha * other`` in place (torch.Tensor.add_)."""
+        if alpha != 1:
+            _check_alpha("add_", self, alpha)
+            return self._inplace("add_", other, lambda b, o: b + o * alpha, closed=not isinstance(alpha, float))
+        return self._inplace("add_", other, add)
 
     def sub_(self, other, alpha: float = 1.0) -> "Tensor":
-        return self._write("sub_", lambda: self - (other * alpha if alpha != 1 else other))
+        if alpha != 1:
+            _check_alpha("sub_", self, alpha)
+            return self._inplace("sub_", other, lambda b, o: b - o * alpha, closed=not isinstance(alpha, float))
+        return self._inplace("sub_", other, sub)
 
     def mul_(self, other) -> "Tensor":
-        return self._write("mul_", lambda: self * other)
+        return self._inplace("mul_", other, mul)
 
     def div_(self, other) -> "Tensor":
-        return self._write("div_", lambda: self / other)
+        return self._inplace("div_", other, div, closed=False)
 
-    def clamp_(self, min=None, max=None) -> "Tensor":
-        return self._write("clamp_", lambda: self.clamp(min, max))
+    def pow_(self, exponent) -> "Tensor":
+        return self._inplace("pow_", exponent, pow)
+
+    def clamp_(self, min=None, max=None) -> "Tensor":  # noqa: A002  (torch names)
+        return self._inplace("clamp_", None, lambda b, _: b.clamp(min, max))
 
     def fill_(self, value: float) -> "Tensor":
         return self._write("fill_", lambda: op.fill_like(self, c=float(value)))
 
     def zero_(self) -> "Tensor":
         return self.fill_(0.0)
+
+    # Augmented assignment writes in place, as torch's (``p -= lr * p.grad`` under no_grad
+    # updates ``p`` and every alias of its memory). torch.Tensor has no ``__imatmul__``:
+    # ``a @= b`` rebinds ``a`` to a new tensor there, and so it does here.
+    def __iadd__(self, o):
+        return self._inplace("add_", o, add)
+
+    def __isub__(self, o):
+        return self._inplace("sub_", o, sub)
+
+    def __imul__(self, o):
+        return self._inplace("mul_", o, mul)
+
+    def __itruediv__(self, o):
+        return self._inplace("div_", o, div, closed=False)
+
+    def __ipow__(self, o):
+        return self._inplace("pow_", o, pow)
+
+    def __ifloordiv__(self, o):
+        return self._inplace("floor_divide_", o, floor_divide)
+
+    def __imod__(self, o):
+        return self._inplace("remainder_", o, remainder)
+
+    # ------------------------------------------------------------- .data
+    @property
+    def data(self) -> "Tensor":
+        """This tensor's value without history: an alias of the same memory (``requires_grad``
+        False). Writes through it change this tensor. Unlike torch, they also bump the shared
+        version counter, so a backward that saved this tensor raises instead of using new values.
+
+        >>> import ggmlgrad as gg
+        >>> p = gg.tensor([1.0, 2.0], requires_grad=True)
+        >>> _ = p.data.mul_(2); p.tolist()
+        [2.0, 4.0]
+        """
+        return self.detach()
+
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        """``p.data = t``: ``p`` takes ``t``'s memory (shared from now on), shape and dtype, keeping
+        its identity, ``requires_grad`` and ``.grad`` (as torch's ``set_data``)."""
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data: expected a Tensor, got {type(value).__name__}")
+        if self.requires_grad and not value.dtype.is_float:
+            raise RuntimeError(f"data: data set to a tensor that requires gradients must be floating point "
+                               f"(got {value.dtype.name})")
+        if self.grad is not None and (value.shape != self.shape or value.dtype is not self.dtype):
+            raise RuntimeError(f"data: the new value ({value.shape}, {value.dtype.name}) does not match "
+                               f".grad ({self.grad.shape}, {self.grad.dtype.name}); set .grad = None first")
+        _refuse_while_recording("data assignment")
+        with ENGINE.lock:
+            ENGINE.drain("inplace")  # queued nodes read the old memory, and value gets its own
+            if value._status != COMPUTED:
+                raise RuntimeError("data: the new value has no value (its graph failed)")
+            self._init_array(value.shape, value.dtype, value.device)
+            self._storage, self._error = value._storage, value._error
+        self._version += 1  # nodes that saved this tensor hold the old value: they raise at backward
 
     # ------------------------------------------------------------- operators
     def __add__(self, o):
@@ -365,11 +492,11 @@ class Tensor(Array):
     __hash__ = object.__hash__
 
     # ------------------------------------------------------------- methods
-    def sum(self, axis=None, keepdim: bool = False, dim=None):
-        return op.sum(self, axis=_axis(axis, dim), keepdim=keepdim)
+    def sum(self, axis=None, keepdim: bool = False, dim=None, *, keepdims=None):
+        return op.sum(self, axis=_axis(axis, dim), keepdim=_keepdim(keepdim, keepdims))
 
-    def mean(self, axis=None, keepdim: bool = False, dim=None):
-        return op.mean(self, axis=_axis(axis, dim), keepdim=keepdim)
+    def mean(self, axis=None, keepdim: bool = False, dim=None, *, keepdims=None):
+        return op.mean(self, axis=_axis(axis, dim), keepdim=_keepdim(keepdim, keepdims))
 
     def reshape(self, *shape):
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
@@ -452,37 +579,38 @@ class Tensor(Array):
         """``self`` where ``condition`` is non-zero, else ``other`` (torch.Tensor.where)."""
         return where(condition, self, other)
 
-    def max(self, dim=None, keepdim: bool = False, *, axis=None):
+    def max(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
         """torch semantics: ``t.max()`` the largest value; ``t.max(dim)`` a (values, indices) pair;
         ``t.max(other)`` elementwise maximum. For values over several axes use ``amax``."""
-        return extreme(self, _axis(axis, dim), keepdim, "max")
+        return extreme(self, _axis(axis, dim), _keepdim(keepdim, keepdims), "max")
 
-    def min(self, dim=None, keepdim: bool = False, *, axis=None):
-        return extreme(self, _axis(axis, dim), keepdim, "min")
+    def min(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+        return extreme(self, _axis(axis, dim), _keepdim(keepdim, keepdims), "min")
 
-    def amax(self, dim=None, keepdim: bool = False, *, axis=None):
-        return op.amax(self, axis=_axes(_axis(axis, dim)), keepdim=keepdim)
+    def amax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+        return op.amax(self, axis=_axes(_axis(axis, dim)), keepdim=_keepdim(keepdim, keepdims))
 
-    def amin(self, dim=None, keepdim: bool = False, *, axis=None):
-        return op.amin(self, axis=_axes(_axis(axis, dim)), keepdim=keepdim)
+    def amin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+        return op.amin(self, axis=_axes(_axis(axis, dim)), keepdim=_keepdim(keepdim, keepdims))
 
-    def argmax(self, dim=None, keepdim: bool = False, *, axis=None):
+    def argmax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
         """Index (int32) of the first maximum along ``dim``, or in the flattened tensor."""
-        return op.argmax(self, axis=_axis(axis, dim), keepdim=keepdim)
+        return op.argmax(self, axis=_axis(axis, dim), keepdim=_keepdim(keepdim, keepdims))
 
-    def argmin(self, dim=None, keepdim: bool = False, *, axis=None):
-        return op.argmin(self, axis=_axis(axis, dim), keepdim=keepdim)
+    def argmin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+        return op.argmin(self, axis=_axis(axis, dim), keepdim=_keepdim(keepdim, keepdims))
 
-    def var(self, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None):
+    def var(self, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None, keepdims=None):
         """Variance with ``correction`` (default 1: Bessel's correction, as in torch)."""
         return op.var(self, axis=_axes(_axis(axis, dim)), correction=_correction(correction, unbiased),
-                      keepdim=keepdim)
+                      keepdim=_keepdim(keepdim, keepdims))
 
-    def std(self, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None):
-        return op.sqrt(self.var(dim, correction=correction, keepdim=keepdim, unbiased=unbiased, axis=axis))
+    def std(self, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None, keepdims=None):
+        return op.sqrt(self.var(dim, correction=correction, keepdim=_keepdim(keepdim, keepdims),
+                                unbiased=unbiased, axis=axis))
 
-    def logsumexp(self, dim=None, keepdim: bool = False, *, axis=None):
-        return op.logsumexp(self, axis=_axes(_axis(axis, dim)), keepdim=keepdim)
+    def logsumexp(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+        return op.logsumexp(self, axis=_axes(_axis(axis, dim)), keepdim=_keepdim(keepdim, keepdims))
 
     def softmax(self, dim=None, *, axis=None):
         """Softmax along ``dim`` (default the last axis)."""
@@ -517,6 +645,91 @@ def _axis(axis, dim):
     return axis
 
 
+def _keepdim(keepdim: bool, keepdims) -> bool:
+    """NumPy's ``keepdims=`` as an alias of torch's ``keepdim=`` (pairs with ``axis=``/``dim=``)."""
+    if keepdims is None:
+        return keepdim
+    if keepdim:
+        raise TypeError("pass either keepdim or keepdims, not both")
+    return keepdims
+
+
+# ---------------------------------------------------------------------- in-place rules (torch's)
+def _refuse_while_recording(name: str) -> None:
+    """A captured function cannot write in place: the replay could not order the write after
+    the graph's reads of the old value (capture_step runs the optimizer's update as its own graph)."""
+    if ENGINE.guard is not None:
+        raise CaptureError(
+            f"capture: the in-place op {name} at {user_site()} ran while a captured function was recording; "
+            f"a captured function cannot write tensors in place. Return the new value as an output and "
+            f"write it outside (e.g. p.copy_(out)), or use gg.capture_step(loss_fn, optimizer) for "
+            f"parameter updates.")
+
+
+def _leaf_inplace_message(name: str) -> str:
+    return (f"{name}: a leaf Variable that requires grad is being used in an in-place operation; wrap "
+            f"it in gg.no_grad() (e.g. a manual parameter update) or use the out-of-place op")
+
+
+def _is_float_operand(o) -> bool:
+    if isinstance(o, Tensor):
+        return o.dtype.is_float
+    if isinstance(o, (bool, np.bool_, int, np.integer)):
+        return False
+    if isinstance(o, (float, np.floating)):
+        return True
+    return np.asarray(o).dtype.kind in "fc"
+
+
+def _broadcastable(a: tuple, b: tuple) -> bool:
+    try:
+        np.broadcast_shapes(a, b)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_inplace_operand(t: Tensor, name: str, other, closed: bool, cast_ok: bool) -> None:
+    """torch's in-place rules, checked before anything is queued: the result keeps ``t``'s
+    shape (``other`` may only broadcast up to it) and an integer ``t`` takes no float result."""
+    if other is None:
+        return
+    if not cast_ok and not t.dtype.is_float and (not closed or _is_float_operand(other)):
+        raise RuntimeError(f"{name}: result type Float can't be cast to the desired output type Int "
+                           f"(an in-place op keeps the tensor's dtype, {t.dtype.name}); use the out-of-place op")
+    shape = other.shape if isinstance(other, Tensor) else None if _scalar(other) else np.shape(other)
+    if shape is not None and shape != t.shape and _broadcastable(shape, t.shape):
+        b = np.broadcast_shapes(shape, t.shape)
+        if b != t.shape:
+            raise RuntimeError(f"{name}: output with shape {list(t.shape)} doesn't match the broadcast "
+                               f"shape {list(b)}")
+
+
+def _check_alpha(name: str, t: Tensor, alpha) -> None:
+    if not t.dtype.is_float and not isinstance(alpha, (int, np.integer)):
+        raise RuntimeError(f"{name}: for integral input tensors, argument alpha must not be a floating "
+                           f"point number, got {alpha!r}")
+
+
+def _check_int_range(name: str, arr: np.ndarray, dtype: DType) -> None:
+    """Host values written into int32 storage (int64 included) must fit: never wrap silently."""
+    if dtype is not int32 or not arr.size:
+        return
+    if arr.dtype.kind in "iu" and (arr.max() > 2**31 - 1 or arr.min() < -2**31):
+        raise ValueError(f"{name}: integer values do not fit in int32 (int64 is stored as int32)")
+    if arr.dtype.kind == "f" and not (np.isfinite(arr).all() and arr.max() <= 2**31 - 1 and arr.min() >= -2**31):
+        raise ValueError(f"{name}: float values are not finite or do not fit in int32")
+
+
+def _copy_value(old: Tensor, src: Tensor) -> Tensor:
+    """copy_'s new value: a node of its own, in ``old``'s dtype (``_inplace`` broadcasts it)."""
+    if src.shape != old.shape:
+        return src if src.dtype is float32 else op.cast(src, dtype=float32)  # expand_as works in float32
+    if src.dtype is not old.dtype:
+        return op.cast(src, dtype=old.dtype)
+    return op.clone(src)
+
+
 # ---------------------------------------------------------------------- conversion helpers
 def _rebuild_tensor(values: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
     return tensor(values, dtype=dtype_name, requires_grad=requires_grad)
@@ -535,7 +748,8 @@ def _from_numpy(arr: np.ndarray, dtype: DType, device: Device, requires_grad: bo
 def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (array, nested lists, scalar or Tensor).
 
-    Floats become float32, integers int32 (unless ``dtype`` says otherwise).
+    Floats become float32 (float64 data is rounded to float32), integers int32 (int64 data
+    must fit: a value outside int32's range raises ValueError), unless ``dtype`` says otherwise.
 
     >>> import ggmlgrad as gg
     >>> gg.tensor([[1, 2], [3, 4]], dtype=gg.float32).shape
@@ -561,11 +775,7 @@ def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> T
             d = float32
     else:
         d = dtypes.from_any(dtype)
-    if d is int32 and arr.dtype.kind in "iu" and arr.size and (arr.max() > 2**31 - 1 or arr.min() < -2**31):
-        raise ValueError("tensor: integer values do not fit in int32")
-    if d is int32 and arr.dtype.kind == "f" and arr.size and not (
-            np.isfinite(arr).all() and arr.max() <= 2**31 - 1 and arr.min() >= -2**31):
-        raise ValueError("tensor: float values are not finite or do not fit in int32")
+    _check_int_range("tensor", arr, d)
     return _from_numpy(arr, d, dev, requires_grad)
 
 
@@ -656,7 +866,7 @@ def div(a, b) -> Tensor:
 
 
 @_integer_arithmetic("pow", closed=True)
-def pow(a, b) -> Tensor:
+def _pow(a, b) -> Tensor:
     if isinstance(a, Tensor) and _scalar(b):
         return op.pow_scalar(a, p=float(b))
     if isinstance(b, Tensor) and _scalar(a):
@@ -675,6 +885,14 @@ def floor_divide(a, b) -> Tensor:
 def remainder(a, b) -> Tensor:
     """``a % b`` with the sign of ``b`` (Python's and torch's rule)."""
     return sub(a, mul(op.floor(div(a, b)), b))
+
+
+def pow(a, b) -> Tensor:
+    """``a ** b`` with broadcasting; an int32 base takes no negative integer exponent (torch)."""
+    if (isinstance(a, Tensor) and a.dtype is int32 and isinstance(b, (int, np.integer))
+            and not isinstance(b, bool) and b < 0):
+        raise RuntimeError("pow: integers to negative integer powers are not allowed")
+    return _pow(a, b)
 
 
 # ---------------------------------------------------------------------- comparisons, clamp, max/min, where
