@@ -73,12 +73,20 @@ static inline float gk_gelu_tanh(float x) {
     return x * gk_sigmoid(2.0f * u);
 }
 
-/* erfc(z) for z >= 0, Numerical Recipes' erfcc fit (fractional error < 1.2e-7 everywhere),
- * with exp(-z^2) split into exact hi and lo parts: z^2 = x^2/2 itself, so the exponent carries
- * no rounding of z, which exp would magnify by z^2 in the far tail. x = +-Inf gives 0. */
-static inline float gk_erfc_abs_x_over_sqrt2(float x) {
-    float ax = fabsf(x);
-    float t = 1.0f / (1.0f + 0.5f * 0.70710678118654752f * ax);
+/* exp(-x^2/2) with x^2 split into exact hi + lo parts, so the exponent carries no rounding that
+ * exp would magnify by x^2/2 in the far tails (past x^2 = 256 the result is 0 and lo is dropped,
+ * which also keeps it from overflowing for huge x). */
+static inline float gk_gauss(float x) {
+    float sq = x * x;
+    float lo = fmaf(x, x, -sq);
+    lo = sq < 256.0f ? lo : 0.0f;
+    return gk_exp(-0.5f * sq) * gk_exp(-0.5f * lo);
+}
+
+/* erfc(|x|/sqrt 2) / exp(-x^2/2): Numerical Recipes' erfcc fit (fractional error < 1.2e-7
+ * everywhere) without its Gaussian factor, which callers share. */
+static inline float gk_erfc_scaled(float x) {
+    float t = 1.0f / (1.0f + 0.5f * 0.70710678118654752f * fabsf(x));
     float p = 0.17087277f;
     p = p * t - 0.82215223f;
     p = p * t + 1.48851587f;
@@ -89,28 +97,23 @@ static inline float gk_erfc_abs_x_over_sqrt2(float x) {
     p = p * t + 0.37409196f;
     p = p * t + 1.00002368f;
     p = p * t - 1.26551223f;
-    float sq = ax * ax;
-    float lo = fmaf(ax, ax, -sq);
-    lo = sq < 256.0f ? lo : 0.0f;          /* past that exp(-sq/2) is 0: keep lo from overflowing */
-    return t * gk_exp(-0.5f * sq) * gk_exp(p - 0.5f * lo);
+    return t * gk_exp(p);
 }
 
-/* Phi(x), the standard normal CDF, without cancellation in either tail. */
-static inline float gk_normal_cdf(float x) {
-    float e = 0.5f * gk_erfc_abs_x_over_sqrt2(x);
+/* Phi(x), the standard normal CDF, from the Gaussian factor g = exp(-x^2/2): no cancellation in
+ * either tail. x = +-Inf gives 1 and 0. */
+static inline float gk_normal_cdf(float x, float g) {
+    float e = 0.5f * gk_erfc_scaled(x) * g;
     return x < 0.0f ? e : 1.0f - e;
 }
 
 /* GELU, exact: x Phi(x) (torch's default, approximate='none'). */
-static inline float gk_gelu_erf(float x) { return x * gk_normal_cdf(x); }
+static inline float gk_gelu_erf(float x) { return x * gk_normal_cdf(x, gk_gauss(x)); }
 
-/* Its derivative: Phi(x) + x phi(x), phi the normal density. */
+/* Its derivative: Phi(x) + x phi(x), phi the normal density (NaN at +-Inf, as torch's 0 * Inf). */
 static inline float gk_gelu_erf_grad(float x) {
-    float sq = x * x;
-    float lo = fmaf(x, x, -sq);
-    lo = sq < 256.0f ? lo : 0.0f;          /* past that exp(-sq/2) is 0: keep lo from overflowing */
-    float pdf = 0.3989422804014327f * gk_exp(-0.5f * sq) * gk_exp(-0.5f * lo);
-    float d = gk_normal_cdf(x) + x * pdf;
+    float g = gk_gauss(x);
+    float d = gk_normal_cdf(x, g) + x * (0.3989422804014327f * g);
     return x == x ? d : x;
 }
 
