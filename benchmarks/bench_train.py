@@ -4,10 +4,13 @@
     python benchmarks/bench_train.py
     GGMLGRAD_GGML_LIB=/path/to/fast/lib python benchmarks/bench_train.py
     python benchmarks/bench_train.py --profile 784-256-10     # cProfile of one graph-mode step
+    python benchmarks/bench_train.py --activations tanh        # only the tanh networks
 
 A step = zero_grad, forward, cross-entropy loss, backward, Adam step, on a fixed batch already on
-the device (the same for every framework). Goal (issue 3): graph mode at most 0.5x, 0.6x, 0.9x of
-PyTorch eager's step time on the three networks below.
+the device (the same for every framework). Each network runs with ReLU, tanh (the usual RL
+policy) and GELU (transformers) between its layers: ``--activations`` picks some. Goal (issues 3
+and 14): graph mode at most 0.5x, 0.6x, 0.9x of PyTorch eager's step time on the three networks
+below, with every activation.
 """
 from __future__ import annotations
 
@@ -33,19 +36,22 @@ def _data(sizes, batch, seed=0):
     return x, y
 
 
-def _layers(nn, sizes):
+ACTIVATIONS = {"relu": "ReLU", "tanh": "Tanh", "gelu": "GELU"}   # name -> module class in nn
+
+
+def _layers(nn, sizes, act="relu"):
     layers = []
     for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
         layers.append(nn.Linear(n_in, n_out))
         if i < len(sizes) - 2:
-            layers.append(nn.ReLU())
+            layers.append(getattr(nn, ACTIVATIONS[act])())
     return layers
 
 
-def gg_step(sizes, batch, graph: bool):
+def gg_step(sizes, batch, graph: bool, act: str = "relu"):
     """A step function; in graph mode the optimizer step drains the queue (forward+backward, then Adam)."""
     x, y = _data(sizes, batch)
-    model = gg.nn.Sequential(*_layers(gg.nn, sizes))
+    model = gg.nn.Sequential(*_layers(gg.nn, sizes, act))
     opt = gg.optim.Adam(model.parameters(), lr=1e-3)
     gx, gy = gg.tensor(x), gg.tensor(y, dtype=gg.int32)
 
@@ -59,17 +65,17 @@ def gg_step(sizes, batch, graph: bool):
     return step
 
 
-def gg_captured_step(sizes, batch):
+def gg_captured_step(sizes, batch, act: str = "relu"):
     x, y = _data(sizes, batch)
-    model = gg.nn.Sequential(*_layers(gg.nn, sizes))
+    model = gg.nn.Sequential(*_layers(gg.nn, sizes, act))
     opt = gg.optim.Adam(model.parameters(), lr=1e-3)
     captured = gg.capture_step(lambda xb, yb: gg.nn.functional.cross_entropy(model(xb), yb), opt)
     return lambda: captured(x, y)
 
 
-def torch_step(torch, sizes, batch):
+def torch_step(torch, sizes, batch, act: str = "relu"):
     x, y = _data(sizes, batch)
-    model = torch.nn.Sequential(*_layers(torch.nn, sizes))
+    model = torch.nn.Sequential(*_layers(torch.nn, sizes, act))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     tx, ty = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
 
@@ -92,20 +98,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_timing_args(ap, 100, "steps per timed block")
     ap.add_argument("--profile", choices=sorted(NETWORKS), help="cProfile graph-mode steps of one network")
+    ap.add_argument("--activations", default=",".join(ACTIVATIONS),
+                    help=f"comma-separated, of {', '.join(ACTIVATIONS)} (default: all)")
     args = ap.parse_args()
+    acts = [a for a in args.activations.split(",") if a]
+    if not acts or any(a not in ACTIVATIONS for a in acts):
+        ap.error(f"--activations takes names from {', '.join(ACTIVATIONS)}")
     torch = try_torch()
     timing_setup(args, gg)
     has_capture = hasattr(gg, "capture_step")
     print(header(gg) + f" | clock {args.clock}")
     rows = []
-    for name, (sizes, batch, goal) in NETWORKS.items():
-        m = compare({"eager": gg_step(sizes, batch, graph=False), "graph": gg_step(sizes, batch, graph=True),
-                     "capture": gg_captured_step(sizes, batch) if has_capture else None,
-                     "torch": torch_step(torch, sizes, batch) if torch else None}, args.number, args.repeat, clock=args.clock)
+    for (name, (sizes, batch, goal)), act in ((n, a) for n in NETWORKS.items() for a in acts):
+        m = compare({"eager": gg_step(sizes, batch, False, act), "graph": gg_step(sizes, batch, True, act),
+                     "capture": gg_captured_step(sizes, batch, act) if has_capture else None,
+                     "torch": torch_step(torch, sizes, batch, act) if torch else None}, args.number, args.repeat,
+                    clock=args.clock)
         eager, graph, capt, tor = m["eager"], m["graph"], m["capture"], m["torch"]
-        n_eager = computes_per_step(gg_step(sizes, batch, graph=False))
-        n_graph = computes_per_step(gg_step(sizes, batch, graph=True))
-        rows.append([f"{name} b{batch}", fmt(eager), fmt(graph), fmt(capt), fmt(tor), ratio(eager, tor),
+        n_eager = computes_per_step(gg_step(sizes, batch, False, act))
+        n_graph = computes_per_step(gg_step(sizes, batch, True, act))
+        rows.append([f"{name} {act} b{batch}", fmt(eager), fmt(graph), fmt(capt), fmt(tor), ratio(eager, tor),
                      ratio(graph, tor), f"<= {goal}x", ratio(capt, tor), f"{n_eager} / {n_graph}"])
     print(table(["Adam step (median)", "gg eager", "gg graph", "gg capture", "torch", "eager/torch",
                  "graph/torch", "goal", "capture/torch", "computes e/g"], rows))

@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
     "info": 5, "functional": 5, "utils": 5,
     "__init__": 6,      # the package root: `import ggmlgrad` — only applications may import it
     # applications of the library, never imported by it: the demo, the CLI, the test tables
-    "demo": 7, "__main__": 7, "testing": 7,
+    "demo": 7, "__main__": 7, "testing": 7, "fastbuild": 7,
 }
 ROOT_LEVEL = LAYERS["__init__"]
 

@@ -1,5 +1,5 @@
-"""Command line: ``python -m ggmlgrad demo [--epochs N] [--seed S] [--mode capture|graph|eager]``
-and ``python -m ggmlgrad info``."""
+"""Command line: ``python -m ggmlgrad demo [--epochs N] [--seed S] [--mode capture|graph|eager]``,
+``python -m ggmlgrad info`` and ``python -m ggmlgrad build [--optional] [--cuda|--vulkan|--metal]``."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,7 @@ import sys
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m ggmlgrad", description="ggmlgrad command line")
-    sub = p.add_subparsers(dest="command", metavar="{demo,info}")
+    sub = p.add_subparsers(dest="command", metavar="{demo,info,build}")
     d = sub.add_parser("demo", help="train an MLP on the scikit-learn digits and report test accuracy")
     from .demo import DEFAULT_MODE, MODES   # demo imports numpy only at module level besides ggmlgrad
     d.add_argument("--epochs", type=int, default=15, help="training epochs (default 15)")
@@ -18,10 +18,16 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"execution mode (default {DEFAULT_MODE})")
     d.add_argument("--batch-size", type=int, default=64, help="minibatch size (default 64)")
     sub.add_parser("info", help="print gg.info(): ggml version, library, devices, build, threads")
+    sub.add_parser("build", help="build the fast ggml (this CPU's code, BLAS, vectorised activations) "
+                                 "into this environment; `build --help` for options", add_help=False)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["build"]:
+        from .fastbuild import main as build_main   # imports no ggml: it may replace the libraries
+        return build_main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "demo":
         from .demo import run_demo

@@ -91,6 +91,8 @@ def run_demo(epochs: int = 15, seed: int = 0, mode: str = DEFAULT_MODE, batch_si
     out(f"ggmlgrad {gg.__version__} demo: digits {len(x_train)} train / {len(x_test)} test, "
         f"MLP 64-{hidden}-{hidden}-10, Adam lr={lr}, batch {batch_size}, mode {mode}, "
         f"build {gg.info()['build']}")
+    if gg.info()["library_source"] == "libggml-python":
+        out("(prebuilt portable ggml: `python -m ggmlgrad build` makes matmuls and tanh/GELU/sigmoid faster)")
 
     with gg.graph_mode(mode != "eager"):   # capture records in graph mode too
         step = _train_step(model, optimizer, mode)

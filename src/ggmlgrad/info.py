@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 from ._ggml import lib, library_info
+from .ops import fast_math
 from .runtime import devices, executor_for, get_device, get_num_threads
 from .runtime.device import accelerator_names
 from .runtime.threads import MAX_THREADS
 
 
 def info() -> dict:
-    """ggml version, library path, devices, accelerators, threads, and which build is active.
+    """ggml version, library path, devices, accelerators, threads, which build is active, and
+    whether ggmlgrad's vectorised activation kernels are in use.
 
     >>> import ggmlgrad as gg
     >>> gg.info()["ggml_version"].startswith("0.20")
@@ -24,6 +26,7 @@ def info() -> dict:
         "devices": [d.name for d in devices()],
         "accelerators": accels,
         "build": "fast (BLAS)" if any("blas" in a.lower() for a in accels) else "prebuilt (no BLAS)",
+        "vector_kernels": fast_math.ACTIVE,   # exp/tanh/sigmoid/GELU at SIMD speed (the fast build's)
         "scheduler_backends": ex.backend_names,
         "default_device": get_device().name,
         "threads": get_num_threads() or f"auto (1..{MAX_THREADS}, chosen per graph)",

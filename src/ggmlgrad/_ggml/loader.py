@@ -1,8 +1,10 @@
 """Finding and loading the ggml shared libraries.
 
 Search order: the directory in ``GGMLGRAD_GGML_LIB`` (a user's own ggml built
-with CUDA/Vulkan/Metal), then the ``libggml-python`` wheel (``lib64/*.so`` on
-Linux, ``lib/*.dylib`` on macOS, ``bin/*.dll`` on Windows).
+with CUDA/Vulkan/Metal), then the fast build that ``python -m ggmlgrad build``
+left in this environment (unless ``GGMLGRAD_BUILD=prebuilt``), then the
+``libggml-python`` wheel (``lib64/*.so`` on Linux, ``lib/*.dylib`` on macOS,
+``bin/*.dll`` on Windows).
 """
 from __future__ import annotations
 
@@ -17,6 +19,24 @@ from pathlib import Path
 os.environ.setdefault("GGML_NO_BACKTRACE", "1")
 
 
+PINNED_GGML = "0.20.2.post1"      # the libggml-python version pyproject.toml pins
+FAST_STAMP = "BUILD.json"          # written by the fast build last: its presence means complete
+
+
+def fast_build_dir() -> Path:
+    """Where ``python -m ggmlgrad build`` installs ggml for this Python environment."""
+    return Path(sys.prefix) / "share" / "ggmlgrad" / f"ggml-{PINNED_GGML}"
+
+
+def kernels_library(directory: str | Path) -> Path | None:
+    """ggmlgrad's vectorised activation kernels if the fast build put them beside the loaded ggml."""
+    d = Path(directory)
+    for name in ("libggmlgrad-kernels.so", "libggmlgrad-kernels.dylib", "ggmlgrad-kernels.dll"):
+        if (d / name).exists():
+            return d / name
+    return None
+
+
 class GGMLLibraryError(ImportError):
     """The ggml shared libraries are missing, incomplete or of another version."""
 
@@ -24,7 +44,7 @@ class GGMLLibraryError(ImportError):
 @dataclasses.dataclass(frozen=True)
 class LibraryInfo:
     directory: str
-    source: str                      # "GGMLGRAD_GGML_LIB" or "libggml-python"
+    source: str                      # "GGMLGRAD_GGML_LIB", "fast build" or "libggml-python"
     files: tuple[str, ...]           # loaded library files, in load order
     backend_files: tuple[str, ...]   # dynamically loadable backends found beside them
 
@@ -51,6 +71,9 @@ def find_library_dir() -> tuple[Path, str]:
     override = os.environ.get("GGMLGRAD_GGML_LIB")
     if override:
         return Path(override), "GGMLGRAD_GGML_LIB"
+    fast = fast_build_dir()
+    if os.environ.get("GGMLGRAD_BUILD", "").strip().lower() != "prebuilt" and (fast / FAST_STAMP).exists():
+        return fast / "lib", "fast build"
     d = _wheel_dir()
     if d is None:
         raise GGMLLibraryError(

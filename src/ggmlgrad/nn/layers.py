@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..engine import dtypes, float32
 from ..tensor import Tensor
 from ..tensor import no_grad
@@ -21,9 +23,10 @@ def _float32_only(cls: str, dtype) -> None:
 
 
 def _positive_int(cls: str, name: str, v) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+    """A positive Python or NumPy integer (torch accepts both), as an int."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v <= 0:
         raise ValueError(f"{cls}: {name} must be a positive int, got {v!r}")
-    return v
+    return int(v)
 
 
 class Linear(Module):

@@ -4,6 +4,7 @@ from __future__ import annotations
 from .._ggml import SIMD_FLOATS, lib
 from ..engine import float32
 from ..engine.flat import FlatNode
+from . import fast_math
 from .build import SavedNode, merged_op, permute, reshape, saved_node
 from .elementwise import branch_parts, select_node
 from .reduce import logsumexp_parts, sum_kept
@@ -48,13 +49,13 @@ def _relu_backward(ctx, nodes, inputs, out):
 @define("tanh", elementwise=True, infer=_infer_act("tanh"), save_output=True,
         backward=lambda g, n: op.mul(g, op.add_scalar(op.neg(op.square(n.output)), c=1.0)))
 def _tanh(ctx, nodes, inputs, out):
-    return lib.tanh(ctx, nodes[0])
+    return fast_math.tanh(ctx, nodes[0])
 
 
 @define("sigmoid", elementwise=True, infer=_infer_act("sigmoid"), save_output=True,
         backward=lambda g, n: op.mul(g, op.mul(n.output, op.add_scalar(op.neg(n.output), c=1.0))))
 def _sigmoid(ctx, nodes, inputs, out):
-    return lib.sigmoid(ctx, nodes[0])
+    return fast_math.sigmoid(ctx, nodes[0])
 
 
 def _number(name, key, v, positive=False):
@@ -103,7 +104,7 @@ def _elu_backward_op(ctx, nodes, inputs, out, alpha=1.0):
     """g * (1 where x > 0 else alpha * exp(x)); exp(min(x, 0)) so large x cannot overflow into 0 * inf."""
     g, x = nodes
     pos = lib.step(ctx, x)
-    e = lib.exp(ctx, lib.neg(ctx, lib.relu(ctx, lib.neg(ctx, x))))
+    e = fast_math.exp(ctx, lib.neg(ctx, lib.relu(ctx, lib.neg(ctx, x))))
     neg_part = lib.mul(ctx, lib.scale_bias(ctx, pos, -float(alpha), float(alpha)), e)   # alpha*(1-pos)*e
     return lib.mul(ctx, g, lib.add(ctx, pos, neg_part))
 
@@ -142,7 +143,9 @@ def _gelu(ctx, nodes, inputs, out, approximate="none"):
     ggml's CPU ggml_gelu reads an fp16 lookup table (errors near 1e-3)."""
     x = nodes[0]
     if approximate == "none":
-        return lib.gelu_erf(ctx, x)
+        return fast_math.gelu_erf(ctx, x)
+    if fast_math.ACTIVE:
+        return fast_math.gelu_tanh(ctx, x)
     t = lib.tanh(ctx, _gelu_tanh_inner(ctx, x))
     return lib.mul(ctx, lib.scale(ctx, x, 0.5), lib.scale_bias(ctx, t, 1.0, 1.0))
 
@@ -151,16 +154,18 @@ def _gelu(ctx, nodes, inputs, out, approximate="none"):
 def _gelu_backward(ctx, nodes, inputs, out, approximate="none"):
     """g * d gelu/dx in one node group."""
     g, x = nodes
-    if approximate == "none":
+    if approximate == "none" and fast_math.ACTIVE:
+        d = fast_math.gelu_erf_grad(ctx, x)
+    elif approximate == "none":
         # Phi(x) = gelu(x)/x (x = 0 nudged to 1e-30, where Phi = 0.5); pdf = exp(-x^2/2)/sqrt(2 pi)
         is_zero = lib.scale_bias(ctx, lib.step(ctx, lib.abs(ctx, x)), -1e-30, 1e-30)
         xs = lib.add(ctx, x, is_zero)
         cdf = lib.div(ctx, lib.gelu_erf(ctx, xs), xs)
-        pdf = lib.scale(ctx, lib.exp(ctx, lib.scale(ctx, lib.sqr(ctx, x), -0.5)), _INV_SQRT_2PI)
+        pdf = lib.scale(ctx, fast_math.exp(ctx, lib.scale(ctx, lib.sqr(ctx, x), -0.5)), _INV_SQRT_2PI)
         d = lib.add(ctx, cdf, lib.mul(ctx, x, pdf))
     else:
         # 0.5(1+t) + 0.5 x (1-t^2) sqrt(2/pi)(1 + 3c x^2),  t = tanh(inner)
-        t = lib.tanh(ctx, _gelu_tanh_inner(ctx, x))
+        t = fast_math.tanh(ctx, _gelu_tanh_inner(ctx, x))
         left = lib.scale_bias(ctx, t, 0.5, 0.5)
         sech2 = lib.scale_bias(ctx, lib.sqr(ctx, t), -1.0, 1.0)
         dinner = lib.scale_bias(ctx, lib.sqr(ctx, x), 3.0 * _GELU_C * _SQRT_2_OVER_PI, _SQRT_2_OVER_PI)
@@ -195,7 +200,7 @@ def _softplus_backward_op(ctx, nodes, inputs, out, beta=1.0, threshold=20.0):
     """g * sigmoid(beta x), and g where beta x > threshold (there softplus is the identity)."""
     g, x = nodes
     z = lib.scale(ctx, x, float(beta)) if float(beta) != 1.0 else x
-    d = lib.sigmoid(ctx, z)
+    d = fast_math.sigmoid(ctx, z)
     if float(threshold) < 20.0:
         over = lib.step(ctx, lib.scale_bias(ctx, z, 1.0, -float(threshold)))
         d = lib.add(ctx, d, lib.mul(ctx, over, lib.scale_bias(ctx, d, -1.0, 1.0)))   # d + over*(1-d)

@@ -5,6 +5,7 @@ import math
 
 from .._ggml import consts, lib
 from ..engine import DType, float32, int32
+from . import fast_math
 from .build import expand, is_view
 from .registry import define, op, same_device, same_float
 from .shapes import broadcast_shapes, numel
@@ -112,7 +113,7 @@ def _unary(name, fn, backward, save_output=False):
 
 
 _unary("neg", lib.neg, lambda g, n: op.neg(g))
-_unary("exp", lib.exp, lambda g, n: op.mul(g, n.output), save_output=True)
+_unary("exp", fast_math.exp, lambda g, n: op.mul(g, n.output), save_output=True)
 _unary("log", lib.log, lambda g, n: op.div(g, n.inputs[0]))
 _unary("sqrt", lib.sqrt, lambda g, n: op.div(op.scale(g, c=0.5), n.output), save_output=True)
 _unary("abs", lib.abs, lambda g, n: op.mul(g, op.sign(n.inputs[0])))

@@ -1,0 +1,252 @@
+"""PPO on gymnasium's CartPole-v1 with ggmlgrad: tanh MLP policy and value nets (64-64), GAE,
+clipped objective, value and entropy terms, Adam, gradient clipping; every minibatch update is a
+``gg.capture_step`` replay that gathers its rows from ``gg.Buffer`` rollout storage on the device.
+
+    pip install -e ".[examples]"
+    python examples/ppo_cartpole.py                 # 200,000 environment steps, then 20 evaluation episodes
+    python examples/ppo_cartpole.py --quick         # a short run that must show a learning signal (CI)
+    python examples/ppo_cartpole.py --act-mode graph   # the per-step policy forward in graph mode
+
+Prints a progress bar, the evaluation return, and wall time split into environment, acting (the
+policy forward at every environment step) and learning (the minibatch updates).
+``examples/torch_ppo_cartpole.py`` is the same algorithm in PyTorch.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+import ggmlgrad as gg
+
+
+@dataclass
+class Config:
+    total_steps: int = 200_000
+    num_envs: int = 4
+    num_steps: int = 128            # per environment per rollout
+    lr: float = 2.5e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    update_epochs: int = 4
+    num_minibatches: int = 4
+    clip: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    seed: int = 1
+
+    @property
+    def batch(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch(self) -> int:
+        return self.batch // self.num_minibatches
+
+
+def mlp(n_in: int, n_out: int, out_gain: float) -> gg.nn.Sequential:
+    """64-64 tanh MLP, orthogonal init (sqrt 2 hidden, ``out_gain`` last), zero biases."""
+    layers = [gg.nn.Linear(n_in, 64), gg.nn.Tanh(), gg.nn.Linear(64, 64), gg.nn.Tanh(), gg.nn.Linear(64, n_out)]
+    for layer, gain in zip(layers[::2], (np.sqrt(2), np.sqrt(2), out_gain)):
+        gg.nn.init.orthogonal_(layer.weight, gain=gain)
+        gg.nn.init.zeros_(layer.bias)
+    return gg.nn.Sequential(*layers)
+
+
+class Agent(gg.nn.Module):
+    def __init__(self, n_obs: int, n_actions: int) -> None:
+        super().__init__()
+        self.actor = mlp(n_obs, n_actions, 0.01)
+        self.critic = mlp(n_obs, 1, 1.0)
+
+
+class Rollout:
+    """Device-resident rollout storage: one ``gg.Buffer`` per field, rows = batch entries."""
+
+    def __init__(self, cfg: Config, n_obs: int) -> None:
+        n = cfg.batch
+        self.obs = gg.Buffer((n, n_obs))
+        self.actions = gg.Buffer((n,), dtype=gg.int32)
+        self.logprobs = gg.Buffer((n,))
+        self.advantages = gg.Buffer((n,))
+        self.returns = gg.Buffer((n,))
+
+    def write(self, obs, actions, logprobs, advantages, returns) -> None:
+        for buf, rows in ((self.obs, obs), (self.actions, actions), (self.logprobs, logprobs),
+                          (self.advantages, advantages), (self.returns, returns)):
+            buf.write(rows, offset=0)
+
+
+def ppo_loss(agent: Agent, store: Rollout, idx, cfg: Config):
+    """Clipped PPO objective + value loss + entropy bonus on the minibatch rows ``idx``."""
+    obs, actions = store.obs.gather(idx), store.actions.gather(idx)
+    old_logp, adv, ret = store.logprobs.gather(idx), store.advantages.gather(idx), store.returns.gather(idx)
+    dist = gg.distributions.Categorical(logits=agent.actor(obs))
+    logp = dist.log_prob(actions)
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    ratio = (logp - old_logp).exp()
+    pg = gg.maximum(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)).mean()
+    v = agent.critic(obs).reshape(-1)
+    v_loss = 0.5 * ((v - ret) ** 2).mean()
+    return pg + cfg.vf_coef * v_loss - cfg.ent_coef * dist.entropy().mean()
+
+
+def make_act(agent: Agent, mode: str):
+    """obs (num_envs, 4) -> (logits, values) as NumPy; one policy+value forward per env step."""
+    def forward(obs):
+        return agent.actor(obs), agent.critic(obs).reshape(-1)
+    if mode == "capture":
+        return gg.capture(forward)
+
+    def run(obs):
+        with gg.no_grad(), gg.graph_mode(mode == "graph"):
+            logits, values = forward(gg.as_tensor(obs))
+            return logits.numpy(), values.numpy()
+    return run
+
+
+def sample(logits: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Actions drawn from softmax(logits) per row, and their log-probabilities."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    logp_all = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    u = rng.random((len(z), 1))
+    actions = (np.exp(logp_all).cumsum(axis=1) < u).sum(axis=1).clip(0, z.shape[1] - 1)
+    return actions.astype(np.int32), logp_all[np.arange(len(z)), actions].astype(np.float32)
+
+
+def gae(rewards, values, dones, last_value, last_done, cfg: Config):
+    """Generalised advantage estimates and returns, (num_steps, num_envs) each."""
+    adv = np.zeros_like(rewards)
+    last = np.zeros(cfg.num_envs, np.float32)
+    for t in reversed(range(cfg.num_steps)):
+        nonterminal = 1.0 - (last_done if t == cfg.num_steps - 1 else dones[t + 1])
+        next_value = last_value if t == cfg.num_steps - 1 else values[t + 1]
+        delta = rewards[t] + cfg.gamma * next_value * nonterminal - values[t]
+        last = delta + cfg.gamma * cfg.gae_lambda * nonterminal * last
+        adv[t] = last
+    return adv, adv + values
+
+
+def evaluate(act, episodes: int, seed: int) -> float:
+    """Mean return of the greedy policy over ``episodes`` fresh episodes."""
+    import gymnasium as gym
+    env = gym.make("CartPole-v1")
+    returns = []
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=seed + ep)
+        done, total = False, 0.0
+        while not done:
+            logits, _ = act(obs[None].astype(np.float32))
+            obs, r, term, trunc, _ = env.step(int(np.argmax(logits[0])))
+            total += float(r)
+            done = term or trunc
+        returns.append(total)
+    return float(np.mean(returns))
+
+
+def train(cfg: Config, act_mode: str = "capture", progress: bool = True):
+    import gymnasium as gym
+    gg.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(cfg.num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    n_obs, n_act = envs.single_observation_space.shape[0], envs.single_action_space.n
+    agent = Agent(n_obs, n_act)
+    opt = gg.optim.Adam(agent.parameters(), lr=cfg.lr, eps=1e-5)
+    store = Rollout(cfg, n_obs)
+    update = gg.capture_step(lambda idx: ppo_loss(agent, store, idx, cfg), opt, max_grad_norm=cfg.max_grad_norm)
+    act = make_act(agent, act_mode)
+    n_updates = cfg.total_steps // cfg.batch
+    shape = (cfg.num_steps, cfg.num_envs)
+    obs_buf = np.zeros(shape + (n_obs,), np.float32)
+    act_buf, logp_buf = np.zeros(shape, np.int32), np.zeros(shape, np.float32)
+    rew_buf, done_buf, val_buf = (np.zeros(shape, np.float32) for _ in range(3))
+    obs, _ = envs.reset(seed=cfg.seed)
+    done = np.zeros(cfg.num_envs, np.float32)
+    times = {"environment": 0.0, "acting": 0.0, "learning": 0.0}
+    episode_returns, running = [], np.zeros(cfg.num_envs)
+    bar = _progress(n_updates * cfg.batch, progress)
+    for u in range(n_updates):
+        opt.param_groups[0]["lr"] = cfg.lr * (1.0 - u / n_updates)
+        for t in range(cfg.num_steps):
+            t0 = time.perf_counter()
+            logits, values = act(obs.astype(np.float32))
+            actions, logp = sample(logits, rng)
+            t1 = time.perf_counter()
+            obs_buf[t], done_buf[t], val_buf[t], act_buf[t], logp_buf[t] = obs, done, values, actions, logp
+            obs, reward, term, trunc, _ = envs.step(actions)
+            rew_buf[t] = reward
+            done = (term | trunc).astype(np.float32)
+            running += reward
+            episode_returns += list(running[done > 0])
+            running[done > 0] = 0
+            times["acting"] += t1 - t0
+            times["environment"] += time.perf_counter() - t1
+        t0 = time.perf_counter()
+        _, last_value = act(obs.astype(np.float32))
+        adv, ret = gae(rew_buf, val_buf, done_buf, last_value, done, cfg)
+        store.write(obs_buf.reshape(cfg.batch, n_obs), act_buf.reshape(-1), logp_buf.reshape(-1),
+                    adv.reshape(-1), ret.reshape(-1))
+        for _ in range(cfg.update_epochs):
+            perm = rng.permutation(cfg.batch).astype(np.int32)
+            for start in range(0, cfg.batch, cfg.minibatch):
+                update(perm[start:start + cfg.minibatch])
+        times["learning"] += time.perf_counter() - t0
+        bar.update(cfg.batch)
+        if episode_returns:
+            bar.set_postfix(ret=f"{np.mean(episode_returns[-20:]):.0f}")
+    bar.close()
+    return agent, act, times, episode_returns, n_updates
+
+
+def _progress(total: int, enabled: bool):
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        tqdm = None
+    if tqdm is None or not enabled:
+        class _Silent:
+            def update(self, n): pass
+            def set_postfix(self, **kw): pass
+            def close(self): pass
+        return _Silent()
+    return tqdm(total=total, unit="step", desc="PPO CartPole-v1", mininterval=1.0)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=Config.total_steps, help="environment steps")
+    ap.add_argument("--seed", type=int, default=Config.seed)
+    ap.add_argument("--quick", action="store_true", help="20,480 steps; asserts a learning signal")
+    ap.add_argument("--act-mode", choices=["capture", "graph", "eager"], default="capture",
+                    help="how the per-step policy forward runs")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    cfg = Config(total_steps=20_480 if args.quick else args.steps, seed=args.seed)
+    start = time.perf_counter()
+    agent, act, times, returns, n_updates = train(cfg, args.act_mode, progress=not args.no_progress)
+    wall = time.perf_counter() - start
+    episodes = 5 if args.quick else 20
+    score = evaluate(act, episodes, seed=10_000 + args.seed)
+    print(f"build {gg.info()['build']}, vector kernels {gg.info()['vector_kernels']}, act mode {args.act_mode}")
+    print(f"{n_updates * cfg.batch} environment steps, {n_updates} updates of "
+          f"{cfg.update_epochs * cfg.num_minibatches} captured minibatch steps")
+    print(f"evaluation: mean return {score:.1f} over {episodes} episodes (greedy policy)")
+    print(f"wall {wall:.1f} s: environment {times['environment']:.1f} s, acting {times['acting']:.1f} s "
+          f"({times['acting'] / (n_updates * cfg.num_steps) * 1e6:.0f} us per step), "
+          f"learning {times['learning']:.1f} s ({times['learning'] / n_updates * 1e3:.1f} ms per update)")
+    if args.quick:
+        first, last = np.mean(returns[:10]), np.mean(returns[-10:])
+        print(f"learning signal: first episodes {first:.1f} -> last episodes {last:.1f}")
+        if not last > 1.5 * first:
+            print("no learning signal", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

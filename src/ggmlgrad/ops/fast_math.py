@@ -1,0 +1,44 @@
+"""exp, tanh, sigmoid and GELU nodes: ggmlgrad's vectorised kernels where built, else ggml's.
+
+ggml's CPU kernels for these call libm once per element (tanh about 40x a ReLU); the fast build's
+kernels (:mod:`.._ggml.kernels`) run them at SIMD speed with NaN/Inf as torch. They are CPU code,
+so a ggml with a GPU device keeps ggml's own nodes (a custom op would pull the graph to the CPU).
+"""
+from __future__ import annotations
+
+from .._ggml import lib
+from .._ggml.kernels import KERNELS, custom_unary
+from ..runtime import devices
+
+
+def _use_kernels() -> bool:
+    return bool(KERNELS) and all(d.kind == "cpu" for d in devices())
+
+
+ACTIVE = _use_kernels()
+
+
+def exp(ctx: int, x: int) -> int:
+    return custom_unary(ctx, x, "exp") if ACTIVE else lib.exp(ctx, x)
+
+
+def tanh(ctx: int, x: int) -> int:
+    return custom_unary(ctx, x, "tanh") if ACTIVE else lib.tanh(ctx, x)
+
+
+def sigmoid(ctx: int, x: int) -> int:
+    return custom_unary(ctx, x, "sigmoid") if ACTIVE else lib.sigmoid(ctx, x)
+
+
+def gelu_tanh(ctx: int, x: int) -> int:
+    """GELU's tanh approximation, x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)); kernels only."""
+    return custom_unary(ctx, x, "gelu_tanh")
+
+
+def gelu_erf(ctx: int, x: int) -> int:
+    return custom_unary(ctx, x, "gelu_erf") if ACTIVE else lib.gelu_erf(ctx, x)
+
+
+def gelu_erf_grad(ctx: int, x: int) -> int:
+    """d/dx of x Phi(x), i.e. Phi(x) + x phi(x); kernels only."""
+    return custom_unary(ctx, x, "gelu_erf_grad")

@@ -1,0 +1,198 @@
+"""ggmlgrad's vectorised activation kernels (kernels/ggmlgrad_kernels.c) and the fast build.
+
+The kernels are checked two ways: compiled here into a temporary library and called directly on
+float32 samples spread over the whole float range (every exponent, NaN, +-Inf, the branch
+points), against NumPy float64 in units of float32 ulp; and, where the fast build is active, as
+ggml custom-op nodes inside graphs in every mode. The build command is checked for its
+no-compiler path in a subprocess.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ggmlgrad as gg
+from ggmlgrad import fastbuild
+from ggmlgrad._ggml import TensorStruct
+from ggmlgrad.ops import fast_math
+
+KERNEL_SOURCE = Path(gg.__file__).with_name("kernels") / "ggmlgrad_kernels.c"
+
+
+def _np_sigmoid(x):
+    return np.where(x >= 0, 1 / (1 + np.exp(-np.abs(x))), np.exp(-np.abs(x)) / (1 + np.exp(-np.abs(x))))
+
+
+def _np_gelu_tanh(x):
+    return x * _np_sigmoid(2 * np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))
+
+
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def _np_normal_cdf(x):
+    return 0.5 * _erfc(-x / np.sqrt(2))
+
+
+def _np_gelu_erf_grad(x):
+    return _np_normal_cdf(x) + x * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)
+
+
+REFERENCES = {"exp": np.exp, "tanh": np.tanh, "sigmoid": _np_sigmoid, "gelu_tanh": _np_gelu_tanh,
+              "gelu_erf": lambda x: x * _np_normal_cdf(x), "gelu_erf_grad": _np_gelu_erf_grad}
+# Max error in float32 ulp of the float64 reference. gelu_tanh's bound covers its input rounding:
+# u = c (x + 0.044715 x^3) carries a float32 rounding that exp(-2u) magnifies by |2u| (up to ~200).
+# gelu_erf's bound: its far left tail (x < -10) exponentiates x^2/2 near 50..90.
+MAX_ULP = {"exp": 1.5, "tanh": 2.0, "sigmoid": 3.0, "gelu_tanh": 256.0, "gelu_erf": 16.0, "gelu_erf_grad": 16.0}
+# Error measured in ulps of the terms' size where a sum of terms cancels: GELU's derivative
+# Phi(x) + x phi(x) crosses zero near x = -0.75, where ulps of the result itself mean nothing.
+SCALE = {"gelu_erf_grad": lambda x: _np_normal_cdf(x) + np.abs(x) * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)}
+
+
+def _samples() -> np.ndarray:
+    rng = np.random.default_rng(1)
+    bits = rng.integers(0, 2 ** 32, 400_000, dtype=np.uint64).astype(np.uint32)   # every exponent
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, 0.625, -0.625, 88.72283, 88.7229, -103.97, -104.0,
+               1e-38, -1e-45, 9.0, -9.0, 20.0, -20.0, 44.0, -44.0]
+    return np.concatenate([bits.view(np.float32), np.linspace(-40, 40, 80_001, dtype=np.float32),
+                           np.array(special, np.float32)])
+
+
+def _ulp_error(y: np.ndarray, ref64: np.ndarray, scale64: np.ndarray | None = None) -> float:
+    """Largest |y - ref| in ulps of the float32-rounded reference (or of ``scale64``), over
+    normal-range results."""
+    ref32 = ref64.astype(np.float32)
+    assert np.array_equal(np.isnan(y), np.isnan(ref32)), "NaN positions differ"
+    inf = np.isinf(ref32)
+    np.testing.assert_array_equal(y[inf], ref32[inf])
+    ok = np.isfinite(ref32) & (np.abs(ref32) >= np.finfo(np.float32).tiny)
+    tiny = np.isfinite(ref32) & ~ok
+    assert np.all(np.abs(y[tiny].astype(np.float64) - ref64[tiny]) <= 2 * np.finfo(np.float32).tiny)
+    size = np.abs(ref32[ok]) if scale64 is None else np.maximum(np.abs(ref32[ok]), scale64[ok].astype(np.float32))
+    ulp = np.spacing(size).astype(np.float64)
+    return float(np.max(np.abs(y[ok].astype(np.float64) - ref64[ok]) / ulp))
+
+
+@pytest.fixture(scope="module")
+def kernel_lib(tmp_path_factory):
+    cc = fastbuild.find_compilers()
+    if cc is None:
+        pytest.skip("no C compiler to build the kernels with")
+    header = _ggml_header_dir()
+    out = tmp_path_factory.mktemp("kernels") / "libgk.so"
+    _, flags = fastbuild.cpu_flags()
+    subprocess.run([cc[0], *fastbuild.KERNEL_CFLAGS, *flags, f"-I{header}", str(KERNEL_SOURCE), "-o", str(out),
+                    "-lm"], check=True)
+    return ctypes.CDLL(str(out))
+
+
+def _ggml_header_dir() -> Path:
+    import libggml
+    return Path(next(iter(libggml.__path__))) / "include"
+
+
+def _call(lib, name: str, x: np.ndarray, nth: int) -> np.ndarray:
+    """Run kernel ``name`` over a 1-D contiguous x, split across ``nth`` simulated threads."""
+    y = np.full_like(x, 7.0)
+
+    def header(a):
+        t = TensorStruct()
+        t.ne[0], t.ne[1], t.ne[2], t.ne[3] = a.size, 1, 1, 1
+        t.nb[0] = 4
+        t.nb[1] = t.nb[2] = t.nb[3] = 4 * a.size
+        t.data = a.ctypes.data
+        return t
+    a, d = header(x), header(y)
+    fn = getattr(lib, f"ggmlgrad_{name}")
+    for i in range(nth):
+        fn(ctypes.byref(d), ctypes.byref(a), i, nth, None)
+    return y
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_kernel_ulp_error_over_the_float_range(kernel_lib, name):
+    x = _samples()
+    y = _call(kernel_lib, name, x, nth=3)
+    with np.errstate(all="ignore"):
+        x64 = x.astype(np.float64)
+        err = _ulp_error(y, REFERENCES[name](x64), SCALE[name](x64) if name in SCALE else None)
+    assert err <= MAX_ULP[name], f"{name}: {err:.2f} ulp"
+
+
+def test_kernel_keeps_signed_zero_and_covers_every_element(kernel_lib):
+    x = np.array([-0.0, 0.0] * 17, np.float32)      # 34 elements over 5 threads: uneven slices
+    y = _call(kernel_lib, "tanh", x, nth=5)
+    np.testing.assert_array_equal(np.signbit(y), np.signbit(x))
+    z = _call(kernel_lib, "exp", np.zeros(1001, np.float32), nth=4)
+    np.testing.assert_array_equal(z, np.ones(1001, np.float32))
+
+
+def test_kernel_reads_strided_rows(kernel_lib):
+    base = np.arange(24, dtype=np.float32).reshape(4, 6) / 10 - 1
+    y = np.zeros((4, 3), np.float32)
+    a, d = TensorStruct(), TensorStruct()
+    for t, ne0, nb1, arr in ((a, 3, 24, base), (d, 3, 12, y)):
+        t.ne[0], t.ne[1], t.ne[2], t.ne[3] = ne0, 4, 1, 1
+        t.nb[0], t.nb[1], t.nb[2], t.nb[3] = 8 if t is a else 4, nb1, nb1 * 4, nb1 * 4
+        t.data = arr.ctypes.data
+    kernel_lib.ggmlgrad_tanh(ctypes.byref(d), ctypes.byref(a), 0, 1, None)   # every other column
+    np.testing.assert_allclose(y, np.tanh(base[:, ::2].astype(np.float64)), rtol=3e-7)
+
+
+needs_kernels = pytest.mark.skipif(not fast_math.ACTIVE, reason="runs on the fast build (python -m ggmlgrad build)")
+
+
+@needs_kernels
+@pytest.mark.parametrize("mode", ["eager", "graph", "check", "capture"])
+def test_activations_use_the_kernels_in_every_mode(mode):
+    x = np.concatenate([np.linspace(-12, 12, 253), [np.nan, np.inf, -np.inf]]).astype(np.float32).reshape(4, 64)
+    fns = {"tanh": gg.tanh, "sigmoid": gg.sigmoid, "exp": gg.exp,
+           "gelu_tanh": lambda t: gg.nn.functional.gelu(t, approximate="tanh")}
+
+    def run(xb):
+        return [f(gg.as_tensor(xb)) for f in fns.values()]
+    if mode == "capture":
+        outs = gg.capture(run)(x)
+    else:
+        with gg.graph_mode(mode != "eager", check=mode == "check"):
+            outs = [t.numpy() for t in run(x)]
+    for name, y in zip(fns, outs):
+        with np.errstate(all="ignore"):
+            ref = REFERENCES[name](x.astype(np.float64)).astype(np.float32)
+        rtol = 2e-5 if name == "gelu_tanh" else 4e-6      # gelu_tanh: see MAX_ULP
+        np.testing.assert_allclose(y, ref, rtol=rtol, atol=1e-37, err_msg=name)
+
+
+@needs_kernels
+def test_tanh_network_gradients_match_finite_differences():
+    x = gg.randn(3, 5, requires_grad=True)
+    assert gg.gradcheck(lambda t: (gg.tanh(t) * gg.sigmoid(t) + gg.exp(t * 0.1)).sum(), [x])
+
+
+def test_build_without_a_compiler_keeps_the_prebuilt_wheel(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("CC", "CXX")}
+    env["PATH"] = str(tmp_path)               # no cc, gcc, clang anywhere
+    r = subprocess.run([sys.executable, "-m", "ggmlgrad", "build", "--optional"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "no C compiler found" in r.stdout and "python -m ggmlgrad build" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "ggmlgrad", "build"], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1 and "no C/C++ compiler found" in r.stderr
+
+
+def test_info_names_the_build():
+    info = gg.info()
+    if info["library_source"] == "fast build":
+        assert info["build"].startswith("fast")
+    else:
+        assert info["build"].startswith(("prebuilt", "fast"))
+    assert shutil.which(sys.executable)
