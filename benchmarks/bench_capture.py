@@ -2,13 +2,18 @@
 
     PYTHONPATH=src python benchmarks/bench_capture.py [--rounds 3] [--repeat 3] [--breakdown]
 
-Workloads (issue 5): Adam training steps of MLPs 4-32-32-2 (batch 32), 64-64-64-8 (batch 256),
-784-256-10 (batch 128), and a batch-1 forward of 784-256-10. Each framework is measured in its
-own process, the processes taking turns for ``--rounds`` rounds; prints the median over rounds of
-the time per call (in each process the median over ``--repeat`` blocks of the per-call median),
-the ratio ggmlgrad / JAX jit and that ratio's range over the rounds.
+Workloads (issues 5 and 14): Adam training steps of MLPs 4-32-32-2 (batch 32), 64-64-64-8 (batch
+256), 784-256-10 (batch 128), and a batch-1 forward of 784-256-10, each with ReLU, tanh and GELU
+between the layers (``--activations`` picks some). Each framework is measured in its own process,
+the processes taking turns for ``--rounds`` rounds; prints the median over rounds of the time per
+call (in each process the median over ``--repeat`` blocks of the per-call median), the ratio
+ggmlgrad / JAX jit and that ratio's range over the rounds.
 Goals: <= 0.6x, 0.8x, 1.0x, 0.8x of JAX jit. ``--breakdown`` times each stage of the replay path.
-JAX runs with synchronous dispatch (``block_until_ready`` on every step's loss).
+
+Every side gets the same work and its idiomatic fast path: inputs already where the computation
+needs them (ggmlgrad tensors, JAX device arrays, torch tensors), the loss read back to the host
+(``np.asarray``/``.item()``), JAX with synchronous CPU dispatch, a jitted step whose optimizer is
+optax's Adam with the parameter and optimizer state donated.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ import ggmlgrad as gg
 CONFIGS = [("4-32-32-2", (4, 32, 32, 2), 32), ("64-64-64-8", (64, 64, 64, 8), 256),
            ("784-256-10", (784, 256, 10), 128)]
 LR = 1e-3
+ACTIVATIONS = ("relu", "tanh", "gelu")   # gelu: the exact (erf) form, torch's and JAX's default here
 
 
 def _init(sizes, seed=0):
@@ -72,90 +78,100 @@ def _gg_model(sizes):
     return ps
 
 
-def _gg_forward(ps, x):
+def _gg_act(h, act):
+    return {"relu": gg.relu, "tanh": gg.tanh, "gelu": gg.nn.functional.gelu}[act](h)
+
+
+def _gg_forward(ps, x, act="relu"):
     h = x
     for i in range(0, len(ps), 2):
         h = gg.linear(h, ps[i], ps[i + 1])
         if i < len(ps) - 2:
-            h = h.relu()
+            h = _gg_act(h, act)
     return h
 
 
-def _gg_loss(ps, x, y):
+def _gg_loss(ps, x, y, act="relu"):
     # softmax cross-entropy with one-hot targets, from elementary ops (same math as the peers)
-    logits = _gg_forward(ps, x)
+    logits = _gg_forward(ps, x, act)
     return -(gg.log_softmax(logits, axis=-1) * y).sum() * (1.0 / x.shape[0])
 
 
-def gg_step(sizes, batch):
+def gg_step(sizes, batch, act="relu"):
     ps = _gg_model(sizes)
     opt = gg.optim.Adam(ps, lr=LR)
-    step = gg.capture_step(lambda x, y: _gg_loss(ps, x, y), opt)
-    x, y = _data(sizes, batch)
+    step = gg.capture_step(lambda x, y: _gg_loss(ps, x, y, act), opt)
+    x, y = (gg.tensor(a) for a in _data(sizes, batch))      # inputs already on the device
     return (lambda: step(x, y)), step, (x, y)
 
 
-def gg_forward(sizes):
+def gg_forward(sizes, act="relu"):
     ps = _gg_model(sizes)
-    f = gg.capture(lambda x: _gg_forward(ps, x))
-    x, _ = _data(sizes, 1)
+    f = gg.capture(lambda x: _gg_forward(ps, x, act))
+    x = gg.tensor(_data(sizes, 1)[0])
     return lambda: f(x)
 
 
 # ---------------------------------------------------------------------------- JAX
-def jax_step(sizes, batch):
+def _jax():
     import jax
+    jax.config.update("jax_cpu_enable_async_dispatch", False)   # its fast path for small steps
+    return jax
+
+
+def jax_step(sizes, batch, act="relu"):
+    jax = _jax()
     import jax.numpy as jnp
+    import optax
 
     params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in _init(sizes)]
+    tx = optax.adam(LR)
 
     def loss(p, x, y):
-        return -(jax.nn.log_softmax(_jax_mlp(p, x)) * y).sum() / x.shape[0]
+        return -(jax.nn.log_softmax(_jax_mlp(p, x, act)) * y).sum() / x.shape[0]
 
-    b1, b2, eps = 0.9, 0.999, 1e-8
-
-    @jax.jit
-    def step(p, m, v, t, x, y):
+    def step(p, opt_state, x, y):
         l, g = jax.value_and_grad(loss)(p, x, y)
-        t = t + 1
-        m = jax.tree_util.tree_map(lambda m_, g_: b1 * m_ + (1 - b1) * g_, m, g)
-        v = jax.tree_util.tree_map(lambda v_, g_: b2 * v_ + (1 - b2) * g_ * g_, v, g)
-        bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
-        p = jax.tree_util.tree_map(lambda p_, m_, v_: p_ - LR * (m_ / bc1) / (jnp.sqrt(v_ / bc2) + eps), p, m, v)
-        return l, p, m, v, t
+        updates, opt_state = tx.update(g, opt_state, p)
+        return l, optax.apply_updates(p, updates), opt_state
 
-    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
-    state = [params, zeros, zeros, jnp.float32(0)]
-    x, y = _data(sizes, batch)
+    step = jax.jit(step, donate_argnums=(0, 1))
+    state = [params, tx.init(params)]
+    x, y = (jax.device_put(a) for a in _data(sizes, batch))
 
     def run():
-        l, state[0], state[1], state[2], state[3] = step(*state, x, y)
-        return float(l.block_until_ready())
+        l, state[0], state[1] = step(state[0], state[1], x, y)
+        return np.asarray(l)
     return run
 
 
-def _jax_mlp(p, x):
-    """The benchmark MLP's forward in JAX (ReLU between layers)."""
+def _jax_mlp(p, x, act="relu"):
+    """The benchmark MLP's forward in JAX (``act`` between layers; GELU exact, as torch's default)."""
     import jax
+    f = {"relu": jax.nn.relu, "tanh": jax.numpy.tanh, "gelu": lambda h: jax.nn.gelu(h, approximate=False)}[act]
     h = x
     for i, (w, b) in enumerate(p):
         h = h @ w.T + b
         if i < len(p) - 1:
-            h = jax.nn.relu(h)
+            h = f(h)
     return h
 
 
-def jax_forward(sizes):
-    import jax
+def jax_forward(sizes, act="relu"):
+    jax = _jax()
     import jax.numpy as jnp
     params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in _init(sizes)]
-    fwd = jax.jit(_jax_mlp)
-    x, _ = _data(sizes, 1)
+    fwd = jax.jit(lambda p, x: _jax_mlp(p, x, act))
+    x = jax.device_put(_data(sizes, 1)[0])
     return lambda: np.asarray(fwd(params, x))
 
 
 # ---------------------------------------------------------------------------- PyTorch
-def torch_step(sizes, batch):
+def _torch_act(torch, act):
+    return {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh, "gelu": torch.nn.GELU}[act]()
+
+
+def torch_step(sizes, batch, act="relu"):
     import torch
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     layers = []
@@ -166,7 +182,7 @@ def torch_step(sizes, batch):
             lin.bias.copy_(torch.from_numpy(b))
         layers.append(lin)
         if i < len(sizes) - 2:
-            layers.append(torch.nn.ReLU())
+            layers.append(_torch_act(torch, act))
     model = torch.nn.Sequential(*layers)
     opt = torch.optim.Adam(model.parameters(), lr=LR)
     x, y = _data(sizes, batch)
@@ -181,14 +197,14 @@ def torch_step(sizes, batch):
     return run
 
 
-def torch_forward(sizes):
+def torch_forward(sizes, act="relu"):
     import torch
     layers = []
     for i, (w, b) in enumerate(_init(sizes)):
         lin = torch.nn.Linear(w.shape[1], w.shape[0])
         layers.append(lin)
         if i < len(sizes) - 2:
-            layers.append(torch.nn.ReLU())
+            layers.append(_torch_act(torch, act))
     model = torch.nn.Sequential(*layers)
     x, _ = _data(sizes, 1)
     xt = torch.from_numpy(x)
@@ -253,21 +269,26 @@ def breakdown(step, args, n: int = 2000, budget_s: float = 4.0) -> dict[str, flo
 
 
 MAKERS = {  # framework -> (training step maker, forward maker)
-    "ggmlgrad": (lambda sizes, batch: gg_step(sizes, batch)[0], gg_forward),
+    "ggmlgrad": (lambda sizes, batch, act: gg_step(sizes, batch, act)[0], gg_forward),
     "jax": (jax_step, jax_forward),
     "torch": (torch_step, torch_forward),
 }
-LABELS = [f"train {name} b{batch}" for name, _, batch in CONFIGS] + [f"forward {CONFIGS[2][0]} b1"]
 
 
-def measure(framework: str, steps: int, repeat: int) -> dict | None:
+def labels(acts) -> list[str]:
+    return [f"{kind} {name} {act} b{batch}" for act in acts
+            for kind, name, batch in [("train", n, b) for n, _, b in CONFIGS] + [("forward", CONFIGS[2][0], 1)]]
+
+
+def measure(framework: str, steps: int, repeat: int, acts) -> dict | None:
     """µs per call of every workload for one framework (None when it is not installed)."""
     make_step, make_forward = MAKERS[framework]
     out = {}
     try:
-        for (name, sizes, batch), label in zip(CONFIGS, LABELS):
-            out[label] = _time(make_step(sizes, batch), steps, repeat)
-        out[LABELS[-1]] = _time(make_forward(CONFIGS[2][1]), steps, repeat)
+        for act in acts:
+            for name, sizes, batch in CONFIGS:
+                out[f"train {name} {act} b{batch}"] = _time(make_step(sizes, batch, act), steps, repeat)
+            out[f"forward {CONFIGS[2][0]} {act} b1"] = _time(make_forward(CONFIGS[2][1], act), steps, repeat)
     except ImportError:
         return None
     return out
@@ -279,14 +300,22 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="blocks per workload in each process")
     ap.add_argument("--rounds", type=int, default=3, help="processes per framework, taking turns")
     ap.add_argument("--breakdown", action="store_true")
+    ap.add_argument("--activations", default=",".join(ACTIVATIONS),
+                    help=f"comma-separated, of {', '.join(ACTIVATIONS)} (default: all)")
     ap.add_argument("--only", choices=sorted(MAKERS), help=argparse.SUPPRESS)  # a child process
     a = ap.parse_args()
+    acts = [x for x in a.activations.split(",") if x]
+    if not acts or any(x not in ACTIVATIONS for x in acts):
+        ap.error(f"--activations takes names from {', '.join(ACTIVATIONS)}")
     if a.only:
-        print("RESULT " + json.dumps(measure(a.only, a.steps, a.repeat)))
+        print("RESULT " + json.dumps(measure(a.only, a.steps, a.repeat, acts)))
         return
     from ggmlgrad.runtime import executor_for, get_device, get_num_threads
-    print(f"ggmlgrad {gg.__version__}; backends {executor_for(get_device()).backend_names}; "
+    info = gg.info()
+    print(f"ggmlgrad {gg.__version__}; ggml {info['ggml_version']} {info['build']}, vector kernels "
+          f"{info['vector_kernels']} [{info['library_dir']}]; backends {executor_for(get_device()).backend_names}; "
           f"threads {get_num_threads() or 'auto'}; {os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}")
+    LABELS = labels(acts)
     # Each framework runs in its own process, the processes taking turns round by round: in one
     # process a framework's idle worker threads (OpenBLAS's, Eigen's, OpenMP's) spin on and slow
     # the next framework, while taking turns spreads this VM's speed drift over every column.
@@ -294,7 +323,8 @@ def main() -> None:
     for _ in range(a.rounds):
         for fw in MAKERS:
             res = subprocess.run([sys.executable, __file__, "--only", fw, "--steps", str(a.steps),
-                                  "--repeat", str(a.repeat)], capture_output=True, text=True, check=True)
+                                  "--repeat", str(a.repeat), "--activations", ",".join(acts)],
+                                 capture_output=True, text=True, check=True)
             line = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")][-1]
             got = json.loads(line[len("RESULT "):])
             if got is not None:
@@ -308,7 +338,7 @@ def main() -> None:
         rs = [g[lb] / j[lb] for g, j in zip(runs["ggmlgrad"], runs["jax"])]
         return f"{min(rs):.2f}-{max(rs):.2f}"
 
-    print(f"{'workload':<26}{'ggmlgrad µs':>12}{'jax jit µs':>12}{'torch µs':>12}{'gg/jax':>8}"
+    print(f"{'workload':<31}{'ggmlgrad µs':>12}{'jax jit µs':>12}{'torch µs':>12}{'gg/jax':>8}"
           f"{'per round':>11}{'gg/torch':>9}")
     for lb in LABELS:
         g = med["ggmlgrad"][lb]
@@ -318,7 +348,7 @@ def main() -> None:
         ft = f"{t:12.1f}" if t else f"{'-':>12}"
         rj = f"{g / j:8.2f}" if j else f"{'-':>8}"
         rt = f"{g / t:9.2f}" if t else f"{'-':>9}"
-        print(f"{lb:<26}{g:12.1f}{fj}{ft}{rj}{spread(lb):>11}{rt}")
+        print(f"{lb:<31}{g:12.1f}{fj}{ft}{rj}{spread(lb):>11}{rt}")
     if a.breakdown:
         for name, sizes, batch in CONFIGS:
             _, step, args = gg_step(sizes, batch)
