@@ -47,11 +47,14 @@ def _np_gelu_erf_grad(x):
 
 
 REFERENCES = {"exp": np.exp, "tanh": np.tanh, "sigmoid": _np_sigmoid, "gelu_tanh": _np_gelu_tanh,
-              "gelu_erf": lambda x: x * _np_normal_cdf(x), "gelu_erf_grad": _np_gelu_erf_grad}
+              "gelu_erf": lambda x: x * _np_normal_cdf(x), "gelu_erf_grad": _np_gelu_erf_grad,
+              "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))),
+              "softplus": lambda x: np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))}
 # Max error in float32 ulp of the float64 reference. gelu_tanh's bound covers its input rounding:
 # u = c (x + 0.044715 x^3) carries a float32 rounding that exp(-2u) magnifies by |2u| (up to ~200).
 # gelu_erf's bound: its far left tail (x < -10) exponentiates x^2/2 near 50..90.
-MAX_ULP = {"exp": 1.5, "tanh": 2.0, "sigmoid": 3.0, "gelu_tanh": 256.0, "gelu_erf": 16.0, "gelu_erf_grad": 16.0}
+MAX_ULP = {"exp": 1.5, "tanh": 2.0, "sigmoid": 3.0, "gelu_tanh": 256.0, "gelu_erf": 16.0, "gelu_erf_grad": 16.0,
+           "elu": 2.0, "softplus": 4.0}
 # Error measured in ulps of the terms' size where a sum of terms cancels: GELU's derivative
 # Phi(x) + x phi(x) crosses zero near x = -0.75, where ulps of the result itself mean nothing.
 SCALE = {"gelu_erf_grad": lambda x: _np_normal_cdf(x) + np.abs(x) * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)}
@@ -154,8 +157,10 @@ needs_kernels = pytest.mark.skipif(not fast_math.ACTIVE, reason="runs on the fas
 @pytest.mark.parametrize("mode", ["eager", "graph", "check", "capture"])
 def test_activations_use_the_kernels_in_every_mode(mode):
     x = np.concatenate([np.linspace(-12, 12, 253), [np.nan, np.inf, -np.inf]]).astype(np.float32).reshape(4, 64)
+    F = gg.nn.functional
     fns = {"tanh": gg.tanh, "sigmoid": gg.sigmoid, "exp": gg.exp,
-           "gelu_tanh": lambda t: gg.nn.functional.gelu(t, approximate="tanh")}
+           "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "gelu_erf": F.gelu, "elu": F.elu,
+           "softplus": lambda t: F.softplus(t, threshold=1e30)}
 
     def run(xb):
         return [f(gg.as_tensor(xb)) for f in fns.values()]
@@ -174,7 +179,9 @@ def test_activations_use_the_kernels_in_every_mode(mode):
 @needs_kernels
 def test_tanh_network_gradients_match_finite_differences():
     x = gg.randn(3, 5, requires_grad=True)
+    F = gg.nn.functional
     assert gg.gradcheck(lambda t: (gg.tanh(t) * gg.sigmoid(t) + gg.exp(t * 0.1)).sum(), [x])
+    assert gg.gradcheck(lambda t: (F.gelu(t) + F.elu(t) * F.softplus(t) + F.gelu(t, approximate="tanh")).sum(), [x])
 
 
 def test_build_without_a_compiler_keeps_the_prebuilt_wheel(tmp_path):

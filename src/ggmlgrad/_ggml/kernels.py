@@ -2,8 +2,8 @@
 
 ``python -m ggmlgrad build`` compiles ``kernels/ggmlgrad_kernels.c`` beside the fast ggml. When
 that library is present (and ``GGMLGRAD_KERNELS`` is not ``0``), :data:`KERNELS` maps each kernel
-name (``exp``, ``tanh``, ``sigmoid``, ``gelu_tanh``, ``gelu_erf``, ``gelu_erf_grad``) to its C
-entry point, and
+name (``exp``, ``tanh``, ``sigmoid``, ``gelu_tanh``, ``gelu_erf``, ``gelu_erf_grad``, ``elu``,
+``softplus``) to its C entry point, and
 :func:`custom_unary` puts one into a graph as a ``ggml_map_custom1`` node. Without it the ops use
 ggml's own (scalar libm) kernels; the results agree to float32 rounding.
 """
@@ -15,7 +15,7 @@ import os
 from .api import TensorStruct, info, lib
 from .loader import kernels_library
 
-KERNEL_NAMES = ("exp", "tanh", "sigmoid", "gelu_tanh", "gelu_erf", "gelu_erf_grad")
+KERNEL_NAMES = ("exp", "tanh", "sigmoid", "gelu_tanh", "gelu_erf", "gelu_erf_grad", "elu", "softplus")
 _ABI = 1
 _ALL_THREADS = -1      # GGML_N_TASKS_MAX: every thread of the compute takes a slice
 

@@ -117,6 +117,49 @@ static inline float gk_gelu_erf_grad(float x) {
     return x == x ? d : x;
 }
 
+/* exp(x) - 1 without cancellation: a Taylor polynomial for |x| < 0.5 (error below 1e-8 of x),
+ * exp(x) - 1 beyond (relative error under 2 ulp there). */
+static inline float gk_expm1(float x) {
+    float p = 1.0f / 40320.0f;
+    p = p * x + 1.0f / 5040.0f;
+    p = p * x + 1.0f / 720.0f;
+    p = p * x + 1.0f / 120.0f;
+    p = p * x + 1.0f / 24.0f;
+    p = p * x + 1.0f / 6.0f;
+    p = p * x + 0.5f;
+    float small = (p * x) * x + x;
+    float large = gk_exp(x) - 1.0f;
+    return fabsf(x) < 0.5f ? small : large;
+}
+
+/* ELU with alpha 1: x where x > 0, else exp(x) - 1 (other alphas are composed around it). */
+static inline float gk_elu(float x) { return x > 0.0f ? x : gk_expm1(x); }
+
+/* log(1 + e) for e in [0, 1]: log(u) of u = 1 + e by an atanh series on u's mantissa, times
+ * e / (u - 1), which undoes the rounding of 1 + e (so tiny e give e itself). */
+static inline float gk_log1p_unit(float e) {
+    float u = 1.0f + e;
+    float high = u > 1.41421356f ? 1.0f : 0.0f;
+    float m = u * (1.0f - 0.5f * high);                   /* in [0.707, 1.415): m - 1 is exact */
+    float sdiv = (m - 1.0f) / (m + 1.0f);
+    float s2 = sdiv * sdiv;
+    float p = 1.0f / 9.0f;
+    p = p * s2 + 1.0f / 7.0f;
+    p = p * s2 + 0.2f;
+    p = p * s2 + 1.0f / 3.0f;
+    p = p * s2 + 1.0f;
+    float lg = high * 0.693147180559945f + 2.0f * sdiv * p;
+    float d = u - 1.0f;
+    return d == 0.0f ? e : lg * (e / d);
+}
+
+/* softplus(x) = log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)): neither term overflows. */
+static inline float gk_softplus(float x) {
+    float pos = x > 0.0f ? x : 0.0f;
+    float y = pos + gk_log1p_unit(gk_exp(-fabsf(x)));
+    return x == x ? y : x;
+}
+
 typedef float (*unary_fn)(float);
 
 /* Rows of a (ne0 contiguous) split across the nth threads; dst is contiguous (custom1 makes it). */
@@ -155,6 +198,8 @@ GK_EXPORT(sigmoid, gk_sigmoid)
 GK_EXPORT(gelu_tanh, gk_gelu_tanh)
 GK_EXPORT(gelu_erf, gk_gelu_erf)
 GK_EXPORT(gelu_erf_grad, gk_gelu_erf_grad)
+GK_EXPORT(elu, gk_elu)
+GK_EXPORT(softplus, gk_softplus)
 
 /* The ABI this file was built for, checked by the loader before any kernel runs. */
 int ggmlgrad_kernels_abi(void) { return 1; }

@@ -112,7 +112,7 @@ def _elu_backward_op(ctx, nodes, inputs, out, alpha=1.0):
 @define("elu", elementwise=True, infer=_infer_elu, backward=_elu_backward)
 def _elu(ctx, nodes, inputs, out, alpha=1.0):
     """x if x > 0 else alpha * (exp(x) - 1)."""
-    e = lib.elu(ctx, nodes[0])
+    e = fast_math.elu(ctx, nodes[0])
     if float(alpha) == 1.0:
         return e
     r = lib.relu(ctx, nodes[0])
@@ -214,7 +214,7 @@ def _softplus(ctx, nodes, inputs, out, beta=1.0, threshold=20.0):
     x = nodes[0]
     beta = float(beta)
     z = lib.scale(ctx, x, beta) if beta != 1.0 else x
-    sp = lib.softplus(ctx, z)
+    sp = fast_math.softplus(ctx, z)
     if beta != 1.0:
         sp = lib.scale(ctx, sp, 1.0 / beta)
     if float(threshold) < 20.0:

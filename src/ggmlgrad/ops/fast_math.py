@@ -1,4 +1,4 @@
-"""exp, tanh, sigmoid and GELU nodes: ggmlgrad's vectorised kernels where built, else ggml's.
+"""exp, tanh, sigmoid, GELU, ELU and softplus nodes: ggmlgrad's vectorised kernels where built, else ggml's.
 
 ggml's CPU kernels for these call libm once per element (tanh about 40x a ReLU); the fast build's
 kernels (:mod:`.._ggml.kernels`) run them at SIMD speed with NaN/Inf as torch. They are CPU code,
@@ -28,6 +28,16 @@ def tanh(ctx: int, x: int) -> int:
 
 def sigmoid(ctx: int, x: int) -> int:
     return custom_unary(ctx, x, "sigmoid") if ACTIVE else lib.sigmoid(ctx, x)
+
+
+def elu(ctx: int, x: int) -> int:
+    """ELU with alpha 1."""
+    return custom_unary(ctx, x, "elu") if ACTIVE else lib.elu(ctx, x)
+
+
+def softplus(ctx: int, x: int) -> int:
+    """log(1 + exp(x)) (ggml's own switches to x above 20, where the two agree in float32)."""
+    return custom_unary(ctx, x, "softplus") if ACTIVE else lib.softplus(ctx, x)
 
 
 def gelu_tanh(ctx: int, x: int) -> int:
