@@ -224,3 +224,15 @@ def test_integer_arithmetic_stays_integer_like_torch(graph):
         for got, want in [(a / b, a_np / b_np), (a + 0.5, a_np + 0.5), (a * gg.tensor([1.5]), a_np * 1.5)]:
             assert got.dtype is gg.float32
             np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
+def test_array_protocol_honours_numpy2_copy_argument():
+    t = gg.tensor([1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="without a copy"):
+        np.asarray(t, copy=False)
+    a = np.asarray(t)
+    b = np.array(t, copy=True, dtype=np.float64)
+    assert a.dtype == np.float32 and b.dtype == np.float64
+    np.testing.assert_array_equal(b, [1.0, 2.0, 3.0])
+    a[0] = 9.0                                     # a copy: the tensor keeps its value
+    assert t.tolist() == [1.0, 2.0, 3.0]

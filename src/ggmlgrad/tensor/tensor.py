@@ -93,8 +93,13 @@ class Tensor(Array):
         return download(self, "numpy()")
 
     def __array__(self, dtype=None, copy=None):
+        """NumPy's protocol. The result is always a fresh host copy (device memory is not handed
+        out), so ``copy=False`` raises ValueError, as NumPy 2 asks of objects that cannot avoid one."""
+        if copy is False:
+            raise ValueError("Tensor.__array__: a ggmlgrad tensor cannot be viewed by NumPy without a copy "
+                             "(np.asarray(t, copy=False)); use np.asarray(t) or t.numpy()")
         a = download(self, "__array__")
-        return a.astype(dtype) if dtype is not None else a
+        return a.astype(dtype, copy=False) if dtype is not None else a
 
     def item(self) -> float | int:
         if self.numel_ != 1:
