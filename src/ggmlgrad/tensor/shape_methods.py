@@ -24,7 +24,7 @@ from ..ops.shapes import check_ndim
 from . import functional_shape as F
 from .functional_shape import IndexRangeError
 from .grad_mode import is_grad_enabled
-from .tensor import Tensor
+from .tensor import Tensor, mark_view_copy
 
 
 # ---------------------------------------------------------------- __getitem__
@@ -118,7 +118,7 @@ def getitem(x: Tensor, key) -> Tensor:
     if adv is None:   # one op: the slice lays its result out with ints dropped and Nones added
         shape = tuple(out_shape)
         check_ndim("indexing", shape)
-        return op.slice(x, start=start, stop=stop, step=step, shape=shape)
+        return mark_view_copy(op.slice(x, start=start, stop=stop, step=step, shape=shape), x, "basic indexing x[...]")
     y = x
     if sliced_shape != x.shape:
         y = op.slice(x, start=start, stop=stop, step=step)
@@ -276,7 +276,21 @@ _METHODS = {
     "unflatten": unflatten, "reshape_as": reshape_as, "view_as": reshape_as,
 }
 
+# torch returns views (memory shared with the tensor) from these; ggmlgrad returns copies, marked
+# so that an in-place write to one is refused rather than silently not reaching the base.
+_VIEW_OPS = ("squeeze", "unsqueeze", "flatten", "expand", "expand_as", "broadcast_to", "transpose", "swapaxes",
+             "split", "chunk", "narrow", "movedim", "unflatten", "view_as")
+
+
+def _view_method(name: str, fn):
+    def method(self, *args, **kwargs):
+        return mark_view_copy(fn(self, *args, **kwargs), self, f"{name}()")
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = fn.__doc__
+    return method
+
+
 for _name, _fn in _METHODS.items():
     # Never replace a method the Tensor class defines itself (its owner decides those).
     if _name not in Tensor.__dict__:
-        setattr(Tensor, _name, _fn)
+        setattr(Tensor, _name, _view_method(_name, _fn) if _name in _VIEW_OPS else _fn)

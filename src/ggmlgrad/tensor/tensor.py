@@ -67,7 +67,7 @@ class Tensor(Array):
 
     @property
     def mT(self) -> "Tensor":
-        return op.transpose_last(self)
+        return mark_view_copy(op.transpose_last(self), self, ".mT")
 
     @property
     def is_pending(self) -> bool:
@@ -169,6 +169,9 @@ class Tensor(Array):
             # Same node: the drain gives both tensors the same memory (an alias, as in eager).
             ENGINE.alias_pending(t, self)
         t._vcell = self._vcell  # same memory, same version counter
+        view = self.__dict__.get("_view_of")
+        if view is not None:
+            t._view_of = view  # the same copy of a view: writes to it are refused alike
         return t
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
@@ -260,6 +263,7 @@ class Tensor(Array):
     def _write(self, name: str, make_value) -> "Tensor":
         """Overwrite this tensor's storage with ``make_value()`` (built from its current value)."""
         _refuse_while_recording(name)
+        refuse_write_to_view_copy(self, name)
         self._check_inplace(name)
         with ENGINE.exclusive("inplace"):
             if self._status != COMPUTED:
@@ -285,6 +289,7 @@ class Tensor(Array):
         copy of the old value, so gradients flow through the in-place op.
         """
         _refuse_while_recording(name)
+        refuse_write_to_view_copy(self, name)
         _check_inplace_operand(self, name, other, closed, cast_ok)
         if not (is_grad_enabled() and (self.requires_grad or getattr(other, "requires_grad", False))):
             return self._write(name, lambda: compute(self, other))
@@ -335,6 +340,7 @@ class Tensor(Array):
             raise ValueError(f"copy_: source shape {arr.shape} cannot be broadcast to {self.shape}") from None
         _check_int_range("copy_", arr, self.dtype)
         _refuse_while_recording("copy_")
+        refuse_write_to_view_copy(self, "copy_")
         self._check_inplace("copy_")
         with ENGINE.lock:
             ENGINE.drain("inplace")  # queued nodes may read this storage: they run first
@@ -505,13 +511,15 @@ class Tensor(Array):
 
     def reshape(self, *shape):
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        return op.reshape(self, shape=tuple(shape))
+        return mark_view_copy(op.reshape(self, shape=tuple(shape)), self, "reshape()")
 
-    view = reshape
+    def view(self, *shape):
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return mark_view_copy(op.reshape(self, shape=tuple(shape)), self, "view()")
 
     def permute(self, *axes):
         axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
-        return op.permute(self, axes=tuple(axes))
+        return mark_view_copy(op.permute(self, axes=tuple(axes)), self, "permute()")
 
     def exp(self):
         return op.exp(self)
@@ -640,6 +648,29 @@ class Tensor(Array):
 
     def elu(self, alpha: float = 1.0):
         return op.elu(self, alpha=alpha)
+
+
+def mark_view_copy(result, base: "Tensor", name: str):
+    """Mark the result(s) of a view op: torch returns a view sharing ``base``'s memory, ggmlgrad a
+    copy, so an in-place write to them, which torch would show in ``base``, is refused rather
+    than silently lost (:func:`refuse_write_to_view_copy`). ``name`` says which op made it."""
+    for t in (result if isinstance(result, (tuple, list)) else (result,)):
+        if t is not base:
+            t._view_of = name
+    return result
+
+
+def refuse_write_to_view_copy(t: "Tensor", name: str) -> None:
+    """RuntimeError for an in-place write to a view op's result. Refused whether or not the base
+    still lives: its liveness depends on the garbage collector and on graph mode's queue, and the
+    same program must raise the same errors in every mode."""
+    view = t.__dict__.get("_view_of")
+    if view is not None:
+        raise RuntimeError(
+            f"{name}: this tensor came from {view} of another tensor, which in torch is a view sharing "
+            f"its memory; in ggmlgrad it is a copy, so the write would not reach that tensor. Write to "
+            f"the base itself (e.g. x[i] = v, x.copy_(...)), or .clone() the copy first if the base "
+            f"should stay unchanged")
 
 
 def _axis(axis, dim):
