@@ -39,6 +39,11 @@ BAD_SIZES = {
     "randint float size": lambda: gg.randint(0, 3, (2.0,)),
     "linspace float steps": lambda: gg.linspace(0, 1, 3.0),
     "zeros string": lambda: gg.zeros("2"),
+    "unflatten float": lambda: gg.ones(2, 6).unflatten(1, (3.0, -1)),
+    "split float sections": lambda: gg.ones(2, 6).split([1.0, 1], 0),
+    "chunk float": lambda: gg.ones(2, 6).chunk(2.0),
+    "broadcast_to float scalar": lambda: gg.broadcast_to(gg.ones(1), 2.0),
+    "tile float": lambda: gg.tile(gg.ones(2), 2.0),
     "zeros None": lambda: gg.zeros(None),
 }
 
@@ -58,6 +63,9 @@ def test_non_int_sizes_match_torch():
         "zeros float": lambda: torch.zeros(2.0), "ones bool": lambda: torch.ones(True),
         "full float size": lambda: torch.full((2.0,), 1.0), "eye float": lambda: torch.eye(2.0),
         "rand bool": lambda: torch.rand(True, 2), "linspace float steps": lambda: torch.linspace(0, 1, 3.0),
+        "unflatten float": lambda: torch.ones(2, 6).unflatten(1, (3.0, -1)),
+        "split float sections": lambda: torch.ones(2, 6).split([1.0, 1], 0),
+        "chunk float": lambda: torch.ones(2, 6).chunk(2.0),
     }
     for name, f in torch_cases.items():
         with pytest.raises(TypeError):
@@ -86,11 +94,13 @@ def test_negative_sizes_still_value_errors():
 
 
 # ---------------------------------------------------------------------- binary_cross_entropy
+@MODES
 @pytest.mark.parametrize("bad", [1.5, -0.25, float("nan")], ids=["above", "below", "nan"])
-def test_bce_input_outside_unit_interval_raises(bad):
-    x = gg.tensor([0.5, bad, 0.25])
-    with pytest.raises(RuntimeError, match="between 0 and 1"):
-        F.binary_cross_entropy(x, gg.tensor([1.0, 0.0, 1.0]))
+def test_bce_input_outside_unit_interval_raises(graph, bad):
+    with gg.graph_mode(graph):
+        x = gg.tensor([0.5, bad, 0.25])
+        with pytest.raises(RuntimeError, match="between 0 and 1"):
+            F.binary_cross_entropy(x, gg.tensor([1.0, 0.0, 1.0]))
     torch = pytest.importorskip("torch")
     with pytest.raises(RuntimeError, match="between 0 and 1"):
         torch.nn.functional.binary_cross_entropy(torch.tensor([0.5, bad, 0.25]), torch.tensor([1.0, 0.0, 1.0]))

@@ -348,8 +348,9 @@ def binary_cross_entropy_with_logits(input: Tensor, target, weight: Tensor | Non
 def binary_cross_entropy(input: Tensor, target, weight: Tensor | None = None, reduction: str = "mean") -> Tensor:
     """-[y log p + (1 - y) log(1 - p)] for probabilities p (logs clamped at -100, as PyTorch).
 
-    An input value outside [0, 1] (or NaN) raises RuntimeError, as PyTorch (eager mode; graph mode
-    and capture cannot read values before the graph runs and give NaN there).
+    An input value outside [0, 1] (or NaN) raises RuntimeError, as PyTorch, whenever the input is
+    computed (eager mode; a graph-mode leaf); an input still pending in graph mode or in a capture
+    cannot be read before its graph runs and gives a NaN loss instead.
 
     >>> import ggmlgrad as gg, ggmlgrad.nn.functional as F
     >>> round(F.binary_cross_entropy(gg.tensor([0.5]), gg.tensor([1.0])).item(), 4)
@@ -367,9 +368,10 @@ def binary_cross_entropy(input: Tensor, target, weight: Tensor | None = None, re
 
 
 def _check_probabilities(fn: str, input: Tensor) -> None:
-    """Eager mode only: refuse values outside [0, 1] and NaN (PyTorch's check); graph mode and
-    capture cannot read them before the graph runs."""
-    if graph_enabled() or ENGINE.guard is not None or input._status != COMPUTED or input.numel() == 0:
+    """Refuse values outside [0, 1] and NaN (PyTorch's check) when they are known: a computed input
+    (eager mode, or a graph-mode leaf: one read, no drain). A pending input or a capture recording
+    cannot be read before its graph runs (its loss comes out NaN instead)."""
+    if ENGINE.guard is not None or input._status != COMPUTED or input.numel() == 0:
         return
     vals = download(input, f"{fn} input check")
     bad = vals[~((vals >= 0.0) & (vals <= 1.0))]
