@@ -135,7 +135,8 @@ def _deterministic_cases(folder: str) -> list[dict]:
         path = os.path.join(folder, f"c{len(cases)}.{ext}")
         with open(path, "wb") as f:
             f.write(data)
-        cases.append({"id": case_id, "path": path, "expect": expect, "ref": ref})
+        tensor = "a" if expect == "error:a" else None     # the error must name this tensor too
+        cases.append({"id": case_id, "path": path, "expect": expect.split(":")[0], "ref": ref, "tensor": tensor})
 
     for ext in ("safetensors", "gguf"):
         ref = os.path.join(folder, f"ref.{ext}")
@@ -155,27 +156,27 @@ def _deterministic_cases(folder: str) -> list[dict]:
     add("st: header length 2**63", "safetensors", st_bytes({"a": ok}, raw, 2**63), "error")
     add("st: header length past the end", "safetensors", st_bytes({"a": ok}, raw, 10**6), "error")
     add("st: header is a list", "safetensors", st_bytes([1], raw), "error")  # type: ignore[arg-type]
-    add("st: entry is a string", "safetensors", st_bytes({"a": "x"}, raw), "error")
-    add("st: unknown dtype", "safetensors", st_bytes({"a": {**ok, "dtype": "Q4"}}, raw), "error")
-    add("st: dtype not a string", "safetensors", st_bytes({"a": {**ok, "dtype": 3}}, raw), "error")
-    add("st: dtype F16 for 24 bytes of 2x3", "safetensors", st_bytes({"a": {**ok, "dtype": "F16"}}, raw), "error")
-    add("st: dtype F64 for 24 bytes of 2x3", "safetensors", st_bytes({"a": {**ok, "dtype": "F64"}}, raw), "error")
+    add("st: entry is a string", "safetensors", st_bytes({"a": "x"}, raw), "error:a")
+    add("st: unknown dtype", "safetensors", st_bytes({"a": {**ok, "dtype": "Q4"}}, raw), "error:a")
+    add("st: dtype not a string", "safetensors", st_bytes({"a": {**ok, "dtype": 3}}, raw), "error:a")
+    add("st: dtype F16 for 24 bytes of 2x3", "safetensors", st_bytes({"a": {**ok, "dtype": "F16"}}, raw), "error:a")
+    add("st: dtype F64 for 24 bytes of 2x3", "safetensors", st_bytes({"a": {**ok, "dtype": "F64"}}, raw), "error:a")
     add("st: bool dtype", "safetensors", st_bytes({"a": {"dtype": "BOOL", "shape": [2], "data_offsets": [0, 2]}},
-                                                  b"\1\0"), "error")
-    add("st: 5-D tensor", "safetensors", foreign_st({"a": F32.reshape(1, 1, 2, 1, 3)}), "error")
-    add("st: 6-D tensor", "safetensors", foreign_st({"a": F32.reshape(1, 1, 1, 2, 1, 3)}), "error")
-    add("st: huge shape", "safetensors", st_bytes({"a": {**ok, "shape": [2**40, 2**40]}}, raw), "error")
-    add("st: huge end offset", "safetensors", st_bytes({"a": {**ok, "data_offsets": [0, 2**62]}}, raw), "error")
-    add("st: negative offset", "safetensors", st_bytes({"a": {**ok, "data_offsets": [-8, 16]}}, raw), "error")
-    add("st: negative dim", "safetensors", st_bytes({"a": {**ok, "shape": [-2, -3]}}, raw), "error")
-    add("st: float dim", "safetensors", st_bytes({"a": {**ok, "shape": [2.0, 3]}}, raw), "error")
-    add("st: offsets reversed", "safetensors", st_bytes({"a": {**ok, "data_offsets": [24, 0]}}, raw), "error")
+                                                  b"\1\0"), "error:a")
+    add("st: 5-D tensor", "safetensors", foreign_st({"a": F32.reshape(1, 1, 2, 1, 3)}), "error:a")
+    add("st: 6-D tensor", "safetensors", foreign_st({"a": F32.reshape(1, 1, 1, 2, 1, 3)}), "error:a")
+    add("st: huge shape", "safetensors", st_bytes({"a": {**ok, "shape": [2**40, 2**40]}}, raw), "error:a")
+    add("st: huge end offset", "safetensors", st_bytes({"a": {**ok, "data_offsets": [0, 2**62]}}, raw), "error:a")
+    add("st: negative offset", "safetensors", st_bytes({"a": {**ok, "data_offsets": [-8, 16]}}, raw), "error:a")
+    add("st: negative dim", "safetensors", st_bytes({"a": {**ok, "shape": [-2, -3]}}, raw), "error:a")
+    add("st: float dim", "safetensors", st_bytes({"a": {**ok, "shape": [2.0, 3]}}, raw), "error:a")
+    add("st: offsets reversed", "safetensors", st_bytes({"a": {**ok, "data_offsets": [24, 0]}}, raw), "error:a")
     add("st: overlapping tensors", "safetensors",
-        st_bytes({"a": ok, "b": {"dtype": "F32", "shape": [3], "data_offsets": [12, 24]}}, raw), "error")
+        st_bytes({"a": ok, "b": {"dtype": "F32", "shape": [3], "data_offsets": [12, 24]}}, raw), "error:a")
     add("st: hole in the data", "safetensors", st_bytes({"a": {**ok, "shape": [3], "data_offsets": [12, 24]}}, raw),
         "error")
     add("st: metadata not strings", "safetensors", st_bytes({"__metadata__": {"k": 1}, "a": ok}, raw), "error")
-    add("st: int64 beyond int32", "safetensors", foreign_st({"a": np.array([2**40], np.int64)}), "error")
+    add("st: int64 beyond int32", "safetensors", foreign_st({"a": np.array([2**40], np.int64)}), "error:a")
 
     # gguf structure
     t = ("a", (2, 3), 0, 0, raw)
@@ -193,19 +194,19 @@ def _deterministic_cases(folder: str) -> list[dict]:
     add("gguf: non-UTF-8 key", "gguf", gguf_bytes([t], [_gguf_str(b"\xff\xfe") + struct.pack("<II", 4, 1)]), "error")
     add("gguf: alignment 0", "gguf", gguf_bytes([t], [kv_u32("general.alignment", 0)]), "error")
     add("gguf: alignment 3", "gguf", gguf_bytes([t], [kv_u32("general.alignment", 3)], alignment=3), "error")
-    add("gguf: quantized tensor", "gguf", gguf_bytes([("a", (32,), 2, 0, b"\0" * 18)]), "error")
-    add("gguf: unknown tensor type", "gguf", gguf_bytes([("a", (2, 3), 999, 0, raw)]), "error")
-    add("gguf: 5-D tensor", "gguf", foreign_gguf({"a": F32.reshape(1, 2, 1, 1, 3)}), "error")
-    add("gguf: 17 dims", "gguf", gguf_bytes([("a", (1,) * 17, 0, 0, b"\0" * 4)]), "error")
-    add("gguf: huge dims", "gguf", gguf_bytes([("a", (2**31, 2**31, 2**31), 0, 0, raw)]), "error")
-    add("gguf: offset 2**64-32 (negative)", "gguf", gguf_bytes([("a", (2, 3), 0, 2**64 - 32, b"")]), "error")
-    add("gguf: offset past the end", "gguf", gguf_bytes([("a", (2, 3), 0, 2**40, b"")]), "error")
-    add("gguf: misaligned offset", "gguf", gguf_bytes([("a", (2, 3), 0, 4, b"\0" * 4 + raw)]), "error")
+    add("gguf: quantized tensor", "gguf", gguf_bytes([("a", (32,), 2, 0, b"\0" * 18)]), "error:a")
+    add("gguf: unknown tensor type", "gguf", gguf_bytes([("a", (2, 3), 999, 0, raw)]), "error:a")
+    add("gguf: 5-D tensor", "gguf", foreign_gguf({"a": F32.reshape(1, 2, 1, 1, 3)}), "error:a")
+    add("gguf: 17 dims", "gguf", gguf_bytes([("a", (1,) * 17, 0, 0, b"\0" * 4)]), "error:a")
+    add("gguf: huge dims", "gguf", gguf_bytes([("a", (2**31, 2**31, 2**31), 0, 0, raw)]), "error:a")
+    add("gguf: offset 2**64-32 (negative)", "gguf", gguf_bytes([("a", (2, 3), 0, 2**64 - 32, b"")]), "error:a")
+    add("gguf: offset past the end", "gguf", gguf_bytes([("a", (2, 3), 0, 2**40, b"")]), "error:a")
+    add("gguf: misaligned offset", "gguf", gguf_bytes([("a", (2, 3), 0, 4, b"\0" * 4 + raw)]), "error:a")
     add("gguf: overlapping tensors", "gguf",
-        gguf_bytes([("a", (2, 3), 0, 0, raw), ("b", (3,), 0, 0, raw[:12])]), "error")
+        gguf_bytes([("a", (2, 3), 0, 0, raw), ("b", (3,), 0, 0, raw[:12])]), "error:a")
     add("gguf: duplicate tensor names", "gguf",
-        gguf_bytes([("a", (3,), 0, 0, raw[:12]), ("a", (3,), 0, 32, raw[12:])]), "error")
-    add("gguf: last tensor truncated by one byte", "gguf", foreign_gguf({"a": F32})[:-1 - 8], "error")
+        gguf_bytes([("a", (3,), 0, 0, raw[:12]), ("a", (3,), 0, 32, raw[12:])]), "error:a")
+    add("gguf: last tensor truncated by one byte", "gguf", foreign_gguf({"a": F32})[:-1 - 8], "error:a")
     add("gguf: metadata key not a string", "gguf", gguf_bytes([t], [kv_u32("ggmlgrad.state", 1)]), "error")
     add("gguf: metadata JSON corrupt", "gguf", gguf_bytes([t], [kv_str("ggmlgrad.state", "{nope")]), "error")
     add("gguf: metadata of a newer version", "gguf",
@@ -229,12 +230,14 @@ def _equal(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-def check_one(path: str, expect: str, ref) -> str:
+def check_one(path: str, expect: str, ref, tensor: str | None = None) -> str:
     """'' when the load behaved, else what went wrong."""
     try:
         got = gg.load(path)
     except CheckpointError as e:
-        return "" if repr(path)[1:-1] in str(e) or path in str(e) else f"error does not name the file: {e}"
+        if path not in str(e):
+            return f"error does not name the file: {e}"
+        return "" if tensor is None or f"'{tensor}'" in str(e) else f"error does not name tensor {tensor!r}: {e}"
     except Exception as e:  # noqa: BLE001 - anything but CheckpointError is a finding
         return f"raised {type(e).__name__} instead of CheckpointError: {e}"
     if expect == "same" and ref is not None and _equal(got, ref):
@@ -257,7 +260,7 @@ def run_cases(case_file: str) -> int:
     for c in cases:
         print(f"CASE {c['id']} ({c['path']})", file=sys.stderr, flush=True)
         ref = c["ref"] and refs.setdefault(c["ref"], gg.load(c["ref"]))
-        problem = check_one(c["path"], c["expect"], ref)
+        problem = check_one(c["path"], c["expect"], ref, c["tensor"])
         if problem:
             failures.append(f"{c['id']}: {problem}")
     print(json.dumps({"n": len(cases), "failures": failures}))
@@ -324,6 +327,7 @@ def test_deterministic_corruptions_raise_clear_errors(tmp_path):
     case_file.write_text(json.dumps(cases))
     out = _run_child("cases", str(case_file))
     assert out["n"] == len(cases) and len(cases) > 300
+    assert sum(c["tensor"] is not None for c in cases) >= 25
     assert out["failures"] == []
 
 
@@ -342,6 +346,10 @@ def test_case_checker_can_fail(tmp_path):
     assert "different values" in check_one(str(other), "same", gg.load(good))
     assert check_one(str(good), "error", None) == "loaded without an error"
     assert check_one(str(good), "same", gg.load(good)) == ""
+    five = tmp_path / "five.safetensors"
+    five.write_bytes(foreign_st({"deep": F32.reshape(1, 1, 2, 1, 3)}))
+    assert check_one(str(five), "error", None, tensor="deep") == ""
+    assert "does not name tensor 'other'" in check_one(str(five), "error", None, tensor="other")
 
 
 def test_named_tensor_in_errors(tmp_path):
@@ -382,6 +390,21 @@ def test_failed_load_changes_no_model_or_optimizer(tmp_path):
         for p, m in zip(model.parameters(), moments):
             np.testing.assert_array_equal(opt.state[p]["exp_avg"].numpy(), m)
         assert all(opt.state[p]["step"] == 1 for p in model.parameters())
+    # a file that loads but belongs to another model: validated before anything is assigned
+    other = gg.nn.Linear(3, 4)
+    other_opt = gg.optim.Adam(other.parameters(), lr=0.1)
+    other(gg.ones(1, 3)).sum().backward()
+    other_opt.step()
+    gg.save({"model": other.state_dict(), "optim": other_opt.state_dict()}, tmp_path / "other.safetensors")
+    ck = gg.load(tmp_path / "other.safetensors")
+    with pytest.raises(RuntimeError, match="nothing was loaded"):
+        model.load_state_dict(ck["model"])
+    with pytest.raises(ValueError, match="shape"):
+        opt.load_state_dict(ck["optim"])
+    for k, v in model.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), before[k])
+    for p, m in zip(model.parameters(), moments):
+        np.testing.assert_array_equal(opt.state[p]["exp_avg"].numpy(), m)
 
 
 if __name__ == "__main__":
