@@ -288,10 +288,12 @@ def test_killed_save_leaves_previous_file_and_next_save_clears_its_temporary(tmp
     stale = [n for n in os.listdir(tmp_path) if n != path.name]
     assert len(stale) == 1 and stale[0].startswith(f".{path.name}.") and stale[0].endswith(".tmp")
     assert gg.load(path)["w"].tolist() == [1.0, 2.0]          # the killed save did not touch it
-    unrelated = tmp_path / ".other.safetensors.1.x.tmp"           # another target's temporary: not ours
-    unrelated.write_bytes(b"x")
+    unrelated = [tmp_path / ".other.safetensors.999999.x.tmp",       # other targets' temporaries: not ours
+                 tmp_path / f".{path.name}.999999.{ext}.999999.x.tmp"]   # (of a file named c.<ext>.999999.<ext>)
+    for u in unrelated:
+        u.write_bytes(b"x")
     gg.save({"w": gg.tensor([3.0])}, path)
-    assert sorted(os.listdir(tmp_path)) == sorted([path.name, unrelated.name])
+    assert sorted(os.listdir(tmp_path)) == sorted([path.name] + [u.name for u in unrelated])
     assert gg.load(path)["w"].tolist() == [3.0]
 
 

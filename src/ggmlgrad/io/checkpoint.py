@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 import zlib
 from typing import Callable
@@ -181,11 +182,10 @@ def _remove_stale_temporaries(folder: str, prefix: str) -> None:
         names = os.listdir(folder)
     except OSError:
         return
+    ours = re.compile(re.escape(prefix) + r"(\d+)\.[A-Za-z0-9_]+" + re.escape(_TMP_SUFFIX))
     for name in names:
-        if not (name.startswith(prefix) and name.endswith(_TMP_SUFFIX)):
-            continue
-        pid = name[len(prefix):-len(_TMP_SUFFIX)].split(".")[0]
-        if pid.isdigit() and not _process_alive(int(pid)):
+        m = ours.fullmatch(name)    # exactly <prefix><pid>.<random>.tmp: never another target's file
+        if m and not _process_alive(int(m.group(1))):
             try:
                 os.unlink(os.path.join(folder, name))
             except OSError:

@@ -59,6 +59,11 @@ def int_sizes(opname: str, sizes, what: str = "sizes") -> tuple[int, ...]:
         items = tuple(sizes)
     except TypeError:
         raise TypeError(f"{opname}: {what} must be a sequence of ints, got {sizes!r}") from None
+    for s in items:     # the common case on every reshape: plain ints, nothing to convert
+        if type(s) is not int:
+            break
+    else:
+        return items
     out = []
     for s in items:
         if isinstance(s, bool) or type(s).__name__ == "bool_":
