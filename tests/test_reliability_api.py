@@ -223,8 +223,8 @@ ABSURD = (2**20, 2**20, 2**12)    # 2**52 elements: 16 PiB of float32
 @pytest.mark.parametrize("make", [
     lambda: gg.zeros(*ABSURD), lambda: gg.ones(*ABSURD), lambda: gg.full(ABSURD, 2.0), lambda: gg.rand(*ABSURD),
     lambda: gg.randn(*ABSURD), lambda: gg.randint(0, 5, ABSURD), lambda: gg.eye(2**27, 2**27),
-    lambda: gg.zeros(*ABSURD, dtype=gg.float16),
-], ids=["zeros", "ones", "full", "rand", "randn", "randint", "eye", "zeros-f16"])
+    lambda: gg.zeros(*ABSURD, dtype=gg.float16), lambda: gg.arange(0.0, 1e17), lambda: gg.linspace(0, 1, 2**55),
+], ids=["zeros", "ones", "full", "rand", "randn", "randint", "eye", "zeros-f16", "arange", "linspace"])
 def test_absurd_sizes_refused_before_allocating(make):
     with pytest.raises(MemoryError, match=r"needs .* GiB .*this machine has"):
         make()
@@ -263,6 +263,8 @@ def test_creation_values_and_dtypes():
         gg.full((2,), 2.0**40, dtype=gg.int32)
     with pytest.raises(TypeError, match="fill_value"):
         gg.full((2,), "x")
+    assert gg.full((2,), True).tolist() == [1.0, 1.0] and gg.full((1,), gg.tensor(2.5)).tolist() == [2.5]
+    assert gg.full((2,), 7, dtype=gg.int32).tolist() == [7, 7] and gg.arange(0, 1, 0.25).tolist() == [0, 0.25, 0.5, 0.75]
 
 
 # ---------------------------------------------------------------------- demo batch size

@@ -108,8 +108,10 @@ def full(shape, fill_value: float, dtype=None, device=None, requires_grad: bool 
     >>> import ggmlgrad as gg; gg.full((2,), 1.5).tolist()
     [1.5, 1.5]
     """
-    if isinstance(fill_value, (bool, np.bool_)) or not isinstance(fill_value, (int, float, np.integer, np.floating)):
+    if isinstance(fill_value, (str, bytes)) or not hasattr(fill_value, "__float__"):
         raise TypeError(f"full: fill_value must be a number, got {fill_value!r}")
+    if not isinstance(fill_value, (int, np.integer)):
+        fill_value = float(fill_value)      # bools, NumPy scalars, 0-d tensors
     sizes = _shape((shape,) if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) else shape, "full")
     d = _target(dtype)
     if d is int32 and not (math.isfinite(fill_value) and -2**31 <= fill_value <= 2**31 - 1):
@@ -136,6 +138,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool
         start, end = 0, start
     if step == 0:
         raise ValueError("arange: step must be non-zero")
+    _check_memory("arange", (max(0, math.ceil((end - start) / step)),), float32)
     arr = np.arange(start, end, step)
     if dtype is None:
         dtype = int32 if arr.dtype.kind in "iu" else float32
