@@ -370,3 +370,22 @@ def test_gguf_truncated_by_its_last_data_byte_raises(tmp_path):
     (tmp_path / "t.gguf").write_bytes(data[:-1])
     with pytest.raises(CheckpointError, match=r"t\.gguf.*'a'.*past the end"):
         gg.load(tmp_path / "t.gguf")
+
+
+@FORMATS
+def test_load_maps_the_file_instead_of_copying_it(tmp_path, ext):
+    """The file is memory-mapped and each tensor uploaded from the map: host heap use stays far
+    below the file's size (a read() of the file, or a copy per tensor, would show here)."""
+    import tracemalloc
+    w = {f"w{i}": gg.tensor(np.full((256, 256), i, np.float32)) for i in range(8)}   # 2 MiB
+    path = tmp_path / f"big.{ext}"
+    gg.save(w, path)
+    tracemalloc.start()
+    try:
+        back = gg.load(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < os.path.getsize(path) / 8, peak
+    for k, v in w.items():
+        np.testing.assert_array_equal(back[k].numpy(), v.numpy())

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import os
 import re
 import tempfile
@@ -14,7 +15,7 @@ import numpy as np
 from ..engine import dtypes
 from ..tensor import Tensor
 from . import gguf_file, safetensors_file
-from .errors import MAX_DIMS, CheckpointError
+from .errors import MAX_DIMS, CheckpointError, entry_values
 from .tree import Leaf, flatten, leaf_table, storage_np_dtype, unflatten
 
 _META_KEY = "ggmlgrad"          # safetensors metadata key / GGUF key prefix
@@ -74,8 +75,7 @@ def load(path, device=None):
     if not os.path.exists(p):
         raise FileNotFoundError(f"gg.load: no such file: {p!r}")
     where = f"gg.load({p!r})"
-    with open(p, "rb") as f:
-        data = f.read()
+    data = _mapped(p)
     meta, entries = _read_safetensors(data, where) if fmt == "safetensors" else _read_gguf(data, where)
     if meta is None:
         return _foreign(data, entries, device, where)
@@ -101,7 +101,16 @@ def load(path, device=None):
 _TENSOR_DTYPES = ("float32", "float16", "bfloat16", "int32")
 
 
-def _checked_leaf(data: bytes, spec, by_name: dict, where: str) -> tuple[str, np.ndarray]:
+def _mapped(path: str):
+    """The file's bytes, memory-mapped read-only (a multi-GB file is not read into memory first;
+    the map closes when the last view of it, an upload's source, is gone)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _checked_leaf(data: bytes | mmap.mmap, spec, by_name: dict, where: str) -> tuple[str, np.ndarray]:
     """(name, host array) of one entry of the ggmlgrad tensor table, checked against the file."""
     try:
         name, dt, kind, shape = spec["name"], spec["dtype"], spec["kind"], spec["shape"]
@@ -218,7 +227,7 @@ def _fsync_folder(folder: str) -> None:
         os.close(fd)
 
 
-def _foreign(data: bytes, entries: list, device, where: str) -> dict:
+def _foreign(data: bytes | mmap.mmap, entries: list, device, where: str) -> dict:
     """A file from another tool: every tensor checked first, then made (float64/int64 narrowed)."""
     host = {}
     for e in entries:
@@ -226,8 +235,7 @@ def _foreign(data: bytes, entries: list, device, where: str) -> dict:
             raise CheckpointError(f"{where}: tensor {e.name!r} has dtype {e.dtype or e.code}, which ggmlgrad "
                                   f"cannot hold")
         _check_tensor_shape(e.name, e.dtype, e.shape, where)
-        raw = np.frombuffer(data, dtype=storage_np_dtype(e.dtype), count=math.prod(e.shape),
-                            offset=e.begin).reshape(e.shape)
+        raw = entry_values(data, e, storage_np_dtype(e.dtype))
         host[e.name] = _narrowed(e.name, e.dtype, raw, where)
     from ..engine import new_from_host
     from .tree import _device
@@ -265,7 +273,7 @@ def _write_safetensors(tmp: str, leaves: list[Leaf], meta: str) -> None:
     del leaves  # the arrays stay alive until here
 
 
-def _read_safetensors(data: bytes, where: str):
+def _read_safetensors(data: bytes | mmap.mmap, where: str):
     """(the ggmlgrad metadata or None for a foreign file, validated entries)."""
     meta, entries = safetensors_file.read_header(data, where)
     return _verified(meta.get(_META_KEY), meta.get(_CRC_KEY), where), entries
@@ -310,7 +318,7 @@ def _write_gguf(tmp: str, leaves: list[Leaf], meta: str) -> None:
     w.close()
 
 
-def _read_gguf(data: bytes, where: str):
+def _read_gguf(data: bytes | mmap.mmap, where: str):
     """(the ggmlgrad metadata or None for a foreign file, validated entries)."""
     kv, entries = gguf_file.read_header(data, where)
     meta = kv.get(_GGUF_KEY)

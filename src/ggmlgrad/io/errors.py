@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import mmap
 
 import numpy as np
 
@@ -39,6 +40,6 @@ def check_ranges(entries: list[Entry], where: str) -> None:
                                   f"(bytes {a.begin}..{a.end} and {b.begin}..{b.end}; corrupt file)")
 
 
-def entry_values(data: bytes, e: Entry, np_dtype: np.dtype) -> np.ndarray:
+def entry_values(data: bytes | mmap.mmap, e: Entry, np_dtype: np.dtype) -> np.ndarray:
     """The entry's values as a read-only view of ``data`` (its range is already checked to lie inside)."""
     return np.frombuffer(data, dtype=np_dtype, count=math.prod(e.shape), offset=e.begin).reshape(e.shape)

@@ -8,6 +8,7 @@ alignment (``general.alignment``, default 32), then the tensor data at those off
 from __future__ import annotations
 
 import math
+import mmap
 import struct
 
 from .errors import CheckpointError, Entry, check_ranges
@@ -24,7 +25,7 @@ MAX_NESTING = 8             # arrays of arrays in the metadata
 class _Cursor:
     """Reads the header of ``data`` front to back; running out of bytes is a truncated file."""
 
-    def __init__(self, data: bytes, where: str):
+    def __init__(self, data: bytes | mmap.mmap, where: str):
         self.data, self.pos, self.where = data, 0, where
 
     def take(self, n: int, what: str) -> bytes:
@@ -46,7 +47,7 @@ class _Cursor:
             raise CheckpointError(f"{self.where}: not a valid GGUF file: {what} is not UTF-8 (corrupt file)") from None
 
 
-def read_header(data: bytes, where: str) -> tuple[dict, list[Entry]]:
+def read_header(data: bytes | mmap.mmap, where: str) -> tuple[dict, list[Entry]]:
     """(the string and int key/values we use, validated entries) of the file bytes ``data``."""
     cur = _Cursor(data, where)
     if cur.take(4, "the magic number") != b"GGUF":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 
 from .errors import CheckpointError, Entry, check_ranges
 
@@ -15,7 +16,7 @@ ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "float64": 8,
             "bool": 1, "uint16": 2, "int8": 1}
 
 
-def read_header(data: bytes, where: str) -> tuple[dict, list[Entry]]:
+def read_header(data: bytes | mmap.mmap, where: str) -> tuple[dict, list[Entry]]:
     """(the ``__metadata__`` dict, validated entries) of the file bytes ``data``."""
     size = len(data)
     if size < 8:

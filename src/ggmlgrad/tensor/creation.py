@@ -87,7 +87,9 @@ def _filled(opname: str, shape: tuple, dtype, fill) -> tuple[np.ndarray, DType]:
 
 
 def zeros(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """>>> import ggmlgrad as gg; gg.zeros(2, 3).shape
+    """A tensor of zeros (float32 unless ``dtype`` says otherwise).
+
+    >>> import ggmlgrad as gg; gg.zeros(2, 3).shape
     (2, 3)
     """
     arr, d = _filled("zeros", _shape(shape, "zeros"), dtype, 0)
@@ -95,7 +97,9 @@ def zeros(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tenso
 
 
 def ones(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """>>> import ggmlgrad as gg; gg.ones(2, dtype=gg.int32).tolist()
+    """A tensor of ones (float32 unless ``dtype`` says otherwise).
+
+    >>> import ggmlgrad as gg; gg.ones(2, dtype=gg.int32).tolist()
     [1, 1]
     """
     arr, d = _filled("ones", _shape(shape, "ones"), dtype, 1)
