@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import math
-import mmap
 import os
 import re
 import tempfile
@@ -15,7 +14,7 @@ import numpy as np
 from ..engine import dtypes
 from ..tensor import Tensor
 from . import gguf_file, safetensors_file
-from .errors import MAX_DIMS, CheckpointError, entry_values
+from .errors import MAX_DIMS, CheckpointError, Entry, FileBytes
 from .tree import Leaf, flatten, leaf_table, storage_np_dtype, unflatten
 
 _META_KEY = "ggmlgrad"          # safetensors metadata key / GGUF key prefix
@@ -75,10 +74,24 @@ def load(path, device=None):
     if not os.path.exists(p):
         raise FileNotFoundError(f"gg.load: no such file: {p!r}")
     where = f"gg.load({p!r})"
-    data = _mapped(p)
-    meta, entries = _read_safetensors(data, where) if fmt == "safetensors" else _read_gguf(data, where)
-    if meta is None:
-        return _foreign(data, entries, device, where)
+    with open(p, "rb") as f:
+        src = FileBytes(f, where, "safetensors file" if fmt == "safetensors" else "GGUF file")
+        meta, entries = _read_safetensors(src, where) if fmt == "safetensors" else _read_gguf(src, where)
+        if meta is None:
+            return _foreign(src, entries, device, where)
+        table, skeleton = _parsed_meta(meta, where)
+        by_name = {e.name: e for e in entries}
+        leaves = _Leaves(src, dict(_checked_spec(spec, by_name, where) for spec in table), where)
+        try:
+            return unflatten(skeleton, table, leaves, device, where)
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
+            if isinstance(e, CheckpointError):
+                raise
+            raise CheckpointError(f"{where}: the ggmlgrad metadata is corrupt ({e})") from None
+
+
+def _parsed_meta(meta: str, where: str) -> tuple[list, object]:
+    """(tensor table, skeleton) of the ggmlgrad metadata JSON."""
     try:
         info = json.loads(meta)
         table, skeleton, version = info["tensors"], info["skeleton"], info.get("version")
@@ -88,30 +101,15 @@ def load(path, device=None):
         raise CheckpointError(f"{where}: written by a newer ggmlgrad (format version {version!r})")
     if not isinstance(table, list):
         raise CheckpointError(f"{where}: the ggmlgrad metadata is corrupt (no tensor table)")
-    by_name = {e.name: e for e in entries}
-    checked = dict(_checked_leaf(data, spec, by_name, where) for spec in table)
-    try:
-        return unflatten(skeleton, table, checked, device, where)
-    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
-        if isinstance(e, CheckpointError):
-            raise
-        raise CheckpointError(f"{where}: the ggmlgrad metadata is corrupt ({e})") from None
+    return table, skeleton
 
 
 _TENSOR_DTYPES = ("float32", "float16", "bfloat16", "int32")
 
 
-def _mapped(path: str):
-    """The file's bytes, memory-mapped read-only (a multi-GB file is not read into memory first;
-    the map closes when the last view of it, an upload's source, is gone)."""
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-
-
-def _checked_leaf(data: bytes | mmap.mmap, spec, by_name: dict, where: str) -> tuple[str, np.ndarray]:
-    """(name, host array) of one entry of the ggmlgrad tensor table, checked against the file."""
+def _checked_spec(spec, by_name: dict, where: str) -> tuple[str, tuple]:
+    """(name, (NumPy storage dtype, shape, file entry or None when empty, crc)) of one entry of the
+    ggmlgrad tensor table, checked against the file's entries; no data is read yet."""
     try:
         name, dt, kind, shape = spec["name"], spec["dtype"], spec["kind"], spec["shape"]
         np_dt = storage_np_dtype(dt)
@@ -128,20 +126,33 @@ def _checked_leaf(data: bytes | mmap.mmap, spec, by_name: dict, where: str) -> t
             raise CheckpointError(f"{where}: tensor {name!r} has dtype {dt}, which ggmlgrad cannot hold")
     n = math.prod(shape)
     if n == 0:
-        try:
-            return name, np.zeros(shape, np_dt)
-        except ValueError as e:    # more dimensions than NumPy allows
-            raise CheckpointError(f"{where}: tensor {name!r} has an impossible shape {list(shape)} ({e})") from None
+        if len(shape) > 32:    # NumPy's own limit
+            raise CheckpointError(f"{where}: tensor {name!r} has an impossible shape {list(shape)}")
+        return name, (np_dt, shape, None, spec.get("crc32"))
     e = by_name.get(name)
     if e is None:
         raise CheckpointError(f"{where}: tensor {name!r} listed in the metadata is missing from the file")
     if e.end - e.begin != n * np_dt.itemsize:
         raise CheckpointError(f"{where}: tensor {name!r} has {e.end - e.begin} bytes, expected "
                               f"{n * np_dt.itemsize} for {dt} {list(shape)} (truncated or corrupt file)")
-    raw = np.frombuffer(data, dtype=np_dt, count=n, offset=e.begin).reshape(shape)
-    if zlib.crc32(raw) != spec.get("crc32"):
-        raise CheckpointError(f"{where}: tensor {name!r} is corrupt (checksum mismatch)")
-    return name, raw
+    return name, (np_dt, shape, e, spec.get("crc32"))
+
+
+class _Leaves:
+    """name → checked host array, read from the file when ``unflatten`` asks for it (one tensor in
+    host memory at a time: each is uploaded before the next is read)."""
+
+    def __init__(self, src: FileBytes, specs: dict, where: str):
+        self.src, self.specs, self.where = src, specs, where
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        np_dt, shape, e, crc = self.specs[name]
+        if e is None:
+            return np.zeros(shape, np_dt)
+        raw = self.src.values(Entry(e.name, None, e.code, (math.prod(shape),), e.begin, e.end), np_dt)
+        if zlib.crc32(raw) != crc:
+            raise CheckpointError(f"{self.where}: tensor {name!r} is corrupt (checksum mismatch)")
+        return raw.reshape(shape)
 
 
 def _check_tensor_shape(name: str, dtype: str, shape: tuple, where: str) -> None:
@@ -227,22 +238,21 @@ def _fsync_folder(folder: str) -> None:
         os.close(fd)
 
 
-def _foreign(data: bytes | mmap.mmap, entries: list, device, where: str) -> dict:
-    """A file from another tool: every tensor checked first, then made (float64/int64 narrowed)."""
-    host = {}
+def _foreign(src: FileBytes, entries: list, device, where: str) -> dict:
+    """A file from another tool: every tensor's dtype and shape checked first, then each read and
+    made in turn (float64/int64 narrowed)."""
     for e in entries:
         if e.dtype is None or e.dtype not in _TENSOR_DTYPES + ("float64", "int64"):
             raise CheckpointError(f"{where}: tensor {e.name!r} has dtype {e.dtype or e.code}, which ggmlgrad "
                                   f"cannot hold")
         _check_tensor_shape(e.name, e.dtype, e.shape, where)
-        raw = entry_values(data, e, storage_np_dtype(e.dtype))
-        host[e.name] = _narrowed(e.name, e.dtype, raw, where)
     from ..engine import new_from_host
     from .tree import _device
     out = {}
-    for name, (dt, raw) in host.items():
+    for e in entries:
+        dt, raw = _narrowed(e.name, e.dtype, src.values(e, storage_np_dtype(e.dtype)), where)
         t = Tensor._blank(tuple(raw.shape), dtypes.from_any(dt), _device(device))
-        out[name] = new_from_host(t, np.ascontiguousarray(raw), "load()")
+        out[e.name] = new_from_host(t, raw, "load()")
     return out
 
 
@@ -273,9 +283,9 @@ def _write_safetensors(tmp: str, leaves: list[Leaf], meta: str) -> None:
     del leaves  # the arrays stay alive until here
 
 
-def _read_safetensors(data: bytes | mmap.mmap, where: str):
+def _read_safetensors(src: FileBytes, where: str):
     """(the ggmlgrad metadata or None for a foreign file, validated entries)."""
-    meta, entries = safetensors_file.read_header(data, where)
+    meta, entries = safetensors_file.read_header(src, where)
     return _verified(meta.get(_META_KEY), meta.get(_CRC_KEY), where), entries
 
 
@@ -318,9 +328,9 @@ def _write_gguf(tmp: str, leaves: list[Leaf], meta: str) -> None:
     w.close()
 
 
-def _read_gguf(data: bytes | mmap.mmap, where: str):
+def _read_gguf(src: FileBytes, where: str):
     """(the ggmlgrad metadata or None for a foreign file, validated entries)."""
-    kv, entries = gguf_file.read_header(data, where)
+    kv, entries = gguf_file.read_header(src, where)
     meta = kv.get(_GGUF_KEY)
     if meta is not None and not isinstance(meta, str):
         raise CheckpointError(f"{where}: the ggmlgrad metadata is corrupt (key {_GGUF_KEY!r} is not a string)")

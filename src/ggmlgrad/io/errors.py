@@ -1,8 +1,7 @@
-"""The error every reader raises for a file it cannot trust."""
+"""What the two readers share: the error they raise, validated tensor entries, checked reads."""
 from __future__ import annotations
 
-import math
-import mmap
+import os
 
 import numpy as np
 
@@ -40,6 +39,37 @@ def check_ranges(entries: list[Entry], where: str) -> None:
                                   f"(bytes {a.begin}..{a.end} and {b.begin}..{b.end}; corrupt file)")
 
 
-def entry_values(data: bytes | mmap.mmap, e: Entry, np_dtype: np.dtype) -> np.ndarray:
-    """The entry's values as a read-only view of ``data`` (its range is already checked to lie inside)."""
-    return np.frombuffer(data, dtype=np_dtype, count=math.prod(e.shape), offset=e.begin).reshape(e.shape)
+class FileBytes:
+    """Byte ranges of an open file, each checked against the file's length before it is read.
+    Reads, not a memory map: a file truncated by another program while it loads gives a
+    CheckpointError here, where a map would crash the process (SIGBUS)."""
+
+    def __init__(self, f, where: str, kind: str):
+        self.f, self.where, self.kind = f, where, kind      # kind: "GGUF file", "safetensors file"
+        self.size = os.fstat(f.fileno()).st_size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def check(self, begin: int, n: int, what: str) -> None:
+        if n > self.size - begin:
+            raise CheckpointError(f"{self.where}: not a valid {self.kind}: truncated in {what} (needs {n} bytes "
+                                  f"at offset {begin}, the file has {self.size})")
+
+    def read(self, begin: int, n: int, what: str) -> bytes:
+        self.check(begin, n, what)
+        self.f.seek(begin)
+        out = self.f.read(n)
+        if len(out) != n:
+            raise CheckpointError(f"{self.where}: the file changed while it was read ({what})")
+        return out
+
+    def values(self, e: Entry, np_dtype: np.dtype) -> np.ndarray:
+        """The entry's values in a new array (its range was checked when the header was read)."""
+        out = np.empty(e.shape, np_dtype)
+        if out.nbytes:
+            self.check(e.begin, out.nbytes, f"tensor {e.name!r}")
+            self.f.seek(e.begin)
+            if self.f.readinto(memoryview(out.reshape(-1)).cast("B")) != out.nbytes:
+                raise CheckpointError(f"{self.where}: the file changed while tensor {e.name!r} was read")
+        return out

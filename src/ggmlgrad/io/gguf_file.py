@@ -8,10 +8,9 @@ alignment (``general.alignment``, default 32), then the tensor data at those off
 from __future__ import annotations
 
 import math
-import mmap
 import struct
 
-from .errors import CheckpointError, Entry, check_ranges
+from .errors import CheckpointError, Entry, FileBytes, check_ranges
 
 # ggml type → (dtype name or None, item size); quantized types are not listed (ggmlgrad cannot hold them)
 GGML_TYPES = {0: ("float32", 4), 1: ("float16", 2), 30: ("bfloat16", 2), 26: ("int32", 4), 28: ("float64", 8),
@@ -23,18 +22,20 @@ MAX_NESTING = 8             # arrays of arrays in the metadata
 
 
 class _Cursor:
-    """Reads the header of ``data`` front to back; running out of bytes is a truncated file."""
+    """Reads the header of the file ``src`` front to back; running out of bytes is a truncated file."""
 
-    def __init__(self, data: bytes | mmap.mmap, where: str):
-        self.data, self.pos, self.where = data, 0, where
+    def __init__(self, src: FileBytes, where: str):
+        self.src, self.pos, self.where = src, 0, where
 
     def take(self, n: int, what: str) -> bytes:
-        if n > len(self.data) - self.pos:
-            raise CheckpointError(f"{self.where}: not a valid GGUF file: truncated in {what} (needs {n} bytes "
-                                  f"at offset {self.pos}, the file has {len(self.data)})")
-        out = self.data[self.pos:self.pos + n]
+        out = self.src.read(self.pos, n, what)
         self.pos += n
         return out
+
+    def skip(self, n: int, what: str) -> None:
+        """Step over ``n`` bytes (an array we do not use) after checking they are in the file."""
+        self.src.check(self.pos, n, what)
+        self.pos += n
 
     def unpack(self, fmt: str, what: str):
         return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))[0]
@@ -47,9 +48,9 @@ class _Cursor:
             raise CheckpointError(f"{self.where}: not a valid GGUF file: {what} is not UTF-8 (corrupt file)") from None
 
 
-def read_header(data: bytes | mmap.mmap, where: str) -> tuple[dict, list[Entry]]:
-    """(the string and int key/values we use, validated entries) of the file bytes ``data``."""
-    cur = _Cursor(data, where)
+def read_header(src: FileBytes, where: str) -> tuple[dict, list[Entry]]:
+    """(the metadata's key/values, validated entries) of the file ``src``; no tensor data is read."""
+    cur = _Cursor(src, where)
     if cur.take(4, "the magic number") != b"GGUF":
         raise CheckpointError(f"{where}: not a valid GGUF file (wrong magic number)")
     version = cur.unpack("<I", "the version")
@@ -70,7 +71,7 @@ def read_header(data: bytes | mmap.mmap, where: str) -> tuple[dict, list[Entry]]
         if name in seen:
             raise CheckpointError(f"{where}: tensor {name!r} appears twice (corrupt file)")
         seen.add(name)
-        entries.append(_entry(name, dims, ggml_type, offset, start, alignment, len(data), where))
+        entries.append(_entry(name, dims, ggml_type, offset, start, alignment, len(src), where))
     check_ranges(entries, where)
     return kv, entries
 
@@ -85,7 +86,7 @@ def _value(cur: _Cursor, vtype: int, key: str, depth: int):
         item = cur.unpack("<I", f"the item type of {key!r}")
         n = cur.unpack("<Q", f"the length of {key!r}")
         if item in _SCALARS:
-            cur.take(n * struct.calcsize(_SCALARS[item]), f"the array {key!r}")
+            cur.skip(n * struct.calcsize(_SCALARS[item]), f"the array {key!r}")
             return None
         for _ in range(n):      # strings and arrays take at least 8 bytes each: bounded by the file
             _value(cur, item, key, depth + 1)

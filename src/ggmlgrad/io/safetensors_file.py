@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 import math
-import mmap
 
-from .errors import CheckpointError, Entry, check_ranges
+from .errors import CheckpointError, Entry, FileBytes, check_ranges
 
 MAX_HEADER = 100 << 20          # the safetensors library's own limit on the JSON header
 CODES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "I32": "int32", "F64": "float64",
@@ -16,19 +15,19 @@ ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "float64": 8,
             "bool": 1, "uint16": 2, "int8": 1}
 
 
-def read_header(data: bytes | mmap.mmap, where: str) -> tuple[dict, list[Entry]]:
-    """(the ``__metadata__`` dict, validated entries) of the file bytes ``data``."""
-    size = len(data)
+def read_header(src: FileBytes, where: str) -> tuple[dict, list[Entry]]:
+    """(the ``__metadata__`` dict, validated entries) of the file ``src``; no tensor data is read."""
+    size = len(src)
     if size < 8:
         raise CheckpointError(f"{where}: not a valid safetensors file: {size} bytes, shorter than the "
                               f"8-byte header length (truncated or corrupt)")
-    n = int.from_bytes(data[:8], "little")
+    n = int.from_bytes(src.read(0, 8, "the header length"), "little")
     if n > size - 8 or n > MAX_HEADER:
         raise CheckpointError(f"{where}: not a valid safetensors file: the header declares {n} bytes but the "
                               f"file has {size - 8} after the length field (truncated or corrupt)")
     try:
-        header = json.loads(data[8:8 + n].decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
+        header = json.loads(src.read(8, n, "the header").decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise CheckpointError(f"{where}: not a valid safetensors file: the JSON header is corrupt or "
                               f"truncated ({e})") from None
     if not isinstance(header, dict):
