@@ -56,9 +56,11 @@ def load(path, device=None):
     another tool comes back as a flat ``{name: Tensor}`` dict (float32/float16/bfloat16/int32;
     float64 and int64 are narrowed to float32 and int32).
 
-    The whole file is validated before any tensor is made: a truncated or corrupt file, a dtype
+    Every header, size, offset, dtype and shape is validated against the file before any tensor
+    is made, and each tensor's checksum as it is read: a truncated or corrupt file, a dtype
     ggmlgrad cannot hold or a tensor of more than 4 dimensions raises :class:`CheckpointError`
-    naming the file (and the tensor), so ``model.load_state_dict(gg.load(path))`` changes nothing.
+    naming the file (and the tensor) and returns nothing, so ``model.load_state_dict(gg.load(path))``
+    changes nothing.
 
     >>> import os, tempfile, ggmlgrad as gg
     >>> p = os.path.join(tempfile.mkdtemp(), "bad.gguf")
@@ -213,7 +215,7 @@ def _remove_stale_temporaries(folder: str, prefix: str) -> None:
 
 
 def _process_alive(pid: int) -> bool:
-    if pid == os.getpid():
+    if pid == os.getpid() or os.name == "nt":   # Windows' os.kill(pid, 0) sends CTRL_C: never probe there
         return True
     try:
         os.kill(pid, 0)
