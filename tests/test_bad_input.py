@@ -88,7 +88,7 @@ CALLS = [
     ("None data", "T", lambda: gg.tensor(None)),
     ("Tensor() constructor", "T", lambda: gg.Tensor([1.0])),
     ("negative shape", "V", lambda: gg.zeros(-2)),
-    ("float shape", "V", lambda: gg.ones(2.5)),
+    ("float shape", "T", lambda: gg.ones(2.5)),
     ("linspace negative steps", "V", lambda: gg.linspace(0, 1, -1)),
     ("arange zero step", "V", lambda: gg.arange(0, 5, 0)),
     ("randint empty range", "V", lambda: gg.randint(5, 5, size=(2,))),

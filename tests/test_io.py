@@ -261,3 +261,149 @@ def test_model_and_optimizer_resume_through_file(tmp_path, ext, graph):
     for k in expected:
         np.testing.assert_array_equal(got[k], expected[k], err_msg=k)
     assert opt2.state[next(iter(model2.parameters()))]["step"] == 9
+
+
+_KILLED_SAVE = """
+import os, signal, sys
+import ggmlgrad as gg
+from ggmlgrad.io import checkpoint
+real = checkpoint._write_{fmt}
+def dies_mid_write(tmp, leaves, meta):
+    real(tmp, leaves, meta)                  # the temporary file is complete on disk ...
+    os.kill(os.getpid(), signal.SIGKILL)     # ... when the process is killed before the rename
+checkpoint._write_{fmt} = dies_mid_write
+gg.save({{"w": gg.ones(1000)}}, sys.argv[1])
+"""
+
+
+@FORMATS
+def test_killed_save_leaves_previous_file_and_next_save_clears_its_temporary(tmp_path, ext):
+    import signal
+    import subprocess
+    import sys
+    path = tmp_path / f"c.{ext}"
+    gg.save({"w": gg.tensor([1.0, 2.0])}, path)
+    r = subprocess.run([sys.executable, "-c", _KILLED_SAVE.format(fmt=ext), str(path)], capture_output=True)
+    assert r.returncode == -signal.SIGKILL, r.stderr.decode()[-2000:]
+    stale = [n for n in os.listdir(tmp_path) if n != path.name]
+    assert len(stale) == 1 and stale[0].startswith(f".{path.name}.") and stale[0].endswith(".tmp")
+    assert gg.load(path)["w"].tolist() == [1.0, 2.0]          # the killed save did not touch it
+    unrelated = [tmp_path / ".other.safetensors.999999.x.tmp",       # other targets' temporaries: not ours
+                 tmp_path / f".{path.name}.999999.{ext}.999999.x.tmp"]   # (of a file named c.<ext>.999999.<ext>)
+    for u in unrelated:
+        u.write_bytes(b"x")
+    gg.save({"w": gg.tensor([3.0])}, path)
+    assert sorted(os.listdir(tmp_path)) == sorted([path.name] + [u.name for u in unrelated])
+    assert gg.load(path)["w"].tolist() == [3.0]
+
+
+def test_temporary_of_a_running_save_is_kept(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "c.safetensors"
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        busy = tmp_path / f".{path.name}.{live.pid}.abc123.tmp"   # a save in progress elsewhere
+        busy.write_bytes(b"partial")
+        gg.save({"w": gg.tensor([1.0])}, path)
+        assert busy.exists()
+    finally:
+        live.kill()
+        live.wait()
+    gg.save({"w": gg.tensor([1.0])}, path)                      # its process is gone now
+    assert not busy.exists()
+
+
+@FORMATS
+def test_failed_fsync_leaves_previous_file(tmp_path, ext, monkeypatch):
+    path = tmp_path / f"c.{ext}"
+    gg.save({"w": gg.tensor([1.0, 2.0])}, path)
+
+    def disk_full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        gg.save({"w": gg.ones(500)}, path)
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == [path.name]
+    assert gg.load(path)["w"].tolist() == [1.0, 2.0]
+
+
+@FORMATS
+def test_more_than_4_dims_refused_at_load_naming_file_and_tensor(tmp_path, ext):
+    """Files of other tools with 5-D/6-D tensors; ggmlgrad's own files keep 5-D NumPy arrays."""
+    a5 = np.arange(12, dtype=np.float32).reshape(1, 2, 1, 2, 3)
+    p = tmp_path / f"five.{ext}"
+    if ext == "safetensors":
+        from safetensors.numpy import save_file
+        save_file({"ok": a5.reshape(4, 3), "t5": a5, "t6": a5.reshape(1, 1, 2, 1, 2, 3)}, str(p))
+    else:
+        from gguf import GGUFWriter
+        w = GGUFWriter(str(p), "llama")
+        w.add_tensor("ok", a5.reshape(4, 3))
+        w.add_tensor("t5", a5)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+    with pytest.raises(CheckpointError, match=rf"five\.{ext}.*'t5'.*5 dimensions.*at most 4"):
+        gg.load(p)
+    own = tmp_path / f"own.{ext}"
+    gg.save({"arr": a5, "t": gg.tensor(a5.reshape(2, 6))}, own)
+    back = gg.load(own)
+    np.testing.assert_array_equal(back["arr"], a5)
+    assert back["t"].shape == (2, 6)
+
+
+def test_gguf_truncated_by_its_last_data_byte_raises(tmp_path):
+    from gguf import GGUFWriter
+    p = tmp_path / "f.gguf"
+    w = GGUFWriter(str(p), "llama")
+    w.add_tensor("a", np.arange(8, dtype=np.float32))        # 32 bytes: the data ends the file, no padding
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    data = p.read_bytes()
+    assert gg.load(p)["a"].tolist() == list(range(8))
+    (tmp_path / "t.gguf").write_bytes(data[:-1])
+    with pytest.raises(CheckpointError, match=r"t\.gguf.*'a'.*past the end"):
+        gg.load(tmp_path / "t.gguf")
+
+
+@FORMATS
+def test_load_holds_one_tensor_at_a_time_in_host_memory(tmp_path, ext):
+    """Each tensor is read, checked and uploaded before the next: host heap use peaks near the
+    largest tensor, not the file (a read() of the whole file, or all tensors first, would show)."""
+    import tracemalloc
+    w = {f"w{i}": gg.tensor(np.full((256, 256), i, np.float32)) for i in range(8)}   # 8 x 256 KiB
+    path = tmp_path / f"big.{ext}"
+    gg.save(w, path)
+    tracemalloc.start()
+    try:
+        back = gg.load(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2.5 * 256 * 256 * 4, peak
+    for k, v in w.items():
+        np.testing.assert_array_equal(back[k].numpy(), v.numpy())
+
+
+@FORMATS
+def test_file_truncated_while_loading_raises(tmp_path, ext, monkeypatch):
+    """Another program cutting the file between the header check and the data reads: a clear
+    error (reads, not a memory map, which would crash the process with SIGBUS)."""
+    from ggmlgrad.io import errors
+    path = tmp_path / f"cut.{ext}"
+    gg.save({"a": gg.ones(1000), "b": gg.ones(1000)}, path)
+    real = errors.FileBytes.values
+
+    def cut_then_read(self, e, np_dtype):
+        os.truncate(path, e.begin + 10)
+        return real(self, e, np_dtype)
+
+    monkeypatch.setattr(errors.FileBytes, "values", cut_then_read)
+    with pytest.raises(CheckpointError, match=r"cut\.(safetensors|gguf).*changed while tensor"):
+        gg.load(path)

@@ -72,6 +72,16 @@ def accuracy(model, x: np.ndarray, y: np.ndarray) -> float:
     return float((logits.argmax(axis=1) == y).mean())
 
 
+def _clamped_batch(batch_size: int, n_train: int) -> int:
+    """A batch larger than the training set is the whole set, one batch per epoch (PyTorch's
+    DataLoader gives that one smaller batch too; the demo otherwise drops the last partial batch).
+
+    >>> _clamped_batch(5000, 1438), _clamped_batch(64, 1438)
+    (1438, 64)
+    """
+    return min(batch_size, n_train)
+
+
 def run_demo(epochs: int = 15, seed: int = 0, mode: str = DEFAULT_MODE, batch_size: int = 64,
              hidden: int = 128, lr: float = 2e-3, out: Callable[[str], None] = print) -> dict:
     """Train and evaluate; returns {"test_accuracy", "final_loss", "step_ms", "mode", "epochs"}.
@@ -83,13 +93,17 @@ def run_demo(epochs: int = 15, seed: int = 0, mode: str = DEFAULT_MODE, batch_si
         raise ValueError(f"demo: mode must be one of {MODES}, got {mode!r}")
     if epochs < 1:
         raise ValueError(f"demo: epochs must be >= 1, got {epochs}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"demo: batch_size must be an int >= 1, got {batch_size!r}")
     gg.manual_seed(seed)
     (x_train, y_train), (x_test, y_test) = load_digits_split(seed)
+    asked, batch_size = batch_size, _clamped_batch(batch_size, len(x_train))
     model = make_model(x_train.shape[1], hidden, 10)
     optimizer = gg.optim.Adam(model.parameters(), lr=lr)
     rng = np.random.default_rng(seed + 1)
     out(f"ggmlgrad {gg.__version__} demo: digits {len(x_train)} train / {len(x_test)} test, "
-        f"MLP 64-{hidden}-{hidden}-10, Adam lr={lr}, batch {batch_size}, mode {mode}, "
+        f"MLP 64-{hidden}-{hidden}-10, Adam lr={lr}, batch {batch_size}"
+        f"{'' if asked == batch_size else f' (asked {asked}: the whole training set)'}, mode {mode}, "
         f"build {gg.info()['build']}")
     if gg.info()["library_source"] == "libggml-python":
         out("(prebuilt portable ggml: `python -m ggmlgrad build` makes matmuls and tanh/GELU/sigmoid faster)")

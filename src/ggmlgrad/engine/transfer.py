@@ -31,6 +31,8 @@ def upload_into(a: Array, data: np.ndarray, site: str) -> None:
 
 def new_from_host(a: Array, data: np.ndarray, site: str) -> Array:
     """Give the freshly initialised ``a`` a storage holding ``data``."""
+    if len(a.shape) > 4:    # the last gate before ggml, whose tensors have 4 dims (it asserts on more)
+        raise ValueError(f"{site}: shape {a.shape} has {len(a.shape)} dimensions; ggmlgrad supports at most 4")
     a._storage = Storage(a.device, max(a.nbytes, 1))
     a._status = COMPUTED
     upload_into(a, data, site)

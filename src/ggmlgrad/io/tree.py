@@ -100,7 +100,7 @@ def unflatten(skeleton, table: list[dict], arrays: dict[str, np.ndarray], device
         spec = table[i]
         raw = arrays[spec["name"]]
         if spec["kind"] == "ndarray":
-            out = raw
+            out = np.array(raw)         # a writable copy, not a view of the file's bytes
         else:
             dt = dtypes.from_any(spec["dtype"])
             t = Tensor._blank(tuple(spec["shape"]), dt, _device(device))

@@ -346,15 +346,55 @@ def binary_cross_entropy_with_logits(input: Tensor, target, weight: Tensor | Non
 
 
 def binary_cross_entropy(input: Tensor, target, weight: Tensor | None = None, reduction: str = "mean") -> Tensor:
-    """-[y log p + (1 - y) log(1 - p)] for probabilities p (logs clamped at -100, as PyTorch)."""
+    """-[y log p + (1 - y) log(1 - p)] for probabilities p (logs clamped at -100, as PyTorch).
+
+    An input value outside [0, 1] (or NaN) raises RuntimeError, as PyTorch, whenever the input is
+    computed (eager mode; a graph-mode leaf); an input still pending in graph mode or in a capture
+    cannot be read before its graph runs and gives a NaN loss instead.
+
+    >>> import ggmlgrad as gg, ggmlgrad.nn.functional as F
+    >>> round(F.binary_cross_entropy(gg.tensor([0.5]), gg.tensor([1.0])).item(), 4)
+    0.6931
+    """
     _check_reduction("binary_cross_entropy", reduction)
     input, target = _pair("binary_cross_entropy", input, target)
+    _check_probabilities("binary_cross_entropy", input)
     logp = op.clamp(op.log(input), lo=-100.0)
     log1mp = op.clamp(op.log(-input + 1.0), lo=-100.0)
     loss = -(target * logp + (-target + 1.0) * log1mp)
     if weight is not None:
         loss = loss * as_tensor(weight, device=input.device)
     return _reduce(loss, reduction)
+
+
+def _check_probabilities(fn: str, input: Tensor) -> None:
+    """Refuse values outside [0, 1] and NaN (PyTorch's check) when they are known: a computed input
+    (eager mode, or a graph-mode leaf: one read, no drain). A pending input or a capture recording
+    cannot be read before its graph runs (its loss comes out NaN instead)."""
+    if ENGINE.guard is not None or input._status != COMPUTED or input.numel() == 0:
+        return
+    vals = download(input, f"{fn} input check")
+    bad = vals[~((vals >= 0.0) & (vals <= 1.0))]
+    if bad.size:
+        raise RuntimeError(f"{fn}: all elements of input should be between 0 and 1 (found {float(bad[0]):g}; "
+                           f"use binary_cross_entropy_with_logits on logits)")
+
+
+def _empty_batch_loss(fn: str, input: Tensor, target, reduction: str) -> Tensor | None:
+    """The loss over zero samples, as PyTorch: mean → nan, sum → 0, none → empty; the gradient is an
+    empty tensor of the input's shape. None when the batch is not empty (or has no classes)."""
+    if input.ndim < 2 or input.numel() != 0 or input.shape[1] == 0:
+        return None
+    unreduced = input.shape[:1] + input.shape[2:]
+    t_shape = tuple(target.shape) if isinstance(target, Tensor) else np.shape(target)
+    if t_shape not in (unreduced, tuple(input.shape)):
+        raise ValueError(f"{fn}: target shape {t_shape} does not match the input {input.shape} (expected "
+                         f"{unreduced} for class indices or {input.shape} for probabilities)")
+    per_sample = input.sum(axis=1) * 0.0       # the unreduced loss's shape, connected to the input
+    if reduction == "none":
+        return per_sample
+    total = per_sample.sum()
+    return total * float("nan") if reduction == "mean" else total
 
 
 def _class_last(input: Tensor) -> Tensor:
@@ -406,6 +446,8 @@ def cross_entropy(input: Tensor, target, weight: Tensor | None = None, ignore_in
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     if input.ndim == 0:
         raise ValueError("cross_entropy: input must have a class dimension")
+    if (empty := _empty_batch_loss("cross_entropy", input, target, reduction)) is not None:
+        return empty
     logits = _class_last(input)
     c = logits.shape[-1]
     is_class = (isinstance(target, Tensor) and target.dtype is int32) or (
@@ -453,6 +495,8 @@ def nll_loss(input: Tensor, target, weight: Tensor | None = None, ignore_index: 
     _check_reduction("nll_loss", reduction)
     if input.ndim == 0:
         raise ValueError("nll_loss: input must have a class dimension")
+    if (empty := _empty_batch_loss("nll_loss", input, target, reduction)) is not None:
+        return empty
     logp = _class_last(input)
     c = logp.shape[-1]
     oh = _class_targets("nll_loss", logp, target, ignore_index)

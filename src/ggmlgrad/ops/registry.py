@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from ..engine import DType, float32
+from ..engine import Array, DType, float32
 from .build import row_merged
 
 
@@ -77,10 +77,23 @@ class _Dispatcher:
 op = _Dispatcher()
 
 
+def _non_tensor(opname: str, xs) -> TypeError | None:
+    """A clear TypeError when an input is not a tensor (a NumPy array: its ``.dtype``/``.device``
+    are NumPy's, ``"cpu"`` a string in NumPy 2). Called on error paths only, never per op."""
+    for x in xs:
+        if not isinstance(x, Array):
+            return TypeError(f"{opname}: expected a Tensor, got {type(x).__module__}.{type(x).__name__} "
+                             f"(convert it with gg.tensor(x); as in PyTorch, ops and modules take tensors)")
+    return None
+
+
 def same_float(opname: str, *xs) -> DType:
     """All inputs float32 (the compute dtype) → float32; else a TypeError naming the op."""
     for x in xs:
         if x.dtype is not float32:
+            err = _non_tensor(opname, xs)
+            if err is not None:
+                raise err
             shapes = ", ".join(f"{tuple(y.shape)}:{y.dtype.name}" for y in xs)
             raise TypeError(f"{opname}: expected float32 tensors, got {shapes} "
                             f"(cast with .float() / .to('float32'))")
@@ -91,4 +104,7 @@ def same_device(opname: str, *xs) -> None:
     d = xs[0].device
     for x in xs[1:]:
         if x.device is not d:
+            err = _non_tensor(opname, xs)
+            if err is not None:
+                raise err
             raise ValueError(f"{opname}: tensors are on different devices ({d.name} and {x.device.name})")

@@ -12,11 +12,11 @@ from .._ggml import TensorStruct, lib
 from ..engine import float32
 from .build import expand, permute, reshape, shape_only
 from .registry import define, op, same_float
-from .shapes import check_ndim, ne as _ne, norm_axis, numel
+from .shapes import check_ndim, int_sizes, ne as _ne, norm_axis, numel
 
 
 def _resolve_shape(a, shape) -> tuple:
-    shape = tuple(int(s) for s in shape)
+    shape = int_sizes("reshape", shape, "shape")
     if shape.count(-1) > 1:
         raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
     if -1 in shape:
@@ -37,7 +37,7 @@ def _reshape(ctx, nodes, inputs, out, shape):
 
 
 def _infer_permute(a, axes):
-    axes = tuple(axes)
+    axes = int_sizes("permute", axes, "dims")
     nd = a.ndim
     norm = [x % nd if isinstance(x, int) and not isinstance(x, bool) and -nd <= x < nd else -1 for x in axes] if nd else []
     if len(axes) != nd or sorted(norm) != list(range(nd)):
@@ -64,10 +64,7 @@ _ = float32
 
 # ---------------------------------------------------------------- broadcast_to
 def _infer_broadcast_to(a, shape):
-    try:
-        shape = tuple(int(s) for s in shape)
-    except (TypeError, ValueError):
-        raise TypeError(f"broadcast_to: shape must be a sequence of ints, got {shape!r}") from None
+    shape = int_sizes("broadcast_to", shape, "shape")
     check_ndim("broadcast_to", shape)
     if len(shape) < a.ndim:
         raise ValueError(f"broadcast_to: cannot broadcast {a.shape} to {shape} (fewer dimensions)")
@@ -418,10 +415,7 @@ def _slice_set(ctx, nodes, inputs, out, start, stop, step, fill=None):
 
 # ---------------------------------------------------------------- tile (Tensor.repeat / np.tile)
 def _infer_tile(a, reps):
-    try:
-        reps = tuple(int(r) for r in reps)
-    except (TypeError, ValueError):
-        raise TypeError(f"tile: reps must be a sequence of ints, got {reps!r}") from None
+    reps = int_sizes("tile", reps, "reps")
     if len(reps) < a.ndim:
         raise ValueError(f"tile: need at least one repeat count per dimension of {a.shape}, got {reps}")
     if any(r < 0 for r in reps):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import operator
 
 
 def broadcast_shapes(opname: str, *shapes: tuple) -> tuple:
@@ -49,6 +50,29 @@ def numel(shape: tuple) -> int:
 def check_ndim(opname: str, shape: tuple) -> None:
     if len(shape) > 4:
         raise ValueError(f"{opname}: shape {shape} has {len(shape)} dimensions; ggmlgrad supports at most 4")
+
+
+def int_sizes(opname: str, sizes, what: str = "sizes") -> tuple[int, ...]:
+    """``sizes`` as Python ints: ints and NumPy ints pass (as in PyTorch); floats, bools, strings
+    raise TypeError naming the op (``reshape(2.0, 3.0)`` must not become ``reshape(2, 3)``)."""
+    try:
+        items = tuple(sizes)
+    except TypeError:
+        raise TypeError(f"{opname}: {what} must be a sequence of ints, got {sizes!r}") from None
+    for s in items:     # the common case on every reshape: plain ints, nothing to convert
+        if type(s) is not int:
+            break
+    else:
+        return items
+    out = []
+    for s in items:
+        if isinstance(s, bool) or type(s).__name__ == "bool_":
+            raise TypeError(f"{opname}: {what} must be ints, got a bool in {items}")
+        try:
+            out.append(operator.index(s))
+        except TypeError:
+            raise TypeError(f"{opname}: {what} must be ints, got {type(s).__name__} {s!r} in {items}") from None
+    return tuple(out)
 
 
 def ne(shape: tuple) -> list[int]:

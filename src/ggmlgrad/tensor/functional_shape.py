@@ -20,7 +20,7 @@ import numpy as np
 from ..engine import int32
 from ..ops import op
 from ..ops.shape_ops import MAX_CONCAT_INPUTS
-from ..ops.shapes import numel
+from ..ops.shapes import int_sizes, numel
 from .tensor import Tensor, tensor
 
 __all__ = ["cat", "concat", "concatenate", "stack", "split", "chunk", "squeeze", "unsqueeze", "flatten",
@@ -136,7 +136,7 @@ def broadcast_to(x: Tensor, shape) -> Tensor:
     (2, 3, 4)
     """
     _check_tensor("broadcast_to", x)
-    if isinstance(shape, (int, np.integer)):
+    if not isinstance(shape, (tuple, list)):
         shape = (shape,)
     return op.broadcast_to(x, shape=tuple(shape))
 
@@ -157,7 +157,7 @@ def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
     """
     _check_tensor("unflatten", x)
     d = _dim("unflatten", dim, x.ndim)
-    sizes = tuple(int(s) for s in sizes)
+    sizes = int_sizes("unflatten", sizes if isinstance(sizes, (tuple, list)) else (sizes,))
     known = numel(tuple(s for s in sizes if s != -1))
     if sizes.count(-1) > 1 or (sizes.count(-1) == 0 and known != x.shape[d]) or \
             (sizes.count(-1) == 1 and (known == 0 or x.shape[d] % known)):
@@ -174,7 +174,7 @@ def tile(x: Tensor, reps) -> Tensor:
     [[1.0, 2.0, 1.0, 2.0], [1.0, 2.0, 1.0, 2.0]]
     """
     _check_tensor("tile", x)
-    reps = (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps)
+    reps = int_sizes("tile", reps if isinstance(reps, (tuple, list)) else (reps,), "reps")
     if len(reps) < x.ndim:   # NumPy pads reps with leading 1s
         reps = (1,) * (x.ndim - len(reps)) + reps
     return op.tile(x, reps=reps)
@@ -314,8 +314,10 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]
         sizes = [min(s, n - i) for i in range(0, n, s)] or [0]
     elif isinstance(s, (list, tuple)):
         sizes = list(s)
-        if any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0 for k in sizes):
-            raise ValueError(f"split: section sizes must be non-negative ints, got {s}")
+        if any(isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) for k in sizes):
+            raise TypeError(f"split: section sizes must be ints, got {s}")
+        if any(k < 0 for k in sizes):
+            raise ValueError(f"split: section sizes must be non-negative, got {s}")
         if sum(sizes) != n:
             raise ValueError(f"split: section sizes {list(s)} sum to {sum(sizes)}, but dimension {dim} of "
                              f"{x.shape} has size {n}")
@@ -335,7 +337,9 @@ def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     >>> [p.shape for p in gg.chunk(gg.ones(5), 3)]
     [(2,), (2,), (1,)]
     """
-    if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks <= 0:
+    if isinstance(chunks, (bool, np.bool_)) or not isinstance(chunks, (int, np.integer)):
+        raise TypeError(f"chunk: chunks must be an int, got {chunks!r}")
+    if chunks <= 0:
         raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
     _check_tensor("chunk", x)
     if x.ndim == 0:
