@@ -18,8 +18,9 @@ than the inputs, a read-back or an eager compute raises ``gg.CaptureError`` nami
 line. Computed tensors the graphs read (parameters, optimizer state, buffers) are
 remembered by identity and memory: replacing one records again, in-place updates do not.
 Multi-threaded computes are autotuned per recording on the first replays (the policy's
-thread count against one thread; ``gg.set_num_threads`` overrides). Thread-safety: one
-recording at a time per process (the guard is global while it records).
+thread count against one thread; ``gg.set_num_threads`` overrides). Threads: the guard and
+the active recorder are per thread, so several threads may record and replay their own captured
+functions at once; calls of one captured function from several threads take turns.
 """
 from .api import Captured, CapturedStep, capture, capture_step
 from .buffer import Buffer

@@ -17,6 +17,7 @@ import inspect
 import logging
 import math
 import os
+import threading
 from collections import OrderedDict
 from typing import Callable
 
@@ -218,6 +219,9 @@ class Captured:
         self._last_key: tuple | None = None
         self._param_names = self._names(fn)
         self.n_recordings = 0                 # recordings made so far (for tests and diagnosis)
+        # Calls from several threads take turns: a replay stages, uploads and downloads through
+        # buffers of its recording, and a recording must finish before its first replay.
+        self._call_lock = threading.RLock()
 
     @staticmethod
     def _names(fn) -> list[str]:
@@ -283,6 +287,10 @@ class Captured:
 
     # -- calls
     def __call__(self, *args, **kwargs):
+        with self._call_lock:
+            return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict):
         key = self._key(args, kwargs)
         rec = self._cache.get(key)
         if rec is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 
 from .._ggml import InitParams, lib, pointer_cells, view_source
@@ -189,6 +190,7 @@ class Plan(OwnedGraph):
         self.out_cells = tuple(pointer_cells(n) for n in outs)
         self.base_cells = self.leaf_cells + self.out_cells
         self._bound_data = [0] * len(self.base_cells)  # what run() last bound, per leaf/output
+        self._run_lock = threading.Lock()  # threads share plans: rebinding and computing go together
         self._bound_buf = [0] * len(self.base_cells)
         try:
             self.allocate()
@@ -204,6 +206,10 @@ class Plan(OwnedGraph):
 
         Only tensors whose memory moved since the last run are rebound (parameters, optimizer
         state and recycled output blocks mostly stay where they were: ~0.3 µs per rebinding)."""
+        with self._run_lock:
+            return self._run(leaf_storages, out_storages, threads)
+
+    def _run(self, leaf_storages, out_storages, threads: int) -> int:
         bases = list(leaf_storages)
         bases.extend(out_storages)
         bound_data, bound_buf, cells = self._bound_data, self._bound_buf, self.base_cells
@@ -249,9 +255,14 @@ class PlanCache:
         self.misses = 0
         self._builds = self._evictions = 0  # in the current window of builds
         self._paused = 0                     # builds still to decline while thrashing
+        self._lock = threading.Lock()        # threads (each with its own queue) share the cache
 
     def want(self, key) -> bool:
         """Count a use of a signature that has no plan; True when one should be made now."""
+        with self._lock:
+            return self._want(key)
+
+    def _want(self, key) -> bool:
         if self._paused:
             self._paused -= 1
             return False
@@ -267,14 +278,17 @@ class PlanCache:
         return False
 
     def put(self, key, plan) -> None:
+        with self._lock:
+            self._put(key, plan)
+
+    def _put(self, key, plan) -> None:
         self.misses += 1
         self.plans[key] = plan
         self._builds += 1
         while len(self.plans) > self.capacity:
-            old = self.plans.pop(next(iter(self.plans)))
+            self.plans.pop(next(iter(self.plans)))
+            # Not freed here: another thread may be running it. The last reference frees it (__del__).
             self._evictions += 1
-            if old is not None:
-                old.free()
         if self._builds >= self.capacity:
             if 2 * self._evictions > self._builds:  # thrashing: stop building for a while
                 self._paused = 4 * self.capacity
