@@ -9,6 +9,15 @@ backends and their schedulers (one graph computes at a time: ``COMPUTE_LOCK``), 
 
 Epochs are unique across threads (each engine counts in its own range), so a tensor pending in
 one thread's queue is never mistaken for one of another's: using it there raises a clear error.
+
+Sharing between threads: computed tensors and models are readable from every thread (forward
+passes of one model on several threads at once are fine); a captured function called from several
+threads takes the calls in turn. A tensor still pending in another thread's graph-mode queue raises
+``PendingError`` naming that thread (compute it there first); one whose thread ended without
+computing it says so. Training one model from several threads is not synchronised (as in PyTorch:
+concurrent optimizer steps interleave): hold a lock around each whole step to get the serial result.
+asyncio tasks on one thread share its queue (a sync point in one task may compute what another
+queued: the values are the same); their modes are their own (``contextvars``).
 """
 from __future__ import annotations
 

@@ -206,32 +206,29 @@ class Plan(OwnedGraph):
 
         Only tensors whose memory moved since the last run are rebound (parameters, optimizer
         state and recycled output blocks mostly stay where they were: ~0.3 µs per rebinding)."""
-        with self._run_lock:
-            return self._run(leaf_storages, out_storages, threads)
-
-    def _run(self, leaf_storages, out_storages, threads: int) -> int:
-        bases = list(leaf_storages)
-        bases.extend(out_storages)
-        bound_data, bound_buf, cells = self._bound_data, self._bound_buf, self.base_cells
-        moved = None
-        for i, s in enumerate(bases):
-            data, buf = s.data, s.buffer
-            if data != bound_data[i] or buf != bound_buf[i]:
-                c = cells[i]
-                if c is not None:
-                    c[0].value = data
-                    c[1].value = buf
-                bound_data[i], bound_buf[i] = data, buf
-                if moved is None:
-                    moved = set()
-                moved.add(i)
-        if moved is not None and self.views:
-            for d, b, base, offs in self.views:
-                if base in moved:
-                    s = bases[base]
-                    d.value = s.data + offs
-                    b.value = s.buffer
-        return self.compute(threads)
+        with self._run_lock:  # threads share plans: rebinding and computing go together
+            bases = list(leaf_storages)
+            bases.extend(out_storages)
+            bound_data, bound_buf, cells = self._bound_data, self._bound_buf, self.base_cells
+            moved = None
+            for i, s in enumerate(bases):
+                data, buf = s.data, s.buffer
+                if data != bound_data[i] or buf != bound_buf[i]:
+                    c = cells[i]
+                    if c is not None:
+                        c[0].value = data
+                        c[1].value = buf
+                    bound_data[i], bound_buf[i] = data, buf
+                    if moved is None:
+                        moved = set()
+                    moved.add(i)
+            if moved is not None and self.views:
+                for d, b, base, offs in self.views:
+                    if base in moved:
+                        s = bases[base]
+                        d.value = s.data + offs
+                        b.value = s.buffer
+            return self.compute(threads)
 
 
 class PlanCache:
