@@ -116,18 +116,22 @@ class OwnedGraph:
 
     def compute(self, threads: int) -> int:
         """Compute once (``threads`` unless the tuner is still measuring); the ggml status."""
+        with COMPUTE_LOCK:
+            return self._compute_locked(threads)
+
+    def _compute_locked(self, threads: int) -> int:
+        """:meth:`compute` for a caller that holds ``COMPUTE_LOCK``."""
         ex = self.executor
         tuner = self.tuner
-        with COMPUTE_LOCK:
-            if tuner is None:
-                # set_threads itself skips ggml calls when nothing changes; the thread count alone
-                # is not enough to compare (the split between BLAS and CPU depends on the graph)
-                ex.set_threads(threads, self.accelerated)
-                return lib.backend_sched_graph_compute(self.sched, self.graph)
-            threads = tuner.pick()
+        if tuner is None:
+            # set_threads itself skips ggml calls when nothing changes; the thread count alone
+            # is not enough to compare (the split between BLAS and CPU depends on the graph)
             ex.set_threads(threads, self.accelerated)
-            t0 = time.perf_counter()
-            status = lib.backend_sched_graph_compute(self.sched, self.graph)
+            return lib.backend_sched_graph_compute(self.sched, self.graph)
+        threads = tuner.pick()
+        ex.set_threads(threads, self.accelerated)
+        t0 = time.perf_counter()
+        status = lib.backend_sched_graph_compute(self.sched, self.graph)
         tuner.record(threads, time.perf_counter() - t0)
         return status
 
@@ -190,7 +194,6 @@ class Plan(OwnedGraph):
         self.out_cells = tuple(pointer_cells(n) for n in outs)
         self.base_cells = self.leaf_cells + self.out_cells
         self._bound_data = [0] * len(self.base_cells)  # what run() last bound, per leaf/output
-        self._run_lock = threading.Lock()  # threads share plans: rebinding and computing go together
         self._bound_buf = [0] * len(self.base_cells)
         try:
             self.allocate()
@@ -206,7 +209,8 @@ class Plan(OwnedGraph):
 
         Only tensors whose memory moved since the last run are rebound (parameters, optimizer
         state and recycled output blocks mostly stay where they were: ~0.3 µs per rebinding)."""
-        with self._run_lock:  # threads share plans: rebinding and computing go together
+        # Threads share plans: rebinding and computing go together, under the one compute lock.
+        with COMPUTE_LOCK:
             bases = list(leaf_storages)
             bases.extend(out_storages)
             bound_data, bound_buf, cells = self._bound_data, self._bound_buf, self.base_cells
@@ -228,7 +232,7 @@ class Plan(OwnedGraph):
                         s = bases[base]
                         d.value = s.data + offs
                         b.value = s.buffer
-            return self.compute(threads)
+            return self._compute_locked(threads)
 
 
 class PlanCache:
