@@ -172,6 +172,9 @@ def test_three_threads_capture_steps_at_once_repeatedly():
         got = _run_threads(*[lambda s=s: _train("capture", s, steps, barrier)[0] for s in range(3)])
         for a, b in zip(got, alone):
             np.testing.assert_array_equal(a, b)
+    # the noise hooks that overlapping recordings share are restored once the last one ends
+    from ggmlgrad.distributions import noise as dist_noise
+    assert gg_random._capture_source is None and dist_noise._hook is None and Recorder.current is None
 
 
 def test_a_recording_guard_and_noise_hooks_stay_on_the_recording_thread():
@@ -346,3 +349,28 @@ def test_modes_set_in_one_asyncio_task_are_not_seen_in_another():
     assert seen["other task"] == (default, "default")
     assert seen["other pending"] is False
     assert gg.graph_mode() == default and gg.matmul_precision() == "default"  # nothing leaked out
+
+
+def test_an_evicted_plan_is_freed_only_when_no_thread_holds_it(monkeypatch):
+    """Threads share the plan cache: evicting a plan must not free it under a thread that just
+    took it from the cache (its last reference frees it)."""
+    import gc
+    import weakref
+    from ggmlgrad.engine.plans import OP_PLANS
+    monkeypatch.setattr(OP_PLANS, "plans", {})
+    monkeypatch.setattr(OP_PLANS, "capacity", 1)
+    a = np.linspace(-1, 1, 6).reshape(2, 3).astype(np.float32)
+    for _ in range(3):  # the second use makes the plan
+        (gg.tensor(a) * 3.0).numpy()
+    (plan,) = [p for p in OP_PLANS.plans.values() if p is not None]
+    held = weakref.ref(plan)
+    b = np.ones((5, 7), np.float32)
+    for _ in range(3):  # another signature's plan evicts it
+        (gg.tensor(b) + 1.0).numpy()
+    assert plan not in OP_PLANS.plans.values() and plan.sched  # evicted, still usable by its holder
+    x, out = gg.tensor(a), gg.tensor(np.zeros((2, 3), np.float32))
+    assert plan.run([x._storage], [out._storage], 1) == 0
+    np.testing.assert_allclose(out.numpy(), a.astype(np.float64) * 3.0, rtol=1e-6)
+    del plan
+    gc.collect()
+    assert held() is None  # and freed once nobody holds it
