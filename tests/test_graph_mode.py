@@ -679,9 +679,8 @@ def test_write_ordering_with_load_state_dict():
 
 
 def test_threads_in_graph_and_eager_mode_train_correctly_at_once():
-    """Threads share one engine: one thread's drain may compute another's queued nodes,
-    which is always safe (draining early never changes a value). Every thread's losses
-    must equal a sequential eager run of the same training."""
+    """Each thread has its own queue (one thread's drain never computes another's nodes).
+    Every thread's losses must equal a sequential eager run of the same training."""
     import threading
 
     def train(seed, graph, out):

@@ -346,7 +346,7 @@ def test_a_builder_failing_while_the_queue_is_built_fails_its_tensors_cleanly(mo
 
 def test_plans_are_safe_under_concurrent_threads():
     """Two threads computing the same op signatures (one shared plan per signature, whose leaves
-    are rebound per call) must each get their own values: the engine lock serializes rebinding
+    are rebound per call) must each get their own values: the plan's lock serializes rebinding
     and compute."""
     import threading
     errors = []

@@ -15,6 +15,7 @@ from ggmlgrad.runtime import threads
 @pytest.fixture
 def four_cores(monkeypatch):
     monkeypatch.setattr(threads, "MAX_THREADS", 4)
+    monkeypatch.setattr(threads, "THREAD_LIMIT", 4)
     monkeypatch.setattr(threads, "_override", None)
     return monkeypatch
 
@@ -43,9 +44,82 @@ def test_set_num_threads_overrides_and_validates(four_cores):
     finally:
         gg.set_num_threads(None)
     assert gg.get_num_threads() is None
-    for bad in (0, -1, 1.5, True, "2"):
-        with pytest.raises(ValueError):
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="positive int"):
             gg.set_num_threads(bad)
+    for bad in (1.5, True, "2", [2]):
+        with pytest.raises(TypeError, match="positive int"):
+            gg.set_num_threads(bad)
+    assert gg.get_num_threads() is None  # nothing changed by the rejected calls
+    gg.set_num_threads(np.int64(2))      # NumPy integers are integers (torch takes them too)
+    try:
+        assert gg.get_num_threads() == 2 and type(gg.get_num_threads()) is int
+    finally:
+        gg.set_num_threads(None)
+
+
+def test_set_num_threads_caps_at_the_limit_and_warns_once(four_cores):
+    four_cores.setattr(threads, "_warned_cap", False)
+    try:
+        with pytest.warns(RuntimeWarning, match="asked for 1000 CPU threads; using 4"):
+            gg.set_num_threads(1000)
+        assert gg.get_num_threads() == 4 and threads.choose_threads(0, 0) == 4
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the second cap is silent
+            gg.set_num_threads(10 ** 6)
+        assert gg.get_num_threads() == 4
+        gg.set_num_threads(4)  # the limit itself is not capped
+        assert gg.get_num_threads() == 4
+    finally:
+        gg.set_num_threads(None)
+
+
+_HUGE_THREADS = """
+import time, warnings, numpy as np, ggmlgrad as gg
+from ggmlgrad.runtime import threads
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as w:
+    if {call}:
+        gg.set_num_threads(10 ** 6)
+assert gg.get_num_threads() == threads.THREAD_LIMIT <= threads.MAX_THREADS, gg.get_num_threads()
+assert any("CPU threads" in str(x.message) for x in w) == {call}
+a = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) / 4096
+t0 = time.perf_counter()
+got = (gg.tensor(a) @ gg.tensor(a)).numpy()
+took = time.perf_counter() - t0
+np.testing.assert_allclose(got, a.astype(np.float64) @ a, rtol=1e-5)
+assert took < 5.0, took   # 1000 threads took 10-60 s
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("how", ["call", "env"])
+def test_a_huge_thread_count_is_capped_not_an_abort(how):
+    import os
+    env = dict(os.environ, GGML_NO_BACKTRACE="1")
+    env.pop("GGMLGRAD_NUM_THREADS", None)
+    if how == "env":
+        env["GGMLGRAD_NUM_THREADS"] = "1000000"
+    code = _HUGE_THREADS.replace("{call}", str(how == "call"))
+    if how == "env":  # the warning comes at import, before catch_warnings: check stderr instead
+        code = code.replace("== True", "== False")
+    r = subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+    if how == "env":
+        assert "GGMLGRAD_NUM_THREADS asked for 1000000 CPU threads" in r.stderr
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-3", "2.5"])
+def test_a_bad_thread_count_in_the_environment_warns_and_is_ignored(value):
+    import os
+    env = dict(os.environ, GGMLGRAD_NUM_THREADS=value, GGML_NO_BACKTRACE="1")
+    code = "import ggmlgrad as gg; assert gg.get_num_threads() is None; print(float((gg.ones(3) * 2).sum()))"
+    r = subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "6.0", r.stderr[-2000:]
+    assert f"GGMLGRAD_NUM_THREADS={value!r} is not a positive integer" in r.stderr
 
 
 def test_thread_tuner_alternates_then_keeps_the_faster(monkeypatch):
@@ -159,8 +233,9 @@ def _cpu_chain(x):
     return ((x * x - x).relu() + x.tanh()).sum(axis=0)
 
 
-def test_cpu_threadpools_persist_per_thread_count_and_give_numpy_values():
+def test_cpu_threadpools_persist_per_thread_count_and_give_numpy_values(monkeypatch):
     from ggmlgrad.runtime import executor as ex_mod
+    monkeypatch.setattr(threads, "THREAD_LIMIT", 2)  # two threads even on a one-core machine
     x64 = np.linspace(-1, 1, 128 * 128).reshape(128, 128)
     expected = (np.maximum(x64 * x64 - x64, 0) + np.tanh(x64)).sum(axis=0)
     x = gg.tensor(x64.astype(np.float32))
@@ -183,6 +258,7 @@ def test_cpu_threadpools_persist_per_thread_count_and_give_numpy_values():
 
 _FORK_CHILD = """
 import os, signal, sys, numpy as np, ggmlgrad as gg
+gg.runtime.threads.THREAD_LIMIT = 2  # two threads even on a one-core machine
 gg.set_num_threads(2)
 x = gg.tensor(np.full((256, 256), 2, dtype=np.float32))
 assert float((x * x).sum()) == 4.0 * 256 * 256         # the parent's 2-thread pool exists now
@@ -201,7 +277,7 @@ def test_a_forked_child_computes_with_threads():
     assert r.returncode == 0, r.stderr[-2000:]
 
 
-def test_captures_and_drains_on_two_python_threads_compute_one_at_a_time():
+def test_captures_and_drains_on_two_python_threads_compute_one_at_a_time(monkeypatch):
     """A capture replay on one Python thread and graph drains on another share the backends and
     their threadpools: both must finish (no hang) with NumPy's values."""
     import threading
@@ -210,7 +286,7 @@ def test_captures_and_drains_on_two_python_threads_compute_one_at_a_time():
     expected = np.tanh(x64 @ w64)
     w = gg.tensor(w64.astype(np.float32))
     f = gg.capture(lambda x: (x @ w).tanh())
-    f(x64.astype(np.float32))  # recorded here: a recording is process-wide, replays are what run concurrently
+    f(x64.astype(np.float32))  # recorded here: replays are what run concurrently
     errors = []
 
     def replay():
@@ -230,14 +306,15 @@ def test_captures_and_drains_on_two_python_threads_compute_one_at_a_time():
         except BaseException as e:
             errors.append(e)
 
-    threads = [threading.Thread(target=replay, daemon=True), threading.Thread(target=drain, daemon=True)]
+    workers = [threading.Thread(target=replay, daemon=True), threading.Thread(target=drain, daemon=True)]
+    monkeypatch.setattr(threads, "THREAD_LIMIT", 2)
     gg.set_num_threads(2)  # both computes want the same two-thread CPU pool
     try:
-        for t in threads:
+        for t in workers:
             t.start()
-        for t in threads:
+        for t in workers:
             t.join(timeout=60)
     finally:
         gg.set_num_threads(None)
-    assert not any(t.is_alive() for t in threads), "a compute hung"
+    assert not any(t.is_alive() for t in workers), "a compute hung"
     assert not errors, errors[0]

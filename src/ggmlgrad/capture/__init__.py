@@ -22,8 +22,9 @@ it read end the signature (``eval()``/``train()`` switch between cached recordin
 and a parameter, buffer or submodule replaced in a module it touched records again;
 a replay compares one counter and looks closer only after a module changed.
 Multi-threaded computes are autotuned per recording on the first replays (the policy's
-thread count against one thread; ``gg.set_num_threads`` overrides). Thread-safety: one
-recording at a time per process (the guard is global while it records).
+thread count against one thread; ``gg.set_num_threads`` overrides). Threads: the guard and
+the active recorder are per thread, so several threads may record and replay their own captured
+functions at once; calls of one captured function from several threads take turns.
 """
 from .api import Captured, CapturedStep, capture, capture_step
 from .buffer import Buffer

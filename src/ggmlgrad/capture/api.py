@@ -18,6 +18,7 @@ import logging
 import math
 import operator
 import os
+import threading
 import weakref
 from collections import OrderedDict
 from typing import Callable
@@ -228,6 +229,9 @@ class Captured:
         self._watched_ids: set[int] = set()
         self._modes: tuple = ()
         self._modes_epoch = -1
+        # Calls from several threads take turns: a replay stages, uploads and downloads through
+        # buffers of its recording, and a recording must finish before its first replay.
+        self._call_lock = threading.RLock()
 
     @staticmethod
     def _names(fn) -> list[str]:
@@ -349,6 +353,10 @@ class Captured:
 
     # -- calls
     def __call__(self, *args, **kwargs):
+        with self._call_lock:
+            return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict):
         key = self._key(args, kwargs)
         rec = self._cache.get(key)
         if rec is not None:

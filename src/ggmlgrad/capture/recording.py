@@ -11,6 +11,7 @@ replay is: pack inputs on the host, ONE upload of the changed span, one
 """
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import Any
 
@@ -152,10 +153,23 @@ class ReplayGraph(OwnedGraph):
 
 
 # ---------------------------------------------------------------------------- recorder
-class Recorder:
-    """Builds a :class:`Recording`; active (``Recorder.current``) while the user's function runs."""
+class _PerThreadCurrent(type):
+    """``Recorder.current`` is the calling thread's active recorder: recordings on several threads
+    at once never see each other (like ``ENGINE.guard``, which is per thread too)."""
 
-    current: "Recorder | None" = None
+    _tls = threading.local()
+
+    @property
+    def current(cls) -> "Recorder | None":
+        return getattr(_PerThreadCurrent._tls, "recorder", None)
+
+    @current.setter
+    def current(cls, recorder: "Recorder | None") -> None:
+        _PerThreadCurrent._tls.recorder = recorder
+
+
+class Recorder(metaclass=_PerThreadCurrent):
+    """Builds a :class:`Recording`; active (``Recorder.current``, per thread) while the user's function runs."""
 
     def __init__(self, device: Device):
         self.device = device
@@ -168,7 +182,6 @@ class Recorder:
         self.out_blocks: list[Storage] = []
         self._settings = []
         self._prev_guard = None
-        self._prev_source = None
         self.active = False
 
     # -- lifecycle
@@ -178,9 +191,7 @@ class Recorder:
         ENGINE.drain("capture")
         self._prev_guard = ENGINE.guard
         ENGINE.guard = _Guard(self)
-        self._prev_source = _random._capture_source
-        _random._capture_source = self.noise_input
-        self._prev_hook = _set_dist_hook(self.noise_request)
+        _route_noise(True)
         Recorder.current = self
         self.active = True
         self._settings = [modes.graph_mode(True, check=False)]
@@ -195,8 +206,7 @@ class Recorder:
         while self._settings:
             self._settings.pop().__exit__(None, None, None)
         ENGINE.guard = self._prev_guard
-        _random._capture_source = self._prev_source
-        _set_dist_hook(self._prev_hook)
+        _route_noise(False)
         Recorder.current = None
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -411,6 +421,50 @@ def fill_noise(slots: list[InputSlot]) -> None:
             s.view[...] = s.noise()
         else:
             _random.draw_into(s.noise, s.view, generator())
+
+
+# Noise drawn while recording becomes an input of the recording. The hooks that route it are
+# process-wide, so while any thread records they dispatch per thread: to that thread's recorder,
+# or, on a thread that is not recording, to what was there before (ordinary draws).
+_ROUTE_LOCK = threading.Lock()
+_route = {"active": 0, "source": None, "hook": None}
+
+
+def _route_noise(on: bool) -> None:
+    """Count a recording starting (True) or ending: the first installs the per-thread hooks, the last
+    restores the previous ones."""
+    with _ROUTE_LOCK:
+        if on:
+            if _route["active"] == 0:
+                _route["source"] = _random._capture_source
+                _random._capture_source = _thread_noise_source
+                _route["hook"] = _set_dist_hook(_thread_noise_hook)
+            _route["active"] += 1
+        else:
+            _route["active"] -= 1
+            if _route["active"] == 0:
+                _random._capture_source = _route["source"]
+                _set_dist_hook(_route["hook"])
+
+
+def _thread_noise_source(kind: str, shape: tuple, device: Device) -> Tensor:
+    rec = Recorder.current
+    if rec is not None:
+        return rec.noise_input(kind, shape, device)
+    prev = _route["source"]
+    if prev is not None:
+        return prev(kind, shape, device)
+    arr = np.empty(shape, np.float32)  # what gg noise draws with no recording anywhere
+    _random.draw_into(kind, arr)
+    return _random._from_numpy(arr, float32, device, False)
+
+
+def _thread_noise_hook(req):
+    rec = Recorder.current
+    if rec is not None:
+        return rec.noise_request(req)
+    prev = _route["hook"]
+    return prev(req) if prev is not None else None
 
 
 def _set_dist_hook(hook):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 
 from .._ggml import InitParams, lib, pointer_cells, view_source
@@ -115,18 +116,22 @@ class OwnedGraph:
 
     def compute(self, threads: int) -> int:
         """Compute once (``threads`` unless the tuner is still measuring); the ggml status."""
+        with COMPUTE_LOCK:
+            return self._compute_locked(threads)
+
+    def _compute_locked(self, threads: int) -> int:
+        """:meth:`compute` for a caller that holds ``COMPUTE_LOCK``."""
         ex = self.executor
         tuner = self.tuner
-        with COMPUTE_LOCK:
-            if tuner is None:
-                # set_threads itself skips ggml calls when nothing changes; the thread count alone
-                # is not enough to compare (the split between BLAS and CPU depends on the graph)
-                ex.set_threads(threads, self.accelerated)
-                return lib.backend_sched_graph_compute(self.sched, self.graph)
-            threads = tuner.pick()
+        if tuner is None:
+            # set_threads itself skips ggml calls when nothing changes; the thread count alone
+            # is not enough to compare (the split between BLAS and CPU depends on the graph)
             ex.set_threads(threads, self.accelerated)
-            t0 = time.perf_counter()
-            status = lib.backend_sched_graph_compute(self.sched, self.graph)
+            return lib.backend_sched_graph_compute(self.sched, self.graph)
+        threads = tuner.pick()
+        ex.set_threads(threads, self.accelerated)
+        t0 = time.perf_counter()
+        status = lib.backend_sched_graph_compute(self.sched, self.graph)
         tuner.record(threads, time.perf_counter() - t0)
         return status
 
@@ -204,28 +209,30 @@ class Plan(OwnedGraph):
 
         Only tensors whose memory moved since the last run are rebound (parameters, optimizer
         state and recycled output blocks mostly stay where they were: ~0.3 µs per rebinding)."""
-        bases = list(leaf_storages)
-        bases.extend(out_storages)
-        bound_data, bound_buf, cells = self._bound_data, self._bound_buf, self.base_cells
-        moved = None
-        for i, s in enumerate(bases):
-            data, buf = s.data, s.buffer
-            if data != bound_data[i] or buf != bound_buf[i]:
-                c = cells[i]
-                if c is not None:
-                    c[0].value = data
-                    c[1].value = buf
-                bound_data[i], bound_buf[i] = data, buf
-                if moved is None:
-                    moved = set()
-                moved.add(i)
-        if moved is not None and self.views:
-            for d, b, base, offs in self.views:
-                if base in moved:
-                    s = bases[base]
-                    d.value = s.data + offs
-                    b.value = s.buffer
-        return self.compute(threads)
+        # Threads share plans: rebinding and computing go together, under the one compute lock.
+        with COMPUTE_LOCK:
+            bases = list(leaf_storages)
+            bases.extend(out_storages)
+            bound_data, bound_buf, cells = self._bound_data, self._bound_buf, self.base_cells
+            moved = None
+            for i, s in enumerate(bases):
+                data, buf = s.data, s.buffer
+                if data != bound_data[i] or buf != bound_buf[i]:
+                    c = cells[i]
+                    if c is not None:
+                        c[0].value = data
+                        c[1].value = buf
+                    bound_data[i], bound_buf[i] = data, buf
+                    if moved is None:
+                        moved = set()
+                    moved.add(i)
+            if moved is not None and self.views:
+                for d, b, base, offs in self.views:
+                    if base in moved:
+                        s = bases[base]
+                        d.value = s.data + offs
+                        b.value = s.buffer
+            return self._compute_locked(threads)
 
 
 class PlanCache:
@@ -249,9 +256,14 @@ class PlanCache:
         self.misses = 0
         self._builds = self._evictions = 0  # in the current window of builds
         self._paused = 0                     # builds still to decline while thrashing
+        self._lock = threading.Lock()        # threads (each with its own queue) share the cache
 
     def want(self, key) -> bool:
         """Count a use of a signature that has no plan; True when one should be made now."""
+        with self._lock:
+            return self._want(key)
+
+    def _want(self, key) -> bool:
         if self._paused:
             self._paused -= 1
             return False
@@ -267,14 +279,17 @@ class PlanCache:
         return False
 
     def put(self, key, plan) -> None:
+        with self._lock:
+            self._put(key, plan)
+
+    def _put(self, key, plan) -> None:
         self.misses += 1
         self.plans[key] = plan
         self._builds += 1
         while len(self.plans) > self.capacity:
-            old = self.plans.pop(next(iter(self.plans)))
+            self.plans.pop(next(iter(self.plans)))
+            # Not freed here: another thread may be running it. The last reference frees it (__del__).
             self._evictions += 1
-            if old is not None:
-                old.free()
         if self._builds >= self.capacity:
             if 2 * self._evictions > self._builds:  # thrashing: stop building for a while
                 self._paused = 4 * self.capacity

@@ -39,6 +39,7 @@ from .array import COMPUTED, FAILED, PENDING, Array, ggml_ne
 from .counters import COUNTERS
 from .errors import GraphError, PendingError
 from .flat import FlatNode
+from .local import PerThread, first_epoch, owner_of, register, retire
 from .plans import GRAPH_PLANS, OP_PLANS, Plan, Uncacheable, freeze_params
 
 # Set by autograd while it builds gradient nodes (they are labelled "backward" in errors);
@@ -128,9 +129,12 @@ class _ContextPool:
 
 
 class Engine:
+    """One thread's queue (``ENGINE`` gives each thread its own, see :mod:`.local`)."""
+
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.epoch = 0
+        self.epoch = first_epoch()  # unique across threads: another thread's pending tensor never matches
+        self.thread_name = register(self)
         self._ctxs = _ContextPool()
         self._graph_ctx = 0
         self._graph_ctx_size = 0
@@ -142,6 +146,12 @@ class Engine:
         # Capture installs a guard here; it is told about uploads, downloads and drains.
         self.guard = None
         self._new_epoch_state()
+
+    def __del__(self) -> None:
+        try:
+            retire(self)  # its thread ended: queued tensors fail clearly, contexts are freed
+        except Exception:  # interpreter shutdown
+            pass
 
     # ------------------------------------------------------------------ queue state
     def _new_epoch_state(self) -> None:
@@ -201,7 +211,7 @@ class Engine:
                 n = a._node
                 return n if type(n) is not FlatNode else n.shaped(self.ctx)
             # Its queue is gone (taken by a failed or interrupted drain): the node may be freed.
-            raise PendingError(a._error or "ggmlgrad: this tensor's queued graph was discarded; it has no value")
+            raise PendingError(a._error or no_value_message(a))
         if st == FAILED:
             raise PendingError(a._error or "ggmlgrad: this tensor's graph failed; it has no value")
         if self._private_leaves:  # building a plan: its own leaves, which it rebinds per drain
@@ -210,8 +220,11 @@ class Engine:
                 leaf = self._private_leaf_of[id(a)] = _new_leaf(self.ctx, a)
                 self.keep.append(a._storage)
             return leaf
-        if a._leaf_epoch == self.epoch:
-            return a._leaf
+        epoch = self.epoch
+        if a._leaf_epoch == epoch:
+            leaf = a._leaf
+            if a._leaf_epoch == epoch:  # not rewritten meanwhile by another thread sharing ``a``
+                return leaf
         s = a._storage
         # The storage's own header, reused across graphs; not inside a capture recording, which
         # owns (and rewrites) the leaves of its graphs, nor for storage that is not a plain Storage.
@@ -224,8 +237,9 @@ class Engine:
         if not leaf:
             leaf = _new_leaf(self.ctx, a)
         self.keep.append(s)
+        a._leaf_epoch = -1  # seqlock order: a reader on another thread sees a stale pair as invalid
         a._leaf = leaf
-        a._leaf_epoch = self.epoch
+        a._leaf_epoch = epoch
         if self.guard is not None:
             self.guard.on_leaf(a, leaf)  # capture: which computed tensors a recording references
         return leaf
@@ -586,7 +600,7 @@ class Engine:
         tensor): the drain gives both the same memory, as eager aliasing would."""
         with self.lock:
             if base._status != PENDING or base._epoch != self.epoch:
-                raise PendingError(base._error or "ggmlgrad: this tensor's queued graph was discarded; it has no value")
+                raise PendingError(base._error or no_value_message(base))
             twin._node, twin._epoch, twin._status = base._node, base._epoch, PENDING
             self.roots.append((weakref.ref(twin), base._node))
 
@@ -871,7 +885,18 @@ class Engine:
             lib.free(ctx)
 
 
-ENGINE = Engine()
+def no_value_message(a: Array) -> str:
+    """Why a pending tensor that is not in this thread's current queue has no value."""
+    owner = owner_of(a._epoch)
+    if owner is not None and a._status == PENDING:
+        return (f"ggmlgrad: this tensor is queued in the graph-mode queue of another thread "
+                f"({owner.thread_name!r}) and has no value yet; each thread computes its own queue. Read it "
+                f"(e.g. .numpy()) or leave graph mode in that thread before handing it to this one.")
+    return "ggmlgrad: this tensor's queued graph was discarded; it has no value"
+
+
+# Every thread has its own Engine (its queue, drains, capture guard): see .local.
+ENGINE = PerThread(Engine)
 modes._on_graph_off.append(lambda: ENGINE.drain("graph_mode_off"))
 
 

@@ -8,7 +8,7 @@ from .array import Array, COMPUTED, FAILED
 from .counters import COUNTERS
 from .dtypes import DType, bf16_to_f32, bfloat16, f32_to_bf16
 from .errors import PendingError
-from .queue import ENGINE
+from .queue import ENGINE, no_value_message
 
 
 def host_array(data: np.ndarray, dtype: DType) -> np.ndarray:
@@ -45,7 +45,7 @@ def download(a: Array, site: str) -> np.ndarray:
         if a._status != FAILED:
             ENGINE.drain("read")
         if a._status != COMPUTED:  # failed, or pending in a queue that no longer exists
-            raise PendingError(a._error or "ggmlgrad: this tensor has no value")
+            raise PendingError(a._error or no_value_message(a))
     if ENGINE.guard is not None:
         ENGINE.guard.on_download(site)
     out = np.empty(a.shape, dtype=a.dtype.np_dtype)

@@ -8,36 +8,86 @@ large, and never more than the cores the load average leaves free.
 """
 from __future__ import annotations
 
+import operator
 import os
-
-_override: int | None = None
-_env = os.environ.get("GGMLGRAD_NUM_THREADS")
-if _env and _env.isdigit() and int(_env) > 0:
-    _override = int(_env)
+import warnings
 
 MAX_THREADS = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+# The most threads a graph may get: the cores this process may run on (ggml's threads spin at a
+# barrier per node, so oversubscription only loses: on 2 busy cores one 64x64 matmul took ~30 µs on
+# 1 thread, ~100 ms on 8 and 10-60 s on 1000), and never above ggml's GGML_MAX_N_THREADS (512,
+# beyond which it aborts).
+THREAD_LIMIT = min(512, MAX_THREADS)
+_warned_cap = False
 # Work units are flops (≈ output elements for elementwise ops, 2·M·N·K for matmul).
 MIN_WORK_FOR_THREADS = 64_000_000
 _WORK_PER_THREAD = 32_000_000
 
 
+def _capped(n: int, source: str) -> int:
+    """``n`` bounded by THREAD_LIMIT, with one warning per process when it had to be lowered."""
+    global _warned_cap
+    if n <= THREAD_LIMIT:
+        return n
+    if not _warned_cap:
+        _warned_cap = True
+        warnings.warn(f"ggmlgrad: {source} asked for {n} CPU threads; using {THREAD_LIMIT} (the cores "
+                      f"available, at most 512): more threads only wait on each other", RuntimeWarning, stacklevel=3)
+    return THREAD_LIMIT
+
+
+def _from_env(value: str | None) -> int | None:
+    """GGMLGRAD_NUM_THREADS as a thread count: unset or empty is None (automatic); anything but a
+    positive integer warns and is ignored, a large one is capped (never an abort in ggml)."""
+    if value is None or not value.strip():
+        return None
+    try:
+        v = int(value.strip(), 10)
+    except ValueError:
+        v = 0
+    if v < 1:
+        warnings.warn(f"ggmlgrad: GGMLGRAD_NUM_THREADS={value!r} is not a positive integer; ignored "
+                      f"(threads are chosen per graph)", RuntimeWarning, stacklevel=2)
+        return None
+    return _capped(v, "GGMLGRAD_NUM_THREADS")
+
+
+_override: int | None = _from_env(os.environ.get("GGMLGRAD_NUM_THREADS"))
+
+
 def set_num_threads(n: int | None) -> None:
     """Fix the CPU thread count for every graph (``None`` restores the automatic policy).
 
+    ``n`` must be a positive int (``TypeError`` for other types, ``ValueError`` below 1). Unlike
+    ``torch.set_num_threads``, counts above ``THREAD_LIMIT`` (the cores this process may use, at most
+    512) are lowered to it with a one-time ``RuntimeWarning``: ggml's threads spin at every node, so
+    oversubscription only slows a graph down, and ggml aborts above 512. ``get_num_threads()``
+    returns the count in use. The setting is process-wide (every thread's graphs use it).
+
     >>> import ggmlgrad as gg
-    >>> gg.set_num_threads(1); gg.set_num_threads(None)
+    >>> gg.set_num_threads(1); gg.get_num_threads()
+    1
+    >>> gg.set_num_threads(None)
     """
     global _override
     if n is None:
         _override = None
         return
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    if isinstance(n, bool) or not hasattr(type(n), "__index__"):  # ints and NumPy integers
+        raise TypeError(f"set_num_threads: expected a positive int or None, got {type(n).__name__} {n!r}")
+    n = operator.index(n)
+    if n < 1:
         raise ValueError(f"set_num_threads: expected a positive int or None, got {n!r}")
-    _override = n
+    _override = _capped(n, "set_num_threads()")
 
 
 def get_num_threads() -> int | None:
-    """The fixed thread count, or None when chosen per graph."""
+    """The fixed thread count (after capping), or None when chosen per graph.
+
+    >>> import ggmlgrad as gg
+    >>> gg.get_num_threads() is None or gg.get_num_threads() >= 1
+    True
+    """
     return _override
 
 

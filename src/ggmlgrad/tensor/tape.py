@@ -285,7 +285,7 @@ class _BackwardCache:
             assign.append((k, -1 - g._node, g.shape, g.dtype))
         entries = self.entries
         if len(entries) >= self.MAX_ENTRIES:
-            del entries[next(iter(entries))]
+            entries.pop(next(iter(tuple(entries)), None), None)  # a copy: other threads share the cache
         entries[key] = (seg, tuple(ran), tuple(assign))
 
     @staticmethod
