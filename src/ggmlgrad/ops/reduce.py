@@ -39,6 +39,9 @@ def _reduced_shape(shape, axes, keepdim):
 
 def _infer_reduce(name):
     def infer(a, axis=None, keepdim=False):
+        if name == "mean" and a.dtype is int32:   # torch's rule and words
+            raise TypeError("mean(): could not infer output dtype. Input dtype must be either a floating "
+                            "point or complex dtype. Got: int32 (cast with .float())")
         same_float(name, a)
         if not isinstance(keepdim, bool):
             raise TypeError(f"{name}: keepdim must be a bool, got {keepdim!r}")
