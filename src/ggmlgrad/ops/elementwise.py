@@ -143,10 +143,66 @@ def _int_power(ctx, x, k: int):
     return result
 
 
+def _eq_const(ctx, x, c: float):
+    """1.0 where x == c (IEEE: NaN never equal), else 0.0."""
+    return _cmp_from_diff(ctx, lib.scale_bias(ctx, x, 1.0, -c), x, "eq")
+
+
+def _signbit01(ctx, x):
+    """1.0 where x is negative, -0.0 and -inf included (x + 1/x < 0: 1/-0 = -inf), else 0.0 (NaN: 0)."""
+    return lib.step(ctx, lib.neg(ctx, lib.add(ctx, x, lib.div(ctx, lib.fill(ctx, x, 1.0), x))))
+
+
+def _negative_finite01(ctx, x):
+    """1.0 where -inf < x < 0, else 0.0: a real power of such an x with a non-integer exponent is NaN."""
+    return lib.sub(ctx, lib.step(ctx, lib.neg(ctx, x)), lib.step(ctx, lib.scale_bias(ctx, x, -1.0, -FLT_MAX)))
+
+
+def _nan_where(ctx, flag01):
+    """NaN where ``flag01`` is 1, else 0: sqrt(-1) or sqrt(-0)."""
+    return lib.sqrt(ctx, lib.scale(ctx, flag01, -1.0))
+
+
+def _pow_magnitude(ctx, x, p):
+    """exp(p * log|x|) with C's pow rules for the magnitude: the product is 0 (the result 1) where
+    |x| == 1 or p == 0, whatever the other side (inf, NaN). ``p`` a node or a Python float."""
+    la = lib.log(ctx, lib.abs(ctx, x))
+    if isinstance(p, float):
+        if p == 0:
+            return lib.fill(ctx, x, 1.0)
+        prod = lib.scale(ctx, la, p)
+        trivial = _eq_const(ctx, la, 0.0)
+    else:
+        prod = lib.mul(ctx, la, p)
+        e1, e2 = _eq_const(ctx, la, 0.0), _eq_const(ctx, p, 0.0)
+        trivial = lib.sub(ctx, lib.add(ctx, e1, e2), lib.mul(ctx, e1, e2))      # e1 or e2
+    zero = scalar_parts(ctx, trivial, 0.0)
+    return lib.exp(ctx, select_node(ctx, trivial, zero, branch_parts(ctx, prod)))
+
+
+def _pow_general(ctx, x, p):
+    """x ** p with C pow (= torch) semantics for any sign, zero, inf and NaN: the magnitude from
+    exp(p log|x|), the sign -1 for negative x (-0, -inf too) and odd integer p, NaN for finite
+    negative x and non-integer p. ``p`` a node (same shape as x) or a Python float."""
+    mag = _pow_magnitude(ctx, x, p)
+    if isinstance(p, float):
+        is_int = p.is_integer() or math.isinf(p)
+        odd = p.is_integer() and abs(p) < 2 ** 53 and int(p) % 2 == 1
+        r = lib.mul(ctx, mag, lib.scale_bias(ctx, _signbit01(ctx, x), -2.0, 1.0)) if odd else mag
+        return r if is_int else lib.add(ctx, r, _nan_where(ctx, _negative_finite01(ctx, x)))
+    fl = lib.floor(ctx, p)
+    is_int = _cmp_from_diff(ctx, lib.sub(ctx, fl, p), lib.add(ctx, fl, p), "eq")     # inf counts
+    half = lib.scale(ctx, p, 0.5)
+    odd = _eq_const(ctx, lib.sub(ctx, half, lib.floor(ctx, half)), 0.5)
+    sign = lib.scale_bias(ctx, lib.mul(ctx, _signbit01(ctx, x), odd), -2.0, 1.0)
+    nan_part = _nan_where(ctx, lib.mul(ctx, _negative_finite01(ctx, x), lib.scale_bias(ctx, is_int, -1.0, 1.0)))
+    return lib.add(ctx, lib.mul(ctx, mag, sign), nan_part)
+
+
 @define("pow_scalar", elementwise=True, infer=_infer_unary("pow_scalar"), backward=_pow_scalar_backward)
 def _pow_scalar(ctx, nodes, inputs, out, p):
-    """x ** p (p a Python number). Integer p (|p| <= 64) multiplies (NumPy's results for negative x,
-    zero and inf); other p use exp(p log x), so negative x gives NaN as in NumPy."""
+    """x ** p (p a Python number), as torch: integer p (|p| <= 64) multiplies (exact signs, zeros
+    and infs); p = ±0.5 is sqrt / rsqrt (NaN at -inf, as torch); other p go through :func:`_pow_general`."""
     x = nodes[0]
     p = float(p)
     if p == 0:
@@ -155,15 +211,14 @@ def _pow_scalar(ctx, nodes, inputs, out, p):
         return lib.cont(ctx, x)
     if p == 0.5:
         return lib.sqrt(ctx, x)
+    if p == -0.5:                       # torch's rsqrt: NaN at -inf, -inf at -0 (C pow: 0 and +inf)
+        return lib.div(ctx, lib.fill(ctx, x, 1.0), lib.sqrt(ctx, x))
     if p.is_integer() and abs(p) <= 64:
         r = _int_power(ctx, x, int(abs(p)))
         if p < 0:
             return lib.div(ctx, lib.fill(ctx, x, 1.0), r)
         return lib.cont(ctx, r) if r is x else r
-    if p.is_integer():
-        mag = lib.exp(ctx, lib.scale(ctx, lib.log(ctx, lib.abs(ctx, x)), p))
-        return lib.mul(ctx, mag, lib.sgn(ctx, x)) if int(p) % 2 else mag
-    return lib.exp(ctx, lib.scale(ctx, lib.log(ctx, x), p))
+    return _pow_general(ctx, x, p)
 
 
 def _pow_backward(g, n):
@@ -176,11 +231,10 @@ def _pow_backward(g, n):
 
 @define("pow", elementwise=True, infer=_infer_binary("pow"), backward=_pow_backward, save_output=True)
 def _pow(ctx, nodes, inputs, out):
-    """a ** b for tensors (a > 0 for real results)."""
+    """a ** b for tensors with torch's (C pow's) results for negative bases, zeros, infs and NaN."""
     na, nb = nodes
     a, b = inputs
-    na = expand(ctx, na, a.shape, out.shape)
-    return lib.exp(ctx, lib.mul(ctx, lib.log(ctx, na), nb))
+    return _pow_general(ctx, full_node(ctx, na, a.shape, out.shape), full_node(ctx, nb, b.shape, out.shape))
 
 
 
