@@ -149,7 +149,9 @@ def _row_max(ctx, mat, r: int, k: int):
 
 
 def _infer_extreme(name):
-    def infer(a, axis=None, keepdim=False):
+    def infer(a, axis=None, keepdim=False, nan_shares=False):
+        if not isinstance(nan_shares, bool):
+            raise TypeError(f"{name}: nan_shares must be a bool, got {nan_shares!r}")
         shape, dtype = _infer_reduce(name)(a, axis=axis, keepdim=keepdim)
         if numel(a.shape) == 0:
             raise ValueError(f"{name}: cannot reduce an empty tensor of shape {a.shape}")
@@ -158,8 +160,11 @@ def _infer_extreme(name):
 
 
 def _extreme_backward(g, n):
-    # Gradient to every maximal position, shared evenly between ties (torch.amax).
-    return op.reduce_backward(g, n.inputs[0], n.output, kind="amax", axis=n.params.get("axis"))
+    # Gradient to every maximal position, shared evenly between ties (torch.amax: a NaN extreme
+    # matches nothing, so NaN everywhere). nan_shares: torch's max()/min() without dim, whose
+    # NaN result shares the gradient between the NaN positions.
+    kind = "max_all" if n.params.get("nan_shares") else "amax"
+    return op.reduce_backward(g, n.inputs[0], n.output, kind=kind, axis=n.params.get("axis"))
 
 
 def row_nan(ctx, mat):
@@ -169,7 +174,7 @@ def row_nan(ctx, mat):
 
 
 def _extreme_builder(name, negate: bool):
-    def forward(ctx, nodes, inputs, out, axis=None, keepdim=False):
+    def forward(ctx, nodes, inputs, out, axis=None, keepdim=False, nan_shares=False):
         a = inputs[0]
         x = lib.neg(ctx, nodes[0]) if negate else nodes[0]
         mat, r, k = _rows_last(ctx, x, a.shape, _axes_of(name, axis, a.ndim))
@@ -344,7 +349,7 @@ def _logsumexp_backward(g, n):
 def _infer_reduce_backward(g, x, *out, kind, axis=None, correction=1):
     same_float("reduce_backward", g, x, *out)
     kept = _kept(x.shape, _axes_of("reduce_backward", axis, x.ndim))
-    if kind not in ("amax", "logsumexp", "var"):
+    if kind not in ("amax", "max_all", "logsumexp", "var"):
         raise ValueError(f"reduce_backward: unknown kind {kind!r}")
     if numel(g.shape) != numel(kept) or any(numel(o.shape) != numel(kept) for o in out):
         raise ValueError(f"reduce_backward: gradient {g.shape} does not match {x.shape} reduced over {axis}")
@@ -369,6 +374,10 @@ def _reduce_backward(ctx, nodes, inputs, out, kind, axis=None, correction=1):
         return lib.mul(ctx, lib.exp(ctx, d), g)
     # x == extreme with IEEE equality (inf == inf; a NaN extreme matches nothing: 0/0 = NaN gradients, as torch)
     hit = _cmp_from_diff(ctx, d, lib.add(ctx, nx, reshape(ctx, nodes[2], kept)), "eq")
+    if kind == "max_all":   # a NaN result matches the NaN positions (torch's evenly_distribute_backward)
+        nan_x = lib.scale_bias(ctx, is_number01(ctx, nx), -1.0, 1.0)
+        nan_m = lib.scale_bias(ctx, is_number01(ctx, reshape(ctx, nodes[2], kept)), -1.0, 1.0)
+        hit = lib.add(ctx, hit, lib.mul(ctx, nan_x, nan_m))
     count = sum_kept(ctx, hit, x.shape, kept)
     return lib.mul(ctx, hit, lib.div(ctx, g, count))
 

@@ -750,7 +750,11 @@ def extreme(x: Tensor, dim, keepdim: bool, kind: str):
     if isinstance(dim, Tensor):
         return binary_extreme(x, dim, "maximum" if kind == "max" else "minimum")
     if dim is None:
-        return x.amax(keepdim=keepdim) if kind == "max" else x.amin(keepdim=keepdim)
+        if is_int(x):
+            return x.amax(keepdim=keepdim) if kind == "max" else x.amin(keepdim=keepdim)
+        # torch's max()/min(): a NaN result shares the gradient between the NaNs (amax: NaN gradients)
+        reduce = op.amax if kind == "max" else op.amin
+        return reduce(x, keepdim=keepdim, nan_shares=True)
     if not isinstance(dim, int) or isinstance(dim, bool):
         raise TypeError(f"{kind}: dim must be an int (use amax/amin for several axes), got {dim!r}")
     if is_int(x):
