@@ -48,7 +48,7 @@ def _relu_backward(ctx, nodes, inputs, out):
     """g where relu's output y is not 0 (torch: y <= 0 ? 0 : g, so a NaN y passes g), else 0.
     For y >= 0 or NaN: [y != 0] = step(y) + [y is NaN] = step(y) - step(y + 1) + 1."""
     g, y = nodes
-    nan01 = lib.scale_bias(ctx, is_number01(ctx, y), -1.0, 1.0)
+    nan01 = lib.scale_bias(ctx, lib.step(ctx, lib.scale_bias(ctx, y, 1.0, 1.0)), -1.0, 1.0)   # y >= 0: no abs needed
     return lib.mul(ctx, g, lib.add(ctx, lib.step(ctx, y), nan01))
 
 
