@@ -48,6 +48,8 @@ GRAD_RULES = [
     ("leaky_relu", lambda x: gg.leaky_relu(x, 0.01), V, [NAN, INF, -INF, 0, 1, -0.01],
      [0.01, 2, 0.03, 0.04, 5, 0.06]),
     ("elu", gg.elu, V, [NAN, INF, -1, 0, 1, np.expm1(-1.0)], [1, 2, 0, 4, 5, 6 * np.exp(-1.0)]),
+    ("elu_alpha", lambda x: gg.elu(x, 0.3), V, [NAN, INF, -0.3, 0, 1, 0.3 * np.expm1(-1.0)],
+     [1, 2, 0, 4 * 0.3, 5, 6 * 0.3 * np.exp(-1.0)]),
     ("clamp", lambda x: x.clamp(-0.5, 0.5), V, [NAN, 0.5, -0.5, 0, 0.5, -0.5], [0, 0, 0, 4, 0, 0]),
     ("clamp_min", lambda x: x.clamp(min=0.0), V, [NAN, INF, 0, 0, 1, 0], [0, 2, 0, 4, 5, 0]),
     ("clamp_inverted", lambda x: x.clamp(1.0, -1.0), V, [NAN, -1, -1, -1, -1, -1], [0] * 6),
@@ -263,6 +265,7 @@ def test_pow_pairs_match_torch():
 def test_gradient_rules_match_torch():
     torch = pytest.importorskip("torch")
     torch_fns = {"relu": torch.relu, "leaky_relu": torch.nn.functional.leaky_relu, "elu": torch.nn.functional.elu,
+                 "elu_alpha": lambda x: torch.nn.functional.elu(x, 0.3),
                  "clamp": lambda x: x.clamp(-0.5, 0.5), "clamp_min": lambda x: x.clamp(min=0.0),
                  "clamp_inverted": lambda x: x.clamp(1.0, -1.0), "abs": torch.abs, "sqrt": torch.sqrt,
                  "log": torch.log, "tanh": torch.tanh, "softplus": torch.nn.functional.softplus}

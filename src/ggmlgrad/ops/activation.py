@@ -111,9 +111,10 @@ def _elu_backward(g, n):
 
 @define("elu_backward", elementwise=True, infer=_infer_grad_pair("elu_backward"), differentiable=False)
 def _elu_backward_op(ctx, nodes, inputs, out, alpha=1.0):
-    """g * (1 where x > 0 else alpha * exp(x)); exp(min(x, 0)) so large x cannot overflow into 0 * inf."""
+    """g * (1 where x > 0 else alpha * exp(x)); exp(min(x, 0)) so large x cannot overflow into 0 * inf.
+    NaN takes the x > 0 side, as torch's ``x <= 0 ? ... : g``: pos = step(x) + [x is NaN]."""
     g, x = nodes
-    pos = lib.step(ctx, x)
+    pos = lib.add(ctx, lib.step(ctx, x), lib.scale_bias(ctx, is_number01(ctx, x), -1.0, 1.0))
     e = lib.exp(ctx, lib.neg(ctx, lib.relu(ctx, lib.neg(ctx, x))))
     neg_part = lib.mul(ctx, lib.scale_bias(ctx, pos, -float(alpha), float(alpha)), e)   # alpha*(1-pos)*e
     return lib.mul(ctx, g, lib.add(ctx, pos, neg_part))
