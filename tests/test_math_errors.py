@@ -38,7 +38,12 @@ CALLS = [
     ("where no tensor", "T", "where", lambda: gg.where(1.0, 2.0, 3.0)),
     ("amax axis", "V", "amax", lambda: a23.amax(2)),
     ("amax repeated axis", "V", "amax", lambda: a23.amax((1, -1))),
-    ("amax int", "T", "amax", lambda: i23.amax()),
+    ("mean int", "T", "mean", lambda: i23.mean()),
+    ("amax int axis", "V", "amax", lambda: i23.amax(2)),
+    ("amin int empty", "V", "amin", lambda: gg.tensor(np.ones((2, 0), np.int32)).amin(1)),
+    ("argmax int tuple axis", "T", "argmax", lambda: i23.argmax((0, 1))),
+    ("sum int overflow", "V", "sum", lambda: gg.tensor(np.array([2**31 - 1, 1], np.int32)).sum()),
+    ("sum int keepdim type", "T", "sum", lambda: i23.sum(0, keepdim=1)),
     ("amax empty", "V", "amax", lambda: f(2, 0).amax(1)),
     ("max tuple dim", "T", "amax", lambda: a23.max(dim=(0, 1))),
     ("max dim float", "T", "max", lambda: a23.max(dim=0.5)),
@@ -96,6 +101,6 @@ print("RESULTS " + json.dumps(results))
 
 def test_math_bad_input_raises_before_ggml():
     results = run_battery(BATTERY)
-    assert len(results) == 2 * 50
+    assert len(results) == 2 * 55
     bad = failures(results)
     assert not bad, "calls that did not raise the expected error:\n" + "\n".join(bad)

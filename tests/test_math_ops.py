@@ -218,3 +218,22 @@ def test_function_forms_exported():
     assert gg.argmax(x, axis=1).tolist() == [0, 1]
     with pytest.raises(TypeError, match="either axis or dim"):
         x.sum(axis=0, dim=0)
+
+
+def test_one_off_graphs_do_not_reuse_another_graphs_memory_layout():
+    """Eager one-off graphs share a ggml scheduler, and ggml reuses the previous graph's memory
+    layout when node/leaf counts match and sizes fit, whatever the topology: a clamp backward
+    followed by a log_softmax backward of the same node count gave wrong gradients. Shapes shrink
+    so every graph is a first build whose sizes fit the previous layout; NumPy is the reference."""
+    from ggmlgrad.ops import op
+    rng = np.random.default_rng(3)
+    for n in range(9, 2, -1):
+        x = rng.standard_normal((2, n)).astype(np.float32)
+        w = (rng.random((2, n)) < 0.5).astype(np.float32)
+        y = _t(x).log_softmax(1)
+        for kw in ({"lo": -3.4e38}, {"lo": -3.4e38, "hi": 1e30}):
+            g = op.clamp_backward(_t(w), y, **kw)
+            got = op.log_softmax_backward(g, y).numpy()
+            p = np.exp(x - x.max(1, keepdims=True))
+            p /= p.sum(1, keepdims=True)
+            np.testing.assert_allclose(got, w - p * w.sum(1, keepdims=True), rtol=1e-5, atol=1e-6, err_msg=f"{n} {kw}")

@@ -69,6 +69,52 @@ def test_forward_and_grad(info, sample, graph):
                                        err_msg=f"{info.name}: gradient of input {i}")
 
 
+def _mode_cases():
+    """Forward in check mode and in a capture: each entry's first sample and every non-finite one."""
+    for info in OPINFOS:
+        rng = np.random.default_rng(abs(hash(info.name)) % 2**32)
+        for i, s in enumerate(info.samples(rng)):
+            if i == 0 or info.name.endswith("_nonfinite"):
+                yield pytest.param(info, s, id=f"{info.name}-{i}")
+
+
+def _expected(info, sample):
+    return np.asarray(info.ref(*_ref_inputs(sample), **sample.kwargs), dtype=np.float64)
+
+
+@pytest.mark.parametrize("info,sample", list(_mode_cases()))
+def test_forward_check_mode(info, sample):
+    with gg.graph_mode(True, check=True):
+        args, _ = _to_gg(sample, requires_grad=False)
+        got = info.fn(*args, **sample.kwargs).numpy().astype(np.float64)
+    np.testing.assert_allclose(got, _expected(info, sample), atol=info.atol, rtol=info.rtol)
+
+
+@pytest.mark.parametrize("info,sample", list(_mode_cases()))
+def test_forward_capture(info, sample):
+    """The op recorded by gg.capture and replayed (twice: the replay must not reuse stale values)."""
+    idx = sample.tensor_args if sample.tensor_args is not None else tuple(
+        i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray))
+    arrays = [np.asarray(sample.args[i]) for i in idx]
+    arrays = [a.astype(np.int32) if a.dtype.kind in "iub" else a.astype(np.float32) for a in arrays]
+
+    def fn(*tensors):
+        args = list(sample.args)
+        for i, t in zip(idx, tensors):
+            args[i] = t
+        return info.fn(*args, **sample.kwargs)
+
+    captured = gg.capture(fn)
+    expected = _expected(info, sample)
+    if not info.capturable:   # computed on the host (int32 reductions): a capture refuses the read
+        with pytest.raises(gg.CaptureError):
+            captured(*arrays)
+        return
+    for _ in range(2):
+        got = np.asarray(captured(*arrays), dtype=np.float64)
+        np.testing.assert_allclose(got, expected, atol=info.atol, rtol=info.rtol)
+
+
 def _numeric_grad(info, ref_args, sample, i, weight):
     x = np.array(ref_args[i], dtype=np.float64)
     grad = np.zeros_like(x)

@@ -100,7 +100,7 @@ _BASE = {
     "ggml_backend_dev_backend_reg": "p:p", "ggml_backend_reg_name": "s:p",
     "ggml_backend_reg_get_proc_address": "p:ps",
     "ggml_backend_sched_new": "p:ppizbb", "ggml_backend_sched_free": "v:p",
-    "ggml_backend_sched_reset": "v:p", "ggml_backend_sched_alloc_graph": "b:pp",
+    "ggml_backend_sched_reset": "v:p", "ggml_backend_sched_alloc_graph": "b:pp", "ggml_backend_sched_reserve": "b:pp",
     "ggml_backend_sched_graph_compute": "i:pp", "ggml_backend_sched_get_n_splits": "i:p",
     "ggml_backend_sched_get_tensor_backend": "p:pp", "ggml_backend_sched_synchronize": "v:p",
     "ggml_backend_cpu_buffer_type": "p:",

@@ -144,10 +144,66 @@ def _int_power(ctx, x, k: int):
     return result
 
 
+def _eq_const(ctx, x, c: float):
+    """1.0 where x == c (IEEE: NaN never equal), else 0.0."""
+    return _cmp_from_diff(ctx, lib.scale_bias(ctx, x, 1.0, -c), x, "eq")
+
+
+def _signbit01(ctx, x):
+    """1.0 where x is negative, -0.0 and -inf included (x + 1/x < 0: 1/-0 = -inf), else 0.0 (NaN: 0)."""
+    return lib.step(ctx, lib.neg(ctx, lib.add(ctx, x, lib.div(ctx, lib.fill(ctx, x, 1.0), x))))
+
+
+def _negative_finite01(ctx, x):
+    """1.0 where -inf < x < 0, else 0.0: a real power of such an x with a non-integer exponent is NaN."""
+    return lib.sub(ctx, lib.step(ctx, lib.neg(ctx, x)), lib.step(ctx, lib.scale_bias(ctx, x, -1.0, -FLT_MAX)))
+
+
+def _nan_where(ctx, flag01):
+    """NaN where ``flag01`` is 1, else 0: sqrt(-1) or sqrt(-0)."""
+    return lib.sqrt(ctx, lib.scale(ctx, flag01, -1.0))
+
+
+def _pow_magnitude(ctx, x, p):
+    """exp(p * log|x|) with C's pow rules for the magnitude: the product is 0 (the result 1) where
+    |x| == 1 or p == 0, whatever the other side (inf, NaN). ``p`` a node or a Python float."""
+    la = lib.log(ctx, lib.abs(ctx, x))
+    if isinstance(p, float):
+        if p == 0:
+            return lib.fill(ctx, x, 1.0)
+        prod = lib.scale(ctx, la, p)
+        trivial = _eq_const(ctx, la, 0.0)
+    else:
+        prod = lib.mul(ctx, la, p)
+        e1, e2 = _eq_const(ctx, la, 0.0), _eq_const(ctx, p, 0.0)
+        trivial = lib.sub(ctx, lib.add(ctx, e1, e2), lib.mul(ctx, e1, e2))      # e1 or e2
+    zero = scalar_parts(ctx, trivial, 0.0)
+    return lib.exp(ctx, select_node(ctx, trivial, zero, branch_parts(ctx, prod)))
+
+
+def _pow_general(ctx, x, p):
+    """x ** p with C pow (= torch) semantics for any sign, zero, inf and NaN: the magnitude from
+    exp(p log|x|), the sign -1 for negative x (-0, -inf too) and odd integer p, NaN for finite
+    negative x and non-integer p. ``p`` a node (same shape as x) or a Python float."""
+    mag = _pow_magnitude(ctx, x, p)
+    if isinstance(p, float):
+        is_int = p.is_integer() or math.isinf(p)
+        odd = p.is_integer() and abs(p) < 2 ** 53 and int(p) % 2 == 1
+        r = lib.mul(ctx, mag, lib.scale_bias(ctx, _signbit01(ctx, x), -2.0, 1.0)) if odd else mag
+        return r if is_int else lib.add(ctx, r, _nan_where(ctx, _negative_finite01(ctx, x)))
+    fl = lib.floor(ctx, p)
+    is_int = _cmp_from_diff(ctx, lib.sub(ctx, fl, p), lib.add(ctx, fl, p), "eq")     # inf counts
+    half = lib.scale(ctx, p, 0.5)
+    odd = _eq_const(ctx, lib.sub(ctx, half, lib.floor(ctx, half)), 0.5)
+    sign = lib.scale_bias(ctx, lib.mul(ctx, _signbit01(ctx, x), odd), -2.0, 1.0)
+    nan_part = _nan_where(ctx, lib.mul(ctx, _negative_finite01(ctx, x), lib.scale_bias(ctx, is_int, -1.0, 1.0)))
+    return lib.add(ctx, lib.mul(ctx, mag, sign), nan_part)
+
+
 @define("pow_scalar", elementwise=True, infer=_infer_unary("pow_scalar"), backward=_pow_scalar_backward)
 def _pow_scalar(ctx, nodes, inputs, out, p):
-    """x ** p (p a Python number). Integer p (|p| <= 64) multiplies (NumPy's results for negative x,
-    zero and inf); other p use exp(p log x), so negative x gives NaN as in NumPy."""
+    """x ** p (p a Python number), as torch: integer p (|p| <= 64) multiplies (exact signs, zeros
+    and infs); p = ±0.5 is sqrt / rsqrt (NaN at -inf, as torch); other p go through :func:`_pow_general`."""
     x = nodes[0]
     p = float(p)
     if p == 0:
@@ -156,15 +212,14 @@ def _pow_scalar(ctx, nodes, inputs, out, p):
         return lib.cont(ctx, x)
     if p == 0.5:
         return lib.sqrt(ctx, x)
+    if p == -0.5:                       # torch's rsqrt: NaN at -inf, -inf at -0 (C pow: 0 and +inf)
+        return lib.div(ctx, lib.fill(ctx, x, 1.0), lib.sqrt(ctx, x))
     if p.is_integer() and abs(p) <= 64:
         r = _int_power(ctx, x, int(abs(p)))
         if p < 0:
             return lib.div(ctx, lib.fill(ctx, x, 1.0), r)
         return lib.cont(ctx, r) if r is x else r
-    if p.is_integer():
-        mag = lib.exp(ctx, lib.scale(ctx, lib.log(ctx, lib.abs(ctx, x)), p))
-        return lib.mul(ctx, mag, lib.sgn(ctx, x)) if int(p) % 2 else mag
-    return lib.exp(ctx, lib.scale(ctx, lib.log(ctx, x), p))
+    return _pow_general(ctx, x, p)
 
 
 def _pow_backward(g, n):
@@ -177,11 +232,10 @@ def _pow_backward(g, n):
 
 @define("pow", elementwise=True, infer=_infer_binary("pow"), backward=_pow_backward, save_output=True)
 def _pow(ctx, nodes, inputs, out):
-    """a ** b for tensors (a > 0 for real results)."""
+    """a ** b for tensors with torch's (C pow's) results for negative bases, zeros, infs and NaN."""
     na, nb = nodes
     a, b = inputs
-    na = expand(ctx, na, a.shape, out.shape)
-    return lib.exp(ctx, lib.mul(ctx, lib.log(ctx, na), nb))
+    return _pow_general(ctx, full_node(ctx, na, a.shape, out.shape), full_node(ctx, nb, b.shape, out.shape))
 
 
 
@@ -219,6 +273,18 @@ def full_node(ctx, node, shape: tuple, out_shape: tuple):
 def nonzero01(ctx, node):
     """1.0 where ``node`` is non-zero, else 0.0 (NaN counts as zero: step(|nan|) = 0)."""
     return lib.step(ctx, lib.abs(ctx, node))
+
+
+def is_number01(ctx, node):
+    """1.0 where ``node`` is a number (±inf included), 0.0 where NaN: |x| + 1 > 0 fails only for NaN."""
+    return lib.step(ctx, lib.scale_bias(ctx, lib.abs(ctx, node), 1.0, 1.0))
+
+
+def nan_or_zero(ctx, node):
+    """NaN where ``node`` is NaN, else 0 (±inf too): sqrt(number01 - 1) is sqrt(0) or sqrt(-1).
+    Added to a result whose ggml kernel dropped a NaN input (MIN/MAX, ``x > 0 ? x : 0``), it
+    restores it. Vectorised ops only (a tanh-based form was 20x slower)."""
+    return lib.sqrt(ctx, lib.scale_bias(ctx, is_number01(ctx, node), 1.0, -1.0))
 
 
 def branch_parts(ctx, x, finite: bool = False):
@@ -277,20 +343,21 @@ def _check_cmp_dtype(name, *xs):
             raise TypeError(f"{name}: unsupported dtype {x.dtype!r}")
 
 
-def _cmp_from_diff(ctx, d, kind: str):
-    """0/1 from d = a - b. Exact for finite values and infinities (inf - inf = NaN reads as equal);
-    comparisons involving NaN give 0 for lt/gt and 1 for le/ge/eq (0 for ne)."""
+def _cmp_from_diff(ctx, d, s, kind: str):
+    """0/1 from d = a - b and s = a + b, with IEEE semantics: any comparison with NaN is false
+    (``ne`` true), inf == inf. step() of NaN is 0, so gt/lt need only d; equality is "neither
+    greater nor less" (|d| > 0 fails for d = 0 and for inf - inf) unless a or b is NaN, which
+    makes s NaN (s is NaN for inf + -inf too, but then |d| = inf already says unequal)."""
     if kind == "gt":
         return lib.step(ctx, d)
     if kind == "lt":
         return lib.step(ctx, lib.neg(ctx, d))
-    if kind == "ge":
-        return lib.scale_bias(ctx, lib.step(ctx, lib.neg(ctx, d)), -1.0, 1.0)
-    if kind == "le":
-        return lib.scale_bias(ctx, lib.step(ctx, d), -1.0, 1.0)
+    eq = lib.mul(ctx, lib.scale_bias(ctx, lib.step(ctx, lib.abs(ctx, d)), -1.0, 1.0), is_number01(ctx, s))
+    if kind == "eq":
+        return eq
     if kind == "ne":
-        return nonzero01(ctx, d)
-    return lib.scale_bias(ctx, nonzero01(ctx, d), -1.0, 1.0)  # eq
+        return lib.scale_bias(ctx, eq, -1.0, 1.0)
+    return lib.add(ctx, lib.step(ctx, d if kind == "ge" else lib.neg(ctx, d)), eq)   # ge / le
 
 
 def _infer_cmp(name):
@@ -306,8 +373,10 @@ def _cmp_builder(kind):
         if a.shape != s and b.shape == s:      # ggml broadcasts only its second operand
             na, nb, k = nb, na, _CMP_FLIP[kind]
             a, b = b, a
-        d = lib.sub(ctx, expand(ctx, na, a.shape, s), nb)
-        return _cmp_from_diff(ctx, d, k)
+        fa = expand(ctx, na, a.shape, s)
+        d = lib.sub(ctx, fa, nb)
+        total = lib.add(ctx, fa, nb) if k not in ("gt", "lt") else None
+        return _cmp_from_diff(ctx, d, total, k)
     return forward
 
 
@@ -329,7 +398,9 @@ def _infer_cmp_scalar(a, kind, c):
 def _compare_scalar(ctx, nodes, inputs, out, kind, c):
     """x <kind> c for a Python number c (an op parameter: nothing is uploaded)."""
     x = _as_f32(ctx, nodes[0], inputs[0].dtype)
-    return _cmp_from_diff(ctx, lib.scale_bias(ctx, x, 1.0, -float(c)), kind)
+    c = float(c)
+    total = x if math.isfinite(c) else lib.scale_bias(ctx, x, 1.0, c)   # NaN-ness of x + c
+    return _cmp_from_diff(ctx, lib.scale_bias(ctx, x, 1.0, -c), total, kind)
 
 
 # ---------------------------------------------------------------- clamp, maximum/minimum, where
@@ -356,30 +427,35 @@ def _infer_clamp_backward(g, x, lo=None, hi=None):
 
 @define("clamp_backward", elementwise=True, infer=_infer_clamp_backward, differentiable=False)
 def _clamp_backward_op(ctx, nodes, inputs, out, lo=None, hi=None):
-    """g where lo <= x <= hi (torch.clamp's inclusive rule), else 0; lo > hi: 0 everywhere."""
+    """g where lo <= x <= hi (torch.clamp's inclusive rule), else 0; lo > hi or x NaN: 0 (torch)."""
     g, x = nodes
-    if lo is not None and hi is not None and lo > hi:
+    if lo is not None and hi is not None and not lo <= hi:
         return lib.scale(ctx, g, 0.0)
-    mask = None
-    if lo is not None:   # x >= lo  ⇔  not (lo - x > 0)
-        mask = lib.scale_bias(ctx, lib.step(ctx, lib.scale_bias(ctx, x, -1.0, float(lo))), -1.0, 1.0)
-    if hi is not None:   # x <= hi  ⇔  not (x - hi > 0)
-        m2 = lib.scale_bias(ctx, lib.step(ctx, lib.scale_bias(ctx, x, 1.0, -float(hi))), -1.0, 1.0)
-        mask = m2 if mask is None else lib.mul(ctx, mask, m2)
-    return lib.mul(ctx, g, mask)
+    outside = None      # x < lo or x > hi (exclusive when lo <= hi); NaN is neither
+    if lo is not None:
+        outside = lib.step(ctx, lib.scale_bias(ctx, x, -1.0, float(lo)))
+    if hi is not None:
+        above = lib.step(ctx, lib.scale_bias(ctx, x, 1.0, -float(hi)))
+        outside = above if outside is None else lib.add(ctx, outside, above)
+    inside = lib.mul(ctx, lib.scale_bias(ctx, outside, -1.0, 1.0), is_number01(ctx, x))
+    return lib.mul(ctx, g, inside)
 
 
 @define("clamp", elementwise=True, infer=_infer_clamp, backward=_clamp_backward)
 def _clamp(ctx, nodes, inputs, out, lo=None, hi=None):
     """min(max(x, lo), hi) like torch.clamp (lo > hi gives hi everywhere); gradient flows where
-    lo <= x <= hi. NaN inputs come out clamped (ggml's MIN/MAX), not NaN."""
+    lo <= x <= hi. NaN stays NaN and a NaN bound gives NaN everywhere, as in torch (ggml's
+    MIN/MAX turn a NaN into the bound: the NaN is added back)."""
     x = nodes[0]
+    bounds = [float(v) for v in (lo, hi) if v is not None]
+    if any(math.isnan(v) for v in bounds):
+        return lib.fill(ctx, x, float("nan"))
     if lo is not None and hi is not None and lo > hi:
-        return lib.fill(ctx, x, float(hi))
+        return lib.add(ctx, lib.fill(ctx, x, float(hi)), nan_or_zero(ctx, x))
     lo_f = -float("inf") if lo is None else float(lo)
     hi_f = float("inf") if hi is None else float(hi)
-    # ggml_clamp works in place and returns a view: clamp a private copy, hand back a real tensor.
-    return lib.cont(ctx, lib.clamp(ctx, lib.dup(ctx, x), lo_f, hi_f))
+    # ggml_clamp works in place and returns a view: clamp a private copy; the add makes a real tensor.
+    return lib.add(ctx, lib.clamp(ctx, lib.dup(ctx, x), lo_f, hi_f), nan_or_zero(ctx, x))
 
 
 def _minmax_builder(take_a_when):
@@ -391,16 +467,18 @@ def _minmax_builder(take_a_when):
         if take_a_when == "lt":
             d = lib.neg(ctx, d)                          # b - a (exact)
         c = lib.step(ctx, d)            # 1 where a wins strictly; ties and NaN in (a - b) take b
-        return select_node(ctx, c, branch_parts(ctx, nodes[0]), branch_parts(ctx, nodes[1]))
+        r = select_node(ctx, c, branch_parts(ctx, nodes[0]), branch_parts(ctx, nodes[1]))
+        return lib.add(ctx, r, nan_or_zero(ctx, nodes[0]))   # a NaN a propagates too (torch)
     return forward
 
 
 def _minmax_backward(sign):
-    # Ties split the gradient evenly (torch.maximum): weight of a = 0.5 ± 0.5*sign(a - b).
+    # torch.maximum: the larger input takes g, ties split it 0.5/0.5, and with a NaN both take g.
     def backward(g, n):
         a, b = n.inputs
-        ga = op.minmax_backward(g, a, b, sign=sign)
-        return ga, (op.sub(g, ga) if b.requires_grad else None)
+        ga = op.minmax_backward(g, a, b, sign=sign) if a.requires_grad else None
+        gb = op.minmax_backward(g, b, a, sign=sign) if b.requires_grad else None
+        return ga, gb
     return backward
 
 
@@ -413,11 +491,16 @@ def _infer_minmax_backward(g, a, b, sign):
 
 @define("minmax_backward", elementwise=True, infer=_infer_minmax_backward, differentiable=False)
 def _minmax_backward_op(ctx, nodes, inputs, out, sign):
-    """g * (0.5 + 0.5*sign*sgn(a - b)): the share of maximum's (sign 1) / minimum's (-1) gradient for a."""
+    """g * (1 - [a loses] - 0.5 [a == b]): a's share of maximum's (sign 1) / minimum's (-1) gradient.
+    Comparisons with NaN are false, so a NaN pair gives g to both (torch)."""
     g, na, nb = nodes
-    a = inputs[1]
-    d = lib.sub(ctx, full_node(ctx, na, a.shape, out.shape), nb)
-    return lib.mul(ctx, g, lib.scale_bias(ctx, lib.sgn(ctx, d), 0.5 * float(sign), 0.5))
+    a, b = inputs[1], inputs[2]
+    fa = full_node(ctx, na, a.shape, out.shape)
+    d = lib.sub(ctx, fa, nb)                                         # a - b
+    loses = lib.step(ctx, lib.neg(ctx, d) if sign > 0 else d)
+    eq = _cmp_from_diff(ctx, d, lib.add(ctx, fa, nb), "eq")
+    w = lib.sub(ctx, lib.scale_bias(ctx, loses, -1.0, 1.0), lib.scale(ctx, eq, 0.5))
+    return lib.mul(ctx, g, w)
 
 
 define("maximum", elementwise=True, infer=_infer_binary("maximum"), backward=_minmax_backward(1.0),

@@ -4,7 +4,7 @@ from __future__ import annotations
 from .._ggml import consts, lib
 from ..engine import float32, int32
 from .build import expand, owned, permute, repeat_one, reshape, shape_only, sum_to
-from .elementwise import FLT_MAX, branch_parts, select_node
+from .elementwise import FLT_MAX, _cmp_from_diff, branch_parts, is_number01, select_node
 from .registry import define, op, same_float
 from .shapes import norm_axes, norm_axis, numel
 
@@ -39,6 +39,9 @@ def _reduced_shape(shape, axes, keepdim):
 
 def _infer_reduce(name):
     def infer(a, axis=None, keepdim=False):
+        if name == "mean" and a.dtype is int32:   # torch's rule and words
+            raise TypeError("mean(): could not infer output dtype. Input dtype must be either a floating "
+                            "point or complex dtype. Got: int32 (cast with .float())")
         same_float(name, a)
         if not isinstance(keepdim, bool):
             raise TypeError(f"{name}: keepdim must be a bool, got {keepdim!r}")
@@ -124,7 +127,7 @@ def _sum_to_shape(ctx, nodes, inputs, out, shape):
 
 
 # ---------------------------------------------------------------- max/min, argmax/argmin, var, logsumexp
-_MAX_EXACT_ROW = 2 ** 24   # argmax index arithmetic runs in float32: exact below 2^24
+_MAX_EXACT_ROW = 2 ** 22   # argmax ranks (up to 3x the row length) run in float32: exact below 2^24
 
 
 def _rows_last(ctx, node, shape: tuple, axes: tuple):
@@ -146,7 +149,9 @@ def _row_max(ctx, mat, r: int, k: int):
 
 
 def _infer_extreme(name):
-    def infer(a, axis=None, keepdim=False):
+    def infer(a, axis=None, keepdim=False, nan_shares=False):
+        if not isinstance(nan_shares, bool):
+            raise TypeError(f"{name}: nan_shares must be a bool, got {nan_shares!r}")
         shape, dtype = _infer_reduce(name)(a, axis=axis, keepdim=keepdim)
         if numel(a.shape) == 0:
             raise ValueError(f"{name}: cannot reduce an empty tensor of shape {a.shape}")
@@ -155,17 +160,27 @@ def _infer_extreme(name):
 
 
 def _extreme_backward(g, n):
-    # Gradient to every maximal position, shared evenly between ties (torch.amax).
-    return op.reduce_backward(g, n.inputs[0], n.output, kind="amax", axis=n.params.get("axis"))
+    # Gradient to every maximal position, shared evenly between ties (torch.amax: a NaN extreme
+    # matches nothing, so NaN everywhere). nan_shares: torch's max()/min() without dim, whose
+    # NaN result shares the gradient between the NaN positions.
+    kind = "max_all" if n.params.get("nan_shares") else "amax"
+    return op.reduce_backward(g, n.inputs[0], n.output, kind=kind, axis=n.params.get("axis"))
+
+
+def row_nan(ctx, mat):
+    """0 for each row of a [K rows x R] matrix without NaN, NaN for a row with one, as a [1, K] node:
+    sqrt of the row sum of (number01 - 1), i.e. sqrt(-count of NaN)."""
+    return lib.sqrt(ctx, lib.sum_rows(ctx, lib.scale_bias(ctx, is_number01(ctx, mat), 1.0, -1.0)))
 
 
 def _extreme_builder(name, negate: bool):
-    def forward(ctx, nodes, inputs, out, axis=None, keepdim=False):
+    def forward(ctx, nodes, inputs, out, axis=None, keepdim=False, nan_shares=False):
         a = inputs[0]
         x = lib.neg(ctx, nodes[0]) if negate else nodes[0]
         mat, r, k = _rows_last(ctx, x, a.shape, _axes_of(name, axis, a.ndim))
-        m = reshape(ctx, _row_max(ctx, mat, r, k), out.shape)
-        return lib.neg(ctx, m) if negate else lib.cont(ctx, m)
+        # ggml_argmax skips NaN (its MAX drops it): a row holding one gives NaN, as torch.
+        m = lib.add(ctx, lib.reshape_1d(ctx, _row_max(ctx, mat, r, k), k), lib.reshape_1d(ctx, row_nan(ctx, mat), k))
+        return lib.neg(ctx, reshape(ctx, m, out.shape)) if negate else owned(ctx, m, out.shape)
     return forward
 
 
@@ -193,13 +208,22 @@ def _extreme_dim(ctx, nodes, inputs, out, axis, keepdim=False, negate=False):
     return _extreme_builder("extreme_dim", negate)(ctx, nodes, inputs, out, axis=axis, keepdim=keepdim)
 
 
-def _first_extreme_mask(ctx, mat, r: int, k: int):
-    """1.0 at the first maximum of each row of a [K rows x R] matrix, else 0.0."""
+def _first_extreme_key(ctx, mat, r: int, k: int):
+    """Per row of a [K rows x R] matrix, a key whose unique maximum sits at torch's argmax: the first
+    NaN if the row has one, else the first maximum. Maximal positions get rank r - i (1..r), NaNs
+    2(r - i) + r (> r); the rest 0. ggml_argmax returns the LAST maximum, hence the ranks."""
     m = lib.reshape_2d(ctx, _row_max(ctx, mat, r, k), 1, k)
-    is_max = lib.scale_bias(ctx, lib.step(ctx, lib.neg(ctx, lib.sub(ctx, mat, m))), -1.0, 1.0)
-    rank = lib.mul(ctx, is_max, lib.scale_bias(ctx, lib.arange(ctx, 0.0, float(r), 1.0), -1.0, float(r)))
-    top = lib.reshape_2d(ctx, _row_max(ctx, rank, r, k), 1, k)
-    return lib.scale_bias(ctx, lib.step(ctx, lib.neg(ctx, lib.sub(ctx, rank, top))), -1.0, 1.0)   # rank == top
+    is_max = lib.scale_bias(ctx, lib.step(ctx, lib.neg(ctx, lib.sub(ctx, mat, m))), -1.0, 1.0)   # 1 at NaN too
+    rank = lib.scale_bias(ctx, lib.arange(ctx, 0.0, float(r), 1.0), -1.0, float(r))   # r, r-1, ..., 1
+    nan01 = lib.scale_bias(ctx, is_number01(ctx, mat), -1.0, 1.0)
+    return lib.add(ctx, lib.mul(ctx, is_max, rank), lib.mul(ctx, nan01, lib.scale_bias(ctx, rank, 1.0, float(r))))
+
+
+def _first_extreme_mask(ctx, mat, r: int, k: int):
+    """1.0 at torch's argmax of each row of a [K rows x R] matrix (see _first_extreme_key), else 0.0."""
+    key = _first_extreme_key(ctx, mat, r, k)
+    top = lib.reshape_2d(ctx, _row_max(ctx, key, r, k), 1, k)
+    return lib.step(ctx, lib.scale_bias(ctx, lib.sub(ctx, key, top), 1.0, 0.5))        # key == top
 
 
 def _infer_extreme_dim_backward(g, x, axis, keepdim=False, negate=False):
@@ -258,12 +282,7 @@ def _arg_builder(name, negate: bool):
         if negate:
             x = lib.neg(ctx, x)
         mat, r, k = _rows_last(ctx, x, a.shape, _axes_of(name, axis, a.ndim))
-        # ggml_argmax returns the LAST maximal index; PyTorch and NumPy return the first. Rank the
-        # maximal positions by r - i (the rest 0) and take argmax of that: unique, the first one.
-        m = lib.reshape_2d(ctx, _row_max(ctx, mat, r, k), 1, k)
-        is_max = lib.scale_bias(ctx, lib.step(ctx, lib.neg(ctx, lib.sub(ctx, mat, m))), -1.0, 1.0)
-        rank = lib.scale_bias(ctx, lib.arange(ctx, 0.0, float(r), 1.0), -1.0, float(r))   # r, r-1, ..., 1
-        first = lib.argmax(ctx, lib.mul(ctx, is_max, rank))
+        first = lib.argmax(ctx, _first_extreme_key(ctx, mat, r, k))
         return owned(ctx, first, out.shape)
     return forward
 
@@ -330,7 +349,7 @@ def _logsumexp_backward(g, n):
 def _infer_reduce_backward(g, x, *out, kind, axis=None, correction=1):
     same_float("reduce_backward", g, x, *out)
     kept = _kept(x.shape, _axes_of("reduce_backward", axis, x.ndim))
-    if kind not in ("amax", "logsumexp", "var"):
+    if kind not in ("amax", "max_all", "logsumexp", "var"):
         raise ValueError(f"reduce_backward: unknown kind {kind!r}")
     if numel(g.shape) != numel(kept) or any(numel(o.shape) != numel(kept) for o in out):
         raise ValueError(f"reduce_backward: gradient {g.shape} does not match {x.shape} reduced over {axis}")
@@ -353,7 +372,12 @@ def _reduce_backward(ctx, nodes, inputs, out, kind, axis=None, correction=1):
     d = lib.sub(ctx, nx, reshape(ctx, nodes[2], kept))
     if kind == "logsumexp":
         return lib.mul(ctx, lib.exp(ctx, d), g)
-    hit = lib.scale_bias(ctx, lib.step(ctx, lib.abs(ctx, d)), -1.0, 1.0)      # x == extreme (inf - inf counts)
+    # x == extreme with IEEE equality (inf == inf; a NaN extreme matches nothing: 0/0 = NaN gradients, as torch)
+    hit = _cmp_from_diff(ctx, d, lib.add(ctx, nx, reshape(ctx, nodes[2], kept)), "eq")
+    if kind == "max_all":   # a NaN result matches the NaN positions (torch's evenly_distribute_backward)
+        nan_x = lib.scale_bias(ctx, is_number01(ctx, nx), -1.0, 1.0)
+        nan_m = lib.scale_bias(ctx, is_number01(ctx, reshape(ctx, nodes[2], kept)), -1.0, 1.0)
+        hit = lib.add(ctx, hit, lib.mul(ctx, nan_x, nan_m))
     count = sum_kept(ctx, hit, x.shape, kept)
     return lib.mul(ctx, hit, lib.div(ctx, g, count))
 
@@ -362,8 +386,12 @@ def _reduce_backward(ctx, nodes, inputs, out, kind, axis=None, correction=1):
 def _logsumexp(ctx, nodes, inputs, out, axis=None, keepdim=False):
     """log(sum(exp(x))) over all or given axes, numerically stable."""
     a = inputs[0]
-    m, logsum, _ = logsumexp_parts(ctx, nodes[0], a.shape, _axes_of("logsumexp", axis, a.ndim))
+    axes = _axes_of("logsumexp", axis, a.ndim)
+    m, logsum, _ = logsumexp_parts(ctx, nodes[0], a.shape, axes)
     # Rows whose max is ±inf: the result is that max (all -inf → -inf, any +inf → +inf), as torch.
     finite = lib.scale_bias(ctx, lib.step(ctx, lib.scale_bias(ctx, lib.abs(ctx, m), 1.0, -FLT_MAX)), -1.0, 1.0)
     r = select_node(ctx, finite, branch_parts(ctx, lib.add(ctx, logsum, m)), branch_parts(ctx, m))
+    # ggml_argmax skips NaN, so m can miss one: a row holding NaN gives NaN (torch).
+    mat, _, k = _rows_last(ctx, nodes[0], a.shape, axes)
+    r = lib.add(ctx, lib.reshape_1d(ctx, lib.cont(ctx, r), k), lib.reshape_1d(ctx, row_nan(ctx, mat), k))
     return owned(ctx, r, out.shape)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 
-from .._ggml import backend_set_threads_fn, lib, new_threadpool, pointer_array, view_source
+from .._ggml import backend_set_threads_fn, consts, lib, new_threadpool, pointer_array, view_source
 from .device import ACCELERATORS, Device, cpu_device
 
 _INITIAL_GRAPH_SIZE = 8192
@@ -137,6 +137,12 @@ class Executor:
             self._ensure_sched(graph_size)
             self.set_threads(threads)
             lib.backend_sched_reset(self.sched)
+            # This scheduler serves graphs of every shape: ggml keeps the previous graph's memory
+            # layout whenever node and leaf counts match and sizes fit, whatever the topology (a
+            # 10-node clamp backward's layout reused for a 10-node log_softmax backward overlapped a
+            # live intermediate). Reserving plans this graph's own layout (it resets the scheduler).
+            if not lib.backend_sched_reserve(self.sched, graph):
+                return consts.STATUS_ALLOC_FAILED
             # After a reset, ggml_backend_sched_graph_compute allocates the graph itself (returning
             # GGML_STATUS_ALLOC_FAILED when it cannot) and synchronizes every backend before it
             # returns: separate alloc_graph/synchronize calls only cost two more ctypes calls.

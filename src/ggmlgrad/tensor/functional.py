@@ -139,8 +139,8 @@ clip = clamp
 
 
 def maximum(a, b) -> Tensor:
-    """Elementwise max with broadcasting; equal values share the gradient 0.5/0.5 (torch).
-    A NaN in ``b`` propagates; a NaN in ``a`` does not (torch propagates both)."""
+    """Elementwise max with broadcasting; equal values share the gradient 0.5/0.5 and a NaN on
+    either side propagates (torch)."""
     return binary_extreme(a, b, "maximum")
 
 

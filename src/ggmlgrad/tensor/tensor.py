@@ -14,6 +14,7 @@ from ..ops.shapes import check_ndim
 from ..runtime import Device, resolve_device
 from . import tape
 from .grad_mode import is_grad_enabled, no_grad
+from .int_reduce import int_reduce, is_int
 
 
 class Tensor(Array):
@@ -504,7 +505,10 @@ class Tensor(Array):
 
     # ------------------------------------------------------------- methods
     def sum(self, axis=None, keepdim: bool = False, dim=None, *, keepdims=None):
-        return op.sum(self, axis=_axis(axis, dim), keepdim=_keepdim(keepdim, keepdims))
+        keepdim = _keepdim(keepdim, keepdims)
+        if is_int(self):   # exact, on the host (int_reduce.py)
+            return int_reduce("sum", self, _axis(axis, dim), keepdim)
+        return op.sum(self, axis=_axis(axis, dim), keepdim=keepdim)
 
     def mean(self, axis=None, keepdim: bool = False, dim=None, *, keepdims=None):
         return op.mean(self, axis=_axis(axis, dim), keepdim=_keepdim(keepdim, keepdims))
@@ -601,17 +605,29 @@ class Tensor(Array):
         return extreme(self, _axis(axis, dim), _keepdim(keepdim, keepdims), "min")
 
     def amax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
-        return op.amax(self, axis=_axes(_axis(axis, dim)), keepdim=_keepdim(keepdim, keepdims))
+        keepdim = _keepdim(keepdim, keepdims)
+        if is_int(self):
+            return int_reduce("amax", self, _axes(_axis(axis, dim)), keepdim)
+        return op.amax(self, axis=_axes(_axis(axis, dim)), keepdim=keepdim)
 
     def amin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
-        return op.amin(self, axis=_axes(_axis(axis, dim)), keepdim=_keepdim(keepdim, keepdims))
+        keepdim = _keepdim(keepdim, keepdims)
+        if is_int(self):
+            return int_reduce("amin", self, _axes(_axis(axis, dim)), keepdim)
+        return op.amin(self, axis=_axes(_axis(axis, dim)), keepdim=keepdim)
 
     def argmax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
         """Index (int32) of the first maximum along ``dim``, or in the flattened tensor."""
-        return op.argmax(self, axis=_axis(axis, dim), keepdim=_keepdim(keepdim, keepdims))
+        keepdim = _keepdim(keepdim, keepdims)
+        if is_int(self):
+            return int_reduce("argmax", self, _axis(axis, dim), keepdim)
+        return op.argmax(self, axis=_axis(axis, dim), keepdim=keepdim)
 
     def argmin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
-        return op.argmin(self, axis=_axis(axis, dim), keepdim=_keepdim(keepdim, keepdims))
+        keepdim = _keepdim(keepdim, keepdims)
+        if is_int(self):
+            return int_reduce("argmin", self, _axis(axis, dim), keepdim)
+        return op.argmin(self, axis=_axis(axis, dim), keepdim=keepdim)
 
     def var(self, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None, keepdims=None):
         """Variance with ``correction`` (default 1: Bessel's correction, as in torch)."""
@@ -993,9 +1009,15 @@ def extreme(x: Tensor, dim, keepdim: bool, kind: str):
     if isinstance(dim, Tensor):
         return binary_extreme(x, dim, "maximum" if kind == "max" else "minimum")
     if dim is None:
-        return op.amax(x, keepdim=keepdim) if kind == "max" else op.amin(x, keepdim=keepdim)
+        if is_int(x):
+            return x.amax(keepdim=keepdim) if kind == "max" else x.amin(keepdim=keepdim)
+        # torch's max()/min(): a NaN result shares the gradient between the NaNs (amax: NaN gradients)
+        reduce = op.amax if kind == "max" else op.amin
+        return reduce(x, keepdim=keepdim, nan_shares=True)
     if not isinstance(dim, int) or isinstance(dim, bool):
         raise TypeError(f"{kind}: dim must be an int (use amax/amin for several axes), got {dim!r}")
+    if is_int(x):
+        return MaxMin(int_reduce("a" + kind, x, dim, keepdim), int_reduce("arg" + kind, x, dim, keepdim))
     values = op.extreme_dim(x, axis=dim, keepdim=keepdim, negate=kind == "min")   # grad to the first extreme
     indices = op.argmax(x, axis=dim, keepdim=keepdim) if kind == "max" else op.argmin(x, axis=dim, keepdim=keepdim)
     return MaxMin(values, indices)

@@ -43,6 +43,7 @@ class OpInfo:
     grad_atol: float = 1e-3
     grad_rtol: float = 1e-2
     fd_eps: float = 1e-6
+    capturable: bool = True                     # False: the call reads or uploads host data, so gg.capture refuses it
 
 
 OPINFOS: list[OpInfo] = []

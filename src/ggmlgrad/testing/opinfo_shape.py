@@ -210,7 +210,8 @@ register(
            lambda r: [Sample((_n(r, 5, 3), 0, 1, 3)), Sample((_n(r, 2, 5), -1, 4, 1))]),
     OpInfo("getitem", ("slice", "slice_backward"), lambda a, k: a[k], lambda a, k: np.array(a[k]), _getitem_cases),
     OpInfo("getitem_list", ("index_select", "index_select_backward"), lambda a, k: a[k],
-           lambda a, k: np.array(a[k]), _getitem_list_cases),
+           lambda a, k: np.array(a[k]), _getitem_list_cases,
+           capturable=False),   # a list index is host data uploaded by the call: a capture refuses it
     OpInfo("getitem_tensor", ("index_select", "slice"), lambda a, i: a[1:, i], lambda a, i: a[1:, i],
            lambda r: [Sample((_n(r, 3, 4), _idx(3, -1, 0, 3)), nondiff=(1,)),
                       Sample((_n(r, 3, 4, 2), np.array([[0, 1], [2, 2]], dtype=np.int32)), nondiff=(1,))]),
