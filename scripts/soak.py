@@ -39,7 +39,7 @@ def rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
-def make_step(run: str, seed: int = 0):
+def make_step(run: str, seed: int = 0, sizes: tuple = SIZES, batch: int = BATCH, n_batch_sizes: int = N_BATCH_SIZES):
     """(step(i) -> None) for ``run``; batches are drawn once, up front (the loop allocates nothing new)."""
     import numpy as np
 
@@ -47,15 +47,15 @@ def make_step(run: str, seed: int = 0):
     gg.manual_seed(seed)
     rng = np.random.default_rng(seed)
     layers = []
-    for i, (a, b) in enumerate(zip(SIZES[:-1], SIZES[1:])):
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
         layers.append(gg.nn.Linear(a, b))
-        if i < len(SIZES) - 2:
+        if i < len(sizes) - 2:
             layers.append(gg.nn.ReLU())
     model = gg.nn.Sequential(*layers)
     opt = gg.optim.Adam(model.parameters(), lr=1e-3)
-    batch_sizes = [BATCH] if run != "graph-sizes" else [BATCH - k for k in range(N_BATCH_SIZES)]
-    data = [(rng.standard_normal((n, SIZES[0]), dtype=np.float32),
-             rng.integers(0, SIZES[-1], n).astype(np.int32)) for n in batch_sizes]
+    batch_sizes = [batch] if run != "graph-sizes" else [batch - k for k in range(n_batch_sizes)]
+    data = [(rng.standard_normal((n, sizes[0]), dtype=np.float32),
+             rng.integers(0, sizes[-1], n).astype(np.int32)) for n in batch_sizes]
     loss_fn = gg.nn.functional.cross_entropy
 
     if run == "capture":
@@ -76,10 +76,14 @@ def make_step(run: str, seed: int = 0):
     return step
 
 
-def soak(run: str, steps: int, warmup: int, every: int, out=sys.stdout) -> dict:
-    """Run ``steps`` steps; returns {"warm_mb", "end_mb", "growth_mb", "max_mb", "seconds", "rows"}."""
-    step = make_step(run)
+def soak(run: str, steps: int, warmup: int, every: int, out=sys.stdout, **net) -> dict:
+    """Run ``steps`` steps (``net``: :func:`make_step`'s sizes, batch, n_batch_sizes); returns
+    {"warm_mb", "end_mb", "growth_mb", "max_mb", "seconds", "rows", "plan_builds"} (plan builds:
+    graph plans made after warm-up)."""
+    from ggmlgrad.engine.plans import GRAPH_PLANS
+    step = make_step(run, **net)
     rows = []
+    builds = GRAPH_PLANS.misses
     t0 = time.perf_counter()
     warm = None
     peak = 0
@@ -88,6 +92,7 @@ def soak(run: str, steps: int, warmup: int, every: int, out=sys.stdout) -> dict:
         done = i + 1
         if done == warmup:
             warm = rss_bytes()
+            builds = GRAPH_PLANS.misses
         if done % every == 0 or done == steps:
             r = rss_bytes()
             peak = max(peak, r)
@@ -98,7 +103,8 @@ def soak(run: str, steps: int, warmup: int, every: int, out=sys.stdout) -> dict:
     if warm is None:
         warm = rows[0][1]
     return {"warm_mb": warm / 2**20, "end_mb": end / 2**20, "growth_mb": (end - warm) / 2**20,
-            "max_mb": max(peak, end) / 2**20, "seconds": time.perf_counter() - t0, "rows": rows}
+            "max_mb": max(peak, end) / 2**20, "seconds": time.perf_counter() - t0, "rows": rows,
+            "plan_builds": GRAPH_PLANS.misses - builds}
 
 
 def main(argv=None) -> int:
@@ -110,26 +116,33 @@ def main(argv=None) -> int:
                                                "at least 400)")
     ap.add_argument("--every", type=int, help="print RSS every this many steps (default: steps // 20)")
     ap.add_argument("--limit-mb", type=float, default=5.0, help="largest allowed growth after warm-up")
+    ap.add_argument("--net", default="-".join(map(str, SIZES)), help="layer sizes (default 64-64-64-8)")
+    ap.add_argument("--batch", type=int, default=BATCH, help="batch size (graph-sizes: the largest)")
+    ap.add_argument("--batch-sizes", type=int, default=N_BATCH_SIZES, help="graph-sizes: how many batch sizes")
     args = ap.parse_args(argv)
     runs = list(DEFAULT_STEPS) if args.run == "all" else [args.run]
     if len(runs) > 1:  # one process per run: caches of one run must not count against another
         rc = 0
         for run in runs:
-            cmd = [sys.executable, os.path.abspath(__file__), "--run", run, "--limit-mb", str(args.limit_mb)]
+            cmd = [sys.executable, os.path.abspath(__file__), "--run", run, "--limit-mb", str(args.limit_mb),
+                   "--net", args.net, "--batch", str(args.batch), "--batch-sizes", str(args.batch_sizes)]
             for opt in ("steps", "warmup", "every"):
                 if getattr(args, opt) is not None:
-                    cmd += [f"--{opt}", str(getattr(args, opt))]
+                    cmd += [f"--{opt.replace('_', '-')}", str(getattr(args, opt))]
             rc |= subprocess.call(cmd)
         return rc
     run = runs[0]
     steps = args.steps or DEFAULT_STEPS[run]
     warmup = args.warmup if args.warmup is not None else max(400, steps // 10)
     every = args.every or max(1, steps // 20)
-    r = soak(run, steps, min(warmup, steps), every)
+    net = {"sizes": tuple(int(n) for n in args.net.split("-")), "batch": args.batch,
+           "n_batch_sizes": args.batch_sizes}
+    r = soak(run, steps, min(warmup, steps), every, **net)
     ok = r["growth_mb"] <= args.limit_mb
     print(f"{run}: {steps} steps in {r['seconds']:.1f} s; RSS {r['warm_mb']:.2f} MB after {warmup} warm-up steps, "
           f"{r['end_mb']:.2f} MB at the end (max {r['max_mb']:.2f}): growth {r['growth_mb']:+.2f} MB "
-          f"(limit {args.limit_mb} MB) {'OK' if ok else 'FAILED'}", flush=True)
+          f"(limit {args.limit_mb} MB), {r['plan_builds']} graph plans built after warm-up "
+          f"{'OK' if ok else 'FAILED'}", flush=True)
     return 0 if ok else 1
 
 
