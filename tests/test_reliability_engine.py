@@ -173,6 +173,14 @@ def test_a_failed_eager_op_raises_graph_error_at_its_call_on_the_plan_path_too()
 
 
 # ---------------------------------------------------------------------------- 3. modes
+@pytest.fixture
+def eager_outside():
+    """Eager mode outside the test's blocks (under GGMLGRAD_GRAPH=1 too), so leaving one drains."""
+    with gg.graph_mode(False):
+        yield
+
+
+@pytest.mark.usefixtures("eager_outside")
 @pytest.mark.parametrize("block", ["local_mode", "graph_mode"])
 def test_modes_are_restored_when_the_drain_at_the_exit_fails(block):
     x = gg.tensor([1.0, 2.0])
@@ -193,6 +201,7 @@ def test_modes_are_restored_when_the_drain_at_the_exit_fails(block):
     assert (x * 3).tolist() == [3.0, 6.0]
 
 
+@pytest.mark.usefixtures("eager_outside")
 @pytest.mark.parametrize("block", ["local_mode", "graph_mode"])
 def test_the_users_exception_propagates_with_the_drain_failure_attached(block):
     x = gg.tensor([1.0, 2.0])
@@ -218,6 +227,7 @@ def test_the_users_exception_propagates_with_the_drain_failure_attached(block):
     assert z.tolist() == [4.0, 8.0]
 
 
+@pytest.mark.usefixtures("eager_outside")
 def test_turning_graph_mode_off_leaves_it_off_when_the_drain_fails():
     x = gg.tensor([1.0])
     prev = gg.graph_mode(True)
