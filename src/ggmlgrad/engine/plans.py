@@ -113,7 +113,8 @@ class OwnedGraph:
         """Allocate the intermediates once (MemoryError, before allocating, when they cannot fit)."""
         if _FAULTS:
             _fault("alloc")
-        check_graph(self.executor.device, self.graph, self.results_bytes)
+        with COMPUTE_LOCK:
+            check_graph(self.executor.device, self.graph, self.results_bytes)
         self.sched, self._keep = self.executor.new_sched(self.size)
         if not lib.backend_sched_alloc_graph(self.sched, self.graph):
             raise MemoryError("ggmlgrad: could not allocate a graph's intermediates")

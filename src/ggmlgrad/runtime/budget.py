@@ -118,32 +118,32 @@ class _Pricer:
         self.galloc = lib.gallocr_new(buft)
         self.cell, self.addr = size_cell()
         self.fn = lib.gallocr_reserve_n_size
-        self.lock = threading.Lock()
 
-    def __call__(self, graph: int) -> int:
-        with self.lock:
-            self.fn(self.galloc, graph, None, None, self.addr)
-            return self.cell.value
+
+def _pricer(device: Device) -> _Pricer | None:
+    pricer = _pricers.get(device.dev_ptr)
+    if pricer is None and hasattr(lib, "gallocr_reserve_n_size"):  # else a ggml without the API: no check
+        with _lock:
+            pricer = _pricers.get(device.dev_ptr) or _Pricer(device.buffer_type)
+            if pricer.galloc:
+                _pricers[device.dev_ptr] = pricer
+    return pricer if pricer is not None and pricer.galloc else None
 
 
 def graph_need(device: Device, graph: int) -> int:
-    """Bytes ggml's allocator would allocate for ``graph``'s tensors that have no memory yet."""
-    pricer = _pricers.get(device.dev_ptr)
+    """Bytes ggml's allocator would allocate for ``graph``'s tensors that have no memory yet (the
+    caller holds ``executor.COMPUTE_LOCK``, which also guards the allocator measuring it)."""
+    pricer = _pricers.get(device.dev_ptr) or _pricer(device)
     if pricer is None:
-        if not hasattr(lib, "gallocr_reserve_n_size"):
-            return 0  # a ggml without the size-only API: no check
-        with _lock:
-            pricer = _pricers.get(device.dev_ptr) or _Pricer(device.buffer_type)
-            if not pricer.galloc:
-                return 0
-            _pricers[device.dev_ptr] = pricer
-    return pricer(graph)
+        return 0
+    pricer.fn(pricer.galloc, graph, None, None, pricer.addr)
+    return pricer.cell.value
 
 
 def check_graph(device: Device, graph: int, extra: int = 0, what: str = "the graph") -> None:
     """Raise MemoryError when ``graph``'s intermediates (plus ``extra`` bytes of host memory just
     allocated for its results, which the OS counts only once written) do not fit in ``device``'s
-    free memory. Called before ggml allocates them."""
+    free memory. Called before ggml allocates them, holding ``executor.COMPUTE_LOCK``."""
     need = graph_need(device, graph)
     if device.is_host:
         need += extra
