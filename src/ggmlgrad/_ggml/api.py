@@ -114,6 +114,8 @@ _CPU = {"ggml_backend_cpu_set_n_threads": "v:pi", "ggml_backend_cpu_init": "p:"}
 _THREADPOOL_BASE = {"ggml_threadpool_params_init": "v:pi"}
 _THREADPOOL_CPU = {"ggml_threadpool_new": "p:p", "ggml_threadpool_free": "v:p", "ggml_backend_cpu_set_threadpool": "v:pp"}
 _CPU_FEATURES = {"ggml_cpu_has_avx512": "i:", "ggml_cpu_has_avx2": "i:", "ggml_cpu_has_avx": "i:"}
+# Size-only graph allocation (a graph's need is measured before anything is allocated).
+_GALLOCR = {"ggml_gallocr_new": "p:p", "ggml_gallocr_free": "v:p", "ggml_gallocr_reserve_n_size": "v:ppppp"}
 
 
 def _declare(cdll: ctypes.CDLL, table: dict[str, str], ns: SimpleNamespace, optional: bool = False) -> None:
@@ -148,6 +150,7 @@ def _build() -> tuple[SimpleNamespace, LibraryInfo]:
     _declare(cpu, _CPU_FEATURES, ns, optional=True)
     _declare(base, _THREADPOOL_BASE, ns, optional=True)
     _declare(cpu, _THREADPOOL_CPU, ns, optional=True)
+    _declare(base, _GALLOCR, ns, optional=True)
     return ns, info
 
 
@@ -291,6 +294,12 @@ def backend_dev_memory(dev_ptr: int) -> tuple[int, int]:
     free, total = ctypes.c_size_t(), ctypes.c_size_t()
     lib.backend_dev_memory(dev_ptr, ctypes.addressof(free), ctypes.addressof(total))
     return free.value, total.value
+
+
+def size_cell() -> tuple[ctypes.c_size_t, int]:
+    """A size_t output cell and its address (``ggml_gallocr_reserve_n_size`` writes sizes there)."""
+    cell = ctypes.c_size_t()
+    return cell, ctypes.addressof(cell)
 
 
 def pointer_array(values):

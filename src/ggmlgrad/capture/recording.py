@@ -25,6 +25,7 @@ from ..engine.plans import OwnedGraph
 from ..engine.queue import _OVERHEAD
 from ..ops import op
 from ..runtime import Device, Storage, choose_threads, get_num_threads
+from ..runtime.faults import ARMED as _FAULTS, hit as _fault
 from ..tensor import no_grad
 from ..tensor import random as _random
 from ..tensor.creation import generator
@@ -136,8 +137,8 @@ class ReplayGraph(OwnedGraph):
     def allocate(self) -> None:
         try:
             super().allocate()
-        except MemoryError:
-            raise MemoryError(f"capture: could not allocate the {self.label} graph's intermediates") from None
+        except MemoryError as e:
+            raise MemoryError(f"capture: could not allocate the {self.label} graph's intermediates: {e}") from None
 
     def compute(self) -> None:  # type: ignore[override]
         if self.n_nodes == 0:
@@ -406,6 +407,8 @@ class Inputs:
                     hi = b
         if lo < 0 or hi <= lo:
             return
+        if _FAULTS:
+            _fault("upload")
         if not self.host:
             self.block.write(self.stage_addr + lo, hi - lo, lo)
         sent[lo:hi] = stage[lo:hi]  # in host memory, this is the upload

@@ -3,7 +3,7 @@ from .array import COMPUTED, FAILED, PENDING, Array, ggml_ne
 from .counters import COUNTERS, counters, graph_node_counts, reset_counters
 from .dtypes import DType, bfloat16, float16, float32, int32
 from . import dtypes
-from .errors import CaptureError, GraphError, PendingError
+from .errors import CaptureError, GraphError, GraphMemoryError, PendingError
 from .modes import ModeSetting, check_enabled, graph_enabled, graph_mode, local_mode, matmul_precision, precision
 from .queue import ENGINE, Engine, is_pending, queue_length, user_site
 from .transfer import download, host_array, new_from_host, upload_into

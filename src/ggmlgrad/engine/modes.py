@@ -70,8 +70,8 @@ class ModeSetting:
     def __enter__(self):
         return self.previous
 
-    def __exit__(self, *exc) -> None:
-        self._restore()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        _restore_all([self._restore], exc)
 
 
 def _validate_bool(fn: str, name: str, v, allow_none: bool) -> None:
@@ -83,10 +83,38 @@ def _validate_bool(fn: str, name: str, v, allow_none: bool) -> None:
 
 
 def _set_graph(on: bool) -> None:
-    if not on and graph_enabled():
-        for fn in _on_graph_off:
-            fn()
-    _graph.set(on)
+    was_on = graph_enabled()
+    _graph.set(on)  # set first: a failing drain below must not leave graph mode on
+    if was_on and not on:
+        _graph_turned_off()
+
+
+def _graph_turned_off() -> None:
+    """Leaving graph mode is a sync point: drain (a failure raises, the mode stays off)."""
+    for fn in _on_graph_off:
+        fn()
+
+
+def _restore_all(restores: list[Callable[[], None]], exc: BaseException | None) -> None:
+    """Run every restore, even when one raises (a drain leaving graph mode). When the block itself
+    raised (``exc``), its exception propagates and a restore failure is attached to it as a note;
+    otherwise the first restore failure is raised."""
+    failure = None
+    for restore in restores:
+        try:
+            restore()
+        except BaseException as e:  # noqa: PERF203 (few restores)
+            if failure is None:
+                failure = e
+    if failure is None:
+        return
+    if exc is None:
+        raise failure
+    note = f"ggmlgrad: leaving the mode block also drained the queue, which failed: {type(failure).__name__}: {failure}"
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:  # Python 3.10
+        exc.__notes__ = [*getattr(exc, "__notes__", []), note]
 
 
 def graph_mode(on: bool | None = None, check: bool | None = None):
@@ -116,13 +144,12 @@ def graph_mode(on: bool | None = None, check: bool | None = None):
         _set_graph(on)
 
     def restore() -> None:
+        # Every setting back first, then the drain that leaving graph mode implies.
+        was_on = graph_enabled()
         _check.set(prev_check_raw)
-        if prev_graph_raw is None:
-            if graph_enabled() and not _env_flag("GGMLGRAD_GRAPH"):
-                _set_graph(False)
-            _graph.set(None)
-        else:
-            _set_graph(prev_graph_raw)
+        _graph.set(prev_graph_raw)
+        if was_on and not graph_enabled():
+            _graph_turned_off()
 
     return ModeSetting(prev_graph, restore)
 
@@ -172,6 +199,7 @@ class local_mode:
             self._settings.append(graph_mode(self.graph, check=self.check))
         return self
 
-    def __exit__(self, *exc) -> None:
-        while self._settings:
-            self._settings.pop().__exit__(None, None, None)
+    def __exit__(self, exc_type, exc, tb) -> None:
+        restores = [s._restore for s in reversed(self._settings)]
+        self._settings = []
+        _restore_all(restores, exc)

@@ -33,11 +33,12 @@ from contextlib import contextmanager
 from typing import Callable
 
 from .._ggml import InitParams, lib
-from ..runtime import Device, Storage, choose_threads, executor_for
+from ..runtime import Device, Storage, budget, choose_threads, executor_for
+from ..runtime.faults import ARMED as _FAULTS, hit as _fault
 from . import modes
 from .array import COMPUTED, FAILED, PENDING, Array, ggml_ne
 from .counters import COUNTERS
-from .errors import GraphError, PendingError
+from .errors import GraphError, GraphMemoryError, PendingError
 from .flat import FlatNode
 from .local import PerThread, first_epoch, owner_of, register, retire
 from .plans import GRAPH_PLANS, OP_PLANS, Plan, Uncacheable, freeze_params
@@ -270,6 +271,8 @@ class Engine:
                 out._storage = Storage(out.device, 1)
                 out._status = COMPUTED
                 return out
+            if out.numel_ > budget.HUGE_NUMEL:  # larger than the device's memory: raise before queuing
+                budget.check_tensor(out.device, out.nbytes, f"{label}'s result of shape {out.shape} ({out.dtype.name})")
             if self._hold == 0 and params is not None and self.guard is None:
                 if not modes.graph_enabled():
                     if (self._fail_next is None and not self.roots and not self.effects
@@ -568,12 +571,13 @@ class Engine:
                 return False
         COUNTERS.drains["eager"] += 1
         w = work or float(out.numel_)
-        status = plan.run([x._storage for x in inputs], (s,), choose_threads(w, w))
-        if status != 0:
+        try:
+            status = plan.run([x._storage for x in inputs], (s,), choose_threads(w, w))
+            if status != 0:
+                raise RuntimeError(f"ggml graph compute returned status {status}")
+        except Exception as e:  # as the ordinary path reports it
             COUNTERS.failed += 1
-            raise GraphError(self._failure_message(
-                [_phase_label.get() or label], user_site(2),
-                RuntimeError(f"ggml graph compute returned status {status}"), "eager"))
+            raise GraphError(self._failure_message([_phase_label.get() or label], user_site(2), e, "eager")) from e
         COUNTERS.compute("eager", plan.n_nodes)
         out._storage = s
         return True
@@ -686,7 +690,10 @@ class Engine:
             self._new_epoch_state()
             outs: list[Array] = []
             try:
+                if _FAULTS:
+                    _fault("alloc")
                 allocated: dict[int, Storage] = {}
+                results_bytes = 0
                 for ref, node in roots:
                     a = ref()
                     if a is None or a._status != PENDING or a._node != node:
@@ -695,6 +702,7 @@ class Engine:
                     if s is None:
                         s = allocated[node] = Storage(a.device, a.nbytes)
                         lib.backend_tensor_alloc(s.buffer, node, s.data)
+                        results_bytes += s.nbytes
                     a._storage = s  # an alias (alias_pending) shares its base's memory
                     outs.append(a)
                 used = 0
@@ -712,7 +720,8 @@ class Engine:
                     raise self._fail_error(msg)
                 n_nodes = lib.graph_n_nodes(graph)
                 if n_nodes:
-                    status = executor_for(device).compute(graph, n_tensors, choose_threads(work, max_work))
+                    status = executor_for(device).compute(graph, n_tensors, choose_threads(work, max_work),
+                                                          results_bytes)
                     if status != 0:
                         raise RuntimeError(f"ggml graph compute returned status {status}")
                     COUNTERS.compute(reason, n_nodes)
@@ -728,6 +737,16 @@ class Engine:
                 self._draining = False
             return True
 
+    def _fail_queue(self, e: BaseException, reason: str):
+        """A drain failed before it took the queue: take it now (its tensors fail), then raise as :meth:`_fail`."""
+        roots, labels, site, epoch = self.roots, self.labels, self.site, self.epoch
+        for ctx in self.ctx_list:
+            self._ctxs.put(ctx)
+        self.epoch += 1
+        self._new_epoch_state()
+        COUNTERS.drains[reason] += 1
+        self._fail(e, roots, labels, site, reason, epoch)
+
     def _fail(self, e: BaseException, roots, labels, site, reason: str, epoch: int):
         """A drain failed: its pending tensors become failed (with the reason), then raise."""
         COUNTERS.failed += 1
@@ -740,7 +759,7 @@ class Engine:
                 a._error = "ggmlgrad: this tensor has no value because its graph failed.\n" + msg
         if not isinstance(e, Exception):
             raise e
-        raise GraphError(msg) from e
+        raise (GraphMemoryError if isinstance(e, MemoryError) else GraphError)(msg) from e
 
     def _plan_signature(self):
         """(key, leaf arrays, kept results by op index) of a queue of lazily recorded ops only, or
@@ -779,9 +798,16 @@ class Engine:
         plan = GRAPH_PLANS.plans.get(key, False)
         if plan is None:
             return False
+        if plan is not False:
+            GRAPH_PLANS.touch(plan)
         device = self.device
         order = sorted(kept)
-        outs = [Storage(device, kept[j][0].nbytes) for j in order]
+        try:
+            if _FAULTS:
+                _fault("alloc")
+            outs = [Storage(device, kept[j][0].nbytes) for j in order]
+        except BaseException as e:  # the queue must not stay behind to fail every later drain
+            self._fail_queue(e, reason)
         if plan is False:
             if not GRAPH_PLANS.want(key):
                 return False

@@ -10,7 +10,9 @@ import os
 import threading
 
 from .._ggml import backend_set_threads_fn, consts, lib, new_threadpool, pointer_array, view_source
+from .budget import check_graph
 from .device import ACCELERATORS, Device, cpu_device
+from .faults import ARMED as _FAULTS, hit as _fault
 
 _INITIAL_GRAPH_SIZE = 8192
 # Persistent CPU threadpools by (CPU backend, thread count). Without one, every ggml CPU compute
@@ -131,9 +133,15 @@ class Executor:
                 return True
         return False
 
-    def compute(self, graph: int, graph_size: int, threads: int) -> int:
-        """Allocate intermediates and compute ``graph``; returns the ggml status (0 = success)."""
+    def compute(self, graph: int, graph_size: int, threads: int, results_bytes: int = 0) -> int:
+        """Allocate intermediates and compute ``graph``; returns the ggml status (0 = success).
+
+        MemoryError, before anything is allocated, when the intermediates (and ``results_bytes``
+        just allocated for its results) do not fit in the device's memory."""
+        if _FAULTS:
+            _fault("compute")
         with COMPUTE_LOCK:
+            check_graph(self.device, graph, results_bytes)
             self._ensure_sched(graph_size)
             self.set_threads(threads)
             lib.backend_sched_reset(self.sched)

@@ -12,6 +12,7 @@ import threading
 
 from .._ggml import InitParams, ScratchTensor, consts, host_copy, init_leaf_header, lib
 from .device import Device
+from .faults import ARMED as _FAULTS, hit as _fault
 
 _MAX_CACHED_BYTES = int(os.environ.get("GGMLGRAD_POOL_BYTES", str(1 << 30)))
 
@@ -138,7 +139,11 @@ class Storage:
                 pool.live_bytes += size
                 pool.live_count += 1
                 return
-        self.buffer, self.data, self.capacity = pool.take(device, nbytes)
+        try:
+            self.buffer, self.data, self.capacity = pool.take(device, nbytes)
+        except BaseException:
+            self.buffer = 0  # what __del__ reads of a storage that never got memory
+            raise
 
     def __del__(self) -> None:
         buf = self.buffer
@@ -180,6 +185,8 @@ class Storage:
 
     # Raw byte movement; counting and capture guards live in the engine.
     def write(self, src_addr: int, nbytes: int, offset: int = 0) -> None:
+        if _FAULTS:
+            _fault("upload")
         if self.device.is_host:
             host_copy(self.data + offset, src_addr, nbytes)
         else:
@@ -187,6 +194,8 @@ class Storage:
             lib.backend_tensor_set(t, src_addr, offset, nbytes)
 
     def read(self, dst_addr: int, nbytes: int, offset: int = 0) -> None:
+        if _FAULTS:
+            _fault("download")
         if self.device.is_host:
             host_copy(dst_addr, self.data + offset, nbytes)
         else:
