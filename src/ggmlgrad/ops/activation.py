@@ -305,7 +305,7 @@ def _log_softmax_backward_op(ctx, nodes, inputs, out, axis=-1):
         if ax == len(shape) - 1 and shape[-1] >= SIMD_FLOATS:
             p = lib.soft_max(ctx, y)
         else:
-            p = merged_op(ctx, lib.exp, (y,), shape)
+            p = merged_op(ctx, fast_math.exp, (y,), shape)
             if type(p) is FlatNode:
                 p = p.shaped(ctx)
     return merged_op(ctx, lib.sub, (g, lib.mul(ctx, p, total)), shape)

@@ -178,7 +178,7 @@ def _pow_magnitude(ctx, x, p):
         e1, e2 = _eq_const(ctx, la, 0.0), _eq_const(ctx, p, 0.0)
         trivial = lib.sub(ctx, lib.add(ctx, e1, e2), lib.mul(ctx, e1, e2))      # e1 or e2
     zero = scalar_parts(ctx, trivial, 0.0)
-    return lib.exp(ctx, select_node(ctx, trivial, zero, branch_parts(ctx, prod)))
+    return fast_math.exp(ctx, select_node(ctx, trivial, zero, branch_parts(ctx, prod)))
 
 
 def _pow_general(ctx, x, p):

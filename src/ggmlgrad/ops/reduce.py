@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .._ggml import consts, lib
 from ..engine import float32, int32
+from . import fast_math
 from .build import expand, owned, permute, repeat_one, reshape, shape_only, sum_to
 from .elementwise import FLT_MAX, _cmp_from_diff, branch_parts, is_number01, select_node
 from .registry import define, op, same_float
@@ -371,7 +372,7 @@ def _reduce_backward(ctx, nodes, inputs, out, kind, axis=None, correction=1):
         return lib.scale(ctx, lib.mul(ctx, lib.sub(ctx, nx, mean), g), c)
     d = lib.sub(ctx, nx, reshape(ctx, nodes[2], kept))
     if kind == "logsumexp":
-        return lib.mul(ctx, lib.exp(ctx, d), g)
+        return lib.mul(ctx, fast_math.exp(ctx, d), g)
     # x == extreme with IEEE equality (inf == inf; a NaN extreme matches nothing: 0/0 = NaN gradients, as torch)
     hit = _cmp_from_diff(ctx, d, lib.add(ctx, nx, reshape(ctx, nodes[2], kept)), "eq")
     if kind == "max_all":   # a NaN result matches the NaN positions (torch's evenly_distribute_backward)
