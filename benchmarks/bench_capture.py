@@ -313,7 +313,7 @@ def main() -> None:
     from ggmlgrad.runtime import executor_for, get_device, get_num_threads
     info = gg.info()
     print(f"ggmlgrad {gg.__version__}; ggml {info['ggml_version']} {info['build']}, vector kernels "
-          f"{info['vector_kernels']} [{info['library_dir']}]; backends {executor_for(get_device()).backend_names}; "
+          f"{info.get('vector_kernels', False)} [{info['library_dir']}]; backends {executor_for(get_device()).backend_names}; "
           f"threads {get_num_threads() or 'auto'}; {os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}")
     LABELS = labels(acts)
     # Each framework runs in its own process, the processes taking turns round by round: in one
