@@ -101,7 +101,15 @@ def test_every_one_or_two_array_opinfo_is_fuzzed():
         sig = fz._sig(o, rng)
         if o.name not in fz._AUTO_SKIP and sig in ({("A",)}, {("A", "A")}):
             assert o.name in ops, o.name
+    for name in fz._PARAM_OPS:
+        assert name in ops or fz._REPLACED[name] in ops, name
 
 
 def test_known_open_entries_have_reasons():
     assert all(isinstance(v, str) and len(v) > 20 for v in fz.KNOWN_OPEN.values())
+
+
+def test_docstring_example():
+    import doctest
+    result = doctest.testmod(fz)
+    assert result.attempted > 0 and result.failed == 0
