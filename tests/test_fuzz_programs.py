@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 from ggmlgrad.testing import fuzz_programs as fz
 from ggmlgrad.testing.opinfo import all_opinfos
@@ -92,6 +91,8 @@ def test_a_crash_fails_the_run_and_prints_the_program(monkeypatch):
     ok, report = fz.run_subprocess(7, 4, ("eager",), timeout=120)
     assert not ok
     assert "seed 7, example 2" in report and "program_from_json" in report
+    done, failures = fz.run_many(7, 4, ("eager",), chunk=4)       # the long run goes on after a crash
+    assert done == 4 and len(failures) == 1 and "example 2" in failures[0]
 
 
 def test_every_one_or_two_array_opinfo_is_fuzzed():
