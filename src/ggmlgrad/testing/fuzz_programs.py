@@ -121,7 +121,8 @@ def _known_open(name: str, operands: list, params: tuple) -> str:
     tiny_or_huge = any(((np.abs(v) < 1e-20) & (v != 0)).any() or (np.abs(v) > 1e20).any() for v in operands)
     if name in ("remainder", "floor_divide") and (any(not np.isfinite(v).all() for v in operands) or
                                                   (operands[1] == 0).any() or tiny_or_huge or
-                                                  (np.abs(operands[0]) > 1e3 * np.abs(operands[1])).any()):
+                                                  (np.abs(operands[0]) > 1e3 * np.abs(operands[1])).any() or
+                                                  (np.abs(operands[0]) > 1e3).any()):
         return "remainder_special"
     return ""
 
