@@ -1,8 +1,10 @@
 """The op-program fuzzer (ggmlgrad.testing.fuzz_programs): its checker can fail, and a fixed-seed run of
-2,000 programs, each in eager, graph, check and capture mode, passes in a subprocess."""
+2,600 programs passes in a subprocess with at least 2,000 runs in each of eager, graph, check and capture
+mode (capture skips programs with empty tensors: KNOWN_OPEN["capture_empty"])."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -12,13 +14,18 @@ from ggmlgrad.testing import fuzz_programs as fz
 from ggmlgrad.testing.opinfo import all_opinfos
 
 CI_SEED = 20261130
-CI_EXAMPLES = int(os.environ.get("GGMLGRAD_FUZZ_EXAMPLES", "2000"))
+CI_EXAMPLES = int(os.environ.get("GGMLGRAD_FUZZ_EXAMPLES", "2600"))
+CI_RUNS_PER_MODE = 2000
 
 
 def test_fixed_seed_run_in_every_mode():
     ok, report = fz.run_subprocess(CI_SEED, CI_EXAMPLES, fz.MODES, timeout=1200)
     assert ok, report
     assert f"{CI_EXAMPLES} programs x 4 modes" in report
+    runs = dict(x.rsplit(" ", 1) for x in re.search(r"runs per mode: (.*)", report).group(1).split(", "))
+    assert set(runs) == set(fz.MODES)
+    if CI_EXAMPLES >= 2600:
+        assert all(int(c) >= CI_RUNS_PER_MODE for c in runs.values()), runs
 
 
 def test_compare_catches_nan_inf_and_value_differences():
@@ -30,36 +37,46 @@ def test_compare_catches_nan_inf_and_value_differences():
     assert "shape" in fz.compare(exp[:2], exp, 1e-5, 1e-4)
 
 
-def _program_with(op_name: str, seed: int = 5) -> fz.Program:
-    for i in range(400):
-        p = fz.generate(seed, i)
-        if not p.expect_error and any(s.op == op_name for s in p.steps):
-            return p
-    raise AssertionError(f"no program with {op_name}")
+def _program(*ops: str, backward: bool = False) -> fz.Program:
+    """A hand-made chain of unary ops on one (3, 4) input with NaN, Inf and ordinary values."""
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    x[0, :2] = [np.nan, np.inf]
+    steps = [fz.Step(name, [["i", 0] if k == 0 else ["s", k - 1]], ()) for k, name in enumerate(ops)]
+    weights = [np.ones((3, 4), np.float32) for _ in ops] if backward else []
+    return fz.Program(0, 0, [x], [0] if backward else [], steps, backward, False, weights)
 
 
 def test_a_wrong_op_is_caught_in_every_mode(monkeypatch):
-    prog = _program_with("exp")
-    assert fz.check_program(prog, ("eager",)).ok or True     # may carry a known-open class; the broken one must fail
-    ops = fz.fuzz_ops()
-    monkeypatch.setattr(ops["exp"], "call", lambda t: t.exp() * 1.001 + 1e-3)
+    prog = _program("exp", "neg", backward=True)
+    assert fz.check_program(prog, fz.MODES).ok
+    monkeypatch.setattr(fz.fuzz_ops()["exp"], "call", lambda t: t.exp() * 1.001 + 1e-3)
     rep = fz.check_program(prog, fz.MODES)
     assert not rep.ok
-    assert any("exp" in p for p in rep.problems)
+    assert sum("step s0 exp" in p for p in rep.problems) == 4, rep.problems
 
 
 def test_an_error_outside_the_allowed_types_and_a_mode_disagreement_are_caught(monkeypatch):
-    prog = _program_with("neg")
-    ops = fz.fuzz_ops()
+    prog = _program("neg", "tanh")
 
     def bad(t):
         if fz.gg.graph_mode():
             raise AttributeError("broken")
         return -t
-    monkeypatch.setattr(ops["neg"], "call", bad)
+    monkeypatch.setattr(fz.fuzz_ops()["neg"], "call", bad)
     rep = fz.check_program(prog, ("eager", "graph"))
     assert any("outside ValueError" in p for p in rep.problems)
     assert any("modes disagree" in p for p in rep.problems)
+
+
+def test_a_wrong_gradient_is_caught(monkeypatch):
+    import ggmlgrad as gg
+    prog = _program("tanh", backward=True)
+    prog.inputs[0][0, :2] = [0.5, -0.25]                   # smooth everywhere: finite differences apply
+    assert fz.check_program(prog, ("eager",)).ok
+    monkeypatch.setattr(fz.fuzz_ops()["tanh"], "call", lambda t: gg.tanh(t) + t * 0.2)     # within atol, grad off
+    monkeypatch.setattr(fz.fuzz_ops()["tanh"], "atol", 1.0)
+    rep = fz.check_program(prog, ("eager",))
+    assert any("finite differences" in p for p in rep.problems), rep.problems
 
 
 def test_an_invalid_op_must_raise():
@@ -91,8 +108,9 @@ def test_a_crash_fails_the_run_and_prints_the_program(monkeypatch):
     ok, report = fz.run_subprocess(7, 4, ("eager",), timeout=120)
     assert not ok
     assert "seed 7, example 2" in report and "program_from_json" in report
-    done, failures = fz.run_many(7, 4, ("eager",), chunk=4)       # the long run goes on after a crash
+    done, failures, per_mode = fz.run_many(7, 4, ("eager",), chunk=4)       # the long run goes on after a crash
     assert done == 4 and len(failures) == 1 and "example 2" in failures[0]
+    assert per_mode == {"eager": 1}          # the chunk after the crash (the crashed one prints no counts)
 
 
 def test_every_one_or_two_array_opinfo_is_fuzzed():

@@ -87,6 +87,16 @@ KNOWN_OPEN: dict[str, str] = {
 }
 
 
+# How often each KNOWN_OPEN class (and capture's documented CaptureError refusal) hid a problem in this process.
+HITS: dict[str, int] = {}
+
+
+def _hit(key: str) -> str:
+    if key:
+        HITS[key] = HITS.get(key, 0) + 1
+    return key
+
+
 def _skip_mode(prog: "Program", mode: str, ref_vals: list) -> str:
     """The KNOWN_OPEN key that keeps ``mode`` from running ``prog`` ('' if none)."""
     if mode == "capture" and (any(a.size == 0 for a in prog.inputs) or
@@ -944,6 +954,8 @@ class _Gen:
         self.rng = np.random.default_rng([seed, index])
         self.seed, self.index = seed, index
         self.special_p = float(self.rng.choice((0.0, 0.0, 0.05, 0.2)))
+        # Empty tensors in one program of five: capture cannot take them yet (KNOWN_OPEN["capture_empty"]).
+        self.allow_empty = bool(self.rng.random() < 0.2)
         self.inputs: list = []
         self.grad_inputs: list = []
         self.vals: dict = {}           # ref -> float64 value
@@ -960,8 +972,11 @@ class _Gen:
             self.grad_inputs.append(k)
         return ref
 
+    def shape(self, shape: tuple) -> tuple:
+        return tuple(shape) if self.allow_empty else tuple(max(d, 1) for d in shape)
+
     def fresh(self, shape) -> tuple:
-        return self.add_input(_rand_values(self.rng, shape, self.special_p))
+        return self.add_input(_rand_values(self.rng, self.shape(shape), self.special_p))
 
     def pick_live(self) -> tuple:
         live = list(self.vals)
@@ -1026,10 +1041,11 @@ class _Gen:
             n = fshape[1] if len(fshape) > 1 else (fshape[0] if fshape else 1)
             shape = (fshape[:1] + fshape[2:] if len(fshape) > 1 else ()) if rng.random() < 0.9 else _rand_shape(rng, 2)
             if rng.random() < 0.15:                 # ignore_index rows
+                shape = self.shape(shape)
                 return np.where(rng.random(shape) < 0.5, -100, rng.integers(0, max(n, 1), size=shape)).astype(np.int32)
         r = rng.random()
         lo, hi = (0, max(n, 1)) if r < 0.7 else ((-n, max(n, 1)) if r < 0.85 else (-n - 2, n + 3))
-        return rng.integers(lo, hi, size=shape).astype(np.int32)
+        return rng.integers(lo, hi, size=self.shape(shape)).astype(np.int32)
 
     def step(self, ops: dict, names: list) -> bool:
         """Append one op; False when the program must end (its last op is invalid)."""
@@ -1090,7 +1106,7 @@ def generate(seed: int, index: int) -> Program:
     for _ in range(int(rng.integers(1, 4))):
         shape = _rand_shape(rng)
         if rng.random() < 0.12:
-            g.add_input(rng.integers(-3, 6, size=shape).astype(np.int32), grad_ok=False)
+            g.add_input(rng.integers(-3, 6, size=g.shape(shape)).astype(np.int32), grad_ok=False)
         else:
             g.fresh(shape)
     n_steps = int(rng.integers(1, 31))
@@ -1319,16 +1335,17 @@ def check_program(prog: Program, modes=MODES, fd: bool = True) -> Report:
     kinds, ref_vals = _kinds(prog)
     either = _either_error(prog, kinds) or _big_rank(prog, ref_vals)
     problems = []
-    modes = [m for m in modes if not _skip_mode(prog, m, ref_vals)]
+    modes = [m for m in modes if not _hit(_skip_mode(prog, m, ref_vals))]
     outcomes = {m: run_mode(prog, m) for m in modes}
     for m, o in outcomes.items():
         if o.kind == "error":
             if not issubclass(o.error_type, ALLOWED_ERRORS):
                 problems.append(f"{m}: exception of a type outside ValueError/TypeError/IndexError/RuntimeError: "
                                 f"{o.message}")
-            elif not prog.expect_error and not either and not (m == "capture" and o.error == "CaptureError"):
+            elif not prog.expect_error and not either and not (m == "capture" and _hit(
+                    "capture_refused (CaptureError, documented)" if o.error == "CaptureError" else "")):
                 problems.append(f"{m}: raised {o.message} but the reference gives values")
-        elif prog.expect_error and _known_open_error(prog, m):
+        elif prog.expect_error and _hit(_known_open_error(prog, m)):
             outcomes[m] = dataclasses.replace(o, kind="known_open")
             continue
         elif prog.expect_error:
@@ -1376,7 +1393,7 @@ def _check_values(prog: Program, o: Outcome, kinds: dict) -> list:
         if tol is None:
             continue
         msg = compare(o.values[k], exp, *tol)
-        if msg and not _known_open(s.op, operands, s.params):
+        if msg and not _hit(_known_open(s.op, operands, s.params)):
             out.append(f"step s{k} {s.op}: {msg}")
             break
     return out
@@ -1389,8 +1406,11 @@ def _cross_mode_grads(prog: Program, outcomes: dict) -> list:
     out = []
     shared_softmax = any(s.op.startswith("softmax") and not s.op.startswith("softmax_cross") for s in prog.steps)
     for m, o in outcomes.items():
-        if m == "eager" or o.kind != "value" or (shared_softmax and m in ("graph", "capture")):
-            continue                                    # KNOWN_OPEN["graph_softmax_grad"]
+        if m == "eager" or o.kind != "value":
+            continue
+        if shared_softmax and m in ("graph", "capture") and prog.grad_inputs:
+            _hit("graph_softmax_grad")
+            continue
         if o.terms != base.terms:
             out.append(f"{m}: loss terms {o.terms} differ from eager's {base.terms}")
             continue
@@ -1532,14 +1552,17 @@ def run_subprocess(seed: int, examples: int, modes=MODES, timeout: float = 900.0
 
 
 def run_many(seed: int, examples: int, modes=MODES, chunk: int = 1000, time_limit: float = 0.0,
-             start: int = 0) -> tuple[int, list]:
+             start: int = 0) -> tuple[int, list, dict]:
     """Run ``examples`` programs in child processes of ``chunk`` programs each; a crash ends only its chunk
-    (the run goes on after the crashing program). Returns (programs run, failure reports)."""
-    t0, done, failures, i = time.time(), 0, [], start
+    (the run goes on after the crashing program). Returns (programs run, failure reports, runs per mode)."""
+    t0, done, failures, i, per_mode = time.time(), 0, [], start, {}
     end = start + examples
     while i < end and not (time_limit and time.time() - t0 > time_limit):
         n = min(chunk, end - i)
         ok, report = run_subprocess(seed, n, modes, timeout=max(60.0, 3.0 * n), start=i)
+        for line in re.findall(r"runs per mode: (.*)", report):
+            for m, c in (x.rsplit(" ", 1) for x in line.split(", ")):
+                per_mode[m] = per_mode.get(m, 0) + int(c)
         if ok:
             done, i = done + n, i + n
             continue
@@ -1550,7 +1573,7 @@ def run_many(seed: int, examples: int, modes=MODES, chunk: int = 1000, time_limi
             done, i = done + crashed[-1] - i + 1, crashed[-1] + 1
         else:
             done, i = done + n, i + n
-    return done, failures
+    return done, failures, per_mode
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -1569,7 +1592,7 @@ def main(argv=None) -> int:
     modes = tuple(m for m in args.modes.split(",") if m)
     indices = [args.only] if args.only is not None else range(args.start, args.start + args.examples)
     t0 = time.time()
-    failures, n, counts = 0, 0, {}
+    failures, n, counts, per_mode = 0, 0, {}, {}
     for i in indices:
         if args.time_limit and time.time() - t0 > args.time_limit:
             break
@@ -1582,6 +1605,8 @@ def main(argv=None) -> int:
         if args.snippet:
             print(snippet(prog, modes))
         rep = check_program(prog, modes)
+        for m in rep.outcomes:
+            per_mode[m] = per_mode.get(m, 0) + 1
         n += 1
         key = "error" if prog.expect_error else "value"
         counts[key] = counts.get(key, 0) + 1
@@ -1594,6 +1619,9 @@ def main(argv=None) -> int:
             if failures >= args.max_failures:
                 break
     dt = time.time() - t0
+    print("known-open classes hit (program-modes): " + (", ".join(f"{k} {v}" for k, v in sorted(HITS.items()))
+                                                         or "none"))
+    print("runs per mode: " + ", ".join(f"{m} {per_mode.get(m, 0)}" for m in modes))
     print(f"fuzz_programs: {n} programs x {len(modes)} modes ({','.join(modes)}), seed {args.seed}, "
           f"{counts.get('value', 0)} valid / {counts.get('error', 0)} ending in an invalid op, "
           f"{failures} failing, {dt:.1f} s", flush=True)
