@@ -22,9 +22,11 @@ may raise a clear error instead (ggmlgrad computes in float32, up to 4-D), and a
 an op that must read values on the host (CaptureError). Bug classes still open are listed in
 ``KNOWN_OPEN`` and skipped, each with its reason, so they can be deleted when fixed.
 
-Run it (``--examples`` counts programs; each runs in every mode given)::
+Run it (``--examples`` counts programs; each runs in every mode given; the summary gives the runs per
+mode, and how often each KNOWN_OPEN class was hit)::
 
-    python -m ggmlgrad.testing.fuzz_programs --seed 0 --examples 20000
+    python scripts/fuzz_programs.py --seed 0 --examples 25000       # long run, crash-tolerant child processes
+    python -m ggmlgrad.testing.fuzz_programs --seed 0 --examples 2000   # one process (a crash ends it)
     python -m ggmlgrad.testing.fuzz_programs --seed 0 --only 1234 --snippet   # one example, as a script
 
 >>> from ggmlgrad.testing.fuzz_programs import generate, check_program
