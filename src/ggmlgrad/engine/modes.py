@@ -83,10 +83,12 @@ def _validate_bool(fn: str, name: str, v, allow_none: bool) -> None:
 
 
 def _set_graph(on: bool) -> None:
-    if not on and graph_enabled():
-        for fn in _on_graph_off:
-            fn()
-    _graph.set(on)
+    try:
+        if not on and graph_enabled():
+            for fn in _on_graph_off:
+                fn()
+    finally:  # the drain may raise (a failed graph, a bad index): the mode changes all the same
+        _graph.set(on)
 
 
 def graph_mode(on: bool | None = None, check: bool | None = None):
@@ -118,9 +120,11 @@ def graph_mode(on: bool | None = None, check: bool | None = None):
     def restore() -> None:
         _check.set(prev_check_raw)
         if prev_graph_raw is None:
-            if graph_enabled() and not _env_flag("GGMLGRAD_GRAPH"):
-                _set_graph(False)
-            _graph.set(None)
+            try:
+                if graph_enabled() and not _env_flag("GGMLGRAD_GRAPH"):
+                    _set_graph(False)
+            finally:
+                _graph.set(None)
         else:
             _set_graph(prev_graph_raw)
 
