@@ -19,7 +19,7 @@ Gradients scatter-add with ``ggml_get_rows_back``: repeated indices accumulate.
 from __future__ import annotations
 
 from .._ggml import consts, lib
-from ..engine import COMPUTED, ENGINE, check_enabled, download, float32, graph_enabled, int32, user_site
+from ..engine import COMPUTED, ENGINE, Array, check_enabled, download, float32, graph_enabled, int32, user_site
 from ..engine import checks as _checks
 from ..engine.errors import IndexValueError
 from ..engine.queue import _phase_label
@@ -53,7 +53,11 @@ def check_values(opname: str, index, lo: int, hi: int, message: str, ignore: int
         if bad is not None:
             raise IndexValueError(message.format(bad))
         return False
-    c = op.index_check(index, lo=lo, hi=hi, ignore=ignore if ignore is not None and not lo <= ignore <= hi else None)
+    # Recorded straight on the engine (no autograd, no Tensor): an engine-internal one-value result.
+    params = {"lo": lo, "hi": hi, "ignore": ignore if ignore is not None and not lo <= ignore <= hi else None}
+    c = Array()
+    c._init_array((1,), int32, index.device)
+    ENGINE.record(c, "index_check", _index_check, (index,), 8.0 * index.numel_, params)
     _checks.register(ENGINE, _checks.IndexCheck(c, lo, hi, ignore, message, user_site()))
     return True
 
