@@ -1,4 +1,4 @@
-"""gg.Buffer: ring writes, gathers (eager validation, clamped inside a recording), use inside captured
+"""gg.Buffer: ring writes, gathers (out-of-range indices refused, inside a recording too), use inside captured
 steps, write ordering against queued reads, and lifetime while a queued node reads it."""
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_gather_eager_values_and_out_of_range_indices_raise():
         with pytest.raises(IndexError, match="out of range"):
             buf.gather(np.array(bad, np.int32))
         with pytest.raises(IndexError, match="out of range"):
-            buf.gather(gg.tensor(np.array(bad, np.int32)))
+            buf.gather(gg.tensor(np.array(bad, np.int32))).numpy()   # graph mode: raised where it computes
     with pytest.raises(TypeError):
         buf.gather(np.array([0.5]))
 
@@ -65,13 +65,16 @@ def test_int32_buffer_and_3d_rows():
     np.testing.assert_array_equal(got, data[[2, 0]])
 
 
-def test_gather_inside_a_recording_is_clamped():
+def test_gather_inside_a_recording_refuses_out_of_range_indices():
     buf = gg.Buffer(shape=(4, 2))
     data = np.arange(8, dtype=np.float32).reshape(4, 2)
     buf.write(data)
     f = gg.capture(lambda idx: buf.gather(idx))
     np.testing.assert_array_equal(f(np.array([0, 3], np.int32)), data[[0, 3]])
-    np.testing.assert_array_equal(f(np.array([-5, 9], np.int32)), data[[0, 3]])   # clamped to [0, 3]
+    for bad, first in (([-5, 9], -5), ([1, 4], 4)):
+        with pytest.raises(IndexError, match=f"Buffer.gather: index {first} out of range"):
+            f(np.array(bad, np.int32))
+    np.testing.assert_array_equal(f(np.array([2, 1], np.int32)), data[[2, 1]])   # the next call is fine
 
 
 def test_captured_step_samples_minibatches_from_device_buffers():

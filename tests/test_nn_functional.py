@@ -466,10 +466,6 @@ for graph in (False, True):
                 r = fn()
                 if isinstance(r, tuple):
                     r = r[0]
-                if graph and name in ("ce target range", "nll target range", "embedding range"):
-                    r.numpy()   # graph mode: no read to validate, the value is defined (ignored / clamped)
-                    print("DEFINED", graph, name)
-                    continue
                 r.numpy()
                 print("NO ERROR", graph, name)
             except (TypeError, ValueError, IndexError, RuntimeError) as e:

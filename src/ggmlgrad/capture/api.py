@@ -26,6 +26,7 @@ from typing import Callable
 import numpy as np
 
 from ..engine import ENGINE, CaptureError, bfloat16, dtypes, float32, int32, modes
+from ..engine.checks import verify_replay
 from ..runtime import Device, resolve_device
 from ..tensor import Tensor, no_grad
 from ..ops import op
@@ -169,6 +170,7 @@ class _Recording:
         # (start, stop, np dtype, shape) per downloaded output; bfloat16 ones go through unpack()
         self.out_layout = [(off, off + t.nbytes, t.dtype.np_dtype, t.shape, t) for off, t in downloads_at]
         self._plain = all(t.dtype is not bfloat16 for _, t in downloads_at)
+        self.index_checks = recorder.index_checks  # verified on every replay's download (engine/checks.py)
 
     def stale(self) -> str | None:
         """Why this recording can no longer be replayed (a referenced tensor replaced), or None."""
@@ -459,6 +461,8 @@ class Captured:
         rec.inputs.upload()
         rec.graphs[0].compute()
         raw = rec.download()
+        if rec.index_checks:
+            verify_replay(rec.index_checks, raw)
         return rec.out_spec.build(rec.outputs(raw))
 
     # -- management
@@ -626,6 +630,9 @@ class CapturedStep(Captured):
         g1, g2 = rec.graphs
         g1.compute()
         raw = rec.download()
+        if rec.index_checks:
+            verify_replay(rec.index_checks, raw, "raised by a captured step before its update: weights, "
+                          "optimizer state and step counters are unchanged")
         outs = rec.outputs(raw)
         if self._last_rec is not rec:
             for p, g in zip(rec.params, rec.grads):

@@ -20,12 +20,14 @@ import math
 import numpy as np
 
 from ..engine import COUNTERS, ENGINE, float32, int32, dtypes, host_array, new_from_host
+from ..engine.checks import first_bad
+from ..engine.errors import IndexValueError
 from ..ops import op
+from ..ops.indexing import check_values
 from ..runtime import resolve_device
 from ..tensor import Tensor
 from ..tensor.tensor import tensor as _tensor
 from . import ops as _ops  # noqa: F401
-from .recording import Recorder
 
 
 class Buffer:
@@ -36,10 +38,10 @@ class Buffer:
       since queued nodes may read the table. Writes are in place: captured steps that
       gather from the buffer see them without recording again.
     - ``gather(index)``: rows ``table[index]`` as a Tensor (an int32 index vector, a Tensor
-      or an array). Outside a recording, out-of-range indices raise ``IndexError``
-      (validated on the host). Inside a capture recording the indices are data of each
-      replay, so they cannot be checked there: they are CLAMPED to ``[0, capacity-1]``
-      in the graph.
+      or an array). Out-of-range indices raise ``IndexError`` in every mode: validated on
+      the host when the index is there (eager), else checked after the compute (graph mode,
+      and every replay of a capture, before its update; the graph clamps them meanwhile so
+      ggml never sees a bad row).
     - ``read(start=0, stop=None)``: rows ``[start, stop)`` as a Tensor (a copy).
 
     ``len(buf)`` is the high-water mark of written rows (``capacity`` once the ring wrapped);
@@ -113,22 +115,22 @@ class Buffer:
 
     # ------------------------------------------------------------------ reads
     def gather(self, index) -> Tensor:
-        recording = Recorder.current is not None
+        clamp = False
         if isinstance(index, Tensor):
             idx = index
             if idx.dtype is not int32:
                 raise TypeError(f"Buffer.gather: index must be int32, got {idx.dtype.name}")
             if idx.ndim != 1:
                 raise ValueError(f"Buffer.gather: index must be 1-D, got shape {idx.shape}")
-            if not recording:
-                _check_range(idx.numpy(), self.capacity)
+            # Read now (eager), or checked after the compute while the graph clamps (graph mode, capture).
+            clamp = check_values("Buffer.gather", idx, 0, self.capacity - 1, _RANGE_MESSAGE.format("{}", self.capacity))
         else:
             arr = np.asarray(index)
             if arr.dtype.kind not in "iu" or arr.ndim != 1:
                 raise TypeError(f"Buffer.gather: index must be a 1-D integer array, got {arr.dtype} {arr.shape}")
             _check_range(arr, self.capacity)
             idx = _tensor(arr.astype(np.int32), device=self.device)
-        return op.buffer_gather(self._table, idx, clamp=recording)
+        return op.buffer_gather(self._table, idx, clamp=clamp)
 
     def read(self, start: int = 0, stop: int | None = None) -> Tensor:
         stop = self.capacity if stop is None else stop
@@ -138,11 +140,13 @@ class Buffer:
         return self._table.numpy()
 
 
+_RANGE_MESSAGE = "Buffer.gather: index {} out of range for a buffer of {} rows"
+
+
 def _check_range(idx: np.ndarray, capacity: int) -> None:
-    if idx.size and (idx.min() < 0 or idx.max() >= capacity):
-        bad = idx[(idx < 0) | (idx >= capacity)]
-        raise IndexError(f"Buffer.gather: index {int(bad[0])} out of range for a buffer of {capacity} rows "
-                         f"({bad.size} out-of-range indices)")
+    bad = first_bad(idx, 0, capacity - 1)
+    if bad is not None:
+        raise IndexValueError(_RANGE_MESSAGE.format(bad, capacity))
 
 
 def _write_rows(t: Tensor, data: np.ndarray, byte_offset: int) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 from .._ggml import host_bytes, host_equal, lib, write_ptr_field
 from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, COUNTERS, CaptureError, DType, bfloat16, float32,
                       modes, user_site)
+from ..engine import checks as _checks
 from ..engine.dtypes import bf16_to_f32, f32_to_bf16
 from ..engine.plans import OwnedGraph
 from ..engine.queue import _OVERHEAD
@@ -181,6 +182,7 @@ class Recorder(metaclass=_PerThreadCurrent):
         self._owned_ids: set[int] = set()  # tensors living in this recording's own output blocks
         self.graphs: list[ReplayGraph] = []
         self.out_blocks: list[Storage] = []
+        self.index_checks: list = []  # (offset in the first graph's download, IndexCheck)
         self._settings = []
         self._prev_guard = None
         self.active = False
@@ -285,6 +287,10 @@ class Recorder(metaclass=_PerThreadCurrent):
         block); ``device_outputs`` stay on the device (e.g. gradients read by the next graph).
         Returns (graph, [(offset, tensor) for downloads], download_bytes, device_slices).
         """
+        # Index checks queued in this graph are downloaded with the outputs, verified per replay.
+        checks = _checks.take_pending(ENGINE)
+        n_user_dl = len(downloads)
+        downloads = list(downloads) + [c.tensor for c in checks]
         outs: list[Tensor] = []
         seen: dict[int, int] = {}
         order: list[int] = []
@@ -340,7 +346,13 @@ class Recorder(metaclass=_PerThreadCurrent):
         graph = ReplayGraph(device, ctx_list, keep, out_nodes, effects, n_tensors,
                             choose_threads(work, max_work), max_work, label)
         self.graphs.append(graph)
-        downloads_at = [(offsets[order[i]], outs[order[i]]) for i in range(n_dl)]
+        downloads_at = [(offsets[order[i]], outs[order[i]]) for i in range(n_user_dl)]
+        if checks:
+            if self.graphs[0] is not graph:  # only the first graph's outputs are downloaded
+                raise CaptureError(f"capture: index checks in the {label} graph are not supported")
+            self.index_checks = [(offsets[order[n_user_dl + i]], c) for i, c in enumerate(checks)]
+            for c in checks:
+                c.tensor = None  # its value is read from the download
         device_outs = [outs[order[i]] for i in range(n_dl, len(order))]
         return graph, downloads_at, dl_bytes, block, device_outs
 

@@ -23,8 +23,8 @@ class Categorical(Distribution):
 
     ``logits`` are normalised (``logits - logsumexp``), ``probs`` divided by their sum. ``sample()``
     draws ``argmax(logits + Gumbel noise)`` (int32, no gradient); ``log_prob(value)`` and
-    ``entropy()`` are differentiable in the parameters. Values outside ``[0, C)`` raise in eager
-    mode (a counted read); in graph mode and captures they cannot be checked and give log_prob 0.
+    ``entropy()`` are differentiable in the parameters. Values outside ``[0, C)`` raise ``IndexError``
+    in every mode (eager: a counted read; graph mode and captures: checked after the compute).
 
     >>> import ggmlgrad as gg
     >>> d = gg.distributions.Categorical(probs=gg.tensor([0.25, 0.75]))
@@ -75,7 +75,7 @@ class Categorical(Distribution):
                                                             device=self.logits.device)
         if v.dtype is not int32:
             raise TypeError(f"Categorical.log_prob: value must be int32, got {v.dtype.name}")
-        _check_targets("Categorical.log_prob", v, self._num_events, ignore_index=-(2 ** 31))
+        _check_targets("Categorical.log_prob", v, self._num_events, ignore_index=None)
         shape = broadcast_shapes("Categorical.log_prob", tuple(v.shape), self.batch_shape)
         if tuple(v.shape) != shape:
             v = op.broadcast_to(v.float(), shape=shape).to(int32)

@@ -35,7 +35,7 @@ from typing import Callable
 from .._ggml import InitParams, lib
 from ..runtime import Device, Storage, budget, choose_threads, executor_for
 from ..runtime.faults import ARMED as _FAULTS, hit as _fault
-from . import modes
+from . import checks as _checks, modes
 from .array import COMPUTED, FAILED, PENDING, Array, ggml_ne
 from .counters import COUNTERS
 from .errors import GraphError, GraphMemoryError, PendingError
@@ -146,6 +146,7 @@ class Engine:
         self._private_leaf_of: dict[int, int] = {}
         # Capture installs a guard here; it is told about uploads, downloads and drains.
         self.guard = None
+        self.checks: list = []  # index checks of the queue, verified after its drain (checks.py)
         self._new_epoch_state()
 
     def __del__(self) -> None:
@@ -735,6 +736,8 @@ class Engine:
                     self._ctxs.put(ctx)
                 del keep
                 self._draining = False
+            if self.checks:
+                _checks.after_drain(self, epoch, outs)
             return True
 
     def _fail_queue(self, e: BaseException, reason: str):
@@ -836,6 +839,8 @@ class Engine:
         finally:
             del lazy
             self._draining = False
+        if self.checks:
+            _checks.after_drain(self, epoch, [a for j in order for a in kept[j]])
         return True
 
     def _make_graph_plan(self, key, device: Device, leaves: list[Array], results: list[Array], outs):

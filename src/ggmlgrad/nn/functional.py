@@ -1,10 +1,11 @@
 """``gg.nn.functional`` (import as ``F``): layer functions and losses, all built from graph ops.
 
 Nothing here reads values back to the host, with one exception shared with the
-indexing ops: in eager mode integer class targets are checked against the
-number of classes (a counted download); in graph mode and inside a capture
-there is no read, and a target outside ``[0, C)`` that is not ``ignore_index``
-contributes nothing (like an ignored one).
+indexing ops: in eager mode integer class targets (and ``one_hot`` classes) are
+checked against the number of classes (a counted download); in graph mode and
+inside a capture a one-value check node is verified after the compute instead.
+A target outside ``[0, C)`` that is not ``ignore_index`` is an ``IndexError``
+naming the function and the value in every mode (see ``ops/indexing.py``).
 
 Differences from PyTorch (documented):
 - masks: a NumPy bool array or an int32 tensor is a *boolean* mask; a float
@@ -34,8 +35,9 @@ import math
 
 import numpy as np
 
-from ..engine import COMPUTED, ENGINE, download, float32, graph_enabled, int32
+from ..engine import download, float32, graph_enabled, int32
 from ..ops import nn_ops, op
+from ..ops.indexing import check_values
 from ..tensor import Tensor, as_tensor, tensor
 from ..tensor import functional as _tf
 from ..distributions.noise import draw_noise
@@ -197,6 +199,10 @@ def one_hot(tensor_: Tensor, num_classes: int = -1) -> Tensor:
         if graph_enabled():
             raise ValueError("one_hot: pass num_classes in graph mode (inferring it would read the data)")
         num_classes = int(download(idx, "one_hot num_classes").max()) + 1
+    if not isinstance(num_classes, bool) and isinstance(num_classes, int) and num_classes >= 1:
+        check_values("one_hot", idx, 0, num_classes - 1,
+                     f"one_hot: class {{}} is out of range for num_classes={num_classes} (class values must "
+                     f"be in [0, {num_classes - 1}])")
     return op.one_hot(idx, num_classes=num_classes)
 
 
@@ -405,14 +411,11 @@ def _class_last(input: Tensor) -> Tensor:
     return input.permute(perm)
 
 
-def _check_targets(fn: str, target: Tensor, num_classes: int, ignore_index: int) -> None:
-    """Eager mode only: refuse class indices outside [0, C) (graph mode cannot read them)."""
-    if graph_enabled() or ENGINE.guard is not None or target._status != COMPUTED or target.numel() == 0:
-        return
-    vals = download(target, f"{fn} target check")
-    bad = vals[(vals != ignore_index) & ((vals < 0) | (vals >= num_classes))]
-    if bad.size:
-        raise IndexError(f"{fn}: target {int(bad[0])} is out of bounds for {num_classes} classes")
+def _check_targets(fn: str, target: Tensor, num_classes: int, ignore_index: int | None) -> None:
+    """Refuse class indices outside [0, C) other than ``ignore_index`` (an IndexError in every mode:
+    read now in eager mode, checked after the compute in graph mode and capture)."""
+    check_values(fn, target, 0, num_classes - 1,
+                 f"{fn}: target {{}} is out of bounds for {num_classes} classes", ignore=ignore_index)
 
 
 def _class_index(fn: str, logits: Tensor, target, ignore_index: int) -> Tensor:

@@ -3,20 +3,26 @@
 Index values live on the device, so Python cannot see them without a read. ggml's
 get_rows asserts (aborting the process) on an out-of-range row, so every index goes
 through :func:`_safe_index` before it reaches get_rows: cast to float, clamped to the
-valid range, cast back — graph nodes, no host round trip. Hence:
+valid range, cast back — graph nodes, no host round trip. The clamp only keeps the
+process alive; an out-of-range value is always an ``IndexError`` naming the op and the
+value (:func:`check_values`):
 
-- eager mode: the index tensor is already computed, so the op reads it back (a
-  counted download) and raises ``IndexError`` naming the op for values out of range;
-- graph check mode (``gg.graph_mode(True, check=True)``): the same check;
-- graph mode (or while a capture is recording): no read is possible, and
-  out-of-range indices are **clamped** to the nearest valid index.
+- eager mode and graph check mode: the index tensor is already computed, so the op reads
+  it back (a counted download) and raises at its own call;
+- graph mode and capture: the op also queues ``index_check``, a one-value node (the first
+  bad value), which the engine verifies after the compute (``engine/checks.py``): the
+  error comes at the sync point, and the drain's results fail; a captured replay checks
+  before any update.
 
 Gradients scatter-add with ``ggml_get_rows_back``: repeated indices accumulate.
 """
 from __future__ import annotations
 
 from .._ggml import consts, lib
-from ..engine import COMPUTED, ENGINE, check_enabled, download, float32, graph_enabled, int32
+from ..engine import COMPUTED, ENGINE, Array, check_enabled, download, float32, graph_enabled, int32, user_site
+from ..engine import checks as _checks
+from ..engine.errors import IndexValueError
+from ..engine.queue import _phase_label
 from .build import owned, permute, reshape, shape_only
 from .registry import define, op, same_float
 from .shape_ops import _zeros_of
@@ -24,6 +30,69 @@ from .shapes import check_ndim, norm_axis, numel
 
 # get_rows runs on float row numbers while offsets are added: exact up to 2**24.
 _EXACT_F32 = 2 ** 24
+
+
+# ---------------------------------------------------------------- value checks
+def check_values(opname: str, index, lo: int, hi: int, message: str, ignore: int | None = None) -> bool:
+    """Refuse values of the int32 tensor ``index`` outside ``[lo, hi]`` (``ignore`` is allowed too)
+    with an ``IndexError``: ``message.format(first bad value)``, the same text in every mode.
+
+    A computed index outside graph mode is read now (eager and check mode: the error comes at
+    this call). Otherwise (graph mode, a capture recording) a check node is queued and verified
+    after the compute. Returns True in that case: the caller's graph must clamp the indices,
+    since they reach ggml unchecked (get_rows aborts on a bad row).
+
+    >>> import ggmlgrad as gg
+    >>> check_values("demo", gg.tensor([0, 2]), 0, 2, "demo: index {} is out of range")
+    False
+    """
+    if numel(index.shape) == 0 or _phase_label.get() is not None:
+        return False  # nothing to check; or a backward pass, whose indices the forward checked
+    if index._status == COMPUTED and ENGINE.guard is None and (check_enabled() or not graph_enabled()):
+        bad = _checks.first_bad(download(index, f"{opname} index check"), lo, hi, ignore)
+        if bad is not None:
+            raise IndexValueError(message.format(bad))
+        return False
+    # Recorded straight on the engine (no autograd, no Tensor): an engine-internal one-value result.
+    params = {"lo": lo, "hi": hi, "ignore": ignore if ignore is not None and not lo <= ignore <= hi else None}
+    c = Array()
+    c._init_array((1,), int32, index.device)
+    ENGINE.record(c, "index_check", _index_check, (index,), 8.0 * index.numel_, params)
+    _checks.register(ENGINE, _checks.IndexCheck(c, lo, hi, ignore, message, user_site()))
+    return True
+
+
+def _infer_index_check(index, lo: int, hi: int, ignore: int | None = None):
+    if index.dtype is not int32:
+        raise TypeError(f"index_check: index must be int32, got {index.dtype.name}")
+    if numel(index.shape) == 0:
+        raise ValueError("index_check: empty index")
+    for k, v in (("lo", lo), ("hi", hi), ("ignore", ignore)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+            raise TypeError(f"index_check: {k} must be an int, got {v!r}")
+    if lo > hi:
+        raise ValueError(f"index_check: empty range [{lo}, {hi}]")
+    return (1,), int32
+
+
+@define("index_check", infer=_infer_index_check, differentiable=False,
+        work=lambda index, **p: 8.0 * numel(index.shape))
+def _index_check(ctx, nodes, inputs, out, lo, hi, ignore=None):
+    """The first value of ``index`` (flat order) outside ``[lo, hi]`` and not ``ignore``; when
+    every value is valid, some valid value. Exact int32 (read with get_rows, not through float)."""
+    n = numel(inputs[0].shape)
+    flat = lib.reshape_1d(ctx, nodes[0], n)
+    f = lib.cast(ctx, flat, consts.TYPE_F32)      # exact below 2**24; larger values stay out of range
+    below = lib.step(ctx, lib.scale_bias(ctx, f, -1.0, lo - 0.5))       # 1 where value < lo
+    above = lib.step(ctx, lib.scale_bias(ctx, f, 1.0, -(hi + 0.5)))     # 1 where value > hi
+    bad = lib.add(ctx, below, above)
+    if ignore is not None:  # 1 - (value == ignore)
+        same = lib.step(ctx, lib.scale_bias(ctx, lib.abs(ctx, lib.scale_bias(ctx, f, 1.0, -float(ignore))),
+                                            -1.0, 0.5))
+        bad = lib.mul(ctx, bad, lib.scale_bias(ctx, same, -1.0, 1.0))
+    rank = lib.scale_bias(ctx, lib.arange(ctx, 0.0, float(n), 1.0), -1.0, float(n))   # n .. 1: first wins
+    pos = lib.argmax(ctx, lib.reshape_2d(ctx, lib.mul(ctx, bad, rank), n, 1))
+    return lib.get_rows(ctx, lib.reshape_2d(ctx, flat, 1, n), pos)     # n rows of one value: ne [1, 1] = (1,)
 
 
 # ---------------------------------------------------------------- validation
@@ -37,16 +106,8 @@ def _check_index(opname: str, index, size: int, *, wrap: bool = False, what: str
     if size > _EXACT_F32:
         raise ValueError(f"{opname}: indexing a dimension of size {size} is not supported (indices are "
                          f"clamped in float32, exact up to {_EXACT_F32}){what}")
-    # Eager (and graph check mode, which computes every op at once): the value is computed, so
-    # read it and refuse bad values. Graph mode / capture: no read; _safe_index clamps instead.
-    if (graph_enabled() and not check_enabled()) or ENGINE.guard is not None or index._status != COMPUTED:
-        return
-    vals = download(index, f"{opname} index check")
-    lo, hi = int(vals.min()), int(vals.max())
-    low_ok = -size if wrap else 0
-    if lo < low_ok or hi >= size:
-        bad = lo if lo < low_ok else hi
-        raise IndexError(f"{opname}: index {bad} is out of range for size {size}{what}")
+    check_values(opname, index, -size if wrap else 0, size - 1,
+                 f"{opname}: index {{}} is out of range for size {size}{what}")
 
 
 def _safe_index(ctx: int, node: int, size: int, wrap: bool = False, offsets: int | None = None) -> int:
@@ -112,7 +173,8 @@ def _infer_index_select(x, index, axis, wrap=False):
         raise ValueError(f"index_select: index must be 1-D, got shape {index.shape}")
     if x.device is not index.device:
         raise ValueError("index_select: input and index are on different devices")
-    _check_index("index_select", index, x.shape[ax], wrap=wrap,
+    # wrap: x[index] (negative indices count from the end), named as PyTorch names it
+    _check_index("indexing" if wrap else "index_select", index, x.shape[ax], wrap=wrap,
                  what=f" (dimension {axis} of {x.shape})")
     k = numel(index.shape)
     return x.shape[:ax] + (k,) + x.shape[ax + 1:], _out_dtype(x)

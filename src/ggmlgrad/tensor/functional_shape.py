@@ -354,7 +354,8 @@ def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 def index_select(x: Tensor, dim: int, index) -> Tensor:
     """Entries of ``x`` along ``dim`` at the positions in a 1-D int32 ``index`` (repeats allowed).
 
-    Out-of-range values raise ``IndexError`` in eager mode; in graph mode they are clamped.
+    Out-of-range values raise ``IndexError`` in every mode (graph mode and capture: where the graph
+    computes, see ``ops/indexing.py``).
 
     >>> import ggmlgrad as gg
     >>> gg.index_select(gg.tensor([[1., 2.], [3., 4.]]), 0, gg.tensor([1, 1])).tolist()
@@ -368,7 +369,8 @@ def gather(x: Tensor, dim: int, index) -> Tensor:
     """PyTorch gather: ``out[i][j] = x[i][index[i][j]]`` for ``dim=1`` (index int32, same ndim as ``x``;
     along the other dims ``index`` may be smaller than ``x``).
 
-    Out-of-range values raise ``IndexError`` in eager mode; in graph mode they are clamped.
+    Out-of-range values raise ``IndexError`` in every mode (graph mode and capture: where the graph
+    computes, see ``ops/indexing.py``).
 
     >>> import ggmlgrad as gg
     >>> gg.gather(gg.tensor([[1., 2.], [3., 4.]]), 1, gg.tensor([[1, 1], [0, 1]])).tolist()
