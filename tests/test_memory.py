@@ -7,6 +7,7 @@ Timing on the 2-core dev box: 10,000 eager steps of this MLP take ~13 s
 """
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 
@@ -25,8 +26,18 @@ def _rss() -> int:
         return int(f.read().split()[1]) * _PAGE
 
 
+def _trim_heap() -> None:
+    """Hand the C heap's free pages back (glibc): in a long test session the process is hundreds of
+    MB, and what earlier tests freed would otherwise show up as growth here, or hide it."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def _snapshot() -> dict:
     gc.collect()
+    _trim_heap()
     return {"rss": _rss(), "pool": pool_stats(), "objects": len(gc.get_objects()),
             "free_ctxs": len(ENGINE._ctxs.free), "node_counts": len(gg.engine.graph_node_counts())}
 

@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from ..engine import download, float32, graph_enabled, int32
+from ..engine import COMPUTED, ENGINE, download, float32, graph_enabled, int32
 from ..ops import nn_ops, op
 from ..ops.indexing import check_values
 from ..tensor import Tensor, as_tensor, tensor
