@@ -85,3 +85,17 @@ def test_parameter_shares_the_version_counter_of_its_data():
         data.mul_(3.0)  # writes p's memory through the other name
     with pytest.raises(RuntimeError, match="modified in place"):
         y.backward()
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_linear_with_zero_in_features_has_gradients_in_every_mode(graph):
+    """in_features 0: the output is the bias; found by the op-program fuzzer (graph mode raised)."""
+    with gg.graph_mode(graph):
+        x = gg.zeros(1, 4, 0, requires_grad=True)
+        w = gg.zeros(3, 0, requires_grad=True)
+        b = gg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = gg.linear(x, w, b)
+        (y * 2.0).sum().backward()
+        np.testing.assert_array_equal(y.numpy(), np.broadcast_to([1.0, 2.0, 3.0], (1, 4, 3)))
+        np.testing.assert_array_equal(b.grad.numpy(), [8.0, 8.0, 8.0])
+        assert x.grad.shape == (1, 4, 0) and w.grad.shape == (3, 0)

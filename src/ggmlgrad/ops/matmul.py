@@ -1,6 +1,8 @@
 """Matrix products: matmul (NumPy semantics, batched with broadcasting) and linear."""
 from __future__ import annotations
 
+import math
+
 from .._ggml import consts, lib
 from ..engine import float32, precision
 from ..engine.flat import FlatNode
@@ -130,8 +132,9 @@ def _infer_linear(x, w, *rest):
 
 def _linear_backward(g, n):
     x, w = n.inputs[:2]
-    g2 = op.reshape(g, shape=(-1, w.shape[0])) if g.ndim != 2 else g
-    x2 = op.reshape(x, shape=(-1, w.shape[1])) if x.ndim != 2 else x
+    rows = math.prod(x.shape[:-1])   # not -1: with in_features 0 the row count is not inferable
+    g2 = op.reshape(g, shape=(rows, w.shape[0])) if g.ndim != 2 else g
+    x2 = op.reshape(x, shape=(rows, w.shape[1])) if x.ndim != 2 else x
     gx = None
     if x.requires_grad:
         gx = op.matmul(g2, w)
