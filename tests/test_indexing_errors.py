@@ -284,3 +284,14 @@ def test_empty_results_compute_without_aborting(graph):
     assert all(ln.startswith("  ok True ") for ln in oks), r.stdout
     assert sum(ln == "  ok True False" for ln in oks) == 2, r.stdout
     assert "grad 0.0 (3, 4)" in lines and lines[-1] == "SURVIVED", r.stdout
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_a_five_d_index_result_is_the_same_error_whatever_the_index_values(graph):
+    """The result's rank is checked before the index values (eager reads them at once, graph mode
+    after the compute), so both modes raise the same ValueError; found by the op-program fuzzer."""
+    x = gg.zeros(3, 2, 2, 1)
+    with gg.graph_mode(graph):
+        for idx in ([[0], [1], [2]], [[0], [-9], [2]]):
+            with pytest.raises(ValueError, match="at most 4"):
+                x[gg.tensor(np.array(idx, np.int32))]

@@ -123,11 +123,13 @@ def getitem(x: Tensor, key) -> Tensor:
     if sliced_shape != x.shape:
         y = op.slice(x, start=start, stop=stop, step=step)
     ax, pos, k = adv
+    # The result's rank first: eager mode checks index values at once, graph mode after the compute,
+    # and a >4-D result must be the same error in both.
+    shape = tuple(out_shape[:pos] + list(k.shape if isinstance(k, Tensor) else np.shape(k)) + out_shape[pos + 1:])
+    check_ndim("indexing", shape)
     idx = _index_for(k, x.shape[ax], ax, x)
     flat = idx if idx.ndim == 1 else op.reshape(idx, shape=(int(np.prod(idx.shape)),))
     y = op.index_select(y, flat, axis=ax, wrap=True)
-    shape = tuple(out_shape[:pos] + list(idx.shape) + out_shape[pos + 1:])
-    check_ndim("indexing", shape)
     return y if y.shape == shape else op.reshape(y, shape=shape)
 
 
