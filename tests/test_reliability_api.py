@@ -118,6 +118,31 @@ def test_bce_values_in_range_match_numpy(graph):
     np.testing.assert_allclose(got, expect, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("bad", [1.5, -0.25, float("nan")], ids=["above", "below", "nan"])
+def test_bce_pending_input_raises_at_the_sync_point_and_in_captures(bad):
+    """A graph-mode input not computed yet, a capture and a captured step's update: same RuntimeError."""
+    with gg.graph_mode(True):
+        p = gg.tensor([0.5, 0.25, 0.75]) + gg.tensor([0.0, bad, 0.0]) - gg.tensor([0.0, 0.25, 0.0])
+        loss = F.binary_cross_entropy(p, gg.tensor([1.0, 0.0, 1.0]))
+        with pytest.raises(RuntimeError, match="between 0 and 1"):
+            loss.item()
+    f = gg.capture(lambda x, y: F.binary_cross_entropy(x * 1.0, y))
+    ok = np.array([0.5, 0.25, 0.75], np.float32)
+    y = np.array([1.0, 0.0, 1.0], np.float32)
+    first = f(ok, y)
+    with pytest.raises(RuntimeError, match="between 0 and 1"):
+        f(np.array([0.5, bad, 0.75], np.float32), y)
+    assert f(ok, y) == first
+    w = gg.tensor([1.0, 1.0, 1.0], requires_grad=True)
+    opt = gg.optim.Adam([w], lr=0.1)
+    step = gg.capture_step(lambda x, t: F.binary_cross_entropy(w * x, t), opt)
+    step(ok, y)
+    before = w.numpy().copy()
+    with pytest.raises(RuntimeError, match="between 0 and 1"):
+        step(np.array([0.5, bad, 0.75], np.float32), y)
+    np.testing.assert_array_equal(w.numpy(), before)       # the update did not run
+
+
 def test_bce_check_adds_no_transfer_in_graph_mode():
     with gg.graph_mode(True):
         p = gg.sigmoid(gg.tensor([0.3, -2.0]))

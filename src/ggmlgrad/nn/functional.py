@@ -38,7 +38,7 @@ import numpy as np
 from ..engine import COMPUTED, ENGINE, download, float32, graph_enabled, int32
 from ..ops import nn_ops, op
 from ..ops.indexing import check_values
-from ..tensor import Tensor, as_tensor, tensor
+from ..tensor import Tensor, as_tensor, no_grad, tensor
 from ..tensor import functional as _tf
 from ..distributions.noise import draw_noise
 
@@ -354,9 +354,8 @@ def binary_cross_entropy_with_logits(input: Tensor, target, weight: Tensor | Non
 def binary_cross_entropy(input: Tensor, target, weight: Tensor | None = None, reduction: str = "mean") -> Tensor:
     """-[y log p + (1 - y) log(1 - p)] for probabilities p (logs clamped at -100, as PyTorch).
 
-    An input value outside [0, 1] (or NaN) raises RuntimeError, as PyTorch, whenever the input is
-    computed (eager mode; a graph-mode leaf); an input still pending in graph mode or in a capture
-    cannot be read before its graph runs and gives a NaN loss instead.
+    An input value outside [0, 1] (or NaN) raises RuntimeError, as PyTorch, in every mode: at the
+    call in eager mode, at the sync point in graph mode, and before the update in a captured step.
 
     >>> import ggmlgrad as gg, ggmlgrad.nn.functional as F
     >>> round(F.binary_cross_entropy(gg.tensor([0.5]), gg.tensor([1.0])).item(), 4)
@@ -374,16 +373,25 @@ def binary_cross_entropy(input: Tensor, target, weight: Tensor | None = None, re
 
 
 def _check_probabilities(fn: str, input: Tensor) -> None:
-    """Refuse values outside [0, 1] and NaN (PyTorch's check) when they are known: a computed input
-    (eager mode, or a graph-mode leaf: one read, no drain). A pending input or a capture recording
-    cannot be read before its graph runs (its loss comes out NaN instead)."""
-    if ENGINE.guard is not None or input._status != COMPUTED or input.numel() == 0:
+    """Refuse values outside [0, 1] and NaN with a RuntimeError, as PyTorch, in every mode. A computed
+    input is read now (eager mode; a graph-mode leaf): the message names the first bad value. A pending
+    input (graph mode) or a capture recording queues a check of a 0/1 "bad" flag per element, verified
+    after the compute like an index check (engine/checks.py): the same RuntimeError at the sync point,
+    or before the optimizer update of a captured step."""
+    if input.numel() == 0:
         return
-    vals = download(input, f"{fn} input check")
-    bad = vals[~((vals >= 0.0) & (vals <= 1.0))]
-    if bad.size:
-        raise RuntimeError(f"{fn}: all elements of input should be between 0 and 1 (found {float(bad[0]):g}; "
-                           f"use binary_cross_entropy_with_logits on logits)")
+    if ENGINE.guard is None and input._status == COMPUTED:
+        vals = download(input, f"{fn} input check")
+        bad = vals[~((vals >= 0.0) & (vals <= 1.0))]
+        if bad.size:
+            raise RuntimeError(f"{fn}: all elements of input should be between 0 and 1 (found {float(bad[0]):g}; "
+                               f"use binary_cross_entropy_with_logits on logits)")
+        return
+    with no_grad():
+        inside = (input >= 0.0) * (input <= 1.0)          # NaN compares false: outside
+        flag = op.cast(1.0 - inside, dtype=int32)
+    check_values(fn, flag, 0, 0, f"{fn}: all elements of input should be between 0 and 1 (or one is NaN; "
+                                 f"use binary_cross_entropy_with_logits on logits)")
 
 
 def _empty_batch_loss(fn: str, input: Tensor, target, reduction: str) -> Tensor | None:
