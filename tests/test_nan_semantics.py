@@ -295,3 +295,24 @@ def test_int_reduction_dtypes_follow_torch():
     assert int(t.sum()) == gg.tensor(BIG).sum().item()
     with pytest.raises(RuntimeError, match="could not infer output dtype"):
         t.mean()
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_where_takes_a_nan_condition_as_true(graph):
+    """bool(nan) is True (torch's .bool()), so where(nan, a, b) is a; found by the op-program fuzzer."""
+    c = np.array([np.nan, 0.0, -0.0, 2.0, -np.inf], np.float32)
+    with gg.graph_mode(graph):
+        got = gg.where(gg.tensor(c), gg.tensor(np.ones(5, np.float32)), gg.tensor(np.zeros(5, np.float32)))
+        np.testing.assert_array_equal(got.numpy(), [1.0, 0.0, 0.0, 1.0, 1.0])
+    torch = pytest.importorskip("torch")
+    tc = torch.tensor(c).bool()
+    np.testing.assert_array_equal(torch.where(tc, 1.0, 0.0).numpy(), [1.0, 0.0, 0.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_division_by_a_subnormal_scalar_is_not_inf(graph):
+    """x / c scaled by 1/c, which overflows float32 for a subnormal c (found by the fuzzer)."""
+    x = np.array([2.5e-40, 1e-39, -3e-39, 0.0], np.float32)
+    with gg.graph_mode(graph):
+        got = (gg.tensor(x) / 1e-40).numpy()
+    np.testing.assert_allclose(got, x.astype(np.float64) / np.float32(1e-40).astype(np.float64), rtol=1e-5)

@@ -271,8 +271,12 @@ def full_node(ctx, node, shape: tuple, out_shape: tuple):
 
 
 def nonzero01(ctx, node):
-    """1.0 where ``node`` is non-zero, else 0.0 (NaN counts as zero: step(|nan|) = 0)."""
-    return lib.step(ctx, lib.abs(ctx, node))
+    """1.0 where ``node`` is non-zero, else 0.0. NaN is non-zero (``bool(nan)`` is True, as torch's
+    ``.bool()``): step(|x|) misses it (NaN > 0 is false), so the NaN indicator 1 - [|x| + 1 > 0]
+    is added."""
+    ax = lib.abs(ctx, node)
+    nan01 = lib.scale_bias(ctx, lib.step(ctx, lib.scale_bias(ctx, ax, 1.0, 1.0)), -1.0, 1.0)
+    return lib.add(ctx, lib.step(ctx, ax), nan01)
 
 
 def is_number01(ctx, node):

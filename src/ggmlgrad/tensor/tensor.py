@@ -906,10 +906,16 @@ def mul(a, b) -> Tensor:
     return op.mul(a, b)
 
 
+_RECIPROCAL_OVERFLOWS = 1.0 / float(np.finfo(np.float32).max)   # |c| below this: 1/c is inf in float32
+
+
 @_integer_arithmetic("div", closed=False)
 def div(a, b) -> Tensor:
     if isinstance(a, Tensor) and _scalar(b):
         fb = float(b)
+        if 0 < abs(fb) < _RECIPROCAL_OVERFLOWS:
+            # 1/c overflows float32 for a subnormal c: scale by 1/(c 2**64), then by 2**64
+            return op.scale(op.scale(a, c=1.0 / (fb * 2.0 ** 64)), c=2.0 ** 64)
         return op.scale(a, c=1.0 / fb if fb != 0 else np.copysign(np.inf, fb))
     if isinstance(b, Tensor) and _scalar(a):
         return op.rdiv_scalar(b, c=float(a))
