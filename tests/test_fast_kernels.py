@@ -49,12 +49,13 @@ def _np_gelu_erf_grad(x):
 REFERENCES = {"exp": np.exp, "tanh": np.tanh, "sigmoid": _np_sigmoid, "gelu_tanh": _np_gelu_tanh,
               "gelu_erf": lambda x: x * _np_normal_cdf(x), "gelu_erf_grad": _np_gelu_erf_grad,
               "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))),
-              "softplus": lambda x: np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))}
+              "softplus": lambda x: np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x))),
+              "relu": lambda x: np.maximum(x, 0.0)}
 # Max error in float32 ulp of the float64 reference. gelu_tanh's bound covers its input rounding:
 # u = c (x + 0.044715 x^3) carries a float32 rounding that exp(-2u) magnifies by |2u| (up to ~200).
 # gelu_erf's bound: its far left tail (x < -10) exponentiates x^2/2 near 50..90.
 MAX_ULP = {"exp": 1.5, "tanh": 2.0, "sigmoid": 3.0, "gelu_tanh": 256.0, "gelu_erf": 16.0, "gelu_erf_grad": 16.0,
-           "elu": 2.0, "softplus": 4.0}
+           "elu": 2.0, "softplus": 4.0, "relu": 0.0}
 # Error measured in ulps of the terms' size where a sum of terms cancels: GELU's derivative
 # Phi(x) + x phi(x) crosses zero near x = -0.75, where ulps of the result itself mean nothing.
 SCALE = {"gelu_erf_grad": lambda x: _np_normal_cdf(x) + np.abs(x) * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)}
@@ -128,6 +129,23 @@ def test_kernel_ulp_error_over_the_float_range(kernel_lib, name):
         x64 = x.astype(np.float64)
         err = _ulp_error(y, REFERENCES[name](x64), SCALE[name](x64) if name in SCALE else None)
     assert err <= MAX_ULP[name], f"{name}: {err:.2f} ulp"
+
+
+def test_relu_grad_kernel_passes_g_where_torch_does(kernel_lib):
+    y = np.array([0.0, -0.0, 2.0, np.nan, np.inf, 1e-40] * 3, np.float32)     # relu outputs
+    g = np.arange(y.size, dtype=np.float32) + 1
+    out = np.full_like(g, 7.0)
+
+    def header(a):
+        t = TensorStruct()
+        t.ne[0], t.ne[1], t.ne[2], t.ne[3] = 6, 3, 1, 1
+        t.nb[0], t.nb[1], t.nb[2], t.nb[3] = 4, 24, 72, 72
+        t.data = a.ctypes.data
+        return t
+    hd, hg, hy = header(out), header(g), header(y)
+    for i in range(2):
+        kernel_lib.ggmlgrad_relu_grad(ctypes.byref(hd), ctypes.byref(hg), ctypes.byref(hy), i, 2, None)
+    np.testing.assert_array_equal(out, np.where((y > 0) | np.isnan(y), g, 0.0))
 
 
 def test_kernel_keeps_signed_zero_and_covers_every_element(kernel_lib):

@@ -81,7 +81,7 @@ _BASE = {
     "ggml_flash_attn_ext": "p:pppppfff", "ggml_flash_attn_back": "p:ppppppb",
     "ggml_opt_step_adamw": "p:pppppp", "ggml_opt_step_sgd": "p:pppp", "ggml_set_param": "v:p",
     "ggml_cross_entropy_loss": "p:ppp", "ggml_cross_entropy_loss_back": "p:pppp",
-    "ggml_log_set": "v:pp", "ggml_map_custom1": "p:pppip",
+    "ggml_log_set": "v:pp", "ggml_map_custom1": "p:pppip", "ggml_map_custom2": "p:ppppip",
     # backend core (lives in ggml-base)
     "ggml_backend_buft_alloc_buffer": "p:pz", "ggml_backend_buft_name": "s:p",
     "ggml_backend_buft_get_alignment": "z:p", "ggml_backend_buft_is_host": "b:p",

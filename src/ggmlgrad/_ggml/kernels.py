@@ -3,7 +3,7 @@
 ``python -m ggmlgrad build`` compiles ``kernels/ggmlgrad_kernels.c`` beside the fast ggml. When
 that library is present (and ``GGMLGRAD_KERNELS`` is not ``0``), :data:`KERNELS` maps each kernel
 name (``exp``, ``tanh``, ``sigmoid``, ``gelu_tanh``, ``gelu_erf``, ``gelu_erf_grad``, ``elu``,
-``softplus``) to its C entry point, and
+``softplus``, ``relu``, ``relu_grad``) to its C entry point, and
 :func:`custom_unary` puts one into a graph as a ``ggml_map_custom1`` node. Without it the ops use
 ggml's own (scalar libm) kernels; the results agree to float32 rounding.
 """
@@ -15,8 +15,9 @@ import os
 from .api import TensorStruct, info, lib
 from .loader import kernels_library
 
-KERNEL_NAMES = ("exp", "tanh", "sigmoid", "gelu_tanh", "gelu_erf", "gelu_erf_grad", "elu", "softplus")
-_ABI = 1
+KERNEL_NAMES = ("exp", "tanh", "sigmoid", "gelu_tanh", "gelu_erf", "gelu_erf_grad", "elu", "softplus", "relu",
+                "relu_grad")
+_ABI = 2
 _ALL_THREADS = -1      # GGML_N_TASKS_MAX: every thread of the compute takes a slice
 
 
@@ -44,3 +45,9 @@ KERNELS: dict[str, int] = _load()
 def custom_unary(ctx: int, node: int, name: str) -> int:
     """A graph node applying kernel ``name`` to ``node`` (same shape, contiguous float32 result)."""
     return lib.map_custom1(ctx, node, KERNELS[name], _ALL_THREADS, None)
+
+
+def custom_binary(ctx: int, a: int, b: int, name: str) -> int:
+    """A graph node applying two-input kernel ``name`` to same-shape ``a`` and ``b`` (rows of both
+    contiguous; the result is ``a``'s shape, contiguous)."""
+    return lib.map_custom2(ctx, a, b, KERNELS[name], _ALL_THREADS, None)

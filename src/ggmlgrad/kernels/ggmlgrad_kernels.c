@@ -160,6 +160,12 @@ static inline float gk_softplus(float x) {
     return x == x ? y : x;
 }
 
+/* ReLU keeping NaN (torch's max(x, 0) propagates it; ggml's x > 0 ? x : 0 turns it into 0). */
+static inline float gk_relu(float x) { return x > 0.0f ? x : (x == x ? 0.0f : x); }
+
+/* ReLU's gradient from its output y: g where y != 0 (a NaN y passes g, as torch's y <= 0 ? 0 : g). */
+static inline float gk_relu_grad(float g, float y) { return y <= 0.0f ? 0.0f : g; }
+
 typedef float (*unary_fn)(float);
 
 /* Rows of a (ne0 contiguous) split across the nth threads; dst is contiguous (custom1 makes it). */
@@ -184,6 +190,19 @@ static inline void run_unary(struct ggml_tensor * dst, const struct ggml_tensor 
     }
 }
 
+/* Two same-shape inputs, row by row (ne0 contiguous in both); dst contiguous (custom2 makes it). */
+static inline void run_binary(struct ggml_tensor * dst, const struct ggml_tensor * a, const struct ggml_tensor * b,
+                              int ith, int nth, float (*f)(float, float)) {
+    const int64_t ne0 = a->ne[0], nrows = a->ne[1] * a->ne[2] * a->ne[3];
+    for (int64_t r = ith; r < nrows; r += nth) {
+        const int64_t i1 = r % a->ne[1], i2 = (r / a->ne[1]) % a->ne[2], i3 = r / (a->ne[1] * a->ne[2]);
+        const float * restrict x = (const float *) ((const char *) a->data + i1 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3]);
+        const float * restrict y = (const float *) ((const char *) b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3]);
+        float * restrict out = (float *) dst->data + r * ne0;
+        for (int64_t i0 = 0; i0 < ne0; ++i0) out[i0] = f(x[i0], y[i0]);
+    }
+}
+
 /* One exported entry per function: the loop body inlines f, so each loop vectorises. */
 #define GK_EXPORT(name, fn)                                                                         \
     void ggmlgrad_##name(struct ggml_tensor * dst, const struct ggml_tensor * a, int ith, int nth,   \
@@ -199,8 +218,15 @@ GK_EXPORT(gelu_tanh, gk_gelu_tanh)
 GK_EXPORT(gelu_erf, gk_gelu_erf)
 GK_EXPORT(gelu_erf_grad, gk_gelu_erf_grad)
 GK_EXPORT(elu, gk_elu)
+GK_EXPORT(relu, gk_relu)
+
+void ggmlgrad_relu_grad(struct ggml_tensor * dst, const struct ggml_tensor * g, const struct ggml_tensor * y,
+                        int ith, int nth, void * userdata) {
+    (void) userdata;
+    run_binary(dst, g, y, ith, nth, gk_relu_grad);
+}
 GK_EXPORT(softplus, gk_softplus)
 
 /* The ABI this file was built for, checked by the loader before any kernel runs. */
-int ggmlgrad_kernels_abi(void) { return 1; }
+int ggmlgrad_kernels_abi(void) { return 2; }
 size_t ggmlgrad_kernels_tensor_size(void) { return sizeof(struct ggml_tensor); }

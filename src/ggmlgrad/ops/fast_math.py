@@ -7,7 +7,7 @@ so a ggml with a GPU device keeps ggml's own nodes (a custom op would pull the g
 from __future__ import annotations
 
 from .._ggml import lib
-from .._ggml.kernels import KERNELS, custom_unary
+from .._ggml.kernels import KERNELS, custom_binary, custom_unary
 from ..runtime import devices
 
 
@@ -38,6 +38,17 @@ def elu(ctx: int, x: int) -> int:
 def softplus(ctx: int, x: int) -> int:
     """log(1 + exp(x)) (ggml's own switches to x above 20, where the two agree in float32)."""
     return custom_unary(ctx, x, "softplus") if ACTIVE else lib.softplus(ctx, x)
+
+
+def relu(ctx: int, x: int) -> int:
+    """max(x, 0) keeping NaN, one node; kernels only (ggml's relu turns NaN into 0)."""
+    return custom_unary(ctx, x, "relu")
+
+
+def relu_grad(ctx: int, g: int, y: int) -> int:
+    """g where relu's output y is not <= 0 (NaN passes g), one node; kernels only. g and y must have
+    the same shape with contiguous rows."""
+    return custom_binary(ctx, g, y, "relu_grad")
 
 
 def gelu_tanh(ctx: int, x: int) -> int:
