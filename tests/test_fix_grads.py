@@ -59,3 +59,41 @@ def test_softmax_grad_matches_finite_differences_and_torch():
     tt = torch.tensor(t64, requires_grad=True)
     (torch.tensor(W, dtype=torch.float64) * (tt.softmax(1) + tt.exp())).sum().backward()
     np.testing.assert_allclose(got, tt.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+_FRESH_PROCESS_GRAD = r'''
+import numpy as np, ggmlgrad as gg
+x7 = np.array([[-0.15, 0.0085, -0.17], [-1.7, 1.85, 1.17], [0.79, -0.85, -0.64]], np.float32)
+i6 = np.array([[0.5, 0.73], [1.17, -1.15]], np.float32)
+w8 = np.full((3, 2, 2, 2), 0.3, np.float32)
+def run():
+    c = gg.tensor(np.array(2.97, np.float32), requires_grad=True)
+    x = gg.tensor(x7, requires_grad=True)
+    a = gg.broadcast_to(gg.tensor(i6), (3, 2, -1, 2))
+    s8 = gg.where(c, a, -2.0) + gg.where(c, 3.0, a)
+    loss = (c.sum() * 0.5 + x.sum() * 0.5 + (s8 * gg.tensor(w8)).sum()
+            + (x.var((-2, 1)) * gg.tensor(np.array(0.47, np.float32))).sum())
+    loss.backward()
+    return x.grad.numpy()
+import json
+print(json.dumps([run().tolist(), run().tolist()]))
+'''
+
+
+def test_eager_grad_of_the_first_run_in_a_fresh_process():
+    # The shared eager scheduler kept the previous one-off graph's memory layout when node and leaf
+    # counts matched, so the first backward here overlapped a live intermediate (fixed in runtime/executor.py).
+    import json
+    import os
+    import subprocess
+    import sys
+    src = os.path.dirname(os.path.dirname(gg.__file__))
+    env = dict(os.environ, PYTHONPATH=src, GGML_NO_BACKTRACE="1")
+    out = subprocess.run([sys.executable, "-c", _FRESH_PROCESS_GRAD], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, second = (np.array(g) for g in json.loads(out.stdout.strip().splitlines()[-1]))
+    x = np.array([[-0.15, 0.0085, -0.17], [-1.7, 1.85, 1.17], [0.79, -0.85, -0.64]], np.float32).astype(np.float64)
+    expected = 0.5 + 0.47 * 2 * (x - x.mean()) / (x.size - 1)     # d/dx of x.sum()/2 + 0.47 * var (unbiased)
+    np.testing.assert_allclose(first, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(second, expected, rtol=1e-5, atol=1e-6)
