@@ -176,7 +176,7 @@ class Recorder(metaclass=_PerThreadCurrent):
     def __init__(self, device: Device):
         self.device = device
         self.slots: list[InputSlot] = []
-        self._slot_of: dict[int, InputSlot] = {}
+        self._slot_of: dict[int, InputSlot] = {}  # id of the slot tensor's placeholder storage → slot
         self.refs: list[tuple[weakref.ref, Any, tuple]] = []
         self._ref_ids: set[int] = set()
         self._owned_ids: set[int] = set()  # tensors living in this recording's own output blocks
@@ -235,7 +235,7 @@ class Recorder(metaclass=_PerThreadCurrent):
     def input(self, kind: str, name: str, shape: tuple, dtype: DType, noise: str | None = None) -> Tensor:
         slot = InputSlot(kind, name, tuple(shape), dtype, self.device, noise)
         self.slots.append(slot)
-        self._slot_of[id(slot.tensor)] = slot
+        self._slot_of[id(slot.tensor._storage)] = slot
         return slot.tensor
 
     def noise_input(self, kind: str, shape: tuple, device: Device) -> Tensor:
@@ -254,8 +254,12 @@ class Recorder(metaclass=_PerThreadCurrent):
                           noise=req.sample)
 
     def _on_leaf(self, a, leaf: int) -> None:
-        slot = self._slot_of.get(id(a))
-        if slot is not None and slot.tensor is a:
+        # By storage, not tensor: an alias of an input (x.detach()) is the input, rebound per replay too.
+        slot = self._slot_of.get(id(a._storage))
+        if slot is not None and slot.tensor._storage is a._storage:
+            if a.shape != slot.shape or a.dtype is not slot.dtype:
+                raise CaptureError(f"capture: a {a.dtype.name} {a.shape} alias of the {slot.dtype.name} "
+                                   f"{slot.shape} input {slot.name} is not supported")
             slot.leaves.append(leaf)
             return
         i = id(a)

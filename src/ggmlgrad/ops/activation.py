@@ -279,17 +279,16 @@ def _softmax(ctx, nodes, inputs, out, axis=-1):
 
 @define("softmax_backward", infer=_infer_grad_pair("softmax_backward"), differentiable=False)
 def _softmax_backward(ctx, nodes, inputs, out, axis=-1):
-    """y * (g - sum(g * y)) along ``axis`` (ggml_soft_max_ext_back on rows)."""
+    """y * (g - sum(g * y)) along ``axis``, as torch computes it.
+
+    Not ggml_soft_max_ext_back: ggml-alloc may run it in place on y (its src1, when y has no other
+    consumer left), and its kernel copies g into the output row before it multiplies by y."""
     g, y = nodes
     shape = inputs[0].shape
-    nd = len(shape)
-    ax = axis % max(nd, 1)
-    if nd <= 1 or ax == nd - 1:
-        return lib.soft_max_ext_back(ctx, g, y, 1.0, 0.0)
-    perm = _swap_last(nd, ax)
-    gm = lib.cont(ctx, permute(ctx, g, perm))
-    ym = lib.cont(ctx, permute(ctx, y, perm))
-    return lib.cont(ctx, permute(ctx, lib.soft_max_ext_back(ctx, gm, ym, 1.0, 0.0), perm))
+    ax = axis % max(len(shape), 1)
+    kept = tuple(1 if i == ax else d for i, d in enumerate(shape))
+    dot = sum_kept(ctx, lib.mul(ctx, g, y), shape, kept)
+    return lib.mul(ctx, lib.sub(ctx, g, dot), y)
 
 
 def _log_softmax_backward(g, n):
