@@ -58,8 +58,6 @@ ALLOWED_ERRORS = (ValueError, TypeError, IndexError, RuntimeError)
 # Bug classes still open on this branch, skipped by the fuzzer; each is fixed on the named branch.
 # Keys are checked by _known_open(); delete an entry once its fix is merged.
 KNOWN_OPEN: dict[str, str] = {
-    "capture_empty": "gg.capture with an empty (0-element) input, intermediate or output aborts the process "
-                     "(GGML_ASSERT(tensor) in ggml-backend.cpp:2053); not fixed on any branch yet",
     "nan_semantics": "NaN lost or mis-compared by clamp/maximum/minimum/relu/sign and the comparisons "
                      "(nan >= x and nan == nan give 1); fixed on branch h/nan",
     "where_nan_cond": "gg.where(cond, a, b) with a NaN in a float cond picks b (NaN is nonzero, so a); not fixed yet",
@@ -78,9 +76,6 @@ KNOWN_OPEN: dict[str, str] = {
                          "(a - floor(a / b) * b overflows; torch: a value below b), floor_divide(-1e-40, 3) "
                          "gives -0 (torch: -1), and remainder(70000, 3.3) loses digits (a - floor(a / b) * b in float32; "
                          "torch is exact); not fixed yet",
-    "broadcast_unit_dims": "broadcast_to / expand_as that only adds size-1 leading dims (same element count, "
-                           "e.g. (2,) to (1, 2)) aborts the process (GGML_ASSERT(tensor->data == NULL) in "
-                           "ggml-backend.cpp:2055), eager mode included; not fixed yet",
     "one_hot_range": "gg.nn.functional.one_hot gives a zero row for a negative or too-large class "
                      "(torch raises); not fixed yet",
     "graph_softmax_grad": "graph mode and capture: the gradient through softmax is wrong when softmax's input "
@@ -100,11 +95,7 @@ def _hit(key: str) -> str:
 
 
 def _skip_mode(prog: "Program", mode: str, ref_vals: list) -> str:
-    """The KNOWN_OPEN key that keeps ``mode`` from running ``prog`` ('' if none)."""
-    if mode == "capture" and (any(a.size == 0 for a in prog.inputs) or
-                              any(v is not None and v.size == 0 for v in ref_vals) or
-                              any(s.op == "getitem_tensor" for s in prog.steps)):   # a[1:] may be empty inside
-        return "capture_empty"
+    """The KNOWN_OPEN key that keeps ``mode`` from running ``prog`` ('' if none; no mode is skipped now)."""
     return ""
 
 
@@ -140,9 +131,8 @@ def _known_open(name: str, operands: list, params: tuple) -> str:
 
 
 def _known_crash(name: str, operands: list, out: np.ndarray) -> str:
-    """The KNOWN_OPEN key of an op application that aborts the process: never generated."""
-    if name in ("broadcast_to", "expand_as") and out.size == operands[0].size and out.shape != operands[0].shape:
-        return "broadcast_unit_dims"
+    """The KNOWN_OPEN key of an op application that aborts the process: never generated ('' if none;
+    none is known now)."""
     return ""
 
 _F32_MAX = float(np.finfo(np.float32).max)
@@ -956,7 +946,7 @@ class _Gen:
         self.rng = np.random.default_rng([seed, index])
         self.seed, self.index = seed, index
         self.special_p = float(self.rng.choice((0.0, 0.0, 0.05, 0.2)))
-        # Empty tensors in one program of five: capture cannot take them yet (KNOWN_OPEN["capture_empty"]).
+        # Empty tensors in one program of five.
         self.allow_empty = bool(self.rng.random() < 0.2)
         self.inputs: list = []
         self.grad_inputs: list = []
