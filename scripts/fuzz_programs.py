@@ -1,8 +1,5 @@
 """Long op-program fuzzing run (ggmlgrad.testing.fuzz_programs), crash-tolerant.
 
-Capture skips programs with empty tensors (KNOWN_OPEN["capture_empty"]): about 80% of the
-programs run in it; "runs per mode" gives the counts.
-
 Runs the programs in child processes of 1,000 each, in every mode (eager, graph, check, capture);
 a crash (abort, segfault) fails only its chunk, is reported with the program as a runnable
 snippet, and the run continues after it. Exit status 1 if anything failed.

@@ -329,3 +329,12 @@ def test_no_path_makes_a_tensor_of_more_than_4_dims():
         gg.engine.new_from_host(t, five, "test")
     with pytest.raises(RuntimeError, match="size mismatch|shape"):
         gg.nn.Linear(2, 1).load_state_dict({"weight": five, "bias": np.zeros(1, np.float32)})
+
+
+def test_squeeze_refuses_a_repeated_dim_as_torch():
+    with pytest.raises(RuntimeError, match="multiple times"):
+        gg.squeeze(gg.ones(1, 3), (0, 0))
+    assert gg.squeeze(gg.ones(1, 3, 1), (0, 2)).shape == (3,)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match="multiple times"):
+        torch.squeeze(torch.ones(1, 3), (0, 0))

@@ -330,6 +330,8 @@ class Recorder(metaclass=_PerThreadCurrent):
         self.out_blocks.append(block)
         out_nodes = []
         for j, t in enumerate(outs):
+            if t.numel_ == 0:
+                continue  # an empty result never becomes a node (ggml cannot hold 0-byte graph tensors)
             node = t._node
             lib.backend_tensor_alloc(block.buffer, node, block.data + offsets[j])
             out_nodes.append(node)

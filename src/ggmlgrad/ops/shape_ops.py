@@ -97,6 +97,8 @@ def _broadcast_to(ctx, nodes, inputs, out, shape):
     if a.shape == out.shape:
         return lib.cont(ctx, src)
     full = (1,) * (len(out.shape) - a.ndim) + tuple(a.shape)
+    if full == out.shape:  # only new size-1 leading dims: a reshape of the input, so copy it (own memory)
+        return lib.cont(ctx, reshape(ctx, src, out.shape))
     if full != a.shape:
         src = reshape(ctx, src, full)
     return expand(ctx, src, full, out.shape)

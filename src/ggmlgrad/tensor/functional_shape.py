@@ -91,7 +91,11 @@ def squeeze(x: Tensor, dim=None) -> Tensor:
         dims = set(range(x.ndim))
     else:
         seq = dim if isinstance(dim, (tuple, list)) else (dim,)
-        dims = {_dim("squeeze", d, x.ndim) for d in seq}
+        listed = [_dim("squeeze", d, x.ndim) for d in seq]
+        dims = set(listed)
+        if len(dims) != len(listed):   # torch refuses a repeated dim
+            raise RuntimeError(f"squeeze: dim {next(d for d in listed if listed.count(d) > 1)} appears multiple "
+                               f"times in the list of dims {tuple(seq)}")
     shape = tuple(s for i, s in enumerate(x.shape) if not (i in dims and s == 1))
     return op.reshape(x, shape=shape)
 

@@ -61,16 +61,10 @@ KNOWN_OPEN: dict[str, str] = {
     "int_overflow": "int32 results outside int32's range (int ops compute in float32 and cast back): the "
                     "cast gives -2**31 where torch's integer ops wrap around (documented in the README's "
                     "dtype rule); the float64 reference gives the true value",
-    "capture_empty": "gg.capture with an empty (0-element) input, intermediate or output aborts the process "
-                     "(GGML_ASSERT(tensor) in ggml-backend.cpp:2053); not fixed on any branch yet",
-    "squeeze_duplicate_dims": "squeeze(x, (0, 0)) gives values (torch: dim appears multiple times); not fixed yet",
     "remainder_special": "remainder(-5, inf) gives NaN (torch and Python: inf), remainder(x, 1e-40) gives inf "
                          "(a - floor(a / b) * b overflows; torch: a value below b), floor_divide(-1e-40, 3) "
                          "gives -0 (torch: -1), and remainder(70000, 3.3) loses digits (a - floor(a / b) * b in float32; "
                          "torch is exact); not fixed yet",
-    "broadcast_unit_dims": "broadcast_to / expand_as that only adds size-1 leading dims (same element count, "
-                           "e.g. (2,) to (1, 2)) aborts the process (GGML_ASSERT(tensor->data == NULL) in "
-                           "ggml-backend.cpp:2055), eager mode included; not fixed yet",
 }
 
 
@@ -85,16 +79,10 @@ def _hit(key: str) -> str:
 
 
 def _skip_mode(prog: "Program", mode: str, ref_vals: list) -> str:
-    """The KNOWN_OPEN key that keeps ``mode`` from running ``prog`` ('' if none)."""
-    if mode == "capture" and (any(a.size == 0 for a in prog.inputs) or
-                              any(v is not None and v.size == 0 for v in ref_vals) or
-                              any(s.op == "getitem_tensor" for s in prog.steps)):   # a[1:] may be empty inside
-        return "capture_empty"
+    """The KNOWN_OPEN key that keeps ``mode`` from running ``prog`` ('' if none; no mode is skipped now)."""
     return ""
 
 
-_NAN_OPS = ("clamp", "maximum", "minimum", "max_binary", "relu", "sign", "cmp_", "eq_c", "gt_c", "leaky_relu",
-            "where_scalars", "where_method", "max", "min", "amax", "amin", "argmax", "logsumexp")
 
 
 def _known_open(name: str, operands: list, params: tuple) -> str:
@@ -111,9 +99,8 @@ def _known_open(name: str, operands: list, params: tuple) -> str:
 
 
 def _known_crash(name: str, operands: list, out: np.ndarray) -> str:
-    """The KNOWN_OPEN key of an op application that aborts the process: never generated."""
-    if name in ("broadcast_to", "expand_as") and out.size == operands[0].size and out.shape != operands[0].shape:
-        return "broadcast_unit_dims"
+    """The KNOWN_OPEN key of an op application that aborts the process: never generated ('' if none;
+    none is known now)."""
     return ""
 
 _F32_MAX = float(np.finfo(np.float32).max)
@@ -927,7 +914,7 @@ class _Gen:
         self.rng = np.random.default_rng([seed, index])
         self.seed, self.index = seed, index
         self.special_p = float(self.rng.choice((0.0, 0.0, 0.05, 0.2)))
-        # Empty tensors in one program of five: capture cannot take them yet (KNOWN_OPEN["capture_empty"]).
+        # Empty tensors in one program of five.
         self.allow_empty = bool(self.rng.random() < 0.2)
         self.inputs: list = []
         self.grad_inputs: list = []
@@ -1341,10 +1328,7 @@ def check_program(prog: Program, modes=MODES, fd: bool = True) -> Report:
 
 
 def _known_open_error(prog: Program, mode: str) -> str:
-    """The KNOWN_OPEN key of values where the reference raises ('' if none)."""
-    last = prog.steps[-1]
-    if last.op == "squeeze" and isinstance(last.params[0], tuple):
-        return "squeeze_duplicate_dims"
+    """The KNOWN_OPEN key of values where the reference raises ('' if none; none is known now)."""
     return ""
 
 
