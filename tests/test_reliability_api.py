@@ -338,3 +338,15 @@ def test_squeeze_refuses_a_repeated_dim_as_torch():
     torch = pytest.importorskip("torch")
     with pytest.raises(RuntimeError, match="multiple times"):
         torch.squeeze(torch.ones(1, 3), (0, 0))
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+def test_a_half_input_with_a_bad_target_is_the_same_type_error_in_every_mode(graph, loss):
+    """The input's dtype is checked before the targets' values (eager reads them at once, graph mode
+    after the compute); found by the op-program fuzzer's 20,000-program run."""
+    x = gg.tensor(np.zeros((4, 3), np.float32)).to(gg.bfloat16)
+    t = gg.tensor(np.array([0, 5, 1, 2], np.int32))
+    with gg.graph_mode(graph):
+        with pytest.raises(TypeError, match="float32"):
+            getattr(F, loss)(x, t).item()

@@ -38,6 +38,7 @@ import numpy as np
 from ..engine import COMPUTED, ENGINE, download, float32, graph_enabled, int32
 from ..ops import nn_ops, op
 from ..ops.indexing import check_values
+from ..ops.registry import same_float
 from ..tensor import Tensor, as_tensor, no_grad, tensor
 from ..tensor import functional as _tf
 from ..distributions.noise import draw_noise
@@ -457,6 +458,7 @@ def cross_entropy(input: Tensor, target, weight: Tensor | None = None, ignore_in
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     if input.ndim == 0:
         raise ValueError("cross_entropy: input must have a class dimension")
+    same_float("cross_entropy", input)   # before the targets' values: the same first error in every mode
     if (empty := _empty_batch_loss("cross_entropy", input, target, reduction)) is not None:
         return empty
     logits = _class_last(input)
@@ -506,6 +508,7 @@ def nll_loss(input: Tensor, target, weight: Tensor | None = None, ignore_index: 
     _check_reduction("nll_loss", reduction)
     if input.ndim == 0:
         raise ValueError("nll_loss: input must have a class dimension")
+    same_float("nll_loss", input)        # before the targets' values: the same first error in every mode
     if (empty := _empty_batch_loss("nll_loss", input, target, reduction)) is not None:
         return empty
     logp = _class_last(input)
