@@ -148,59 +148,79 @@ def evaluate(act, episodes: int, seed: int) -> float:
     return float(np.mean(returns))
 
 
+class Collector:
+    """Vectorised CartPole environments and host buffers for one rollout of ``cfg.num_steps`` steps
+    per environment; keeps the observations, episode returns and wall time across rollouts. Shared
+    with ``torch_ppo_cartpole.py``: both libraries act through an ``act(obs) -> (logits, values)``
+    returning NumPy arrays."""
+
+    def __init__(self, cfg: Config) -> None:
+        import gymnasium as gym
+        self.cfg = cfg
+        self.envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(cfg.num_envs)],
+                                             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        self.n_obs = self.envs.single_observation_space.shape[0]
+        self.n_actions = int(self.envs.single_action_space.n)
+        shape = (cfg.num_steps, cfg.num_envs)
+        self.obs_buf = np.zeros(shape + (self.n_obs,), np.float32)
+        self.act_buf, self.logp_buf = np.zeros(shape, np.int32), np.zeros(shape, np.float32)
+        self.rew_buf, self.done_buf, self.val_buf = (np.zeros(shape, np.float32) for _ in range(3))
+        self.obs, _ = self.envs.reset(seed=cfg.seed)
+        self.done = np.zeros(cfg.num_envs, np.float32)
+        self.times = {"environment": 0.0, "acting": 0.0, "learning": 0.0}
+        self.returns: list[float] = []
+        self._running = np.zeros(cfg.num_envs)
+
+    def rollout(self, act, rng: np.random.Generator):
+        """One rollout; returns (obs, actions, logprobs, advantages, returns), flat over the batch."""
+        cfg = self.cfg
+        for t in range(cfg.num_steps):
+            t0 = time.perf_counter()
+            logits, values = act(self.obs.astype(np.float32))
+            actions, logp = sample(logits, rng)
+            t1 = time.perf_counter()
+            self.obs_buf[t], self.done_buf[t], self.val_buf[t] = self.obs, self.done, values
+            self.act_buf[t], self.logp_buf[t] = actions, logp
+            self.obs, reward, term, trunc, _ = self.envs.step(actions)
+            self.rew_buf[t] = reward
+            self.done = (term | trunc).astype(np.float32)
+            self._running += reward
+            self.returns += list(self._running[self.done > 0])
+            self._running[self.done > 0] = 0
+            self.times["acting"] += t1 - t0
+            self.times["environment"] += time.perf_counter() - t1
+        _, last_value = act(self.obs.astype(np.float32))
+        adv, ret = gae(self.rew_buf, self.val_buf, self.done_buf, last_value, self.done, cfg)
+        return (self.obs_buf.reshape(cfg.batch, self.n_obs), self.act_buf.reshape(-1), self.logp_buf.reshape(-1),
+                adv.reshape(-1), ret.reshape(-1))
+
+
 def train(cfg: Config, act_mode: str = "capture", progress: bool = True):
-    import gymnasium as gym
     gg.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(cfg.num_envs)],
-                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    n_obs, n_act = envs.single_observation_space.shape[0], envs.single_action_space.n
-    agent = Agent(n_obs, n_act)
+    col = Collector(cfg)
+    agent = Agent(col.n_obs, col.n_actions)
     opt = gg.optim.Adam(agent.parameters(), lr=cfg.lr, eps=1e-5)
-    store = Rollout(cfg, n_obs)
+    store = Rollout(cfg, col.n_obs)
     update = gg.capture_step(lambda idx: ppo_loss(agent, store, idx, cfg), opt, max_grad_norm=cfg.max_grad_norm)
     act = make_act(agent, act_mode)
     n_updates = cfg.total_steps // cfg.batch
-    shape = (cfg.num_steps, cfg.num_envs)
-    obs_buf = np.zeros(shape + (n_obs,), np.float32)
-    act_buf, logp_buf = np.zeros(shape, np.int32), np.zeros(shape, np.float32)
-    rew_buf, done_buf, val_buf = (np.zeros(shape, np.float32) for _ in range(3))
-    obs, _ = envs.reset(seed=cfg.seed)
-    done = np.zeros(cfg.num_envs, np.float32)
-    times = {"environment": 0.0, "acting": 0.0, "learning": 0.0}
-    episode_returns, running = [], np.zeros(cfg.num_envs)
     bar = _progress(n_updates * cfg.batch, progress)
     for u in range(n_updates):
         opt.param_groups[0]["lr"] = cfg.lr * (1.0 - u / n_updates)
-        for t in range(cfg.num_steps):
-            t0 = time.perf_counter()
-            logits, values = act(obs.astype(np.float32))
-            actions, logp = sample(logits, rng)
-            t1 = time.perf_counter()
-            obs_buf[t], done_buf[t], val_buf[t], act_buf[t], logp_buf[t] = obs, done, values, actions, logp
-            obs, reward, term, trunc, _ = envs.step(actions)
-            rew_buf[t] = reward
-            done = (term | trunc).astype(np.float32)
-            running += reward
-            episode_returns += list(running[done > 0])
-            running[done > 0] = 0
-            times["acting"] += t1 - t0
-            times["environment"] += time.perf_counter() - t1
-        t0 = time.perf_counter()
-        _, last_value = act(obs.astype(np.float32))
-        adv, ret = gae(rew_buf, val_buf, done_buf, last_value, done, cfg)
-        store.write(obs_buf.reshape(cfg.batch, n_obs), act_buf.reshape(-1), logp_buf.reshape(-1),
-                    adv.reshape(-1), ret.reshape(-1))
+        batch = col.rollout(act, rng)
+        t0 = time.perf_counter()   # GAE (in rollout) is host work both libraries share: not learning
+        store.write(*batch)
         for _ in range(cfg.update_epochs):
             perm = rng.permutation(cfg.batch).astype(np.int32)
             for start in range(0, cfg.batch, cfg.minibatch):
                 update(perm[start:start + cfg.minibatch])
-        times["learning"] += time.perf_counter() - t0
+        col.times["learning"] += time.perf_counter() - t0
         bar.update(cfg.batch)
-        if episode_returns:
-            bar.set_postfix(ret=f"{np.mean(episode_returns[-20:]):.0f}")
+        if col.returns:
+            bar.set_postfix(ret=f"{np.mean(col.returns[-20:]):.0f}")
     bar.close()
-    return agent, act, times, episode_returns, n_updates
+    return agent, act, col.times, col.returns, n_updates
 
 
 def _progress(total: int, enabled: bool):

@@ -16,7 +16,7 @@ import time
 import numpy as np
 import torch
 
-from ppo_cartpole import Config, _progress, gae, sample
+from ppo_cartpole import Collector, Config, _progress
 
 
 def mlp(n_in: int, n_out: int, out_gain: float) -> torch.nn.Sequential:
@@ -47,13 +47,10 @@ def ppo_loss(agent: Agent, b: dict, idx: torch.Tensor, cfg: Config) -> torch.Ten
 
 
 def train(cfg: Config, progress: bool = True):
-    import gymnasium as gym
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(cfg.num_envs)],
-                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    n_obs, n_act = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
-    agent = Agent(n_obs, n_act)
+    col = Collector(cfg)
+    agent = Agent(col.n_obs, col.n_actions)
     opt = torch.optim.Adam(agent.parameters(), lr=cfg.lr, eps=1e-5)
 
     @torch.no_grad()
@@ -62,37 +59,14 @@ def train(cfg: Config, progress: bool = True):
         return agent.actor(o).numpy(), agent.critic(o).reshape(-1).numpy()
 
     n_updates = cfg.total_steps // cfg.batch
-    shape = (cfg.num_steps, cfg.num_envs)
-    obs_buf = np.zeros(shape + (n_obs,), np.float32)
-    act_buf, logp_buf = np.zeros(shape, np.int64), np.zeros(shape, np.float32)
-    rew_buf, done_buf, val_buf = (np.zeros(shape, np.float32) for _ in range(3))
-    obs, _ = envs.reset(seed=cfg.seed)
-    done = np.zeros(cfg.num_envs, np.float32)
-    times = {"environment": 0.0, "acting": 0.0, "learning": 0.0}
-    returns, running = [], np.zeros(cfg.num_envs)
     bar = _progress(n_updates * cfg.batch, progress)
     for u in range(n_updates):
         opt.param_groups[0]["lr"] = cfg.lr * (1.0 - u / n_updates)
-        for t in range(cfg.num_steps):
-            t0 = time.perf_counter()
-            logits, values = act(obs.astype(np.float32))
-            actions, logp = sample(logits, rng)
-            t1 = time.perf_counter()
-            obs_buf[t], done_buf[t], val_buf[t], act_buf[t], logp_buf[t] = obs, done, values, actions, logp
-            obs, reward, term, trunc, _ = envs.step(actions)
-            rew_buf[t] = reward
-            done = (term | trunc).astype(np.float32)
-            running += reward
-            returns += list(running[done > 0])
-            running[done > 0] = 0
-            times["acting"] += t1 - t0
-            times["environment"] += time.perf_counter() - t1
+        obs, actions, logprobs, adv, ret = col.rollout(act, rng)
         t0 = time.perf_counter()
-        _, last_value = act(obs.astype(np.float32))
-        adv, ret = gae(rew_buf, val_buf, done_buf, last_value, done, cfg)
-        b = {"obs": torch.from_numpy(obs_buf.reshape(cfg.batch, n_obs)), "actions": torch.from_numpy(act_buf.reshape(-1)),
-             "logprobs": torch.from_numpy(logp_buf.reshape(-1)), "advantages": torch.from_numpy(adv.reshape(-1)),
-             "returns": torch.from_numpy(ret.reshape(-1))}
+        b = {"obs": torch.from_numpy(obs), "actions": torch.from_numpy(actions.astype(np.int64)),
+             "logprobs": torch.from_numpy(logprobs), "advantages": torch.from_numpy(adv),
+             "returns": torch.from_numpy(ret)}
         for _ in range(cfg.update_epochs):
             perm = torch.from_numpy(rng.permutation(cfg.batch))
             for start in range(0, cfg.batch, cfg.minibatch):
@@ -101,12 +75,12 @@ def train(cfg: Config, progress: bool = True):
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
                 opt.step()
-        times["learning"] += time.perf_counter() - t0
+        col.times["learning"] += time.perf_counter() - t0
         bar.update(cfg.batch)
-        if returns:
-            bar.set_postfix(ret=f"{np.mean(returns[-20:]):.0f}")
+        if col.returns:
+            bar.set_postfix(ret=f"{np.mean(col.returns[-20:]):.0f}")
     bar.close()
-    return act, times, returns, n_updates
+    return act, col.times, col.returns, n_updates
 
 
 def main(argv=None) -> int:
