@@ -180,19 +180,21 @@ def eager_outside():
         yield
 
 
+def _graph_block(block: str):
+    """A block that turns graph mode on (and, for local_mode, f32 matmuls) and drains at its exit."""
+    if block == "local_mode":
+        return gg.local_mode(graph=True, matmul_precision="f32")
+    return gg.graph_mode(True)
+
+
 @pytest.mark.usefixtures("eager_outside")
 @pytest.mark.parametrize("block", ["local_mode", "graph_mode"])
 def test_modes_are_restored_when_the_drain_at_the_exit_fails(block):
     x = gg.tensor([1.0, 2.0])
     before = (gg.graph_mode(), gg.matmul_precision())
 
-    def enter():
-        if block == "local_mode":
-            return gg.local_mode(graph=True, matmul_precision="f32")
-        return gg.graph_mode(True)
-
     with pytest.raises(gg.GraphError, match="injected"):
-        with enter():
+        with _graph_block(block):
             y = x * 2
             ENGINE.fail_next_drain()
     assert (gg.graph_mode(), gg.matmul_precision()) == before
@@ -207,13 +209,8 @@ def test_the_users_exception_propagates_with_the_drain_failure_attached(block):
     x = gg.tensor([1.0, 2.0])
     before = (gg.graph_mode(), gg.matmul_precision())
 
-    def enter():
-        if block == "local_mode":
-            return gg.local_mode(graph=True, matmul_precision="f32")
-        return gg.graph_mode(True)
-
     with pytest.raises(KeyError, match="mine") as ei:
-        with enter():
+        with _graph_block(block):
             x * 2
             ENGINE.fail_next_drain("exit drain broke")
             raise KeyError("mine")
@@ -221,7 +218,7 @@ def test_the_users_exception_propagates_with_the_drain_failure_attached(block):
     assert "exit drain broke" in notes and "GraphError" in notes, notes
     assert (gg.graph_mode(), gg.matmul_precision()) == before
     with pytest.raises(KeyError):  # a block that raises and drains fine: the exception, no note
-        with enter():
+        with _graph_block(block):
             z = x * 4
             raise KeyError("again")
     assert z.tolist() == [4.0, 8.0]

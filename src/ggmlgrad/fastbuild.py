@@ -63,17 +63,17 @@ def cpu_flags() -> tuple[list[str], list[str]]:
 
 def _has_avx2() -> bool:
     try:
-        return " avx2 " in f" {Path('/proc/cpuinfo').read_text()} ".replace("\n", " ").replace("\t", " ")
+        return "avx2" in Path("/proc/cpuinfo").read_text().split()
     except OSError:
         return False
 
 
-def blas_options() -> tuple[list[str], str]:
-    """CMake options for the BLAS backend, and its name. scipy-openblas32 prefixes every symbol
-    with ``scipy_``: ggml-blas calls ``cblas_sgemm`` and ``openblas_set_num_threads``, so the
-    build maps those two names onto the prefixed ones."""
+def blas_options() -> tuple[list[str], str, str]:
+    """(CMake options for the BLAS backend, extra C++ defines, its name). scipy-openblas32 prefixes
+    every symbol with ``scipy_``: ggml-blas calls ``cblas_sgemm`` and ``openblas_set_num_threads``,
+    so the build maps those two names onto the prefixed ones."""
     if sys.platform == "darwin":
-        return ["-DGGML_BLAS=ON", "-DGGML_BLAS_VENDOR=Apple"], "Accelerate"
+        return ["-DGGML_BLAS=ON", "-DGGML_BLAS_VENDOR=Apple", "-DCMAKE_INSTALL_RPATH=@loader_path"], "", "Accelerate"
     try:
         import scipy_openblas32 as ob
     except ImportError as e:
@@ -82,8 +82,8 @@ def blas_options() -> tuple[list[str], str]:
     lib = Path(ob.get_lib_dir()) / _shared_name(ob.get_library())
     defines = "-Dcblas_sgemm=scipy_cblas_sgemm -Dopenblas_set_num_threads=scipy_openblas_set_num_threads"
     return ["-DGGML_BLAS=ON", "-DGGML_BLAS_VENDOR=OpenBLAS", f"-DBLAS_LIBRARIES={lib}",
-            f"-DBLAS_INCLUDE_DIRS={ob.get_include_dir()}", f"-DGGMLGRAD_BLAS_DEFINES={defines}",
-            f"-DCMAKE_INSTALL_RPATH=$ORIGIN;{ob.get_lib_dir()}"], "OpenBLAS (scipy-openblas32)"
+            f"-DBLAS_INCLUDE_DIRS={ob.get_include_dir()}", f"-DCMAKE_INSTALL_RPATH=$ORIGIN;{ob.get_lib_dir()}"], \
+        defines, "OpenBLAS (scipy-openblas32)"
 
 
 def _shared_name(stem: str) -> str:
@@ -131,9 +131,7 @@ def fetch_sdist(work: Path, log: Path) -> Path:
 def build_ggml(src: Path, build: Path, prefix: Path, compilers: tuple[str, str], gpu: list[str],
                jobs: int, log: Path) -> str:
     cmake_cpu, kernel_flags = cpu_flags()
-    blas, blas_name = blas_options()
-    blas_defines = next((o.split("=", 1)[1] for o in blas if o.startswith("-DGGMLGRAD_BLAS_DEFINES=")), "")
-    blas = [o for o in blas if not o.startswith("-DGGMLGRAD_BLAS_DEFINES=")]
+    blas, blas_defines, blas_name = blas_options()
     # -fno-math-errno: gcc keeps sqrtf scalar otherwise (errno), so AdamW's loop never vectorised
     # (7.5x slower on 784x256). NaN/Inf semantics are unchanged (no -ffast-math).
     cflags = "-fno-math-errno"
@@ -144,8 +142,6 @@ def build_ggml(src: Path, build: Path, prefix: Path, compilers: tuple[str, str],
            "-DBUILD_SHARED_LIBS=ON", "-DGGML_BUILD_TESTS=OFF", "-DGGML_BUILD_EXAMPLES=OFF", "-DGGML_OPENMP=OFF",
            "-DGGML_CCACHE=OFF", "-DGGML_LLAMAFILE=ON", "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
            *cmake_cpu, *blas, *gpu]
-    if not any(o.startswith("-DCMAKE_INSTALL_RPATH=") for o in cmd):
-        cmd.append("-DCMAKE_INSTALL_RPATH=$ORIGIN" if sys.platform != "darwin" else "-DCMAKE_INSTALL_RPATH=@loader_path")
     _run(cmd, log, "configuring ggml with CMake")
     _run([_tool("cmake"), "--build", str(build), "--parallel", str(jobs)], log, "compiling ggml")
     _run([_tool("cmake"), "--install", str(build)], log, "installing ggml")
@@ -154,7 +150,7 @@ def build_ggml(src: Path, build: Path, prefix: Path, compilers: tuple[str, str],
 
 def build_kernels(include: Path, prefix: Path, cc: str, log: Path) -> Path:
     """ggmlgrad's vectorised activation kernels, a ggml custom-op library beside ggml."""
-    out = prefix / "lib" / _shared_name("ggmlgrad-kernels").replace(".lib", ".dll")
+    out = prefix / "lib" / ("ggmlgrad-kernels.dll" if sys.platform == "win32" else _shared_name("ggmlgrad-kernels"))
     _, flags = cpu_flags()
     # -fno-trapping-math lets gcc turn the kernels' selects into blends (FP exception flags only;
     # values, NaN and Inf are unchanged): without it no loop vectorised.
