@@ -22,11 +22,9 @@ LAYERS: dict[str, int] = {
     "runtime": 1,
     "engine": 2,
     "ops": 3,
-    "tensor": 4,
-    "autograd": 4,      # gradcheck and friends sit with the tape
+    "tensor": 4,        # Tensor, the tape (autograd) and the functional surface
     # toolkit (layer 6 of SPEC §1); its packages may use one another
-    "nn": 5, "optim": 5, "data": 5, "io": 5, "capture": 5, "distributions": 5,
-    "info": 5, "functional": 5, "utils": 5,
+    "nn": 5, "optim": 5, "data": 5, "io": 5, "capture": 5, "distributions": 5, "info": 5,
     "__init__": 6,      # the package root: `import ggmlgrad` — only applications may import it
     # applications of the library, never imported by it: the demo, the CLI, the test tables
     "demo": 7, "__main__": 7, "testing": 7, "fastbuild": 7,
@@ -105,6 +103,13 @@ def test_every_module_has_a_layer():
     assert not unknown, f"modules not in the layer table of {Path(__file__).name}: {unknown}"
 
 
+def test_layer_table_names_only_real_modules():
+    """Every entry of the table is a package or module of the source tree (no stale names)."""
+    real = {p.name for p in SRC.iterdir() if (p / "__init__.py").is_file()}
+    real |= {p.stem for p in SRC.glob("*.py")}
+    assert sorted(set(LAYERS) - real) == []
+
+
 def test_imports_point_downward():
     violations = []
     for path in _modules():
@@ -128,6 +133,44 @@ def test_only_ggml_binding_imports_ctypes():
             if target.split(".")[0] in ("ctypes", "_ctypes"):
                 offenders.append(f"{path.relative_to(SRC.parent)}:{line}")
     assert not offenders, f"ctypes imported outside ggmlgrad._ggml: {offenders}"
+
+
+# The ggml boundary (issue 11 item 5): struct mirrors, raw field access and host addresses of NumPy
+# arrays stay in the binding, which offers typed functions (node_ne, node_type, array_address, ...).
+_BINDING_ONLY_NAMES = {"TensorStruct", "tensor_struct", "InitParams", "write_ptr_field", "pointer_cells",
+                       "c_array_i64", "c_array_ptr"}
+_BINDING_ONLY_ATTRIBUTES = {"ctypes", "from_address", "addressof"}
+
+
+def _boundary_uses(source: str) -> list[tuple[int, str]]:
+    """(line, what) for each use of a binding-only name or attribute in ``source``."""
+    uses = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name) and node.id in _BINDING_ONLY_NAMES:
+            uses.append((node.lineno, node.id))
+        elif isinstance(node, ast.alias) and node.name in _BINDING_ONLY_NAMES:
+            uses.append((getattr(node, "lineno", 0), node.name))
+        elif isinstance(node, ast.Attribute) and node.attr in _BINDING_ONLY_ATTRIBUTES | _BINDING_ONLY_NAMES:
+            uses.append((node.lineno, "." + node.attr))
+    return uses
+
+
+def test_ggml_structs_and_addresses_stay_in_the_binding():
+    offenders = []
+    for path in _modules():
+        if path.relative_to(SRC).parts[0] == "_ggml":
+            continue
+        for line, what in _boundary_uses(path.read_text(encoding="utf-8")):
+            offenders.append(f"{path.relative_to(SRC.parent)}:{line} {what}")
+    assert not offenders, "ggml structs or host addresses outside ggmlgrad._ggml:\n" + "\n".join(offenders)
+
+
+def test_the_boundary_checker_sees_violations():
+    src = ("from .._ggml import TensorStruct\n"
+           "t = TensorStruct.from_address(p)\n"
+           "a = arr.ctypes.data\n")
+    found = {what for _, what in _boundary_uses(src)}
+    assert found == {"TensorStruct", ".from_address", ".ctypes"}
 
 
 def test_the_checker_sees_violations():

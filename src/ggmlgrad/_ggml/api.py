@@ -217,6 +217,38 @@ def view_source(tensor_ptr: int) -> tuple[int, int]:
     return t.view_src or 0, t.view_offs
 
 
+def node_type(tensor_ptr: int) -> int:
+    """The ggml type (``GGML_TYPE_*``) of the tensor at ``tensor_ptr``."""
+    return TensorStruct.from_address(tensor_ptr).type
+
+
+def node_ne(tensor_ptr: int) -> tuple[int, int, int, int]:
+    """The four ggml dimensions (innermost first) of the tensor at ``tensor_ptr``."""
+    return tuple(TensorStruct.from_address(tensor_ptr).ne)
+
+
+def node_nb(tensor_ptr: int) -> tuple[int, int, int, int]:
+    """The four byte strides (innermost first) of the tensor at ``tensor_ptr``."""
+    return tuple(TensorStruct.from_address(tensor_ptr).nb)
+
+
+def node_is_view(tensor_ptr: int) -> bool:
+    """Whether the tensor at ``tensor_ptr`` is a view of another tensor's memory."""
+    return bool(TensorStruct.from_address(tensor_ptr).view_src)
+
+
+def node_is_op_result(tensor_ptr: int) -> bool:
+    """Whether the tensor at ``tensor_ptr`` is computed by an op (not a leaf, not a view)."""
+    t = TensorStruct.from_address(tensor_ptr)
+    return t.op != 0 and not t.view_src
+
+
+def new_context(mem_size: int, no_alloc: bool = True) -> int:
+    """A new ggml context of ``mem_size`` bytes (``no_alloc``: headers only, data lives in backend
+    buffers); 0 when ggml cannot allocate it."""
+    return lib.init(InitParams(mem_size, None, no_alloc))
+
+
 def c_array_i64(values) -> ctypes.Array:
     return (ctypes.c_int64 * len(values))(*values)
 
@@ -225,8 +257,8 @@ def c_array_ptr(values) -> ctypes.Array:
     return (ctypes.c_void_p * len(values))(*values)
 
 
-def float_array_ptr(arr) -> int:
-    """Address of a C-contiguous NumPy array's data."""
+def array_address(arr) -> int:
+    """Address of a C-contiguous NumPy array's data (the one place host addresses are taken)."""
     return arr.ctypes.data
 
 

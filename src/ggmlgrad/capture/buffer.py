@@ -25,6 +25,7 @@ from ..engine.errors import IndexValueError
 from ..ops import op
 from ..ops.indexing import check_values
 from ..runtime import resolve_device
+from .._ggml import array_address
 from ..tensor import Tensor
 from ..tensor.tensor import tensor as _tensor
 from . import ops as _ops  # noqa: F401
@@ -153,6 +154,6 @@ def _write_rows(t: Tensor, data: np.ndarray, byte_offset: int) -> None:
     if ENGINE.guard is not None:
         ENGINE.guard.on_upload("Buffer.write()")
     n = data.nbytes
-    t._storage.write(data.ctypes.data, n, byte_offset)
+    t._storage.write(array_address(data), n, byte_offset)
     COUNTERS.uploads["Buffer.write()"] += 1
     COUNTERS.upload_bytes["Buffer.write()"] += n

@@ -11,6 +11,7 @@ from typing import Callable
 
 import numpy as np
 
+from .._ggml import array_address
 from ..engine import dtypes
 from ..tensor import Tensor
 from . import gguf_file, safetensors_file
@@ -280,7 +281,7 @@ def _write_safetensors(tmp: str, leaves: list[Leaf], meta: str) -> None:
     for l in leaves:
         bits = np.ascontiguousarray(l.bits)
         specs[l.name] = safetensors.TensorSpec(dtype=_ST_NAMES[l.dtype], shape=tuple(l.shape),
-                                               data_ptr=bits.ctypes.data, data_len=bits.nbytes)
+                                               data_ptr=array_address(bits), data_len=bits.nbytes)
     safetensors.serialize_file(specs, tmp, metadata={_META_KEY: meta, _CRC_KEY: str(_crc(meta))})
     del leaves  # the arrays stay alive until here
 

@@ -1,7 +1,7 @@
 """Activations and softmax family."""
 from __future__ import annotations
 
-from .._ggml import SIMD_FLOATS, TensorStruct, lib
+from .._ggml import SIMD_FLOATS, lib, node_nb, node_ne
 from ..engine import float32
 from ..engine.flat import FlatNode
 from . import fast_math
@@ -48,8 +48,7 @@ def _step(ctx, nodes, inputs, out):
 
 def _same_rows(a: int, b: int) -> bool:
     """Same shape and unit stride along rows in both nodes (what a two-input kernel reads)."""
-    ta, tb = TensorStruct.from_address(a), TensorStruct.from_address(b)
-    return list(ta.ne) == list(tb.ne) and ta.nb[0] == tb.nb[0] == 4
+    return node_ne(a) == node_ne(b) and node_nb(a)[0] == node_nb(b)[0] == 4
 
 
 @define("relu_backward", elementwise=True, infer=_infer_grad_pair("relu_backward"), differentiable=False)

@@ -1,7 +1,7 @@
 """Small ggml node-building helpers used by op forward builders."""
 from __future__ import annotations
 
-from .._ggml import TensorStruct, lib
+from .._ggml import lib, node_is_op_result, node_is_view, node_ne
 from ..engine.flat import FlatNode
 from .shapes import ne as _ne
 
@@ -23,7 +23,7 @@ def saved_node(node: int, name: str) -> int:
 
 
 def is_view(node: int) -> bool:
-    return bool(TensorStruct.from_address(node).view_src)
+    return node_is_view(node)
 
 
 def materialize(ctx: int, node: int) -> int:
@@ -38,8 +38,7 @@ def owned(ctx: int, node: int, shape: tuple) -> int:
     that would make two results share memory). When it already has ``shape``'s layout it is the
     result itself; otherwise its reshape is copied (a copy per op costs a pass over the data).
     """
-    t = TensorStruct.from_address(node)
-    if t.op != 0 and not t.view_src and list(t.ne) == _ne(shape) and lib.is_contiguous(node):
+    if node_is_op_result(node) and list(node_ne(node)) == _ne(shape) and lib.is_contiguous(node):
         return node
     return lib.cont(ctx, reshape(ctx, node, shape))
 

@@ -12,7 +12,7 @@ flash_attn_ext" in ggml 0.20 and does not take a mask.
 """
 from __future__ import annotations
 
-from .._ggml import TensorStruct, consts, lib
+from .._ggml import consts, lib, node_ne
 from ..engine import float32, int32
 from ..engine.flat import FlatNode
 from .build import SavedNode, expand, merged_op, owned, permute, reshape, saved_node
@@ -374,7 +374,7 @@ def _one_hot(ctx, nodes, inputs, out, num_classes, ignore_index=None):
     """Row i is e_{idx[i]}; indices outside [0, C) or equal to ``ignore_index`` give a zero row."""
     node = one_hot_rows(ctx, nodes[0], max(numel(inputs[0].shape), 1), num_classes, ignore_index)
     want = _ne(out.shape)
-    if list(TensorStruct.from_address(node).ne) == want:
+    if list(node_ne(node)) == want:
         return owned(ctx, node, out.shape)
     return FlatNode(node, tuple(want))
 

@@ -11,7 +11,7 @@ of entry ``i`` that ggml's binary ops broadcast over a whole tensor.
 """
 from __future__ import annotations
 
-from .._ggml import clear_param_flag, consts, lib, tensor_struct
+from .._ggml import clear_param_flag, consts, lib, node_ne
 
 _F32 = consts.TYPE_F32
 
@@ -38,7 +38,7 @@ def row(ctx: int, hp: int, i: int, like: int) -> int:
     row length, and a per-element loop with a modulo for a 1-element one: an Adam update composed
     from 1-element views took 7.5 ms for 200k parameters.
     """
-    return lib.repeat_4d(ctx, scalar(ctx, hp, i), tensor_struct(like).ne[0], 1, 1, 1)
+    return lib.repeat_4d(ctx, scalar(ctx, hp, i), node_ne(like)[0], 1, 1, 1)
 
 
 def as_f32(ctx: int, node: int, ggml_type: int) -> int:

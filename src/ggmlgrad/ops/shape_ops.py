@@ -8,7 +8,7 @@ from a 0-element view of an input: ggml's allocator aborts on 0-byte tensors it 
 allocate itself."""
 from __future__ import annotations
 
-from .._ggml import TensorStruct, lib
+from .._ggml import lib, node_type
 from ..engine import float32
 from .build import expand, permute, reshape, shape_only
 from .registry import define, op, same_float
@@ -198,7 +198,7 @@ def _slice_view(ctx, node, in_shape, start, step, sliced, final, es):
     if not shape:                                   # 0-d input: only size-1 dims can be added
         return _cont_as(ctx, node, final)
     if numel(sliced) == 0:
-        return empty_node(ctx, node, final, TensorStruct.from_address(node).type)
+        return empty_node(ctx, node, final, node_type(node))
     block = _contiguous_block(shape, start, step, sliced)
     if block is not None:   # x[i], x[a:b], x[i, a:b], ...: one run of memory (cheapest view)
         n = _ne(final)
@@ -245,10 +245,10 @@ def empty_node(ctx, src, shape, ggml_type):
     leaves it with a NULL data pointer and trips ggml_backend_tensor_alloc's assert (abort).
     """
     n = _ne(shape)
-    es = lib.type_size(TensorStruct.from_address(src).type)
+    es = lib.type_size(node_type(src))
     v = lib.view_4d(ctx, src, n[0], n[1], n[2], n[3], es * max(n[0], 1), es * max(n[0] * n[1], 1),
                     es * max(n[0] * n[1] * n[2], 1), 0)
-    if TensorStruct.from_address(src).type == ggml_type:
+    if node_type(src) == ggml_type:
         return lib.cont(ctx, v)
     return lib.cast(ctx, v, ggml_type)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 
-from .._ggml import InitParams, ScratchTensor, consts, host_copy, init_leaf_header, lib
+from .._ggml import ScratchTensor, consts, host_copy, init_leaf_header, lib, new_context
 from .device import Device
 from .faults import ARMED as _FAULTS, hit as _fault
 
@@ -103,7 +103,7 @@ class _LeafHeaders:
 
     def take(self) -> int:
         if not self.free:
-            ctx = lib.init(InitParams(self.PER_CONTEXT * lib.tensor_overhead(), None, True))
+            ctx = new_context(self.PER_CONTEXT * lib.tensor_overhead())
             if not ctx:
                 raise MemoryError("ggmlgrad: ggml_init failed for leaf headers")
             self.contexts.append(ctx)
