@@ -6,13 +6,16 @@ builds them here, in order, each computed input entering as a LEAF aliasing its 
 """
 from __future__ import annotations
 
+import weakref
+
 from .._ggml import InitParams, lib
 from ..runtime import Device, Storage
-from . import modes
+from . import context
+from .context import current
 from .array import FAILED, PENDING, Array, ggml_ne
 from .errors import PendingError
 from .flat import FlatNode
-from .records import _Pending, no_value_message
+from .records import _Pending, _phase_label, no_value_message
 
 _CTX_TENSORS = 4096           # tensors per node context
 _OP_HEADROOM = 96             # most tensors one op builder may create
@@ -104,7 +107,8 @@ class Builder:
         # The storage's own header, reused across graphs; not inside a capture recording, which
         # owns (and rewrites) the leaves of its graphs, nor for storage that is not a plain Storage.
         leaf = 0
-        if self.guard is None and type(s) is Storage:
+        observer = current().observer
+        if observer is None and type(s) is Storage:
             ne = _NE.get(a.shape)
             if ne is None:
                 ne = _NE[a.shape] = tuple(ggml_ne(a.shape))
@@ -115,8 +119,8 @@ class Builder:
         a._leaf_epoch = -1  # seqlock order: a reader on another thread sees a stale pair as invalid
         a._leaf = leaf
         a._leaf_epoch = epoch
-        if self.guard is not None:
-            self.guard.on_leaf(a, leaf)  # capture: which computed tensors a recording references
+        if observer is not None:
+            observer.on_leaf(a, leaf)  # capture: which computed tensors a recording references
         return leaf
 
     def begin(self, device: Device) -> int:
@@ -127,6 +131,21 @@ class Builder:
             self.device = device
         self._room()
         return self.ctx
+
+    def _build_record(self, out: Array, label: str, build, inputs, work: float, params: dict | None) -> None:
+        """Build one op's node now and queue it (eager without a plan, in-place writes, capture)."""
+        ctx = self.begin(out.device)
+        nodes = [self.node_of(x) for x in inputs]
+        node = build(ctx, *nodes) if params is None else build(ctx, nodes, inputs, out, **params)
+        out._node = node
+        out._epoch = self.epoch
+        out._status = PENDING
+        self.roots.append((weakref.ref(out), node))
+        self.labels.append(_phase_label.get() or label)
+        w = work or float(max(1, out.numel_))
+        self.work += w
+        if w > self.max_work:
+            self.max_work = w
 
     def _materialize(self) -> None:
         """Build the nodes of every lazily recorded op, in order (their inputs come first)."""
@@ -158,10 +177,10 @@ class Builder:
         prec_token = None
         try:
             for build, inputs, params, shape, dtype, prec, standin in lazy:
-                if prec != modes._precision.get():  # build as recorded (matmul nodes read the mode)
+                if prec != current().precision:  # build as recorded (matmul nodes read the mode)
                     if prec_token is not None:
-                        modes._precision.reset(prec_token)
-                    prec_token = modes._precision.set(prec)
+                        context.pop(prec_token)
+                    prec_token = context.push(precision=prec)
                 self._room()
                 nodes = [built[x.index] if type(x) is _Pending else self.node_of(x) for x in inputs]
                 for i, n in enumerate(nodes):
@@ -176,6 +195,6 @@ class Builder:
                     built.append(build(self.ctx, nodes, inputs, standin, **params))
         finally:
             if prec_token is not None:
-                modes._precision.reset(prec_token)
+                context.pop(prec_token)
         return built
 

@@ -14,7 +14,6 @@ before reads queued ahead of it.
 from __future__ import annotations
 
 import threading
-import weakref
 from contextlib import contextmanager
 from typing import Callable
 
@@ -22,6 +21,7 @@ from .._ggml import lib
 from ..runtime import Storage, budget
 from . import modes
 from .array import COMPUTED, FAILED, PENDING, Array
+from .context import current
 from .build import _OVERHEAD, Builder, _ContextPool
 from .drain import Drainer
 from .errors import PendingError
@@ -48,8 +48,6 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
         self._fail_next: str | None = None
         self._private_leaves = False  # building a plan: leaves it can rebind, not storages' shared headers
         self._private_leaf_of: dict[int, int] = {}
-        # Capture installs a guard here; it is told about uploads, downloads and drains.
-        self.guard = None
         self.checks: list = []  # index checks of the queue, verified after its drain (checks.py)
         self._new_epoch_state()
 
@@ -78,31 +76,23 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
                 return out
             if out.numel_ > budget.HUGE_NUMEL:  # larger than the device's memory: raise before queuing
                 budget.check_tensor(out.device, out.nbytes, f"{label}'s result of shape {out.shape} ({out.dtype.name})")
-            if self._hold == 0 and params is not None and self.guard is None:
-                if not modes.graph_enabled():
-                    if (self._fail_next is None and not self.roots and not self.effects
-                            and self._run_plan(out, label, build, inputs, work, params)):
-                        return out
-                elif not modes.check_enabled():
-                    return self._record_lazy(out, label, build, inputs, work, params)
-            ctx = self.begin(out.device)
-            nodes = [self.node_of(x) for x in inputs]
-            node = build(ctx, *nodes) if params is None else build(ctx, nodes, inputs, out, **params)
-            out._node = node
-            out._epoch = self.epoch
-            out._status = PENDING
-            self.roots.append((weakref.ref(out), node))
-            self.labels.append(_phase_label.get() or label)
-            w = work or float(max(1, out.numel_))
-            self.work += w
-            if w > self.max_work:
-                self.max_work = w
+            c = current()
+            if self._hold == 0 and c.observer is None and params is not None:
+                if c.graph and not c.check:
+                    return self._record_lazy(out, label, build, inputs, work, params, c.precision)
+                if not (self.lazy or self.roots or self.effects):
+                    # Eager or check mode: the queue is this one record, drained at once (the drain
+                    # computes it with its op's cached plan when there is one).
+                    self.one = (out, label, build, inputs, work, params, c)
+                    self._drain_locked("check" if c.graph else "eager")
+                    return out
+            self._build_record(out, label, build, inputs, work, params)
             if self._hold == 0:
-                if not modes.graph_enabled():
-                    self.drain("eager")
-                elif modes.check_enabled():
+                if not c.graph:
+                    self._drain_locked("eager")
+                elif c.check:
                     self.site = user_site(3)
-                    self.drain("check")
+                    self._drain_locked("check")
                 elif self.site is None:
                     self.site = user_site(3)
             return out
@@ -120,7 +110,8 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
         if self._hold == 0:
             raise RuntimeError("ggmlgrad internal: record_update outside exclusive()")
         device = inputs[0].device
-        if self.guard is not None:  # a capture recording takes the queue as built nodes
+        c = current()
+        if c.observer is not None:  # a capture recording takes the queue as built nodes
             ctx = self.begin(device)
             nodes = [self.node_of(x) for x in inputs]
             for target, node in build(ctx, nodes, inputs, **params):
@@ -130,7 +121,7 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
                 if self.device is not None and len(self):
                     self.drain("device_change")
                 self.device = device
-            prec = modes._precision.get()
+            prec = c.precision
             self._sign(build, None, None, prec, params, len(inputs))
             self.lazy.append((build, self._lazy_inputs(inputs), params, None, None, prec, None))
             self.updates += 1
@@ -171,6 +162,28 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
                 raise
             self._hold -= 1
             self.drain(reason)
+
+    def hold(self) -> None:
+        """Queue without draining until :meth:`release` (a capture recording's optimizer update
+        queues its in-place writes this way; :meth:`exclusive` holds for its body)."""
+        self._hold += 1
+
+    def release(self) -> None:
+        """End one :meth:`hold`."""
+        if self._hold <= 0:
+            raise RuntimeError("ggmlgrad internal: release() without hold()")
+        self._hold -= 1
+
+    def discard(self) -> None:
+        """Drop the queue without computing it (its pending tensors fail with a clear error)."""
+        with self.lock:
+            self._discard()
+
+    @property
+    def guard(self):
+        """The calling context's observer (a capture recording's), or None; read-only: a recording
+        installs it by pushing an execution context (see :mod:`.context`)."""
+        return current().observer
 
     # ------------------------------------------------------------------ draining
     def take_for_capture(self):

@@ -12,7 +12,6 @@ import sys
 import weakref
 
 from ..runtime import Device, Storage
-from . import modes
 from .array import COMPUTED, PENDING, Array
 from .errors import PendingError
 from .local import owner_of
@@ -55,6 +54,7 @@ class RecordQueue:
     """Engine part: the queue's state, its lazy records and their plan key (mixed into ``Engine``)."""
 
     def _new_epoch_state(self) -> None:
+        self.one: tuple | None = None  # an eager or check-mode op's record, while record() drains it
         self.ctx = 0
         self.ctx_list: list[int] = []
         # Graph mode records ops without building them (see _materialize): (build, inputs,
@@ -83,7 +83,7 @@ class RecordQueue:
     def __len__(self) -> int:
         return len(self.roots) + len(self.effects) + self.updates
 
-    def _record_lazy(self, out: Array, label: str, build, inputs, work: float, params: dict) -> Array:
+    def _record_lazy(self, out: Array, label: str, build, inputs, work: float, params: dict, prec: str) -> Array:
         """Graph mode: queue the op without building its node. The drain computes the queue with a
         cached plan when the same op sequence ran before, and builds the nodes otherwise."""
         if self.device is not out.device:
@@ -92,7 +92,6 @@ class RecordQueue:
             self.device = out.device
         lazy = self.lazy
         epoch = self.epoch
-        prec = modes._precision.get()
         self._sign(build, out.shape, out.dtype, prec, params, len(inputs))
         ins = self._lazy_inputs(inputs)
         j = len(lazy)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import weakref
 
-from . import modes
+from .context import current
 from .array import COMPUTED, PENDING, Array
 from .records import _Pending
 
@@ -30,6 +30,22 @@ class _Segment:
 
 
 
+class Mark:
+    """Where a backward pass started in the queue (:meth:`Segments.lazy_mark`); ``key`` is the
+    queue's record key so far and its device (equal keys: equal indices and slots)."""
+
+    __slots__ = ("epoch", "n_lazy", "n_sig", "n_leaves", "n_labels", "work", "key")
+
+    def __init__(self, epoch: int, n_lazy: int, n_sig: int, n_leaves: int, n_labels: int, work: float, key: tuple):
+        self.epoch = epoch
+        self.n_lazy = n_lazy
+        self.n_sig = n_sig
+        self.n_leaves = n_leaves
+        self.n_labels = n_labels
+        self.work = work
+        self.key = key
+
+
 class Segments:
     """Engine part: marks, segments and their replay (mixed into ``Engine``)."""
 
@@ -38,14 +54,15 @@ class Segments:
     # one backward appended, kept so that the next identical backward appends them again without
     # running the gradient rules (see tensor/tape.py). Valid only on a queue whose key so far is
     # the same as when the segment was taken: the same records, so the same indices and slots.
-    def lazy_mark(self) -> tuple | None:
+    def lazy_mark(self) -> Mark | None:
         """The lazy queue's position and key so far, or None when nothing can be replayed here
         (not plain graph mode, a capture recording, built nodes in the queue)."""
-        if self._sig is None or self.guard is not None or self._hold or not modes.graph_enabled() \
-                or modes.check_enabled() or self.device is None:
+        c = current()
+        if self._sig is None or c.observer is not None or self._hold or not c.graph or c.check \
+                or self.device is None:
             return None
-        return (self.epoch, len(self.lazy), len(self._sig), len(self._sig_leaves), len(self.labels),
-                self.work, tuple(self._sig), self.device.dev_ptr)
+        return Mark(self.epoch, len(self.lazy), len(self._sig), len(self._sig_leaves), len(self.labels),
+                    self.work, (tuple(self._sig), self.device.dev_ptr))
 
     def queue_refs(self, arrays) -> list | None:
         """Each array in the lazy queue's key: its record index (>= 0) or -1-slot for a computed
@@ -68,10 +85,17 @@ class Segments:
                 return None
         return refs
 
-    def lazy_segment(self, mark: tuple) -> "_Segment | None":
+    def result_index(self, a: Array) -> int | None:
+        """The index of the lazy record of this queue whose result ``a`` is, or None."""
+        if a._status != PENDING or a._epoch != self.epoch or a._node >= 0:
+            return None
+        return -1 - a._node
+
+    def lazy_segment(self, mark: Mark) -> "_Segment | None":
         """The records appended since ``mark``, or None when they cannot be replayed (the queue was
         drained or built since, or they read a computed tensor the queue did not hold at ``mark``)."""
-        epoch, n_lazy, n_sig, n_leaves, n_labels, work, _, _ = mark
+        epoch, n_lazy, n_sig, n_leaves = mark.epoch, mark.n_lazy, mark.n_sig, mark.n_leaves
+        n_labels, work = mark.n_labels, mark.work
         if (self.epoch != epoch or self._sig is None or len(self._sig_leaves) != n_leaves
                 or len(self.lazy) <= n_lazy or self.effects):
             return None
