@@ -15,6 +15,7 @@ from .context import current
 from .array import FAILED, PENDING, Array, ggml_ne
 from .errors import PendingError
 from .flat import FlatNode
+from .plans import Plan, Uncacheable
 from .records import _Pending, _phase_label, no_value_message
 
 _CTX_TENSORS = 4096           # tensors per node context
@@ -198,3 +199,21 @@ class Builder:
                 context.pop(prec_token)
         return built
 
+
+def make_op_plan(plans, key, device: Device, build, inputs, out: Array, params: dict, s: Storage, work: float):
+    """Build one op over leaves of its own into a cached :class:`~.plans.Plan` (stored in ``plans``
+    under ``key``; None stored and returned when the op cannot be planned)."""
+    ctx = lib.init(InitParams((len(inputs) + _OP_HEADROOM) * _OVERHEAD, None, True))
+    if not ctx:
+        raise MemoryError("ggmlgrad: ggml_init failed for an op plan")
+    leaves = [_new_leaf(ctx, x) for x in inputs]
+    try:
+        node = build(ctx, leaves, inputs, out, **params)
+        plan = Plan(device, [ctx], leaves, [node], (s,), max_work=work or float(out.numel_))
+    except (Uncacheable, MemoryError) as e:
+        lib.free(ctx)
+        if isinstance(e, Uncacheable):
+            plans.put(key, None)
+        return None  # the ordinary path computes it
+    plans.put(key, plan)
+    return plan

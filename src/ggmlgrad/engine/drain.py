@@ -17,7 +17,7 @@ from ..runtime import Device, Storage, choose_threads, executor_for
 from ..runtime.faults import ARMED as _FAULTS, hit as _fault
 from . import checks as _checks
 from .array import COMPUTED, FAILED, PENDING, Array
-from .build import _OP_HEADROOM, _OVERHEAD, _new_leaf
+from .build import _OVERHEAD, make_op_plan
 from .context import current
 from .errors import GraphError, GraphMemoryError
 from .plans import Plan, Uncacheable, freeze_params
@@ -293,7 +293,7 @@ class Drainer:
             return False
         s = Storage(device, out.nbytes)
         if plan is False:
-            plan = self._make_op_plan(plans, key, device, build, inputs, out, params, s, work)
+            plan = make_op_plan(plans, key, device, build, inputs, out, params, s, work)
             if plan is None:
                 return False
         counters = c.counters
@@ -310,21 +310,3 @@ class Drainer:
         if self.checks:
             _checks.after_drain(self, out._epoch, (out,))
         return True
-
-    @staticmethod
-    def _make_op_plan(plans, key, device: Device, build, inputs, out: Array, params: dict, s: Storage, work: float):
-        ctx = lib.init(InitParams((len(inputs) + _OP_HEADROOM) * _OVERHEAD, None, True))
-        if not ctx:
-            raise MemoryError("ggmlgrad: ggml_init failed for an op plan")
-        leaves = [_new_leaf(ctx, x) for x in inputs]
-        try:
-            node = build(ctx, leaves, inputs, out, **params)
-            plan = Plan(device, [ctx], leaves, [node], (s,), max_work=work or float(out.numel_))
-        except (Uncacheable, MemoryError) as e:
-            lib.free(ctx)
-            if isinstance(e, Uncacheable):
-                plans.put(key, None)
-            return None  # the ordinary path computes it
-        plans.put(key, plan)
-        return plan
-

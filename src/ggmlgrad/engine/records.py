@@ -20,6 +20,24 @@ from .plans import freeze_params
 # Set by autograd while it builds gradient nodes (they are labelled "backward" in errors);
 # context-local, since two threads may run backward at once.
 _phase_label: contextvars.ContextVar[str | None] = contextvars.ContextVar("ggmlgrad_phase", default=None)
+
+
+def phase() -> str | None:
+    """The label ops queued now carry in error messages instead of their own ("backward" while
+    autograd builds gradients), or None."""
+    return _phase_label.get()
+
+
+def set_phase(label: str | None) -> contextvars.Token:
+    """Label the ops queued from now on ``label``; give the token to :func:`reset_phase`."""
+    return _phase_label.set(label)
+
+
+def reset_phase(token: contextvars.Token) -> None:
+    """End a :func:`set_phase`."""
+    _phase_label.reset(token)
+
+
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

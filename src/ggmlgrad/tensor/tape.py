@@ -12,7 +12,7 @@ from ..engine import ENGINE, float32 as _F32
 from ..engine import context
 from ..engine.context import current as _context
 from ..engine.plans import SegmentPlan, freeze_params
-from ..engine.queue import _phase_label
+from ..engine.records import reset_phase, set_phase
 from ..ops.registry import OpDef, op
 from .grad_mode import _enabled, is_grad_enabled
 
@@ -139,7 +139,7 @@ def _run_rules(root, gradient, order: list[Node], retain_graph: bool) -> list[in
     assigned: set[int] = set()
     ran: list[int] = []
     token = _enabled.set(False)
-    label_token = _phase_label.set("backward")  # GraphError names these "backward"
+    label_token = set_phase("backward")  # GraphError names these "backward"
     try:
         for pos in range(len(order) - 1, -1, -1):
             node = order[pos]
@@ -177,7 +177,7 @@ def _run_rules(root, gradient, order: list[Node], retain_graph: bool) -> list[in
             if not retain_graph:
                 _release(node)
     finally:
-        _phase_label.reset(label_token)
+        reset_phase(label_token)
         _enabled.reset(token)
         del saved_outputs
     return ran
