@@ -66,17 +66,39 @@ class ExecContext:
         self.graph_plans = graph_plans
         self.segment_plans = segment_plans
 
+    def _copy(self) -> "ExecContext":
+        new = _blank(ExecContext)  # attribute by attribute: modes change on every graph_mode block
+        new.graph_set, new.check_set, new.graph, new.check = self.graph_set, self.check_set, self.graph, self.check
+        new.precision, new.observer, new.recorder, new.noise = self.precision, self.observer, self.recorder, self.noise
+        new.counters, new.op_plans = self.counters, self.op_plans
+        new.graph_plans, new.segment_plans = self.graph_plans, self.segment_plans
+        return new
+
+    def with_modes(self, graph_set: bool | None, check_set: bool | None) -> "ExecContext":
+        """A copy with graph and check mode set (None: the environment decides)."""
+        new = self._copy()
+        new.graph_set, new.check_set = graph_set, check_set
+        new.graph = env_flag("GGMLGRAD_GRAPH") if graph_set is None else graph_set
+        new.check = env_flag("GGMLGRAD_GRAPH_CHECK") if check_set is None else check_set
+        return new
+
     def replace(self, **changes) -> "ExecContext":
         """A copy with ``changes`` (names of :class:`ExecContext`'s arguments)."""
-        kw = {name: getattr(self, name) for name in _ARGS}
-        kw.update(changes)
-        return ExecContext(**kw)
+        new = self._copy()
+        for name, value in changes.items():
+            if name not in _ARGS:
+                raise TypeError(f"ExecContext.replace: unknown setting {name!r}")
+            setattr(new, name, value)
+        if "graph_set" in changes or "check_set" in changes:
+            return new.with_modes(new.graph_set, new.check_set)
+        return new
 
     def __repr__(self) -> str:
         return (f"ExecContext(graph={self.graph}, check={self.check}, precision={self.precision!r}, "
                 f"observer={self.observer!r}, noise={self.noise!r})")
 
 
+_blank = object.__new__
 _ARGS = ("graph_set", "check_set", "precision", "observer", "recorder", "noise", "counters", "op_plans",
          "graph_plans", "segment_plans")
 
@@ -91,6 +113,11 @@ current = _CTX.get
 def update(**changes) -> None:
     """Change settings of the current context (graph mode, precision...) until changed again."""
     _CTX.set(current().replace(**changes))
+
+
+def set_modes(graph_set: bool | None, check_set: bool | None) -> None:
+    """Set graph and check mode of the current context (None: the environment decides)."""
+    _CTX.set(current().with_modes(graph_set, check_set))
 
 
 def push(**changes) -> contextvars.Token:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .context import current, update
+from .context import current, set_modes, update
 
 PRECISIONS = ("default", "f32")
 
@@ -66,8 +66,9 @@ def _validate_bool(fn: str, name: str, v, allow_none: bool) -> None:
 
 
 def _set_graph(on: bool) -> None:
-    was_on = graph_enabled()
-    update(graph_set=on)  # set first: a failing drain below must not leave graph mode on
+    ctx = current()
+    was_on = ctx.graph
+    set_modes(on, ctx.check_set)  # set first: a failing drain below must not leave graph mode on
     if was_on and not on:
         _graph_turned_off()
 
@@ -123,14 +124,14 @@ def graph_mode(on: bool | None = None, check: bool | None = None):
     ctx = current()
     prev_graph, prev_graph_raw, prev_check_raw = ctx.graph, ctx.graph_set, ctx.check_set
     if check is not None:
-        update(check_set=check)
+        set_modes(prev_graph_raw, check)
     if on is not None:
         _set_graph(on)
 
     def restore() -> None:
         # Every setting back first, then the drain that leaving graph mode implies.
         was_on = graph_enabled()
-        update(graph_set=prev_graph_raw, check_set=prev_check_raw)
+        set_modes(prev_graph_raw, prev_check_raw)
         if was_on and not graph_enabled():
             _graph_turned_off()
 

@@ -41,10 +41,22 @@ def reset_phase(token: contextvars.Token) -> None:
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+_IN_PKG: dict = {}  # code object → whether it is ggmlgrad's (a site is found on every graph-mode queue)
+
+
 def user_site(skip: int = 2) -> str:
     """file:line of the innermost frame outside the ggmlgrad package."""
     f = sys._getframe(skip)
-    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+    in_pkg = _IN_PKG
+    while f is not None:
+        code = f.f_code
+        inside = in_pkg.get(code)
+        if inside is None:
+            if len(in_pkg) > 8192:
+                in_pkg.clear()
+            inside = in_pkg[code] = code.co_filename.startswith(_PKG_DIR)
+        if not inside:
+            break
         f = f.f_back
     return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
 

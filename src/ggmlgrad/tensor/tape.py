@@ -223,7 +223,8 @@ class _BackwardCache:
         plans = _context().segment_plans
         entry = plans.plans.get(key)
         if entry is not None:
-            plans.touch(entry)
+            plans.tick += 1  # PlanCache.touch, inlined (once per backward)
+            entry.last_use = plans.tick
         return entry
 
     def wants_key(self) -> bool:
