@@ -22,15 +22,14 @@ from ..runtime import Storage, budget
 from . import modes
 from .array import COMPUTED, FAILED, PENDING, Array
 from .context import current
-from .build import _OVERHEAD, Builder, _ContextPool
+from .build import Builder, _ContextPool
 from .drain import Drainer
 from .errors import PendingError
 from .local import PerThread, first_epoch, register, retire
-from .records import RecordQueue, _phase_label, no_value_message, user_site
+from .records import RecordQueue, no_value_message, user_site
 from .segments import Segments
 
-__all__ = ["ENGINE", "Engine", "is_pending", "queue_length", "user_site", "no_value_message", "_phase_label",
-           "_OVERHEAD"]
+__all__ = ["ENGINE", "Engine", "is_pending", "queue_length", "user_site", "no_value_message"]
 
 
 class Engine(RecordQueue, Builder, Drainer, Segments):

@@ -2,7 +2,8 @@
 
 Graph mode appends each op as a record (builder, inputs, parameters, result shape and dtype,
 precision, result stand-in) without building it, and extends the queue's plan key as it goes:
-a drain whose key ran before computes a cached plan (see :mod:`.drain`).
+a drain whose key ran before computes a cached plan (see :mod:`.drain`). An eager or check-mode
+op is the queue's one record (``one``), drained at once and keyed by its op alone.
 """
 from __future__ import annotations
 
