@@ -172,9 +172,11 @@ def test_three_threads_capture_steps_at_once_repeatedly():
         got = _run_threads(*[lambda s=s: _train("capture", s, steps, barrier)[0] for s in range(3)])
         for a, b in zip(got, alone):
             np.testing.assert_array_equal(a, b)
-    # the noise hooks that overlapping recordings share are restored once the last one ends
-    from ggmlgrad.distributions import noise as dist_noise
-    assert gg_random._capture_source is None and dist_noise._hook is None and Recorder.current is None
+    # each recording pushed its own context on its own thread: this thread's has no noise source,
+    # observer or recorder (nothing process-wide was patched)
+    from ggmlgrad.engine import context
+    ctx = context.current()
+    assert ctx.noise is None and ctx.observer is None and ctx.recorder is None and Recorder.current is None
 
 
 def test_a_recording_guard_and_noise_hooks_stay_on_the_recording_thread():

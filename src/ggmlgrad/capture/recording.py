@@ -1,8 +1,9 @@
 """One recording: the ggml graph(s) built by running a function once, and their replay.
 
 Recording (see :class:`Recorder`): the queue is drained; every input becomes a fresh
-tensor; a guard on the engine turns uploads, read-backs and eager computes into
-``CaptureError``; the function runs in graph mode so its ops only queue nodes; then
+tensor; the recorder pushes an execution context (``engine.context``) whose observer turns
+uploads, read-backs and eager computes into ``CaptureError`` and whose noise source makes
+every noise draw an input; the function runs in graph mode so its ops only queue nodes; then
 the queue is taken over (``ENGINE.take_for_capture``) instead of computed. The
 recording owns those node contexts, one packed device block for all inputs and one
 for all outputs, and its own ``ggml_backend_sched`` per graph, allocated once, so a
@@ -11,29 +12,28 @@ replay is: pack inputs on the host, ONE upload of the changed span, one
 """
 from __future__ import annotations
 
-import threading
 import weakref
 from typing import Any
 
 import numpy as np
 
-from .._ggml import host_bytes, host_equal, lib, write_ptr_field
+from .._ggml import lib
+from .._ggml.nodes import ChangedSpans, bind_node, host_view, read_array, write_array
 from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, COUNTERS, CaptureError, DType, bfloat16, float32,
                       modes, user_site)
-from ..engine import checks as _checks
+from ..engine import checks as _checks, context
+from ..engine.observer import Observer
 from ..engine.dtypes import bf16_to_f32, f32_to_bf16
 from ..engine.plans import OwnedGraph
-from ..engine.queue import _OVERHEAD
 from ..ops import op
 from ..runtime import Device, Storage, choose_threads, get_num_threads
 from ..runtime.faults import ARMED as _FAULTS, hit as _fault
 from ..tensor import no_grad
-from ..tensor import random as _random
-from ..tensor.creation import generator
 from ..tensor.tensor import Tensor
 from . import ops as _ops  # noqa: F401  (registers the capture ops)
 
 _ALIGN = 64
+_OVERHEAD = lib.tensor_overhead()  # bytes of one tensor header in a node context
 
 
 def _align(n: int) -> int:
@@ -90,8 +90,8 @@ class InputSlot:
         self.view: np.ndarray | None = None
 
 
-class _Guard:
-    """Installed on ``ENGINE.guard`` while the user's function runs."""
+class _Guard(Observer):
+    """The observer of a recording's context while the user's function runs."""
 
     def __init__(self, recorder: "Recorder"):
         self.recorder = recorder
@@ -120,6 +120,22 @@ class _Guard:
 
     def on_leaf(self, a, leaf: int) -> None:
         self.recorder._on_leaf(a, leaf)
+
+
+class _Held:
+    """``Recorder.hold()``: the engine queues without draining (undone by ``abort`` if left open)."""
+
+    def __init__(self, recorder: "Recorder"):
+        self.recorder = recorder
+
+    def __enter__(self) -> None:
+        ENGINE.hold()
+        self.recorder._held += 1
+
+    def __exit__(self, *exc) -> None:
+        if self.recorder._held > 0:
+            ENGINE.release()
+            self.recorder._held -= 1
 
 
 # ---------------------------------------------------------------------------- graphs
@@ -155,23 +171,17 @@ class ReplayGraph(OwnedGraph):
 
 
 # ---------------------------------------------------------------------------- recorder
-class _PerThreadCurrent(type):
-    """``Recorder.current`` is the calling thread's active recorder: recordings on several threads
-    at once never see each other (like ``ENGINE.guard``, which is per thread too)."""
-
-    _tls = threading.local()
+class _CurrentRecorder(type):
+    """``Recorder.current`` is the active recorder of the calling thread's (or task's) execution
+    context: recordings on several threads at once never see each other."""
 
     @property
     def current(cls) -> "Recorder | None":
-        return getattr(_PerThreadCurrent._tls, "recorder", None)
-
-    @current.setter
-    def current(cls, recorder: "Recorder | None") -> None:
-        _PerThreadCurrent._tls.recorder = recorder
+        return context.current().recorder
 
 
-class Recorder(metaclass=_PerThreadCurrent):
-    """Builds a :class:`Recording`; active (``Recorder.current``, per thread) while the user's function runs."""
+class Recorder(metaclass=_CurrentRecorder):
+    """Builds a :class:`Recording`; active (``Recorder.current``, per context) while the user's function runs."""
 
     def __init__(self, device: Device):
         self.device = device
@@ -183,21 +193,20 @@ class Recorder(metaclass=_PerThreadCurrent):
         self.graphs: list[ReplayGraph] = []
         self.out_blocks: list[Storage] = []
         self.index_checks: list = []  # (offset in the first graph's download, IndexCheck)
-        self._settings = []
-        self._prev_guard = None
+        self._token = None  # of the execution context this recorder pushed
+        self._held = 0      # ENGINE.hold() calls of hold() not yet released
         self.active = False
 
     # -- lifecycle
     def __enter__(self) -> "Recorder":
-        if ENGINE.guard is not None or Recorder.current is not None:
+        ctx = context.current()
+        if ctx.observer is not None or ctx.recorder is not None:
             raise CaptureError("capture: a captured function cannot be called while another one is recording")
         ENGINE.drain("capture")
-        self._prev_guard = ENGINE.guard
-        ENGINE.guard = _Guard(self)
-        _route_noise(True)
-        Recorder.current = self
+        # Graph mode (ops only queue), the guard, the noise source: one context, popped on exit.
+        self._token = context.push(graph_set=True, check_set=False, observer=_Guard(self),
+                                   noise=self.noise_request, recorder=self)
         self.active = True
-        self._settings = [modes.graph_mode(True, check=False)]
         return self
 
     def pause(self) -> None:
@@ -205,12 +214,10 @@ class Recorder(metaclass=_PerThreadCurrent):
         if not self.active:
             return
         self.active = False
-        # Restoring graph mode would drain: the queue must be empty here (taken by the recording).
-        while self._settings:
-            self._settings.pop().__exit__(None, None, None)
-        ENGINE.guard = self._prev_guard
-        _route_noise(False)
-        Recorder.current = None
+        token, self._token = self._token, None
+        context.pop(token)  # modes, observer, noise source and Recorder.current as they were
+        if not modes.graph_enabled() and len(ENGINE):
+            ENGINE.drain("graph_mode_off")  # as leaving graph mode would (the recording took its queue)
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
@@ -220,13 +227,11 @@ class Recorder(metaclass=_PerThreadCurrent):
 
     def abort(self) -> None:
         """Undo a failed recording: drop the queue, release everything, leave the session usable."""
-        ENGINE.guard = None  # the discard below must not trip the guard
-        while ENGINE._hold > 0 and getattr(self, "_held", 0) > 0:
-            ENGINE._hold -= 1
+        while self._held > 0:
+            ENGINE.release()
             self._held -= 1
-        ENGINE._discard()
+        ENGINE.discard()
         self.pause()
-        ENGINE.guard = self._prev_guard
         for g in self.graphs:
             g.free()
         self.graphs = []
@@ -238,20 +243,15 @@ class Recorder(metaclass=_PerThreadCurrent):
         self._slot_of[id(slot.tensor._storage)] = slot
         return slot.tensor
 
-    def noise_input(self, kind: str, shape: tuple, device: Device) -> Tensor:
-        if device is not self.device:
-            raise CaptureError(f"capture: noise requested on {device.name} inside a recording on {self.device.name}")
-        n = sum(1 for s in self.slots if s.kind == "noise")
-        return self.input("noise", f"noise[{n}] ({kind}) at {user_site(2)}", shape, float32, noise=kind)
-
     def noise_request(self, req) -> Tensor:
-        """Hook for ``ggmlgrad.distributions.noise.draw_noise``: its request's ``sample()`` refills the input."""
+        """The recording context's noise source (``tensor.random.draw``): the request becomes an input,
+        refilled by the request at every replay."""
         if req.device is not self.device:
             raise CaptureError(f"capture: noise requested on {req.device.name} inside a recording on "
                                f"{self.device.name}")
         n = sum(1 for s in self.slots if s.kind == "noise")
         return self.input("noise", f"noise[{n}] ({req.kind}) at {user_site(2)}", tuple(req.shape), float32,
-                          noise=req.sample)
+                          noise=req)
 
     def _on_leaf(self, a, leaf: int) -> None:
         # By storage, not tensor: an alias of an input (x.detach()) is the input, rebound per replay too.
@@ -270,18 +270,7 @@ class Recorder(metaclass=_PerThreadCurrent):
 
     def hold(self):
         """Context in which the optimizer may queue in-place writes (ENGINE.queue_write)."""
-        rec = self
-
-        class _Held:
-            def __enter__(self_):
-                ENGINE._hold += 1
-                rec._held = getattr(rec, "_held", 0) + 1
-
-            def __exit__(self_, *exc):
-                if rec._held > 0:
-                    ENGINE._hold -= 1
-                    rec._held -= 1
-        return _Held()
+        return _Held(self)
 
     # -- graphs
     def take_graph(self, label: str, downloads: list[Tensor], device_outputs: list[Tensor]) -> tuple:
@@ -368,8 +357,7 @@ class Recorder(metaclass=_PerThreadCurrent):
         for slot in self.slots:
             s = StorageSlice(inputs.block, slot.offset, slot.nbytes)
             for leaf in slot.leaves:
-                write_ptr_field(leaf, "data", s.data)
-                write_ptr_field(leaf, "buffer", s.buffer)
+                bind_node(leaf, s.data, s.buffer)
             placeholder = slot.tensor._storage
             slot.tensor._storage = s
             for g in self.graphs:
@@ -393,19 +381,17 @@ class Inputs:
         # In host memory the block itself is the record of what was sent: the upload is one copy
         # into it, and no second copy is kept.
         self.host = device.is_host
-        self.sent = host_bytes(self.block.data, max(pos, 1)) if self.host else np.zeros(max(pos, 1), np.uint8)
-        self.stage_addr = self.stage.ctypes.data
+        self.sent = host_view(self.block, max(pos, 1)) if self.host else np.zeros(max(pos, 1), np.uint8)
         self.valid = False  # nothing sent yet
         self.slots = slots
         # Slots start on 64-byte boundaries and padding stays zero in both copies, so each slot's
         # span up to the next boundary compares as one block of bytes (memcmp).
-        sent_addr = self.sent.ctypes.data
-        self._spans = []
+        spans = []
         for slot in slots:
             np_dt = slot.dtype.np_dtype
             slot.view = self.stage[slot.offset:slot.offset + slot.nbytes].view(np_dt).reshape(slot.shape)
-            a, b = slot.offset, _align(slot.offset + slot.nbytes)
-            self._spans.append((a, b, self.stage_addr + a, sent_addr + a))
+            spans.append((slot.offset, _align(slot.offset + slot.nbytes)))
+        self._changed = ChangedSpans(self.stage, self.sent, spans)
         self.args = [s for s in slots if s.kind == "arg"]
         self.noise = [s for s in slots if s.kind == "noise"]
         self.hparams = [s for s in slots if s.kind == "hparam"]
@@ -413,22 +399,14 @@ class Inputs:
 
     def upload(self) -> None:
         """Send the span of slots whose bytes differ from the last upload (one transfer, or none)."""
-        lo = hi = -1
         stage, sent = self.stage, self.sent
-        if not self.valid:
-            lo, hi = 0, self.nbytes
-        else:
-            for a, b, new, old in self._spans:
-                if b > a and not host_equal(new, old, b - a):
-                    if lo < 0:
-                        lo = a
-                    hi = b
+        lo, hi = self._changed.changed() if self.valid else (0, self.nbytes)
         if lo < 0 or hi <= lo:
             return
         if _FAULTS:
             _fault("upload")
         if not self.host:
-            self.block.write(self.stage_addr + lo, hi - lo, lo)
+            write_array(self.block, stage[lo:hi], lo)
         sent[lo:hi] = stage[lo:hi]  # in host memory, this is the upload
         self.valid = True
         COUNTERS.uploads["capture"] += 1
@@ -438,63 +416,7 @@ class Inputs:
 def fill_noise(slots: list[InputSlot]) -> None:
     """Refill every noise input from the seeded generator, in recording order."""
     for s in slots:
-        if callable(s.noise):
-            s.view[...] = s.noise()
-        else:
-            _random.draw_into(s.noise, s.view, generator())
-
-
-# Noise drawn while recording becomes an input of the recording. The hooks that route it are
-# process-wide, so while any thread records they dispatch per thread: to that thread's recorder,
-# or, on a thread that is not recording, to what was there before (ordinary draws).
-_ROUTE_LOCK = threading.Lock()
-_route = {"active": 0, "source": None, "hook": None}
-
-
-def _route_noise(on: bool) -> None:
-    """Count a recording starting (True) or ending: the first installs the per-thread hooks, the last
-    restores the previous ones."""
-    with _ROUTE_LOCK:
-        if on:
-            if _route["active"] == 0:
-                _route["source"] = _random._capture_source
-                _random._capture_source = _thread_noise_source
-                _route["hook"] = _set_dist_hook(_thread_noise_hook)
-            _route["active"] += 1
-        else:
-            _route["active"] -= 1
-            if _route["active"] == 0:
-                _random._capture_source = _route["source"]
-                _set_dist_hook(_route["hook"])
-
-
-def _thread_noise_source(kind: str, shape: tuple, device: Device) -> Tensor:
-    rec = Recorder.current
-    if rec is not None:
-        return rec.noise_input(kind, shape, device)
-    prev = _route["source"]
-    if prev is not None:
-        return prev(kind, shape, device)
-    arr = np.empty(shape, np.float32)  # what gg noise draws with no recording anywhere
-    _random.draw_into(kind, arr)
-    return _random._from_numpy(arr, float32, device, False)
-
-
-def _thread_noise_hook(req):
-    rec = Recorder.current
-    if rec is not None:
-        return rec.noise_request(req)
-    prev = _route["hook"]
-    return prev(req) if prev is not None else None
-
-
-def _set_dist_hook(hook):
-    """Install ``hook`` on the distributions' noise helper (if present); returns the previous hook."""
-    try:
-        from ..distributions.noise import set_noise_hook
-    except ImportError:
-        return None
-    return set_noise_hook(hook)
+        s.noise.fill(s.view)
 
 
 def put_arg(slot: InputSlot, value) -> None:
@@ -505,7 +427,7 @@ def put_arg(slot: InputSlot, value) -> None:
             if value._status != COMPUTED:
                 raise CaptureError(f"capture: argument {slot.name} has no value (its graph failed)")
         if value.dtype is slot.dtype:
-            value._storage.read(slot.view.ctypes.data, slot.nbytes)
+            read_array(value._storage, slot.view)
             COUNTERS.downloads["capture input"] += 1
             COUNTERS.download_bytes["capture input"] += slot.nbytes
             return
@@ -523,12 +445,11 @@ class Download:
         self.block = block
         self.nbytes = nbytes
         self.buf = np.zeros(max(nbytes, 1), np.uint8)
-        self.addr = self.buf.ctypes.data
+        self.span = self.buf[:nbytes]  # what one replay reads
 
     def __call__(self) -> np.ndarray:
         n = self.nbytes
-        if n:
-            self.block.read(self.addr, n)
+        read_array(self.block, self.span)
         COUNTERS.downloads["capture"] += 1
         COUNTERS.download_bytes["capture"] += n
         return self.buf.copy()  # the caller owns it: the next replay reads into self.buf again

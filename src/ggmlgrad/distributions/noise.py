@@ -2,12 +2,14 @@
 
 Every draw goes through :func:`draw_noise`: it takes values from the seeded
 generator (``gg.manual_seed``) on the host and uploads them as a tensor, so
-the noise is a graph *input*, never a host constant baked into a graph.
+the noise is a graph *input*, never a host constant baked into a graph. It builds a
+:class:`NoiseRequest` and hands it to ``ggmlgrad.tensor.random.draw``, the one noise
+entry point (``gg`` noise of the other layers goes there too).
 
-Capture hooks this function with :func:`set_noise_hook`: while a recording is
-made, the hook receives each :class:`NoiseRequest` and returns the tensor to
-use (an input of the recording); at replay it calls ``request.sample()`` again
-to refill that input with fresh noise from the same generator.
+A capture recording installs the execution context's noise source: it receives each
+:class:`NoiseRequest` and returns the tensor to use (an input of the recording); at replay
+the request refills that input with fresh noise from the same generator.
+:func:`set_noise_hook` installs such a source by hand.
 
 >>> import ggmlgrad as gg
 >>> from ggmlgrad.distributions.noise import draw_noise
@@ -18,55 +20,24 @@ to refill that input with fresh noise from the same generator.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Callable
 
-import numpy as np
-
-from ..engine import float32
-from ..runtime import Device, resolve_device
 from ..tensor import random as _random
-from ..tensor.creation import generator
-from ..tensor.tensor import Tensor, _from_numpy
+from ..tensor.random import NoiseRequest
+from ..runtime import resolve_device
+from ..tensor.tensor import Tensor
 
-KINDS = ("uniform", "normal", "gumbel", "dropout_mask")
+KINDS = _random.REQUEST_KINDS
 
-
-@dataclasses.dataclass(frozen=True)
-class NoiseRequest:
-    """What to draw: ``kind`` (one of KINDS), ``shape``, ``device`` and ``params`` (``p`` for dropout)."""
-    kind: str
-    shape: tuple
-    device: Device
-    params: tuple = ()  # sorted (name, value) pairs: hashable, part of a capture signature
-
-    def sample(self) -> np.ndarray:
-        """A fresh float32 array from the seeded generator (host side)."""
-        rng = generator()
-        p = dict(self.params)
-        if self.kind in _random.KINDS:
-            # uniform / normal / gumbel: the one implementation in ggmlgrad.tensor.random (same stream)
-            a = np.empty(self.shape, np.float32)
-            _random.draw_into(self.kind, a, rng)
-        elif self.kind == "dropout_mask":
-            keep = 1.0 - p["p"]
-            a = (rng.random(self.shape) < keep).astype(np.float32) * np.float32(1.0 / keep)
-        else:
-            raise ValueError(f"draw_noise: unknown kind {self.kind!r} (expected one of {KINDS})")
-        return a
-
-
-_hook: Callable[[NoiseRequest], Tensor] | None = None
+__all__ = ["KINDS", "NoiseRequest", "draw_noise", "set_noise_hook"]
 
 
 def set_noise_hook(hook: Callable[[NoiseRequest], Tensor] | None):
-    """Install ``hook`` (or None to remove it); returns the previous hook.
+    """Install ``hook`` (or None to remove it) as this context's noise source; returns the previous one.
 
     The hook gets each :class:`NoiseRequest` and returns a float32 tensor of ``request.shape``.
     """
-    global _hook
-    prev, _hook = _hook, hook
-    return prev
+    return _random.set_noise_source(hook)
 
 
 def draw_noise(kind: str, shape: tuple, *, device=None, **params) -> Tensor:
@@ -82,11 +53,4 @@ def draw_noise(kind: str, shape: tuple, *, device=None, **params) -> Tensor:
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
             raise ValueError(f"draw_noise: dropout probability must be in [0, 1), got {p!r}")
     shape = tuple(int(s) for s in shape)
-    req = NoiseRequest(kind, shape, resolve_device(device), tuple(sorted(params.items())))
-    if _hook is not None:
-        t = _hook(req)
-        if t is not None:
-            return t
-    if kind in _random.KINDS:
-        return _random.noise(kind, shape, req.device)   # capture-aware by itself, too
-    return _from_numpy(req.sample(), float32, req.device, requires_grad=False)
+    return _random.draw(NoiseRequest(kind, shape, resolve_device(device), tuple(sorted(params.items()))))

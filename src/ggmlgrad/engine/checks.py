@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._ggml.nodes import read_array
 from .array import COMPUTED, FAILED
 from .counters import COUNTERS
 from .errors import IndexErrorText, IndexValueError
@@ -76,7 +77,7 @@ def after_drain(engine, epoch: int, results) -> None:
 def _read_one(t) -> int:
     """The check's one int32 value (a counted 4-byte download)."""
     one = np.empty(1, np.int32)
-    t._storage.read(one.ctypes.data, 4)
+    read_array(t._storage, one)
     COUNTERS.downloads["index check"] += 1
     COUNTERS.download_bytes["index check"] += 4
     return int(one[0])

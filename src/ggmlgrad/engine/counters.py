@@ -51,13 +51,18 @@ def counters() -> dict:
     >>> import ggmlgrad as gg
     >>> before = gg.counters()["computes"]
     """
-    return COUNTERS.snapshot()
+    return _current().counters.snapshot()
 
 
 def reset_counters() -> None:
-    COUNTERS.reset()
+    _current().counters.reset()
 
 
 def graph_node_counts() -> list[int]:
     """Node counts of recent graph computes, oldest first."""
-    return list(COUNTERS.nodes)
+    return list(_current().counters.nodes)
+
+
+def _current():
+    from .context import current  # the context module imports this one
+    return current()

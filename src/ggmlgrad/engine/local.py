@@ -1,9 +1,10 @@
 """Per-thread engine state: every thread records into, drains and fails its own queue.
 
 ``ENGINE`` (see :mod:`.queue`) is a :class:`PerThread` proxy: ``ENGINE.record(...)``,
-``ENGINE.guard`` or ``ENGINE.drain(...)`` reach the calling thread's own ``Engine``, created on
-its first use. So an eager op on one thread never computes, nor fails, another thread's
-graph-mode queue, and a capture recording's guard watches only the thread that records.
+``ENGINE.drain(...)`` reach the calling thread's own ``Engine``, created on its first use. So an
+eager op on one thread never computes, nor fails, another thread's graph-mode queue. (Modes and a
+capture recording's observer live in the execution context, :mod:`.context`, which is per thread
+and per asyncio task too.)
 What stays shared is process-wide by nature and locked where it is written: plan caches,
 backends and their schedulers (one graph computes at a time: ``COMPUTE_LOCK``), device memory.
 
@@ -122,8 +123,8 @@ def _forwarded(name: str) -> property:
     return property(lambda self: getattr(self._engine, name), doc=f"This thread's engine's ``{name}``.")
 
 
-# Data attributes read often from outside the engine (a transfer checks the capture guard): a
-# property finds them without the failed lookup that precedes ``__getattr__``.
-for _name in ("guard", "_hold", "epoch", "roots", "effects", "lazy", "lock"):
+# Data attributes read often from outside the engine: a property finds them without the failed
+# lookup that precedes ``__getattr__``.
+for _name in ("guard", "epoch", "roots", "effects", "lazy", "lock"):
     setattr(PerThread, _name, _forwarded(_name))
 del _name

@@ -1,18 +1,14 @@
 """Execution modes: graph mode, check mode, matmul precision.
 
-Context-local (``contextvars``): a mode set in one thread or asyncio task is
-not seen by another. ``GGMLGRAD_GRAPH=1`` / ``GGMLGRAD_GRAPH_CHECK=1`` apply
+The modes live in the execution context (:mod:`.context`), which is context-local
+(``contextvars``): a mode set in one thread or asyncio task is not seen by another. ``GGMLGRAD_GRAPH=1`` / ``GGMLGRAD_GRAPH_CHECK=1`` apply
 where nothing set the mode explicitly (read once, at first use in the process).
 """
 from __future__ import annotations
 
-import contextvars
-import os
 from typing import Callable
 
-_graph: contextvars.ContextVar[bool | None] = contextvars.ContextVar("ggmlgrad_graph", default=None)
-_check: contextvars.ContextVar[bool | None] = contextvars.ContextVar("ggmlgrad_check", default=None)
-_precision: contextvars.ContextVar[str] = contextvars.ContextVar("ggmlgrad_precision", default="default")
+from .context import current, set_modes, update
 
 PRECISIONS = ("default", "f32")
 
@@ -20,29 +16,16 @@ PRECISIONS = ("default", "f32")
 _on_graph_off: list[Callable[[], None]] = []
 
 
-_env_cache: dict[str, bool] = {}
-
-
-def _env_flag(name: str) -> bool:
-    # Read once per process: os.environ lookups were ~19% of graph-mode op recording.
-    v = _env_cache.get(name)
-    if v is None:
-        v = _env_cache[name] = os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-    return v
-
-
 def graph_enabled() -> bool:
-    v = _graph.get()
-    return _env_flag("GGMLGRAD_GRAPH") if v is None else v
+    return current().graph
 
 
 def check_enabled() -> bool:
-    v = _check.get()
-    return _env_flag("GGMLGRAD_GRAPH_CHECK") if v is None else v
+    return current().check
 
 
 def precision() -> str:
-    return _precision.get()
+    return current().precision
 
 
 class ModeSetting:
@@ -83,8 +66,9 @@ def _validate_bool(fn: str, name: str, v, allow_none: bool) -> None:
 
 
 def _set_graph(on: bool) -> None:
-    was_on = graph_enabled()
-    _graph.set(on)  # set first: a failing drain below must not leave graph mode on
+    ctx = current()
+    was_on = ctx.graph
+    set_modes(on, ctx.check_set)  # set first: a failing drain below must not leave graph mode on
     if was_on and not on:
         _graph_turned_off()
 
@@ -137,17 +121,17 @@ def graph_mode(on: bool | None = None, check: bool | None = None):
         return graph_enabled()
     _validate_bool("graph_mode()", "on", on, allow_none=True)
     _validate_bool("graph_mode()", "check", check, allow_none=True)
-    prev_graph, prev_graph_raw, prev_check_raw = graph_enabled(), _graph.get(), _check.get()
+    ctx = current()
+    prev_graph, prev_graph_raw, prev_check_raw = ctx.graph, ctx.graph_set, ctx.check_set
     if check is not None:
-        _check.set(check)
+        set_modes(prev_graph_raw, check)
     if on is not None:
         _set_graph(on)
 
     def restore() -> None:
         # Every setting back first, then the drain that leaving graph mode implies.
         was_on = graph_enabled()
-        _check.set(prev_check_raw)
-        _graph.set(prev_graph_raw)
+        set_modes(prev_graph_raw, prev_check_raw)
         if was_on and not graph_enabled():
             _graph_turned_off()
 
@@ -167,12 +151,12 @@ def matmul_precision(value: str | None = None):
     if isinstance(value, ModeSetting):  # the value an earlier call returned
         value = value.previous
     if value is None:
-        return _precision.get()
+        return current().precision
     if value not in PRECISIONS:
         raise ValueError(f"matmul_precision(): expected one of {PRECISIONS}, got {value!r}")
-    prev = _precision.get()
-    _precision.set(value)
-    return ModeSetting(prev, lambda: _precision.set(prev))
+    prev = current().precision
+    update(precision=value)
+    return ModeSetting(prev, lambda: update(precision=prev))
 
 
 class local_mode:

@@ -4,13 +4,15 @@ Building a graph costs ggml calls per node (leaf headers, the node, the graph, t
 split and allocation); on small tensors that is most of an op's or a step's time. A plan keeps
 the nodes, the graph and a private scheduler (which keeps its allocation between computes) for
 one signature, and a later call only rebinds the data pointers of the plan's leaves and outputs
-(attribute stores on ctypes cells, no ggml call) before computing.
+(``_ggml.nodes.PointerTable``: attribute stores, no ggml call) before computing.
 
-Two users, one mechanism:
+Three users, one cache type (:class:`PlanCache`):
 - eager ops: the signature is the op's builder, input shapes and dtypes, output, parameters,
   device and matmul precision (``Engine._run_plan``);
 - graph-mode drains: the signature of the whole queued record sequence, the computed tensors it
-  reads and the results still alive (``Engine._plan_signature``).
+  reads and the results still alive (``Engine._plan_signature``);
+- backward segments (:class:`SegmentPlan`): the gradient records one backward pass appended,
+  keyed by the tape and the queue so far (``tensor/tape.py``).
 
 Views whose memory belongs to a leaf or an output (a transpose feeding a matmul, a slice) are
 rebound too, in graph order: ggml stores a view's address, not its offset from a live source.
@@ -22,7 +24,8 @@ import os
 import threading
 import time
 
-from .._ggml import InitParams, lib, pointer_cells, view_source
+from .._ggml import InitParams, lib
+from .._ggml.nodes import PointerTable, view_of
 from ..runtime import Device, executor_for
 from ..runtime.budget import check_graph
 from ..runtime.executor import COMPUTE_LOCK
@@ -179,7 +182,7 @@ class Plan(OwnedGraph):
             raise Uncacheable("two results share a node")
         leaf_set = set(leaves)
         for n in outs:
-            if n in leaf_set or view_source(n)[0]:
+            if n in leaf_set or view_of(n)[0]:
                 raise Uncacheable("a result is an input or a view")
         used = sum(lib.used_mem(c) for c in ctxs) // _OVERHEAD + len(leaves) + 16
         super().__init__(device, [], used, max_work)
@@ -196,23 +199,16 @@ class Plan(OwnedGraph):
         views = []
         for i in range(self.n_nodes):
             t = lib.graph_node(self.graph, i)
-            src, offs = view_source(t)
+            src, offs = view_of(t)
             if src in bases:
-                data_cell, buf_cell = pointer_cells(t)
-                views.append((data_cell, buf_cell, bases[src], offs))
-        self.views = tuple(views)
-        self.leaf_cells = tuple(pointer_cells(n) if n else None for n in leaves)
-        self.out_cells = tuple(pointer_cells(n) for n in outs)
-        self.base_cells = self.leaf_cells + self.out_cells
-        self._bound_data = [0] * len(self.base_cells)  # what run() last bound, per leaf/output
-        self._bound_buf = [0] * len(self.base_cells)
+                views.append((t, bases[src], offs))
+        self.pointers = PointerTable(list(leaves) + list(outs), views)
         try:
             self.results_bytes = sum(s.nbytes for s in out_storages)
             self.allocate()
         except BaseException:
             # The caller computes these nodes the ordinary way: give the outputs back unallocated.
-            for d, b in self.out_cells:
-                d.value = b.value = 0
+            self.pointers.unbind(len(leaves))
             raise
         self.ctxs = ctxs  # owned from here on (a failed plan leaves them to the caller)
 
@@ -223,27 +219,7 @@ class Plan(OwnedGraph):
         state and recycled output blocks mostly stay where they were: ~0.3 µs per rebinding)."""
         # Threads share plans: rebinding and computing go together, under the one compute lock.
         with COMPUTE_LOCK:
-            bases = list(leaf_storages)
-            bases.extend(out_storages)
-            bound_data, bound_buf, cells = self._bound_data, self._bound_buf, self.base_cells
-            moved = None
-            for i, s in enumerate(bases):
-                data, buf = s.data, s.buffer
-                if data != bound_data[i] or buf != bound_buf[i]:
-                    c = cells[i]
-                    if c is not None:
-                        c[0].value = data
-                        c[1].value = buf
-                    bound_data[i], bound_buf[i] = data, buf
-                    if moved is None:
-                        moved = set()
-                    moved.add(i)
-            if moved is not None and self.views:
-                for d, b, base, offs in self.views:
-                    if base in moved:
-                        s = bases[base]
-                        d.value = s.data + offs
-                        b.value = s.buffer
+            self.pointers.bind(leaf_storages, out_storages)
             return self._compute_locked(threads)
 
 
@@ -345,6 +321,24 @@ class PlanCache:
         self._thrashed = False
 
 
-# Eager op plans are small (one op's nodes); graph plans hold a whole step's intermediates.
+class SegmentPlan:
+    """A cache entry of a backward segment (``tensor/tape.py``): the segment, the tape positions
+    whose rules it replaces, and where its gradients go. Holds no ggml memory."""
+
+    __slots__ = ("segment", "ran", "assign", "last_use")
+
+    def __init__(self, segment, ran: tuple, assign: tuple):
+        self.segment = segment
+        self.ran = ran
+        self.assign = assign
+        self.last_use = -1
+
+    def free(self) -> None:
+        """Nothing to free (the cache's interface)."""
+
+
+# One cache type for every plan. Eager op plans are small (one op's nodes); graph plans hold a
+# whole step's intermediates; backward segments are records only (made on first use).
 OP_PLANS = PlanCache(int(os.environ.get("GGMLGRAD_PLAN_CACHE", "256")))
 GRAPH_PLANS = PlanCache(int(os.environ.get("GGMLGRAD_GRAPH_PLAN_CACHE", "32")))
+SEGMENT_PLANS = PlanCache(32, min_uses=1)

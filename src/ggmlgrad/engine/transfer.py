@@ -1,11 +1,12 @@
-"""Host ↔ device transfers, counted by site and watched by the capture guard."""
+"""Host ↔ device transfers, counted by site and told to the context's observer (capture)."""
 from __future__ import annotations
 
 import numpy as np
 
+from .._ggml.nodes import read_array, write_array
 from ..runtime import Device, Storage
 from .array import Array, COMPUTED, FAILED
-from .counters import COUNTERS
+from .context import current
 from .dtypes import DType, bf16_to_f32, bfloat16, f32_to_bf16
 from .errors import PendingError
 from .queue import ENGINE, no_value_message
@@ -20,13 +21,13 @@ def host_array(data: np.ndarray, dtype: DType) -> np.ndarray:
 
 def upload_into(a: Array, data: np.ndarray, site: str) -> None:
     """Write host ``data`` (already in ``a``'s storage dtype) into ``a``'s storage."""
-    if ENGINE.guard is not None:
-        ENGINE.guard.on_upload(site)
+    c = current()
+    if c.observer is not None:
+        c.observer.on_upload(site)
     n = data.nbytes
-    if n:
-        a._storage.write(data.ctypes.data, n)
-    COUNTERS.uploads[site] += 1
-    COUNTERS.upload_bytes[site] += n
+    write_array(a._storage, data)
+    c.counters.uploads[site] += 1
+    c.counters.upload_bytes[site] += n
 
 
 def new_from_host(a: Array, data: np.ndarray, site: str) -> Array:
@@ -46,14 +47,14 @@ def download(a: Array, site: str) -> np.ndarray:
             ENGINE.drain("read")
         if a._status != COMPUTED:  # failed, or pending in a queue that no longer exists
             raise PendingError(a._error or no_value_message(a))
-    if ENGINE.guard is not None:
-        ENGINE.guard.on_download(site)
+    c = current()
+    if c.observer is not None:
+        c.observer.on_download(site)
     out = np.empty(a.shape, dtype=a.dtype.np_dtype)
     n = out.nbytes
-    if n:
-        a._storage.read(out.ctypes.data, n)
-    COUNTERS.downloads[site] += 1
-    COUNTERS.download_bytes[site] += n
+    read_array(a._storage, out)
+    c.counters.downloads[site] += 1
+    c.counters.download_bytes[site] += n
     if a.dtype is bfloat16:
         return bf16_to_f32(out)
     return out

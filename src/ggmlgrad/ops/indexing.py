@@ -22,7 +22,7 @@ from .._ggml import consts, lib
 from ..engine import COMPUTED, ENGINE, Array, check_enabled, download, float32, graph_enabled, int32, user_site
 from ..engine import checks as _checks
 from ..engine.errors import IndexValueError
-from ..engine.queue import _phase_label
+from ..engine.records import phase
 from .build import owned, permute, reshape, shape_only
 from .registry import define, op, same_float
 from .shape_ops import _zeros_of
@@ -46,7 +46,7 @@ def check_values(opname: str, index, lo: int, hi: int, message: str, ignore: int
     >>> check_values("demo", gg.tensor([0, 2]), 0, 2, "demo: index {} is out of range")
     False
     """
-    if numel(index.shape) == 0 or _phase_label.get() is not None:
+    if numel(index.shape) == 0 or phase() is not None:
         return False  # nothing to check; or a backward pass, whose indices the forward checked
     if index._status == COMPUTED and ENGINE.guard is None and (check_enabled() or not graph_enabled()):
         bad = _checks.first_bad(download(index, f"{opname} index check"), lo, hi, ignore)

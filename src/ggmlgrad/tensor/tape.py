@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import weakref
 
-from ..engine import ENGINE, PENDING, float32 as _F32
-from ..engine.modes import _precision
-from ..engine.plans import freeze_params
-from ..engine.queue import _phase_label
+from ..engine import ENGINE, float32 as _F32
+from ..engine import context
+from ..engine.context import current as _context
+from ..engine.plans import SegmentPlan, freeze_params
+from ..engine.records import reset_phase, set_phase
 from ..ops.registry import OpDef, op
 from .grad_mode import _enabled, is_grad_enabled
 
@@ -30,7 +31,7 @@ class Node:
         self.out_ref = weakref.ref(out) if opdef.save_output else None
         self.out_shape = out.shape
         self.released = False
-        self.precision = _precision.get()  # its backward matmuls use the forward's matmul precision
+        self.precision = _context().precision  # its backward matmuls use the forward's matmul precision
 
     @property
     def name(self) -> str:
@@ -104,7 +105,7 @@ def run_backward(root, gradient, retain_graph: bool = False) -> None:
         if mark is not None:
             key, targets = _BACKWARD.key(mark, root, gradient, order, retain_graph)
             if key is not None:
-                entry = _BACKWARD.entries.get(key)
+                entry = _BACKWARD.lookup(key)
                 if entry is not None:
                     _BACKWARD.replay(entry, order, targets, retain_graph, root.device)
                     _BACKWARD.hits += 1
@@ -138,7 +139,7 @@ def _run_rules(root, gradient, order: list[Node], retain_graph: bool) -> list[in
     assigned: set[int] = set()
     ran: list[int] = []
     token = _enabled.set(False)
-    label_token = _phase_label.set("backward")  # GraphError names these "backward"
+    label_token = set_phase("backward")  # GraphError names these "backward"
     try:
         for pos in range(len(order) - 1, -1, -1):
             node = order[pos]
@@ -151,14 +152,14 @@ def _run_rules(root, gradient, order: list[Node], retain_graph: bool) -> list[in
                     f"backward: trying to go through the graph a second time ({node.name}); its saved "
                     f"tensors were freed after the first backward. Pass retain_graph=True the first time.")
             node.check_versions()
-            if node.precision == _precision.get():
+            if node.precision == _context().precision:
                 in_grads = node.opdef.backward(g, node)
             else:
-                prec_token = _precision.set(node.precision)
+                prec_token = context.push(precision=node.precision)
                 try:
                     in_grads = node.opdef.backward(g, node)
                 finally:
-                    _precision.reset(prec_token)
+                    context.pop(prec_token)
             if not isinstance(in_grads, tuple):
                 in_grads = (in_grads,)
             for x, gx in zip(node.inputs, in_grads):
@@ -176,7 +177,7 @@ def _run_rules(root, gradient, order: list[Node], retain_graph: bool) -> list[in
             if not retain_graph:
                 _release(node)
     finally:
-        _phase_label.reset(label_token)
+        reset_phase(label_token)
         _enabled.reset(token)
         del saved_outputs
     return ran
@@ -200,7 +201,6 @@ class _BackwardCache:
     Only fresh gradients are cached (no ``.grad`` to accumulate into): zero_grad's default.
     """
 
-    MAX_ENTRIES = 32
     # Keying costs time linear in the queue and the tape. When backward passes never repeat (a
     # graph that changes every step), MISSES_BEFORE_PAUSE misses in a row pause keying for
     # PAUSE backward calls, so such workloads pay for it on a few calls only.
@@ -208,11 +208,24 @@ class _BackwardCache:
     PAUSE = 64
 
     def __init__(self) -> None:
-        self.entries: dict = {}
         self.enabled = True  # tests compare against the rules run every time
         self.hits = 0
         self.misses_in_row = 0
         self.paused = 0  # backward calls still to run without keying
+
+    @property
+    def entries(self) -> dict:
+        """The cached segments by key (the context's segment plan cache, see ``engine/plans.py``)."""
+        return _context().segment_plans.plans
+
+    def lookup(self, key):
+        """The cached segment entry of ``key``, or None."""
+        plans = _context().segment_plans
+        entry = plans.plans.get(key)
+        if entry is not None:
+            plans.tick += 1  # PlanCache.touch, inlined (once per backward)
+            entry.last_use = plans.tick
+        return entry
 
     def wants_key(self) -> bool:
         if not self.enabled:
@@ -228,14 +241,14 @@ class _BackwardCache:
             self.misses_in_row = 0
             self.paused = self.PAUSE
 
-    def key(self, mark: tuple, root, gradient, order: list[Node], retain_graph: bool):
+    def key(self, mark, root, gradient, order: list[Node], retain_graph: bool):
         """(key, tensors that may receive .grad in walk order), or (None, None) when not cacheable."""
         refs = ENGINE.queue_refs
         rq = refs((root,) if gradient is None else (root, gradient))
         if rq is None:
             return None, None
         pos = {id(n): i for i, n in enumerate(order)}
-        parts: list = [mark[6], mark[7], retain_graph, _precision.get(), len(rq), *rq]
+        parts: list = [mark.key, retain_graph, _context().precision, len(rq), *rq]
         targets = []
         for n in order:
             if n.released:
@@ -266,11 +279,10 @@ class _BackwardCache:
                 parts += (q, -1 if fn is None else pos[id(fn)], rg, x._retains_grad)
         return tuple(parts), targets
 
-    def store(self, key, mark: tuple, ran: list[int], targets: list) -> None:
+    def store(self, key, mark, ran: list[int], targets: list) -> None:
         seg = ENGINE.lazy_segment(mark)
         if seg is None:
             return
-        epoch = ENGINE.epoch
         assign = []
         seen: set[int] = set()
         for k, x in enumerate(targets):
@@ -280,18 +292,16 @@ class _BackwardCache:
             g = x.grad
             if g is None:
                 continue
-            if g._status != PENDING or g._epoch != epoch or g._node >= 0 or -1 - g._node < seg.start:
+            j = ENGINE.result_index(g)
+            if j is None or j < seg.start:
                 return  # not a result of this backward's records
-            assign.append((k, -1 - g._node, g.shape, g.dtype))
-        entries = self.entries
-        if len(entries) >= self.MAX_ENTRIES:
-            entries.pop(next(iter(tuple(entries)), None), None)  # a copy: other threads share the cache
-        entries[key] = (seg, tuple(ran), tuple(assign))
+            assign.append((k, j, g.shape, g.dtype))
+        _context().segment_plans.put(key, SegmentPlan(seg, tuple(ran), tuple(assign)))
 
     @staticmethod
     def replay(entry, order: list[Node], targets: list, retain_graph: bool, device) -> None:
         from .tensor import Tensor  # same layer
-        seg, ran, assign = entry
+        seg, ran, assign = entry.segment, entry.ran, entry.assign
         for pos in ran:
             order[pos].check_versions()  # raises as the ordinary pass would, before anything is queued
         ENGINE.replay_segment(seg)

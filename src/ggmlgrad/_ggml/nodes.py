@@ -1,0 +1,126 @@
+"""Typed wrappers for the pointer work the engine and capture do on ggml nodes and host arrays.
+
+Cached plans and capture recordings compute the same ggml graph many times over different
+memory: they rebind the ``data``/``buffer`` fields of the graph's leaves, outputs and the views
+of them (:class:`PointerTable`, :func:`bind_node`). Transfers copy between NumPy arrays and
+device storage (:func:`write_array`, :func:`read_array`), and a replay compares its staged
+inputs with what it sent (:class:`ChangedSpans`). The ctypes structures and raw addresses all
+stay in this module; callers pass node handles (ints), storages and arrays.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from .api import TensorStruct, host_bytes, host_equal
+
+_DATA_OFFSET = TensorStruct.data.offset
+_BUFFER_OFFSET = TensorStruct.buffer.offset
+_cell = ctypes.c_void_p.from_address
+
+
+def _cells(node: int) -> tuple:
+    return _cell(node + _DATA_OFFSET), _cell(node + _BUFFER_OFFSET)
+
+
+def view_of(node: int) -> tuple[int, int]:
+    """``(source node, byte offset)`` of a view node, or ``(0, 0)`` for a node that owns its memory
+    (ggml folds chains of views: the source always owns its memory)."""
+    t = TensorStruct.from_address(node)
+    return (t.view_src or 0, t.view_offs) if t.view_src else (0, 0)
+
+
+def bind_node(node: int, data: int, buffer: int) -> None:
+    """Point ``node`` at ``data`` inside backend ``buffer`` (a recording's leaf, once)."""
+    d, b = _cells(node)
+    d.value = data
+    b.value = buffer
+
+
+class PointerTable:
+    """The base nodes of a plan (leaves, then outputs; 0 for a leaf the graph does not use) and the
+    views of them, rebound to new memory by :meth:`bind` at the cost of attribute stores for
+    what moved since the last call.
+
+    ``views``: ``(view node, base index, byte offset)`` in graph order.
+    """
+
+    __slots__ = ("cells", "views", "bound_data", "bound_buf")
+
+    def __init__(self, bases: list[int], views: list[tuple[int, int, int]]):
+        self.cells = tuple(_cells(n) if n else None for n in bases)
+        self.views = tuple((*_cells(v), base, offs) for v, base, offs in views)
+        self.bound_data = [0] * len(bases)  # what bind() last wrote, per base
+        self.bound_buf = [0] * len(bases)
+
+    def bind(self, leaf_storages, out_storages) -> None:
+        """Point the bases at ``leaf_storages + out_storages`` (objects with ``data`` and ``buffer``)."""
+        bases = list(leaf_storages)
+        bases.extend(out_storages)
+        bound_data, bound_buf, cells = self.bound_data, self.bound_buf, self.cells
+        moved = None
+        for i, s in enumerate(bases):
+            data, buf = s.data, s.buffer
+            if data != bound_data[i] or buf != bound_buf[i]:
+                c = cells[i]
+                if c is not None:
+                    c[0].value = data
+                    c[1].value = buf
+                bound_data[i], bound_buf[i] = data, buf
+                if moved is None:
+                    moved = set()
+                moved.add(i)
+        if moved is not None and self.views:
+            for d, b, base, offs in self.views:
+                if base in moved:
+                    s = bases[base]
+                    d.value = s.data + offs
+                    b.value = s.buffer
+
+    def unbind(self, start: int) -> None:
+        """Clear the pointers of bases ``start..`` (outputs handed back unallocated)."""
+        for c in self.cells[start:]:
+            if c is not None:
+                c[0].value = c[1].value = 0
+
+
+def write_array(storage, arr: np.ndarray, offset: int = 0) -> None:
+    """Copy the C-contiguous ``arr`` into ``storage`` at byte ``offset``."""
+    if arr.nbytes:
+        storage.write(arr.ctypes.data, arr.nbytes, offset)
+
+
+def read_array(storage, arr: np.ndarray, offset: int = 0) -> None:
+    """Copy ``arr.nbytes`` of ``storage`` from byte ``offset`` into the C-contiguous ``arr``."""
+    if arr.nbytes:
+        storage.read(arr.ctypes.data, arr.nbytes, offset)
+
+
+def host_view(storage, nbytes: int) -> np.ndarray:
+    """A writable uint8 view of the first ``nbytes`` of host-memory ``storage`` (kept alive by the caller)."""
+    return host_bytes(storage.data, nbytes)
+
+
+class ChangedSpans:
+    """Compares ``new`` with ``old`` (two uint8 arrays of one size) over fixed byte spans.
+
+    :meth:`changed` gives the byte range from the first to the last span that differs (memcmp per
+    span), so one transfer sends every change.
+    """
+
+    __slots__ = ("spans",)
+
+    def __init__(self, new: np.ndarray, old: np.ndarray, spans: list[tuple[int, int]]):
+        a_new, a_old = new.ctypes.data, old.ctypes.data
+        self.spans = tuple((a, b, a_new + a, a_old + a) for a, b in spans if b > a)
+
+    def changed(self) -> tuple[int, int]:
+        """``(lo, hi)`` of the differing spans, or ``(-1, -1)`` when none differs."""
+        lo = hi = -1
+        for a, b, new, old in self.spans:
+            if not host_equal(new, old, b - a):
+                if lo < 0:
+                    lo = a
+                hi = b
+        return lo, hi

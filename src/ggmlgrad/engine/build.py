@@ -1,0 +1,219 @@
+"""Materialise the queue: turn recorded ops into ggml nodes in pooled node contexts.
+
+Graph mode records ops without building them; a drain (or a recording taking the queue)
+builds them here, in order, each computed input entering as a LEAF aliasing its memory
+(never as the node that produced it: that would re-run its ancestry from current inputs).
+"""
+from __future__ import annotations
+
+import weakref
+
+from .._ggml import InitParams, lib
+from ..runtime import Device, Storage
+from . import context
+from .context import current
+from .array import FAILED, PENDING, Array, ggml_ne
+from .errors import PendingError
+from .flat import FlatNode
+from .plans import Plan, Uncacheable
+from .records import _Pending, _phase_label, no_value_message
+
+_CTX_TENSORS = 4096           # tensors per node context
+_OP_HEADROOM = 96             # most tensors one op builder may create
+_OVERHEAD = lib.tensor_overhead()
+_NE: dict[tuple, list[int]] = {}      # shape → ggml ne (leaf creation is on every eager op)
+
+
+def _new_leaf(ctx: int, a: Array) -> int:
+    """A leaf tensor in ``ctx`` aliasing ``a``'s memory."""
+    ne = _NE.get(a.shape)
+    if ne is None:
+        ne = _NE[a.shape] = tuple(ggml_ne(a.shape))
+    leaf = lib.new_tensor_4d(ctx, a.dtype.ggml_type, ne[0], ne[1], ne[2], ne[3])
+    lib.backend_tensor_alloc(a._storage.buffer, leaf, a._storage.data)
+    return leaf
+
+
+
+class _ContextPool:
+    """ggml contexts for nodes, reused across epochs (ggml_reset keeps their memory)."""
+
+    def __init__(self) -> None:
+        self.free: list[int] = []
+        self.mem_size = _CTX_TENSORS * _OVERHEAD
+
+    def get(self) -> int:
+        if self.free:
+            return self.free.pop()
+        ctx = lib.init(InitParams(self.mem_size, None, True))
+        if not ctx:
+            raise MemoryError("ggmlgrad: ggml_init failed for a node context")
+        return ctx
+
+    def put(self, ctx: int) -> None:
+        lib.reset(ctx)
+        if len(self.free) < 8:
+            self.free.append(ctx)
+        else:
+            lib.free(ctx)
+
+
+
+class Builder:
+    """Engine part: node contexts, leaves and the building of recorded ops (mixed into ``Engine``)."""
+
+    def _room(self) -> None:
+        """Guarantee room for one more op (at most _OP_HEADROOM tensors) in ``self.ctx``.
+
+        ggml_used_mem is asked once per ~40 ops, not per op: with F free tensor slots,
+        F // _OP_HEADROOM ops fit before the context must be chained to a new one.
+        """
+        if self._credit > 0:
+            self._credit -= 1
+            return
+        ctx = self.ctx
+        free = self._ctxs.mem_size - lib.used_mem(ctx) if ctx else 0
+        if free < _OP_HEADROOM * _OVERHEAD:
+            self.ctx = ctx = self._ctxs.get()
+            self.ctx_list.append(ctx)
+            free = self._ctxs.mem_size - lib.used_mem(ctx)
+        self._credit = free // (_OP_HEADROOM * _OVERHEAD) - 1
+
+    # ------------------------------------------------------------------ building
+    def node_of(self, a: Array) -> int:
+        """The node to use for ``a`` in the current epoch's graph."""
+        st = a._status
+        if st == PENDING:
+            if a._epoch == self.epoch:
+                if a._node < 0:  # recorded, not built yet: build the queue so far
+                    self._materialize()
+                n = a._node
+                return n if type(n) is not FlatNode else n.shaped(self.ctx)
+            # Its queue is gone (taken by a failed or interrupted drain): the node may be freed.
+            raise PendingError(a._error or no_value_message(a))
+        if st == FAILED:
+            raise PendingError(a._error or "ggmlgrad: this tensor's graph failed; it has no value")
+        if self._private_leaves:  # building a plan: its own leaves, which it rebinds per drain
+            leaf = self._private_leaf_of.get(id(a))
+            if leaf is None:
+                leaf = self._private_leaf_of[id(a)] = _new_leaf(self.ctx, a)
+                self.keep.append(a._storage)
+            return leaf
+        epoch = self.epoch
+        if a._leaf_epoch == epoch:
+            leaf = a._leaf
+            if a._leaf_epoch == epoch:  # not rewritten meanwhile by another thread sharing ``a``
+                return leaf
+        s = a._storage
+        # The storage's own header, reused across graphs; not inside a capture recording, which
+        # owns (and rewrites) the leaves of its graphs, nor for storage that is not a plain Storage.
+        leaf = 0
+        observer = current().observer
+        if observer is None and type(s) is Storage:
+            ne = _NE.get(a.shape)
+            if ne is None:
+                ne = _NE[a.shape] = tuple(ggml_ne(a.shape))
+            leaf = s.leaf_header(a.dtype.ggml_type, ne, a.dtype.itemsize)
+        if not leaf:
+            leaf = _new_leaf(self.ctx, a)
+        self.keep.append(s)
+        a._leaf_epoch = -1  # seqlock order: a reader on another thread sees a stale pair as invalid
+        a._leaf = leaf
+        a._leaf_epoch = epoch
+        if observer is not None:
+            observer.on_leaf(a, leaf)  # capture: which computed tensors a recording references
+        return leaf
+
+    def begin(self, device: Device) -> int:
+        """Prepare to build nodes for ``device``; returns the ggml context to build in."""
+        if self.device is not device:
+            if self.device is not None and len(self):
+                self.drain("device_change")
+            self.device = device
+        self._room()
+        return self.ctx
+
+    def _build_record(self, out: Array, label: str, build, inputs, work: float, params: dict | None) -> None:
+        """Build one op's node now and queue it (eager without a plan, in-place writes, capture)."""
+        ctx = self.begin(out.device)
+        nodes = [self.node_of(x) for x in inputs]
+        node = build(ctx, *nodes) if params is None else build(ctx, nodes, inputs, out, **params)
+        out._node = node
+        out._epoch = self.epoch
+        out._status = PENDING
+        self.roots.append((weakref.ref(out), node))
+        self.labels.append(_phase_label.get() or label)
+        w = work or float(max(1, out.numel_))
+        self.work += w
+        if w > self.max_work:
+            self.max_work = w
+
+    def _materialize(self) -> None:
+        """Build the nodes of every lazily recorded op, in order (their inputs come first)."""
+        lazy = self.lazy
+        if not lazy:
+            return
+        self.lazy = []
+        self.updates = 0  # they become effects
+        self._sig = None  # built nodes: the ordinary drain
+        try:
+            built = self._build_lazy(lazy)
+        except BaseException:
+            # A half-built queue cannot be computed: its tensors fail (clearly) instead.
+            self._discard()
+            raise
+        roots = self.roots
+        epoch = self.epoch
+        for i, (ref, n) in enumerate(roots):
+            if n < 0:
+                node = built[-1 - n]
+                roots[i] = (ref, node)
+                a = ref()
+                if a is not None and a._node == n and a._epoch == epoch:
+                    a._node = node
+
+    def _build_lazy(self, lazy: list) -> list[int]:
+        """The node of each lazy record (0 for updates, whose writes join the effects)."""
+        built: list[int] = []
+        prec_token = None
+        try:
+            for build, inputs, params, shape, dtype, prec, standin in lazy:
+                if prec != current().precision:  # build as recorded (matmul nodes read the mode)
+                    if prec_token is not None:
+                        context.pop(prec_token)
+                    prec_token = context.push(precision=prec)
+                self._room()
+                nodes = [built[x.index] if type(x) is _Pending else self.node_of(x) for x in inputs]
+                for i, n in enumerate(nodes):
+                    if type(n) is FlatNode:
+                        nodes[i] = n.shaped(self.ctx)
+                if standin is None:  # an update (record_update): in-place writes
+                    ctx = self.ctx
+                    for target, node in build(ctx, nodes, inputs, **params):
+                        self.effects.append(node if target is None else lib.cpy(ctx, node, nodes[target]))
+                    built.append(0)
+                else:
+                    built.append(build(self.ctx, nodes, inputs, standin, **params))
+        finally:
+            if prec_token is not None:
+                context.pop(prec_token)
+        return built
+
+
+def make_op_plan(plans, key, device: Device, build, inputs, out: Array, params: dict, s: Storage, work: float):
+    """Build one op over leaves of its own into a cached :class:`~.plans.Plan` (stored in ``plans``
+    under ``key``; None stored and returned when the op cannot be planned)."""
+    ctx = lib.init(InitParams((len(inputs) + _OP_HEADROOM) * _OVERHEAD, None, True))
+    if not ctx:
+        raise MemoryError("ggmlgrad: ggml_init failed for an op plan")
+    leaves = [_new_leaf(ctx, x) for x in inputs]
+    try:
+        node = build(ctx, leaves, inputs, out, **params)
+        plan = Plan(device, [ctx], leaves, [node], (s,), max_work=work or float(out.numel_))
+    except (Uncacheable, MemoryError) as e:
+        lib.free(ctx)
+        if isinstance(e, Uncacheable):
+            plans.put(key, None)
+        return None  # the ordinary path computes it
+    plans.put(key, plan)
+    return plan

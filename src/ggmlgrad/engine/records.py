@@ -1,0 +1,247 @@
+"""The queue of records and its plan key.
+
+Graph mode appends each op as a record (builder, inputs, parameters, result shape and dtype,
+precision, result stand-in) without building it, and extends the queue's plan key as it goes:
+a drain whose key ran before computes a cached plan (see :mod:`.drain`). An eager or check-mode
+op is the queue's one record (``one``), drained at once and keyed by its op alone.
+"""
+from __future__ import annotations
+
+import contextvars
+import os
+import sys
+import weakref
+
+from ..runtime import Device, Storage
+from .array import COMPUTED, PENDING, Array
+from .errors import PendingError
+from .local import owner_of
+from .plans import freeze_params
+
+# Set by autograd while it builds gradient nodes (they are labelled "backward" in errors);
+# context-local, since two threads may run backward at once.
+_phase_label: contextvars.ContextVar[str | None] = contextvars.ContextVar("ggmlgrad_phase", default=None)
+
+
+def phase() -> str | None:
+    """The label ops queued now carry in error messages instead of their own ("backward" while
+    autograd builds gradients), or None."""
+    return _phase_label.get()
+
+
+def set_phase(label: str | None) -> contextvars.Token:
+    """Label the ops queued from now on ``label``; give the token to :func:`reset_phase`."""
+    return _phase_label.set(label)
+
+
+def reset_phase(token: contextvars.Token) -> None:
+    """End a :func:`set_phase`."""
+    _phase_label.reset(token)
+
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+_IN_PKG: dict = {}  # code object → whether it is ggmlgrad's (a site is found on every graph-mode queue)
+
+
+def user_site(skip: int = 2) -> str:
+    """file:line of the innermost frame outside the ggmlgrad package."""
+    f = sys._getframe(skip)
+    in_pkg = _IN_PKG
+    while f is not None:
+        code = f.f_code
+        inside = in_pkg.get(code)
+        if inside is None:
+            if len(in_pkg) > 8192:
+                in_pkg.clear()
+            inside = in_pkg[code] = code.co_filename.startswith(_PKG_DIR)
+        if not inside:
+            break
+        f = f.f_back
+    return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
+
+
+class _Pending:
+    """A lazily recorded op's result as later ops' records hold it: its index in the queue and
+    what builders read (shape, dtype, ndim, device). Holding the tensor itself would keep every
+    intermediate alive, and each live result costs an output buffer at the drain."""
+
+    __slots__ = ("index", "shape", "dtype", "device")
+
+    def __init__(self, index: int, shape: tuple, dtype, device) -> None:
+        self.index = index
+        self.shape = shape
+        self.dtype = dtype
+        self.device = device
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+
+class RecordQueue:
+    """Engine part: the queue's state, its lazy records and their plan key (mixed into ``Engine``)."""
+
+    def _new_epoch_state(self) -> None:
+        self.one: tuple | None = None  # an eager or check-mode op's record, while record() drains it
+        self.ctx = 0
+        self.ctx_list: list[int] = []
+        # Graph mode records ops without building them (see _materialize): (build, inputs,
+        # params, out shape, out dtype, matmul precision, result stand-in or None for an update).
+        # Their arrays' _node is -(index+1).
+        self.lazy: list[tuple] = []
+        self.updates = 0  # how many of them are in-place updates (record_update)
+        # The plan key of the lazy records, built as they are recorded (None: not plannable). One
+        # flat sequence: per op its builder, result shape and dtype, precision, parameters and
+        # input count, then per input a queue index (>= 0) or -1-slot for a computed tensor,
+        # followed by shape and dtype where that slot first appears. Unambiguous, since a new
+        # slot is always the next number.
+        self._sig: list | None = []
+        self._sig_slot: dict[int, int] = {}   # id(computed input) → slot
+        self._sig_leaves: list[Array] = []    # computed inputs by slot
+        self.roots: list[tuple[weakref.ref, int]] = []
+        self.effects: list[int] = []
+        self.labels: list[str] = []
+        self.keep: list[Storage] = []
+        self.site: str | None = None
+        self.device: Device | None = None
+        self.work = 0.0
+        self.max_work = 0.0
+        self._credit = 0  # ops that may still build in self.ctx without asking ggml how full it is
+
+    def __len__(self) -> int:
+        return len(self.roots) + len(self.effects) + self.updates
+
+    def _record_lazy(self, out: Array, label: str, build, inputs, work: float, params: dict, prec: str) -> Array:
+        """Graph mode: queue the op without building its node. The drain computes the queue with a
+        cached plan when the same op sequence ran before, and builds the nodes otherwise."""
+        if self.device is not out.device:
+            if self.device is not None and len(self):
+                self.drain("device_change")
+            self.device = out.device
+        lazy = self.lazy
+        epoch = self.epoch
+        self._sign(build, out.shape, out.dtype, prec, params, len(inputs))
+        ins = self._lazy_inputs(inputs)
+        j = len(lazy)
+        lazy.append((build, ins, params, out.shape, out.dtype, prec, _Pending(j, out.shape, out.dtype, out.device)))
+        out._node = -1 - j
+        out._epoch = epoch
+        out._status = PENDING
+        self.roots.append((weakref.ref(out), -1 - j))
+        self.labels.append(_phase_label.get() or label)
+        w = work or float(max(1, out.numel_))
+        self.work += w
+        if w > self.max_work:
+            self.max_work = w
+        if self.site is None:
+            self.site = user_site(3)
+        return out
+
+    def _sign(self, build, shape, dtype, prec, params, n_inputs: int) -> None:
+        """Extend the plan key with one record's header (its inputs follow, see _lazy_inputs)."""
+        sig = self._sig
+        if sig is None:
+            return
+        try:
+            fp = freeze_params(params) if params else ()
+        except TypeError:  # an unhashable parameter (e.g. a tensor): this queue gets no plan
+            self._sig = None
+            return
+        sig += (build, shape, dtype, prec, fp, n_inputs)
+
+    def _lazy_inputs(self, inputs) -> list:
+        """Inputs as a lazy record holds them: computed tensors themselves (their memory must
+        live until the drain), lazily recorded results as their queue entry's stand-in. Extends
+        the plan key with them."""
+        lazy = self.lazy
+        epoch = self.epoch
+        sig = self._sig
+        ins = []
+        try:
+            for x in inputs:
+                st = x._status
+                if st == COMPUTED:
+                    ins.append(x)
+                    if sig is not None:
+                        slot = self._sig_slot.get(id(x))
+                        if slot is not None:
+                            sig.append(-1 - slot)
+                        elif x._storage is None or not x.numel_:
+                            self._sig = sig = None  # empty memory: no plan
+                        else:
+                            slot = self._sig_slot[id(x)] = len(self._sig_leaves)
+                            self._sig_leaves.append(x)
+                            sig += (-1 - slot, x.shape, x.dtype)
+                elif st == PENDING and x._epoch == epoch:
+                    n = x._node
+                    if n < 0:
+                        p = lazy[-1 - n][6]
+                        ins.append(p)
+                        if sig is not None:
+                            sig.append(p.index)
+                    else:  # a built node: the ordinary drain
+                        ins.append(x)
+                        self._sig = sig = None
+                else:
+                    self.node_of(x)  # raises the error of a failed or discarded input, at this call
+        except BaseException:
+            self._sig = None  # the key has a header without its record
+            raise
+        return ins
+
+    def _plan_signature(self):
+        """(key, leaf arrays, kept results by op index) of a queue of lazily recorded ops only, or
+        None when it cannot be planned (a built node in the queue, an unhashable parameter)."""
+        sig = self._sig
+        if sig is None or self.effects:
+            return None
+        leaves = self._sig_leaves
+        for x in leaves:
+            if x._status != COMPUTED or x._storage is None:
+                return None  # freed or failed since it was recorded: the ordinary drain raises
+        epoch = self.epoch
+        kept: dict[int, list[Array]] = {}
+        for ref, n in self.roots:
+            if n >= 0:
+                return None
+            a = ref()
+            if a is None or a._status != PENDING or a._node != n or a._epoch != epoch:
+                continue
+            lst = kept.get(-1 - n)
+            if lst is None:
+                kept[-1 - n] = [a]
+            else:
+                lst.append(a)
+        if not kept and not self.updates:
+            return None
+        return (self.device.dev_ptr, *sig, -1, *sorted(kept)), leaves, kept
+
+    def alias_pending(self, twin: Array, base: Array) -> None:
+        """Make ``twin`` another name for ``base``'s queued node (``detach()`` of a pending
+        tensor): the drain gives both the same memory, as eager aliasing would."""
+        with self.lock:
+            if base._status != PENDING or base._epoch != self.epoch:
+                raise PendingError(base._error or no_value_message(base))
+            twin._node, twin._epoch, twin._status = base._node, base._epoch, PENDING
+            self.roots.append((weakref.ref(twin), base._node))
+
+    def add_work(self, work: float) -> None:
+        """Count flops of nodes built without :meth:`record` (optimizer updates) for the thread policy."""
+        self.work += work
+        if work > self.max_work:
+            self.max_work = work
+
+
+
+def no_value_message(a: Array) -> str:
+    """Why a pending tensor that is not in this thread's current queue has no value."""
+    owner = owner_of(a._epoch)
+    if owner is not None and a._status == PENDING:
+        return (f"ggmlgrad: this tensor is queued in the graph-mode queue of another thread "
+                f"({owner.thread_name!r}) and has no value yet; each thread computes its own queue. Read it "
+                f"(e.g. .numpy()) or leave graph mode in that thread before handing it to this one.")
+    return "ggmlgrad: this tensor's queued graph was discarded; it has no value"
+

@@ -1,0 +1,137 @@
+"""Replayable segments: the records one backward appended, appended again by the next one.
+
+Autograd (``tensor/tape.py``) marks the queue before a backward pass, takes the records the pass
+appended as a segment, and replays it on the next identical pass instead of running the gradient
+rules. Only valid on a queue whose key so far is the same as at the mark.
+"""
+from __future__ import annotations
+
+import weakref
+
+from .context import current
+from .array import COMPUTED, PENDING, Array
+from .records import _Pending
+
+
+class _Segment:
+    """Lazy records to append again (:meth:`Engine.replay_segment`): computed inputs as their
+    key slots (a record without any is appended as it is), with the key parts, labels and work
+    they added."""
+
+    __slots__ = ("start", "records", "sig", "labels", "work", "max_work")
+
+    def __init__(self, start: int, records: tuple, sig: tuple, labels: tuple, work: float, max_work: float):
+        self.start = start
+        self.records = records
+        self.sig = sig
+        self.labels = labels
+        self.work = work
+        self.max_work = max_work
+
+
+
+class Mark:
+    """Where a backward pass started in the queue (:meth:`Segments.lazy_mark`); ``key`` is the
+    queue's record key so far and its device (equal keys: equal indices and slots)."""
+
+    __slots__ = ("epoch", "n_lazy", "n_sig", "n_leaves", "n_labels", "work", "key")
+
+    def __init__(self, epoch: int, n_lazy: int, n_sig: int, n_leaves: int, n_labels: int, work: float, key: tuple):
+        self.epoch = epoch
+        self.n_lazy = n_lazy
+        self.n_sig = n_sig
+        self.n_leaves = n_leaves
+        self.n_labels = n_labels
+        self.work = work
+        self.key = key
+
+
+class Segments:
+    """Engine part: marks, segments and their replay (mixed into ``Engine``)."""
+
+    # ------------------------------------------------------------------ replayable segments
+    # Autograd records the same gradient ops every training step. A segment is the lazy records
+    # one backward appended, kept so that the next identical backward appends them again without
+    # running the gradient rules (see tensor/tape.py). Valid only on a queue whose key so far is
+    # the same as when the segment was taken: the same records, so the same indices and slots.
+    def lazy_mark(self) -> Mark | None:
+        """The lazy queue's position and key so far, or None when nothing can be replayed here
+        (not plain graph mode, a capture recording, built nodes in the queue)."""
+        c = current()
+        if self._sig is None or c.observer is not None or self._hold or not c.graph or c.check \
+                or self.device is None:
+            return None
+        return Mark(self.epoch, len(self.lazy), len(self._sig), len(self._sig_leaves), len(self.labels),
+                    self.work, (tuple(self._sig), self.device.dev_ptr))
+
+    def queue_refs(self, arrays) -> list | None:
+        """Each array in the lazy queue's key: its record index (>= 0) or -1-slot for a computed
+        tensor the queue reads; None when one is neither."""
+        epoch, slot_of = self.epoch, self._sig_slot
+        refs = []
+        for a in arrays:
+            st = a._status
+            if st == PENDING:
+                n = a._node
+                if n >= 0 or a._epoch != epoch:
+                    return None
+                refs.append(-1 - n)
+            elif st == COMPUTED:
+                slot = slot_of.get(id(a))
+                if slot is None:
+                    return None
+                refs.append(-1 - slot)
+            else:
+                return None
+        return refs
+
+    def result_index(self, a: Array) -> int | None:
+        """The index of the lazy record of this queue whose result ``a`` is, or None."""
+        if a._status != PENDING or a._epoch != self.epoch or a._node >= 0:
+            return None
+        return -1 - a._node
+
+    def lazy_segment(self, mark: Mark) -> "_Segment | None":
+        """The records appended since ``mark``, or None when they cannot be replayed (the queue was
+        drained or built since, or they read a computed tensor the queue did not hold at ``mark``)."""
+        epoch, n_lazy, n_sig, n_leaves = mark.epoch, mark.n_lazy, mark.n_sig, mark.n_leaves
+        n_labels, work = mark.n_labels, mark.work
+        if (self.epoch != epoch or self._sig is None or len(self._sig_leaves) != n_leaves
+                or len(self.lazy) <= n_lazy or self.effects):
+            return None
+        records = []  # (record, None) to append as is, or (record with slots, True) to rebind
+        for build, ins, params, shape, dtype, prec, standin in self.lazy[n_lazy:]:
+            if standin is None:
+                return None  # an update: never part of a backward
+            ins = tuple([x if type(x) is _Pending else self._sig_slot[id(x)] for x in ins])
+            has_slots = any(type(x) is int for x in ins)
+            records.append(((build, ins, params, shape, dtype, prec, standin), has_slots or None))
+        return _Segment(n_lazy, tuple(records), tuple(self._sig[n_sig:]), tuple(self.labels[n_labels:]),
+                        self.work - work, self.max_work)
+
+    def replay_segment(self, seg: "_Segment") -> None:
+        """Append ``seg``'s records; the caller checked the queue's key equals the segment's mark."""
+        with self.lock:
+            lazy = self.lazy
+            if len(lazy) != seg.start or self._sig is None:
+                raise RuntimeError("ggmlgrad internal: a segment replayed on another queue")
+            leaves = self._sig_leaves
+            for rec, has_slots in seg.records:
+                if has_slots:
+                    build, ins, params, shape, dtype, prec, standin = rec
+                    rec = (build, [x if type(x) is _Pending else leaves[x] for x in ins], params, shape, dtype,
+                           prec, standin)
+                lazy.append(rec)
+            self._sig += seg.sig
+            self.labels += seg.labels
+            self.work += seg.work
+            if seg.max_work > self.max_work:
+                self.max_work = seg.max_work
+
+    def adopt_result(self, out: Array, index: int) -> None:
+        """Make ``out`` the result of lazy record ``index`` (a replayed segment's)."""
+        out._node = -1 - index
+        out._epoch = self.epoch
+        out._status = PENDING
+        self.roots.append((weakref.ref(out), -1 - index))
+
