@@ -5,7 +5,8 @@ memory: they rebind the ``data``/``buffer`` fields of the graph's leaves, output
 of them (:class:`PointerTable`, :func:`bind_node`). Transfers copy between NumPy arrays and
 device storage (:func:`write_array`, :func:`read_array`), and a replay compares its staged
 inputs with what it sent (:class:`ChangedSpans`). The ctypes structures and raw addresses all
-stay in this module; callers pass node handles (ints), storages and arrays.
+stay in this module; callers pass node handles (ints), storages and arrays (:class:`HostArray`
+takes an array's address once, for copies repeated on every replay).
 """
 from __future__ import annotations
 
@@ -83,6 +84,30 @@ class PointerTable:
         for c in self.cells[start:]:
             if c is not None:
                 c[0].value = c[1].value = 0
+
+
+class HostArray:
+    """A C-contiguous NumPy array whose address is taken once, for repeated copies between it and
+    storages (a replay's staging block, its download buffer, an input slot)."""
+
+    __slots__ = ("array", "addr", "nbytes")
+
+    def __init__(self, array: np.ndarray):
+        if not array.flags.c_contiguous:
+            raise ValueError("HostArray: the array must be C-contiguous")
+        self.array = array
+        self.addr = array.ctypes.data
+        self.nbytes = array.nbytes
+
+    def read_from(self, storage, offset: int = 0) -> None:
+        """Fill the whole array from ``storage`` at byte ``offset``."""
+        if self.nbytes:
+            storage.read(self.addr, self.nbytes, offset)
+
+    def write_span(self, storage, lo: int, hi: int) -> None:
+        """Copy bytes ``lo:hi`` of the array to the same bytes of ``storage``."""
+        if hi > lo:
+            storage.write(self.addr + lo, hi - lo, lo)
 
 
 def write_array(storage, arr: np.ndarray, offset: int = 0) -> None:

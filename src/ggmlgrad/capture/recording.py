@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .._ggml import lib
-from .._ggml.nodes import ChangedSpans, bind_node, host_view, read_array, write_array
+from .._ggml.nodes import ChangedSpans, HostArray, bind_node, host_view
 from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, COUNTERS, CaptureError, DType, bfloat16, float32,
                       modes, user_site)
 from ..engine import checks as _checks, context
@@ -73,7 +73,7 @@ class InputSlot:
     or the clip limit. Its value is written into the host staging block before each upload."""
 
     __slots__ = ("kind", "name", "shape", "dtype", "tensor", "leaves", "offset", "nbytes", "view", "sent",
-                 "noise")
+                 "noise", "host")
 
     def __init__(self, kind: str, name: str, shape: tuple, dtype: DType, device: Device, noise=None):
         self.kind = kind
@@ -88,6 +88,7 @@ class InputSlot:
         self.offset = 0
         self.nbytes = t.nbytes
         self.view: np.ndarray | None = None
+        self.host: HostArray | None = None  # the view, for copies from a tensor argument
 
 
 class _Guard(Observer):
@@ -390,8 +391,10 @@ class Inputs:
         for slot in slots:
             np_dt = slot.dtype.np_dtype
             slot.view = self.stage[slot.offset:slot.offset + slot.nbytes].view(np_dt).reshape(slot.shape)
+            slot.host = HostArray(slot.view)
             spans.append((slot.offset, _align(slot.offset + slot.nbytes)))
         self._changed = ChangedSpans(self.stage, self.sent, spans)
+        self._stage_host = HostArray(self.stage)
         self.args = [s for s in slots if s.kind == "arg"]
         self.noise = [s for s in slots if s.kind == "noise"]
         self.hparams = [s for s in slots if s.kind == "hparam"]
@@ -406,7 +409,7 @@ class Inputs:
         if _FAULTS:
             _fault("upload")
         if not self.host:
-            write_array(self.block, stage[lo:hi], lo)
+            self._stage_host.write_span(self.block, lo, hi)
         sent[lo:hi] = stage[lo:hi]  # in host memory, this is the upload
         self.valid = True
         COUNTERS.uploads["capture"] += 1
@@ -427,7 +430,7 @@ def put_arg(slot: InputSlot, value) -> None:
             if value._status != COMPUTED:
                 raise CaptureError(f"capture: argument {slot.name} has no value (its graph failed)")
         if value.dtype is slot.dtype:
-            read_array(value._storage, slot.view)
+            slot.host.read_from(value._storage)
             COUNTERS.downloads["capture input"] += 1
             COUNTERS.download_bytes["capture input"] += slot.nbytes
             return
@@ -445,11 +448,11 @@ class Download:
         self.block = block
         self.nbytes = nbytes
         self.buf = np.zeros(max(nbytes, 1), np.uint8)
-        self.span = self.buf[:nbytes]  # what one replay reads
+        self.span = HostArray(self.buf[:nbytes])  # what one replay reads
 
     def __call__(self) -> np.ndarray:
         n = self.nbytes
-        read_array(self.block, self.span)
+        self.span.read_from(self.block)
         COUNTERS.downloads["capture"] += 1
         COUNTERS.download_bytes["capture"] += n
         return self.buf.copy()  # the caller owns it: the next replay reads into self.buf again

@@ -115,9 +115,22 @@ def update(**changes) -> None:
     _CTX.set(current().replace(**changes))
 
 
-def set_modes(graph_set: bool | None, check_set: bool | None) -> None:
-    """Set graph and check mode of the current context (None: the environment decides)."""
-    _CTX.set(current().with_modes(graph_set, check_set))
+def set_modes(graph_set: bool | None, check_set: bool | None) -> contextvars.Token:
+    """Set graph and check mode of the current context (None: the environment decides); the token
+    can undo exactly this change while nothing else changed the context (:func:`undo`)."""
+    return _CTX.set(current().with_modes(graph_set, check_set))
+
+
+def undo(token: contextvars.Token, expected: ExecContext) -> bool:
+    """Go back to the context before ``token``'s change if the current one is still ``expected``
+    (the context that change made); False, changing nothing, otherwise."""
+    if _CTX.get() is not expected:
+        return False
+    try:
+        _CTX.reset(token)
+    except (ValueError, RuntimeError):  # made in another task's context, or already undone
+        return False
+    return True
 
 
 def push(**changes) -> contextvars.Token:

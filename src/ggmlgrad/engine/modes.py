@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .context import current, set_modes, update
+from .context import current, set_modes, undo, update
 
 PRECISIONS = ("default", "f32")
 
@@ -65,14 +65,6 @@ def _validate_bool(fn: str, name: str, v, allow_none: bool) -> None:
                         f"got {v!r}")
 
 
-def _set_graph(on: bool) -> None:
-    ctx = current()
-    was_on = ctx.graph
-    set_modes(on, ctx.check_set)  # set first: a failing drain below must not leave graph mode on
-    if was_on and not on:
-        _graph_turned_off()
-
-
 def _graph_turned_off() -> None:
     """Leaving graph mode is a sync point: drain (a failure raises, the mode stays off)."""
     for fn in _on_graph_off:
@@ -123,15 +115,16 @@ def graph_mode(on: bool | None = None, check: bool | None = None):
     _validate_bool("graph_mode()", "check", check, allow_none=True)
     ctx = current()
     prev_graph, prev_graph_raw, prev_check_raw = ctx.graph, ctx.graph_set, ctx.check_set
-    if check is not None:
-        set_modes(prev_graph_raw, check)
-    if on is not None:
-        _set_graph(on)
+    token = set_modes(prev_graph_raw if on is None else on, prev_check_raw if check is None else check)
+    mine = current()
+    if prev_graph and not mine.graph:  # set first: a failing drain must not leave graph mode on
+        _graph_turned_off()
 
     def restore() -> None:
         # Every setting back first, then the drain that leaving graph mode implies.
         was_on = graph_enabled()
-        set_modes(prev_graph_raw, prev_check_raw)
+        if not undo(token, mine):  # something else changed the context since: set just these two
+            set_modes(prev_graph_raw, prev_check_raw)
         if was_on and not graph_enabled():
             _graph_turned_off()
 

@@ -8,9 +8,9 @@ one signature, and a later call only rebinds the data pointers of the plan's lea
 
 Three users, one cache type (:class:`PlanCache`):
 - eager ops: the signature is the op's builder, input shapes and dtypes, output, parameters,
-  device and matmul precision (``Engine._run_plan``);
+  device and matmul precision (``Drainer._drain_one``);
 - graph-mode drains: the signature of the whole queued record sequence, the computed tensors it
-  reads and the results still alive (``Engine._plan_signature``);
+  reads and the results still alive (``RecordQueue._plan_signature``);
 - backward segments (:class:`SegmentPlan`): the gradient records one backward pass appended,
   keyed by the tape and the queue so far (``tensor/tape.py``).
 

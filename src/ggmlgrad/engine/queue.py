@@ -127,6 +127,9 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
         self.labels.append(label)
         self.add_work(work)
 
+    # The same, by what it queues: in-place writes (optimizer updates, copy_, load_state_dict).
+    record_writes = record_update
+
     def queue_write(self, target: Array, value_node: int, label: str = "write") -> None:
         """Queue ``target ← value`` (call inside :meth:`exclusive` only)."""
         if self._hold == 0:
@@ -202,7 +205,6 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
     def release_contexts(self, ctx_list: list[int]) -> None:
         for ctx in ctx_list:
             lib.free(ctx)
-
 
 
 # Every thread has its own Engine (its queue, drains, capture guard): see .local.
