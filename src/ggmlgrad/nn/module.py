@@ -8,6 +8,8 @@ from typing import Any, Callable, Iterator, NamedTuple
 import numpy as np
 
 from ..engine import COMPUTED, ENGINE, PENDING, dtypes
+from ..engine.plans import Exact
+from ..ops.registry import write
 from ..runtime import resolve_device
 from ..tensor import Tensor, no_grad
 from ..tensor.tensor import _from_numpy
@@ -467,12 +469,9 @@ def _write_all(plan) -> None:
     tensors = [(t, v) for t, v in tensors if v._storage is not t._storage or v._status != COMPUTED]
     with no_grad():
         if tensors:
-            with ENGINE.exclusive("load_state_dict"):
-                for target, value in tensors:
-                    if value.dtype is not target.dtype:
-                        value = value.to(target.dtype)
-                    ENGINE.begin(target.device)
-                    ENGINE.queue_write(target, ENGINE.node_of(value), "load_state_dict")
+            pairs = tuple(x for pair in tensors for x in pair)
+            with ENGINE.exclusive("load_state_dict"):  # the write op casts to each target's dtype
+                write("load_state_dict", pairs, Exact(((2, ()),) * len(tensors)))
             for target, _ in tensors:
                 target._version += 1
         for target, value in plan:

@@ -77,17 +77,4 @@ class SGD(Optimizer):
             raise RuntimeError("SGD: momentum buffer missing (call step(), which creates it)")
         options = {"weight_decay": group["weight_decay"] != 0, "maximize": group["maximize"],
                    "nesterov": group["nesterov"]}
-        return _sgd_update, (buf,) if buf is not None else (), options, "sgd"
-
-
-def _sgd_update(ctx: int, nodes, inputs, *, weight_decay: bool, maximize: bool, nesterov: bool) -> list:
-    """One parameter's SGD update: nodes of (p, grad, hparams[, momentum_buffer])."""
-    p, g = inputs[0], inputs[1]
-    hp = nodes[2]
-    pn = oo.as_f32(ctx, nodes[0], p.dtype.ggml_type)
-    gf = oo.as_f32(ctx, nodes[1], g.dtype.ggml_type)
-    gf = oo.effective_grad(ctx, gf, pn, hp, oo.SGD_WD if weight_decay else None, maximize)
-    new_p, new_buf = oo.sgd_update(ctx, pn, gf, nodes[3] if len(nodes) > 3 else None, hp, nesterov)
-    writes = [(3, new_buf)] if new_buf is not None else []
-    writes.append((0, new_p))
-    return writes
+        return "sgd", (buf,) if buf is not None else (), options
