@@ -107,27 +107,39 @@ def adam_composed(ctx: int, param: int, grad: int, m: int, v: int, hp: int) -> t
 
 
 # ---------------------------------------------------------------------- the write ops
-def _check_updates(n_hparams: int):
+def _check_updates(n_hparams: int, fused: bool = False):
     """The validation of an optimizer write op: per target group (param, grad, hparams, *state),
     the gradient and every state tensor have the parameter's shape, the hyperparameters are a
-    float32 vector of ``n_hparams`` (a mismatch would reach ggml's shape assertions)."""
+    float32 vector of ``n_hparams`` (a mismatch would reach ggml's shape assertions); ``fused``:
+    the parameter and its state are float32 (ggml's fused AdamW kernel reads nothing else).
+    Runs on every step, so it reads each attribute once and checks a shared hparams tensor once."""
     want = (n_hparams,)
 
     def check(name: str, inputs, parts) -> None:
         at = 0
+        seen_hp = None
         for part in parts:
-            count = part[0]
-            p, g, hp = inputs[at], inputs[at + 1], inputs[at + 2]
+            p = inputs[at]
             shape = p.shape
-            if g.shape != shape:
-                raise ValueError(f"{name}: gradient shape {g.shape} does not match its parameter's shape {shape}")
-            if hp.shape != want or hp.dtype is not float32:
-                raise ValueError(f"{name}: hyperparameter tensor {hp.shape}:{hp.dtype.name}, expected {want}:float32")
-            for k in range(at + 3, at + count):
-                if inputs[k].shape != shape:
-                    raise ValueError(f"{name}: state tensor of shape {inputs[k].shape} for a parameter of "
-                                     f"shape {shape}")
-            at += count
+            if inputs[at + 1].shape != shape:
+                raise ValueError(f"{name}: gradient shape {inputs[at + 1].shape} does not match its parameter's "
+                                 f"shape {shape}")
+            hp = inputs[at + 2]
+            if hp is not seen_hp:  # a parameter group's parameters share one
+                if hp.shape != want or hp.dtype is not float32:
+                    raise ValueError(f"{name}: hyperparameter tensor {hp.shape}:{hp.dtype.name}, "
+                                     f"expected {want}:float32")
+                seen_hp = hp
+            end = at + part[0]
+            for st in inputs[at + 3:end]:
+                if st.shape != shape:
+                    raise ValueError(f"{name}: state tensor of shape {st.shape} for a parameter of shape {shape}")
+                if fused and st.dtype is not float32:
+                    raise TypeError(f"{name}: ggml's fused AdamW needs float32 state, got {st.dtype.name}")
+            if fused and p.dtype is not float32:
+                raise TypeError(f"{name}: ggml's fused AdamW needs float32 parameters, got {p.dtype.name} "
+                                f"(shape {shape})")
+            at = end
     return check
 
 
@@ -158,20 +170,7 @@ def adam(ctx: int, nodes, inputs, *, l2: bool, maximize: bool) -> list:
     return [(3, new_m), (4, new_v), (0, new_p)]
 
 
-def _check_fused(name: str, inputs, parts) -> None:
-    _check_adam(name, inputs, parts)
-    at = 0
-    for part in parts:  # ggml's fused kernel reads and writes float32 only
-        if inputs[at].dtype is not float32 or inputs[at + 3].dtype is not float32 or inputs[at + 4].dtype is not float32:
-            raise TypeError(f"{name}: ggml's fused AdamW needs float32 parameters and moments, got "
-                            f"{inputs[at].dtype.name} (shape {inputs[at].shape})")
-        at += part[0]
-
-
-_check_adam = _check_updates(ADAM_HPARAMS)
-
-
-@define_write("adamw_fused", check=_check_fused, tensors=16)
+@define_write("adamw_fused", check=_check_updates(ADAM_HPARAMS, fused=True), tensors=16)
 def adamw_fused_update(ctx: int, nodes, inputs, *, l2: bool, maximize: bool) -> list:
     """torch.optim.Adam/AdamW on one float32 parameter with ggml's fused ``opt_step_adamw`` (writes
     p, exp_avg and exp_avg_sq by itself): nodes of (p, grad, hparams, exp_avg, exp_avg_sq)."""

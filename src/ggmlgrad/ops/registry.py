@@ -166,16 +166,23 @@ def write(name: str, inputs: tuple, parts: tuple, work: float = 0.0, label: str 
     exact plan key (:class:`..engine.plans.Exact`). Call inside ``ENGINE.exclusive`` (or a
     capture recording's hold). ``label`` names the write in graph errors (default ``name``).
 
-    >>> # inside ENGINE.exclusive("inplace"):  write("copy_", (dst, src), Exact(((2, ()),)))
+    >>> import ggmlgrad as gg
+    >>> from ggmlgrad.engine import ENGINE
+    >>> from ggmlgrad.engine.plans import Exact
+    >>> dst, src = gg.zeros(2), gg.tensor([1.5, 2.5])
+    >>> with ENGINE.exclusive("example"):
+    ...     write("copy_", (dst, src), Exact(((2, ()),)))
+    >>> dst.tolist()
+    [1.5, 2.5]
     """
     wd = WRITES[name]
     wd.check(name, inputs, parts)
-    per_record = _RECORD_TENSORS // wd.tensors
-    label = label or name
     wd.calls += 1
+    per_record = _RECORD_TENSORS // wd.tensors
     if len(parts) <= per_record:  # the common case: one record
-        ENGINE.record_update(label, _build_parts, inputs, {"build": wd.build, "parts": parts}, work)
+        ENGINE.record_update(label or name, _build_parts, inputs, {"build": wd.build, "parts": parts}, work)
         return
+    label = label or name
     n_inputs = sum(part[0] for part in parts)
     at = 0
     for i in range(0, len(parts), per_record):

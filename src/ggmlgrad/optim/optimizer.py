@@ -37,6 +37,7 @@ from ..tensor import Tensor, no_grad
 from ..tensor.grad_mode import enable_grad
 
 _HPARAM_SITE = "optimizer.hparams"
+_F32 = np.dtype(np.float32)
 
 
 class _State(MutableMapping):
@@ -206,10 +207,6 @@ class Optimizer:
                 loss = closure()
         params = self.flat_params()
         grads = [p.grad for p in params]
-        for p, g in zip(params, grads):
-            if g is not None and g.shape != p.shape:
-                raise ValueError(f"{type(self).__name__}.step: gradient shape {g.shape} does not match its "
-                                 f"parameter's shape {p.shape}")
         self._before_step()
         with ENGINE.exclusive("optimizer"):
             hparams = self._upload_hparams(self._step_hparams(params, grads))
@@ -248,7 +245,7 @@ class Optimizer:
                 if h is None or h.shape != values.shape or h.device is not like.device or h._status != COMPUTED:
                     h = cache[(gi, k)] = _hparam_tensor(values, like)
                 else:
-                    if values.dtype != np.float32 or not values.flags.c_contiguous:
+                    if values.dtype is not _F32 or not values.flags.c_contiguous:  # `is`: ~70 ns, `!=` ~250
                         values = np.ascontiguousarray(values, dtype=np.float32)
                     upload_into(h, values, _HPARAM_SITE)
                 tensors[t] = h

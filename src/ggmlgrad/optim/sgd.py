@@ -51,14 +51,15 @@ class SGD(Optimizer):
         return ("momentum_buffer",) if group["momentum"] != 0 else ()
 
     def _before_step(self) -> None:
-        # A scheduler (CyclicLR) or the user may turn momentum on after construction.
-        with no_grad(), graph_mode(True):   # new buffers fill in one graph
-            for g in self.param_groups:
-                if g["momentum"] != 0:
-                    for p in g["params"]:
-                        st = self.state[p]
-                        if "momentum_buffer" not in st:
-                            st["momentum_buffer"] = _zeros_f32(p)
+        # A scheduler (CyclicLR) or the user may turn momentum on after construction. Runs every
+        # step: the states by id (no _State call per parameter), the modes only when a buffer is new.
+        states = self.state._d
+        missing = [p for g in self.param_groups if g["momentum"] != 0 for p in g["params"]
+                   if "momentum_buffer" not in states[id(p)][1]]
+        if missing:
+            with no_grad(), graph_mode(True):   # new buffers fill in one graph
+                for p in missing:
+                    self.state[p]["momentum_buffer"] = _zeros_f32(p)
 
     def _group_structure(self, group: dict) -> tuple:
         return (group["momentum"] != 0, group["nesterov"], group["maximize"], group["weight_decay"] != 0)
