@@ -431,3 +431,26 @@ def test_optimizer_load_state_dict_is_one_write_op():
     np.testing.assert_allclose(opt.state[ps[0]]["exp_avg"].numpy(), np.float16(m), rtol=1e-3)
     np.testing.assert_allclose(opt.state[ps[1]]["exp_avg_sq"].numpy(), v, rtol=2e-5)   # 1 - 0.999 in float32
     assert all(opt.state[p]["step"] == 1 for p in ps)
+
+
+def test_writes_inside_a_capture_are_refused_at_the_users_line():
+    """load_state_dict (model, optimizer) and optimizer.step in a captured function: a CaptureError
+    naming the write and this file (never the engine's drain), and nothing changes."""
+    m = gg.nn.Linear(2, 2)
+    opt = gg.optim.SGD(m.parameters(), lr=0.1)
+    w0 = m.weight.numpy()
+    sd, opt_sd = {k: v.clone() for k, v in m.state_dict().items()}, opt.state_dict()
+
+    def stepping(x):
+        m(x).sum().backward()
+        opt.step()
+        return m(x)
+    programs = {"load_state_dict": lambda x: (m.load_state_dict(sd), m(x))[1],
+                "SGD.load_state_dict": lambda x: (opt.load_state_dict(opt_sd), m(x))[1],
+                "SGD.step": stepping}
+    for name, fn in programs.items():
+        with pytest.raises(gg.CaptureError, match=rf"{name} at .*test_writes.py:\d+"):
+            gg.capture(fn)(np.ones((1, 2), np.float32))
+        m.zero_grad()
+    np.testing.assert_array_equal(m.weight.numpy(), w0)
+    assert opt.state[m.weight]["step"] == 0

@@ -12,7 +12,7 @@ from ..engine.plans import Exact
 from ..ops.registry import write
 from ..runtime import resolve_device
 from ..tensor import Tensor, no_grad
-from ..tensor.tensor import _from_numpy
+from ..tensor.tensor import _from_numpy, _refuse_while_recording
 
 
 _MISSING = object()
@@ -378,6 +378,7 @@ class Module:
         raises and the model is unchanged. With ``strict=False`` missing and
         unexpected keys are allowed and returned; present keys are still checked.
         """
+        _refuse_while_recording("load_state_dict")  # an in-place write: never frozen into a replay
         if not hasattr(state_dict, "keys"):
             raise TypeError(f"load_state_dict: expected a mapping, got {type(state_dict).__name__}")
         targets = self._state_targets()

@@ -29,12 +29,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..engine import COMPUTED, ENGINE, float32, graph_mode, new_from_host, upload_into
+from ..engine import COMPUTED, ENGINE, CaptureError, float32, graph_mode, new_from_host, upload_into
 from ..engine.plans import Exact, freeze
 from ..ops import op
 from ..ops.registry import write
 from ..tensor import Tensor, no_grad
 from ..tensor.grad_mode import enable_grad
+from ..tensor.tensor import _refuse_while_recording as refuse_while_recording
 
 _HPARAM_SITE = "optimizer.hparams"
 _F32 = np.dtype(np.float32)
@@ -208,9 +209,13 @@ class Optimizer:
         params = self.flat_params()
         grads = [p.grad for p in params]
         self._before_step()
-        with ENGINE.exclusive("optimizer"):
-            hparams = self._upload_hparams(self._step_hparams(params, grads))
-            updated = self._queue_update_each(params, grads, hparams)
+        try:
+            with ENGINE.exclusive("optimizer"):
+                hparams = self._upload_hparams(self._step_hparams(params, grads))
+                updated = self._queue_update_each(params, grads, hparams)
+        except CaptureError:
+            refuse_while_recording(f"{type(self).__name__}.step")  # the user's line, not the drain's
+            raise
         self._advance_params(updated)
         return loss
 
@@ -400,6 +405,7 @@ class Optimizer:
         optimizer unchanged. State tensors are written in place (one graph compute).
         """
         name = f"{type(self).__name__}.load_state_dict"
+        refuse_while_recording(name)
         if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
             raise ValueError(f"{name}: expected a dict with 'state' and 'param_groups'")
         groups_in = state_dict["param_groups"]
