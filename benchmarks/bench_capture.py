@@ -230,7 +230,6 @@ def breakdown(step, args, n: int = 2000, budget_s: float = 4.0) -> dict[str, flo
     step(*args)
     n = max(5, min(n, int(budget_s / max(time.perf_counter() - t0, 1e-7))))
     rec = step._cache[step._key(args, {})]
-    opt = step.optimizer
     stages = dict.fromkeys(["signature+lookup", "stale checks", "pack args", "optimizer hparams", "upload",
                             "compute fwd+bwd", "download+unpack", "compute update", "optimizer advance",
                             "output structure"], 0.0)
@@ -247,7 +246,7 @@ def breakdown(step, args, n: int = 2000, budget_s: float = 4.0) -> dict[str, flo
         t2 = pc()
         rec.stage_args(list(args))
         t3 = pc()
-        for slot, a in zip(rec.hparam_slots, opt._hparams_arrays()):
+        for slot, a in zip(rec.hparam_slots, rec.update.hparams()):
             slot.view[...] = a
         t4 = pc()
         rec.inputs.upload()
@@ -258,7 +257,7 @@ def breakdown(step, args, n: int = 2000, budget_s: float = 4.0) -> dict[str, flo
         t7 = pc()
         rec.graphs[1].compute()
         t8 = pc()
-        opt._advance()
+        rec.update.advance()
         t9 = pc()
         rec.out_spec.build(outs[:rec.n_user_outputs])
         t10 = pc()

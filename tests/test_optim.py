@@ -426,7 +426,7 @@ def test_clip_grad_value(graph):
 
 # ---------------------------------------------------------------------- capture contract
 def test_capture_contract_methods_reproduce_step():
-    """_hparams_arrays → _queue_update → _advance inside exclusive is what step() does."""
+    """capture_update(): hparams → queue → advance inside exclusive is what step() does."""
     x, y, w0, b0 = _problem()
     xt, yt = gg.tensor(x), gg.tensor(y)
     runs = []
@@ -439,14 +439,15 @@ def test_capture_contract_methods_reproduce_step():
             if not manual:
                 opt.step()
                 continue
-            arrays = opt._hparams_arrays()
+            upd = opt.capture_update()
+            arrays = upd.hparams()
             assert len(arrays) == 2 and all(a.dtype == np.float32 for a in arrays)
             hps = [gg.tensor(a) for a in arrays]
             with ENGINE.exclusive("optimizer"):
                 before = gg.counters()["uploads"]
-                opt._queue_update([p.grad for p in opt.flat_params()], hps)
+                upd.queue([p.grad for p in upd.params], hps)
                 assert gg.counters()["uploads"] == before
-            opt._advance()
+            upd.advance()
         runs.append((w.numpy(), b.numpy(), opt.state[w]["step"]))
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
@@ -456,13 +457,13 @@ def test_capture_contract_methods_reproduce_step():
 def test_hparams_change_without_structure_change():
     w = gg.tensor([1.0], requires_grad=True)
     opt = SGD([w], lr=0.1, momentum=0.9)
-    sig = opt._signature()
+    upd = opt.capture_update()
     opt.param_groups[0]["lr"] = 0.01
-    assert opt._signature() == sig
-    a1 = opt._hparams_arrays()[0]
+    assert not upd.changed()
+    a1 = upd.hparams()[0]
     assert a1[0] == np.float32(0.01)
     opt.param_groups[0]["nesterov"] = True
-    assert opt._signature() != sig
+    assert upd.changed()
 
 
 def test_bf16_params_use_composed_update_subprocess_safe():
@@ -518,15 +519,19 @@ def test_float16_empty_and_0d_parameters(cls, kw):
     np.testing.assert_allclose(h.numpy().astype(np.float64), rh, rtol=2e-3, atol=2e-3)
 
 
-def test_queue_update_checks_its_arguments():
+def test_capture_update_queue_checks_its_arguments():
     w = gg.tensor([1.0, 2.0], requires_grad=True)
-    opt = AdamW([w])
+    upd = AdamW([w]).capture_update()
     with ENGINE.exclusive("test"):
-        with pytest.raises(ValueError, match="gradient shape"):
-            opt._queue_update([gg.zeros(3)], [gg.tensor(opt._hparams_arrays()[0])])
+        with pytest.raises(ValueError, match="adamw_fused: gradient shape"):
+            upd.queue([gg.zeros(3)], [gg.tensor(upd.hparams()[0])])
     with ENGINE.exclusive("test"):
-        with pytest.raises(ValueError, match="hyperparameter"):
-            opt._queue_update([gg.zeros(2)], [gg.zeros(3)])
+        with pytest.raises(ValueError, match="adamw_fused: hyperparameter"):
+            upd.queue([gg.zeros(2)], [gg.zeros(3)])
+    with ENGINE.exclusive("test"):
+        with pytest.raises(ValueError, match="1 grads for 1 parameters|2 grads for 1 parameters"):
+            upd.queue([gg.zeros(2), gg.zeros(2)], [gg.tensor(upd.hparams()[0])])
+    assert w.tolist() == [1.0, 2.0]
 
 
 @pytest.mark.parametrize("fused", [None, False], ids=["fused", "composed"])

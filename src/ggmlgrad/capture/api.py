@@ -512,10 +512,9 @@ class CapturedStep(Captured):
 
     def __init__(self, loss_fn: Callable, optimizer, max_grad_norm: float | None = None, max_recordings: int = 8,
                  explain: bool | None = None):
-        for m in ("_hparams_arrays", "_queue_update", "_advance"):
-            if not hasattr(optimizer, m):
-                raise TypeError(f"capture_step: the optimizer {type(optimizer).__name__} lacks {m}() "
-                                f"(use a gg.optim optimizer)")
+        if not callable(getattr(optimizer, "capture_update", None)):
+            raise TypeError(f"capture_step: the optimizer {type(optimizer).__name__} lacks capture_update() "
+                            f"(use a gg.optim optimizer)")
         super().__init__(loss_fn, max_recordings, explain)
         self.optimizer = optimizer
         self.max_grad_norm = _check_norm(max_grad_norm)
@@ -531,18 +530,6 @@ class CapturedStep(Captured):
             self.max_grad_norm = _check_norm(max_grad_norm)
         return self
 
-    def _opt_params(self) -> list:
-        opt = self.optimizer
-        if hasattr(opt, "flat_params"):
-            return opt.flat_params()
-        return [p for g in opt.param_groups for p in g["params"]]
-
-    def _opt_signature(self):
-        opt = self.optimizer
-        if hasattr(opt, "_signature"):
-            return opt._signature()
-        return tuple(id(p) for p in self._opt_params())
-
     def _extra_key(self) -> tuple:
         return (self.max_grad_norm is not None,)
 
@@ -550,7 +537,7 @@ class CapturedStep(Captured):
         return [f"gradient clipping {'on' if new[0] else 'off'} (was {'on' if old[0] else 'off'})"]
 
     def _stale(self, rec) -> str | None:
-        if self._opt_signature() != rec.opt_signature:
+        if rec.update.changed():
             return "the optimizer's parameter set or update structure changed"
         if tuple(map(_REQUIRES_GRAD, rec.params)) != rec.grad_flags:
             changed = [p.shape for p, f in zip(rec.params, rec.grad_flags) if p.requires_grad != f]
@@ -559,9 +546,8 @@ class CapturedStep(Captured):
 
     def _record(self, key, args, kwargs) -> _Recording:
         device = self._device_of(args, kwargs)
-        opt = self.optimizer
-        params = self._opt_params()
-        opt_sig = self._opt_signature()
+        update = self.optimizer.capture_update()  # outside the recording: may create optimizer state
+        params = update.params
         clip = self.max_grad_norm is not None
         saved = [p.grad for p in params]
         recorder = Recorder(device)
@@ -594,12 +580,10 @@ class CapturedStep(Captured):
                     "forward+backward", downloads, [g for g in grads if g is not None])
                 it = iter(dev_out)
                 grads = [next(it) if g is not None else None for g in grads]
-                hp_arrays = [np.asarray(a, np.float32) for a in opt._hparams_arrays()]
                 hps = [recorder.input("hparam", f"optimizer group {i} hyperparameters", a.shape, float32)
-                       for i, a in enumerate(hp_arrays)]
+                       for i, a in enumerate(update.hparams())]
                 with no_grad(), recorder.hold():
-                    opt._queue_update(grads, hps)
-                updated = list(getattr(opt, "_last_updated", ()))
+                    update.queue(grads, hps)
                 recorder.take_graph("optimizer update", [], [])
                 inputs = recorder.finish()
         except BaseException:
@@ -607,22 +591,20 @@ class CapturedStep(Captured):
                 p.grad = g
             raise
         rec = _Recording(key, recorder, inputs, recorder.graphs, downloads_at, dl_bytes, block, spec, n_user)
-        rec.opt_signature = opt_sig
+        rec.update = update
         rec.params = params
         rec.grad_flags = tuple(map(_REQUIRES_GRAD, params))  # a frozen parameter gets no gradient
         rec.grads = grads
         rec.clip_slot = inputs.clip[0] if clip else None
         rec.hparam_slots = inputs.hparams
         rec.norm_index = n_user if clip else None
-        rec.updated = updated
         return rec
 
     def _run(self, rec: _Recording, leaves: list):
         if ENGINE.roots or ENGINE.effects:
             ENGINE.drain("capture")
         rec.stage_args(leaves)
-        opt = self.optimizer
-        for slot, a in zip(rec.hparam_slots, opt._hparams_arrays()):
+        for slot, a in zip(rec.hparam_slots, rec.update.hparams()):
             slot.view[...] = a
         if rec.clip_slot is not None:
             rec.clip_slot.view[...] = self.max_grad_norm
@@ -647,11 +629,7 @@ class CapturedStep(Captured):
                     f"optimizer moments and step counters are unchanged). Lower the learning rate or check "
                     f"the loss for inf/nan.")
         g2.compute()
-        if rec.updated:
-            # _advance() counts the parameters the last _queue_update updated: this recording's, even
-            # if an uncaptured step (or another recording) queued an update since.
-            opt._last_updated = rec.updated
-        opt._advance()
+        rec.update.advance()  # the step counters of the parameters this recording's update writes
         result = rec.out_spec.build(outs[:rec.n_user_outputs])
         if rec.norm_index is not None:
             return result, outs[rec.norm_index]

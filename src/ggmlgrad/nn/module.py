@@ -8,9 +8,11 @@ from typing import Any, Callable, Iterator, NamedTuple
 import numpy as np
 
 from ..engine import COMPUTED, ENGINE, PENDING, dtypes
+from ..engine.plans import Exact
+from ..ops.registry import write
 from ..runtime import resolve_device
 from ..tensor import Tensor, no_grad
-from ..tensor.tensor import _from_numpy
+from ..tensor.tensor import _from_numpy, _refuse_while_recording
 
 
 _MISSING = object()
@@ -376,6 +378,7 @@ class Module:
         raises and the model is unchanged. With ``strict=False`` missing and
         unexpected keys are allowed and returned; present keys are still checked.
         """
+        _refuse_while_recording("load_state_dict")  # an in-place write: never frozen into a replay
         if not hasattr(state_dict, "keys"):
             raise TypeError(f"load_state_dict: expected a mapping, got {type(state_dict).__name__}")
         targets = self._state_targets()
@@ -467,12 +470,9 @@ def _write_all(plan) -> None:
     tensors = [(t, v) for t, v in tensors if v._storage is not t._storage or v._status != COMPUTED]
     with no_grad():
         if tensors:
-            with ENGINE.exclusive("load_state_dict"):
-                for target, value in tensors:
-                    if value.dtype is not target.dtype:
-                        value = value.to(target.dtype)
-                    ENGINE.begin(target.device)
-                    ENGINE.queue_write(target, ENGINE.node_of(value), "load_state_dict")
+            pairs = tuple(x for pair in tensors for x in pair)
+            with ENGINE.exclusive("load_state_dict"):  # the write op casts to each target's dtype
+                write("load_state_dict", pairs, Exact(((2, ()),) * len(tensors)))
             for target, _ in tensors:
                 target._version += 1
         for target, value in plan:

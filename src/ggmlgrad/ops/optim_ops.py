@@ -1,10 +1,11 @@
-"""ggml node builders for optimizer updates.
+"""Optimizer updates: the write ops ``sgd``, ``adam`` and ``adamw_fused`` and their ggml node builders.
 
-These are not registry ops: they build raw ggml nodes that the optimizers queue
-inside ``ENGINE.exclusive`` (the only place where in-place writes are allowed),
-reading hyperparameters from a small F32 tensor so that changing ``lr`` (or any
-other value in it) needs no new graph. Every function takes the node context
-and ggml node pointers and returns ggml node pointers; nothing is computed here.
+Each update is an op of kind ``"writes"`` (:func:`.registry.define_write`): it writes a
+parameter and its state in place, queued through :func:`.registry.write` inside
+``ENGINE.exclusive`` (the only place where in-place writes are allowed). A target group
+is ``(param, grad, hparams, *state)``; the hyperparameters are a small F32 tensor, so
+changing ``lr`` (or any other value in it) needs no new graph. The helpers below take the
+node context and ggml node pointers and return ggml node pointers; nothing is computed here.
 
 Hyperparameter tensors are 1-D F32; ``scalar(ctx, hp, i)`` is a one-element view
 of entry ``i`` that ggml's binary ops broadcast over a whole tensor.
@@ -12,6 +13,8 @@ of entry ``i`` that ggml's binary ops broadcast over a whole tensor.
 from __future__ import annotations
 
 from .._ggml import clear_param_flag, consts, lib, node_ne
+from ..engine import float32
+from .registry import define_write
 
 _F32 = consts.TYPE_F32
 
@@ -101,3 +104,77 @@ def adam_composed(ctx: int, param: int, grad: int, m: int, v: int, hp: int) -> t
     step = lib.mul(ctx, lib.div(ctx, m_hat, denom), s(ADAM_LR))
     new_p = lib.sub(ctx, lib.mul(ctx, param, s(ADAM_KEEP)), step)
     return new_p, new_m, new_v
+
+
+# ---------------------------------------------------------------------- the write ops
+def _check_updates(n_hparams: int, fused: bool = False):
+    """The validation of an optimizer write op: per target group (param, grad, hparams, *state),
+    the gradient and every state tensor have the parameter's shape, the hyperparameters are a
+    float32 vector of ``n_hparams`` (a mismatch would reach ggml's shape assertions); ``fused``:
+    the parameter and its state are float32 (ggml's fused AdamW kernel reads nothing else).
+    Runs on every step, so it reads each attribute once and checks a shared hparams tensor once."""
+    want = (n_hparams,)
+
+    def check(name: str, inputs, parts) -> None:
+        at = 0
+        seen_hp = None
+        for part in parts:
+            p = inputs[at]
+            shape = p.shape
+            if inputs[at + 1].shape != shape:
+                raise ValueError(f"{name}: gradient shape {inputs[at + 1].shape} does not match its parameter's "
+                                 f"shape {shape}")
+            hp = inputs[at + 2]
+            if hp is not seen_hp:  # a parameter group's parameters share one
+                if hp.shape != want or hp.dtype is not float32:
+                    raise ValueError(f"{name}: hyperparameter tensor {hp.shape}:{hp.dtype.name}, "
+                                     f"expected {want}:float32")
+                seen_hp = hp
+            end = at + part[0]
+            for st in inputs[at + 3:end]:
+                if st.shape != shape:
+                    raise ValueError(f"{name}: state tensor of shape {st.shape} for a parameter of shape {shape}")
+                if fused and st.dtype is not float32:
+                    raise TypeError(f"{name}: ggml's fused AdamW needs float32 state, got {st.dtype.name}")
+            if fused and p.dtype is not float32:
+                raise TypeError(f"{name}: ggml's fused AdamW needs float32 parameters, got {p.dtype.name} "
+                                f"(shape {shape})")
+            at = end
+    return check
+
+
+@define_write("sgd", check=_check_updates(SGD_HPARAMS), tensors=24)
+def sgd(ctx: int, nodes, inputs, *, weight_decay: bool, maximize: bool, nesterov: bool) -> list:
+    """torch.optim.SGD on one parameter: nodes of (p, grad, hparams[, momentum_buffer]); writes
+    the buffer (with momentum) and the parameter."""
+    p, g = inputs[0], inputs[1]
+    hp = nodes[2]
+    pn = as_f32(ctx, nodes[0], p.dtype.ggml_type)
+    gf = as_f32(ctx, nodes[1], g.dtype.ggml_type)
+    gf = effective_grad(ctx, gf, pn, hp, SGD_WD if weight_decay else None, maximize)
+    new_p, new_buf = sgd_update(ctx, pn, gf, nodes[3] if len(nodes) > 3 else None, hp, nesterov)
+    writes = [(3, new_buf)] if new_buf is not None else []
+    writes.append((0, new_p))
+    return writes
+
+
+@define_write("adam", check=_check_updates(ADAM_HPARAMS), tensors=48)
+def adam(ctx: int, nodes, inputs, *, l2: bool, maximize: bool) -> list:
+    """torch.optim.Adam/AdamW on one parameter from elementary ops (any float parameter dtype,
+    float32 moments): nodes of (p, grad, hparams, exp_avg, exp_avg_sq); writes all but the grad."""
+    pn, gn, hp, mn, vn = nodes
+    p, g = inputs[0], inputs[1]
+    pf = as_f32(ctx, pn, p.dtype.ggml_type)
+    gf = effective_grad(ctx, as_f32(ctx, gn, g.dtype.ggml_type), pf, hp, ADAM_L2_WD if l2 else None, maximize)
+    new_p, new_m, new_v = adam_composed(ctx, pf, gf, mn, vn, hp)
+    return [(3, new_m), (4, new_v), (0, new_p)]
+
+
+@define_write("adamw_fused", check=_check_updates(ADAM_HPARAMS, fused=True), tensors=16)
+def adamw_fused_update(ctx: int, nodes, inputs, *, l2: bool, maximize: bool) -> list:
+    """torch.optim.Adam/AdamW on one float32 parameter with ggml's fused ``opt_step_adamw`` (writes
+    p, exp_avg and exp_avg_sq by itself): nodes of (p, grad, hparams, exp_avg, exp_avg_sq)."""
+    pn, gn, hp, mn, vn = nodes
+    gf = effective_grad(ctx, as_f32(ctx, gn, inputs[1].dtype.ggml_type), pn, hp, ADAM_L2_WD if l2 else None,
+                        maximize)
+    return [(None, adamw_fused(ctx, pn, gf, mn, vn, hp))]

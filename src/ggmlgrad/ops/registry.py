@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from ..engine import Array, DType, float32
+from ..engine import ENGINE, Array, DType, float32
 from .build import row_merged
 
 
@@ -108,3 +108,97 @@ def same_device(opname: str, *xs) -> None:
             if err is not None:
                 raise err
             raise ValueError(f"{opname}: tensors are on different devices ({d.name} and {x.device.name})")
+
+
+# ---------------------------------------------------------------------- ops of kind "writes"
+# In-place writes (optimizer updates, copy_, load_state_dict) write into their own inputs instead
+# of making a result. They are declared and dispatched here like any op, but queued through
+# ENGINE.record_update inside ENGINE.exclusive (which drains first: no queued read can see a
+# half-written tensor). They have no backward and no result, so they live in their own table.
+WRITE_KIND = "writes"
+# Most ggml tensors one engine record may build (the engine guarantees this much room per
+# record, its _OP_HEADROOM): a batched write is split into records that fit.
+_RECORD_TENSORS = 96
+
+
+@dataclasses.dataclass(eq=False)
+class WriteDef:
+    """One op of kind ``"writes"``.
+
+    - ``check(name, inputs, parts)``: validates a whole record before anything is queued and raises
+      ``ValueError``/``TypeError`` naming the op and the shapes (bad input never reaches ggml);
+    - ``build(ctx, nodes, inputs, **options) -> [(target, node), ...]`` for ONE target group (e.g.
+      one parameter with its gradient, hyperparameters and state): ``node``'s value is copied into
+      ``inputs[target]``, or with ``target`` None ``node`` writes in place by itself;
+    - ``tensors``: most ggml tensors ``build`` makes for one target group (the records are split
+      to stay within the engine's room per record);
+    - ``calls``: how many records were queued through :func:`write` (tests count dispatches).
+    """
+    name: str
+    check: Callable[..., None]
+    build: Callable[..., list]
+    tensors: int
+    kind: str = WRITE_KIND
+    doc: str = ""
+    calls: int = 0
+
+
+WRITES: dict[str, WriteDef] = {}
+
+
+def define_write(name: str, *, check, tensors: int, doc: str = ""):
+    """Decorator registering ``build`` as the write op ``name`` (see :class:`WriteDef`)."""
+    def deco(build):
+        if name in WRITES or name in REGISTRY:
+            raise RuntimeError(f"op {name!r} defined twice")
+        if not 0 < tensors <= _RECORD_TENSORS:
+            raise ValueError(f"write op {name!r}: tensors must be in 1..{_RECORD_TENSORS}, got {tensors}")
+        WRITES[name] = WriteDef(name, check, build, tensors, doc=doc or (build.__doc__ or ""))
+        return build
+    return deco
+
+
+def write(name: str, inputs: tuple, parts: tuple, work: float = 0.0, label: str | None = None) -> None:
+    """Queue the write op ``name``: THE one way in-place writes reach the engine.
+
+    ``inputs`` is every target group's inputs, one group after the other; ``parts`` holds per
+    group ``(input count, options items[, anything else that keys the plan])`` and must be an
+    exact plan key (:class:`..engine.plans.Exact`). Call inside ``ENGINE.exclusive`` (or a
+    capture recording's hold). ``label`` names the write in graph errors (default ``name``).
+
+    >>> import ggmlgrad as gg
+    >>> from ggmlgrad.engine import ENGINE
+    >>> from ggmlgrad.engine.plans import Exact
+    >>> dst, src = gg.zeros(2), gg.tensor([1.5, 2.5])
+    >>> with ENGINE.exclusive("example"):
+    ...     write("copy_", (dst, src), Exact(((2, ()),)))
+    >>> dst.tolist()
+    [1.5, 2.5]
+    """
+    wd = WRITES[name]
+    wd.check(name, inputs, parts)
+    wd.calls += 1
+    per_record = _RECORD_TENSORS // wd.tensors
+    if len(parts) <= per_record:  # the common case: one record
+        ENGINE.record_update(label or name, _build_parts, inputs, {"build": wd.build, "parts": parts}, work)
+        return
+    label = label or name
+    n_inputs = sum(part[0] for part in parts)
+    at = 0
+    for i in range(0, len(parts), per_record):
+        chunk = type(parts)(parts[i:i + per_record])
+        count = sum(part[0] for part in chunk)
+        ENGINE.record_update(label, _build_parts, inputs[at:at + count], {"build": wd.build, "parts": chunk},
+                             work * count / n_inputs)
+        at += count
+
+
+def _build_parts(ctx: int, nodes, inputs, *, build, parts: tuple) -> list:
+    """The builder of one write record: ``build`` on each target group's slice of the inputs."""
+    writes = []
+    at = 0
+    for count, options, *_ in parts:
+        for target, node in build(ctx, nodes[at:at + count], inputs[at:at + count], **dict(options)):
+            writes.append((None if target is None else at + target, node))
+        at += count
+    return writes

@@ -6,7 +6,6 @@ from typing import Iterable
 import numpy as np
 
 from ..engine import float32
-from ..ops import optim_ops as oo
 from ..tensor import Tensor
 from .optimizer import Optimizer
 
@@ -89,25 +88,8 @@ class Adam(Optimizer):
                          0.0 if self._decoupled else wd, 1.0 - b1, 1.0 - b2, 1.0 - lr * decoupled_wd), np.float32)
 
     def _update_rule(self, p: Tensor, group: dict, state: dict) -> tuple:
-        fused = self._use_fused(group, p)
-        options = {"fused": fused, "l2": group["weight_decay"] != 0 and not self._decoupled,
-                   "maximize": group["maximize"]}
-        return _adam_update, (state["exp_avg"], state["exp_avg_sq"]), options, "adamw.fused" if fused else "adam"
-
-
-def _adam_update(ctx: int, nodes, inputs, *, fused: bool, l2: bool, maximize: bool) -> list:
-    """One parameter's Adam/AdamW update: nodes of (p, grad, hparams, exp_avg, exp_avg_sq)."""
-    pn, gn, hp, mn, vn = nodes
-    p, g = inputs[0], inputs[1]
-    l2_index = oo.ADAM_L2_WD if l2 else None
-    gf = oo.as_f32(ctx, gn, g.dtype.ggml_type)
-    if fused:
-        gf = oo.effective_grad(ctx, gf, pn, hp, l2_index, maximize)
-        return [(None, oo.adamw_fused(ctx, pn, gf, mn, vn, hp))]
-    pf = oo.as_f32(ctx, pn, p.dtype.ggml_type)
-    gf = oo.effective_grad(ctx, gf, pf, hp, l2_index, maximize)
-    new_p, new_m, new_v = oo.adam_composed(ctx, pf, gf, mn, vn, hp)
-    return [(3, new_m), (4, new_v), (0, new_p)]
+        options = {"l2": group["weight_decay"] != 0 and not self._decoupled, "maximize": group["maximize"]}
+        return ("adamw_fused" if self._use_fused(group, p) else "adam"), (state["exp_avg"], state["exp_avg_sq"]), options
 
 
 class AdamW(Adam):

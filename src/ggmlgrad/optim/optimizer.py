@@ -1,29 +1,19 @@
 """The optimizer base: parameter groups, per-parameter state, state dicts, one-graph steps.
 
-Contract with capture (``gg.capture_step`` records the update once and replays it)
--------------------------------------------------------------------------------
-Every optimizer implements three methods; :meth:`Optimizer.step` is exactly
-``ENGINE.exclusive: upload hparams -> _queue_update(current .grad) -> drain -> _advance``.
+Updates are ops of kind ``"writes"`` (``sgd``, ``adam``, ``adamw_fused`` in
+:mod:`ggmlgrad.ops.optim_ops`), queued through :func:`ggmlgrad.ops.registry.write` like
+every in-place write. :meth:`Optimizer.step` is ``ENGINE.exclusive: upload the
+hyperparameters -> queue the write ops on the current .grad -> drain -> step counters + 1``.
 
-``_hparams_arrays() -> list[np.ndarray]``
-    One float32 array per parameter group holding every number the update graph
-    reads for the NEXT step (lr, betas, eps, weight decay, bias corrections for
-    step+1, SGD's first-step dampening switch ...). Host-only; no device work.
-``_queue_update(grads, hparams) -> None``
-    ``grads`` is parallel to :meth:`Optimizer.flat_params` (all parameters of all
-    groups, in order; ``None`` = no gradient: that parameter is skipped, as in
-    PyTorch). ``hparams`` holds one device tensor per group with the values of
-    ``_hparams_arrays()``. Queues the in-place update of every parameter with a
-    gradient (``ENGINE.record_update`` with the rule of ``_update_rule``). Must be
-    called inside ``ENGINE.exclusive``; it uploads nothing and reads nothing back.
-``_advance() -> None``
-    Host-side bookkeeping after a successful update: the step counter of every
-    parameter the last ``_queue_update`` updated goes up by one.
+Capture (``gg.capture_step`` records the update once and replays it) uses ONE public
+method, :meth:`Optimizer.capture_update`, which returns a :class:`CaptureUpdate`: the
+hyperparameter arrays of the next step, queueing the update on given gradients and
+hyperparameter tensors, and advancing the step counters after a replay.
 
 Options that change the graph's structure rather than its inputs (momentum on or
 off, nesterov, maximize, weight decay zero or not, fused or composed Adam, the
 parameter set) are summarised by ``_signature()``; a recording keyed on it stays
-valid while only ``_hparams_arrays()`` values change.
+valid while only the hyperparameter values change.
 
 Differences from PyTorch (on purpose): state tensors (moments, momentum buffers)
 are allocated when a parameter joins the optimizer, with ``step`` 0, so
@@ -39,13 +29,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..engine import COMPUTED, ENGINE, float32, graph_mode, new_from_host, upload_into
+from ..engine import COMPUTED, ENGINE, CaptureError, float32, graph_mode, new_from_host, upload_into
 from ..engine.plans import Exact, freeze
 from ..ops import op
+from ..ops.registry import write
 from ..tensor import Tensor, no_grad
 from ..tensor.grad_mode import enable_grad
+from ..tensor.tensor import _refuse_while_recording as refuse_while_recording
 
 _HPARAM_SITE = "optimizer.hparams"
+_F32 = np.dtype(np.float32)
 
 
 class _State(MutableMapping):
@@ -74,9 +67,8 @@ class _State(MutableMapping):
 
 
 class Optimizer:
-    """Base class. Subclasses define ``_validate_group``, ``_init_state``,
-    ``_group_hparams`` and ``_update_rule`` (see the module docstring for the
-    capture contract built on them).
+    """Base class. Subclasses define ``_validate_group``, ``_state_tensor_keys``,
+    ``_group_hparams`` and ``_update_rule`` (the write op that updates a parameter).
 
     >>> import ggmlgrad as gg
     >>> w = gg.tensor([1.0, 2.0], requires_grad=True)
@@ -101,7 +93,6 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.param_groups: list[dict] = []
         self.state = _State()
-        self._last_updated: list[Tensor] = []
         # Hyperparameter tensors by (group, position), rewritten each step: the update that read
         # them last has run (step() drains before queuing), and a new tensor costs 3x the write.
         self._hparam_tensors: dict[tuple[int, int], Tensor] = {}
@@ -126,7 +117,7 @@ class Optimizer:
 
     # ------------------------------------------------------------------ groups
     def flat_params(self) -> list[Tensor]:
-        """All parameters of all groups, in group order (the order ``_queue_update``'s grads follow)."""
+        """All parameters of all groups, in group order (the order :meth:`CaptureUpdate.queue`'s grads follow)."""
         return [p for g in self.param_groups for p in g["params"]]
 
     def add_param_group(self, param_group: dict) -> None:
@@ -217,14 +208,14 @@ class Optimizer:
                 loss = closure()
         params = self.flat_params()
         grads = [p.grad for p in params]
-        for p, g in zip(params, grads):
-            if g is not None and g.shape != p.shape:
-                raise ValueError(f"{type(self).__name__}.step: gradient shape {g.shape} does not match its "
-                                 f"parameter's shape {p.shape}")
         self._before_step()
-        with ENGINE.exclusive("optimizer"):
-            hparams = self._upload_hparams(self._step_hparams(params, grads))
-            updated = self._queue_update_each(params, grads, hparams)
+        try:
+            with ENGINE.exclusive("optimizer"):
+                hparams = self._upload_hparams(self._step_hparams(params, grads))
+                updated = self._queue_update_each(params, grads, hparams)
+        except CaptureError:
+            refuse_while_recording(f"{type(self).__name__}.step")  # the user's line, not the drain's
+            raise
         self._advance_params(updated)
         return loss
 
@@ -259,7 +250,7 @@ class Optimizer:
                 if h is None or h.shape != values.shape or h.device is not like.device or h._status != COMPUTED:
                     h = cache[(gi, k)] = _hparam_tensor(values, like)
                 else:
-                    if values.dtype != np.float32 or not values.flags.c_contiguous:
+                    if values.dtype is not _F32 or not values.flags.c_contiguous:  # `is`: ~70 ns, `!=` ~250
                         values = np.ascontiguousarray(values, dtype=np.float32)
                     upload_into(h, values, _HPARAM_SITE)
                 tensors[t] = h
@@ -267,11 +258,11 @@ class Optimizer:
         return out
 
     def _queue_update_each(self, params, grads, hparams: list) -> list[Tensor]:
-        """Queue every parameter's update: ONE record per update rule (a step of an MLP is one or
+        """Queue every parameter's update: ONE write op per update rule (a step of an MLP is one or
         two records, not one per parameter: the queue's per-record cost is paid every step)."""
         layout = self._update_layout(params, grads)
         states = self.state._d
-        for build, label, entries, parts, work in layout:
+        for opname, entries, parts, work in layout:
             inputs: list = []
             for i, gi, keys, tensors in entries:
                 p = params[i]
@@ -283,11 +274,11 @@ class Optimizer:
                         inputs.append(st[k])
                 else:
                     inputs += tensors
-            ENGINE.record_update(label, _update_all, tuple(inputs), {"rule": build, "parts": parts}, work)
+            write(opname, tuple(inputs), parts, work)
         return [p for p, g in zip(params, grads) if g is not None]
 
     def _update_layout(self, params, grads) -> tuple:
-        """Per update rule: (build, label, [(param index, group index, state keys, None or the state
+        """Per write op: (op name, [(param index, group index, state keys, None or the state
         tensors themselves)], parts, work).
 
         The layout depends only on which parameters (and dtypes) have gradients and on each
@@ -301,7 +292,7 @@ class Optimizer:
             layout = self._layouts.get(key)
             if layout is not None:
                 return layout
-        batches: dict = {}  # (rule, label) -> [entries, parts, work]
+        batches: dict = {}  # write op name -> [entries, parts, work]
         i = 0
         for gi, group in enumerate(self.param_groups):
             keys_of_group = self._state_tensor_keys(group)
@@ -311,16 +302,16 @@ class Optimizer:
                 if g is None:
                     continue
                 st = self.state[p]
-                build, state_tensors, options, label = self._update_rule(p, group, st)
+                opname, state_tensors, options = self._update_rule(p, group, st)
                 _check_state_shapes(self, p, state_tensors)
                 keys = tuple(k for k in keys_of_group if k in st)
                 tensors = None
                 if len(keys) != len(state_tensors) or any(st[k] is not t for k, t in zip(keys, state_tensors)):
                     cacheable = False  # state tensors that are not the group's keys, in order
                     tensors = tuple(state_tensors)
-                batch = batches.get((build, label))
+                batch = batches.get(opname)
                 if batch is None:
-                    batch = batches[(build, label)] = [[], [], 0.0]
+                    batch = batches[opname] = [[], [], 0.0]
                 batch[0].append((i - 1, gi, keys, tensors))
                 n_inputs = 3 + len(state_tensors)
                 items = tuple(options.items())
@@ -328,41 +319,37 @@ class Optimizer:
                 batch[1].append((n_inputs, items) if all(type(v) is bool for _, v in items)
                                 else (n_inputs, items, tuple([(k, freeze(v)) for k, v in items])))
                 batch[2] += self._FLOPS_PER_ELEMENT * p.numel_  # lets big updates use threads
-        layout = tuple((build, label, tuple(entries), Exact(parts), work)
-                       for (build, label), (entries, parts, work) in batches.items())
+        layout = tuple((opname, tuple(entries), Exact(parts), work)
+                       for opname, (entries, parts, work) in batches.items())
         if cacheable:
             if len(self._layouts) >= 8:
                 self._layouts.clear()
             self._layouts[key] = layout
         return layout
 
-    # --- the capture contract (see module docstring)
-    def _hparams_arrays(self) -> list[np.ndarray]:
+    # --- capture
+    def capture_update(self) -> "CaptureUpdate":
+        """The optimizer's side of a captured training step (what ``gg.capture_step`` uses).
+
+        Creates any state the current options need (a momentum buffer turned on since the last
+        step), so call it outside a recording. See :class:`CaptureUpdate`.
+
+        >>> import ggmlgrad as gg
+        >>> w = gg.tensor([1.0, 2.0], requires_grad=True)
+        >>> opt = gg.optim.SGD([w], lr=0.5)
+        >>> upd = opt.capture_update()
+        >>> [a.tolist() for a in upd.hparams()]        # lr, weight decay, momentum, first-step damping
+        [[0.5, 0.0, 0.0, 1.0]]
+        """
+        return CaptureUpdate(self)
+
+    def _hparams_of_groups(self) -> list[np.ndarray]:
         out = []
+        states = self.state._d
         for group in self.param_groups:
-            step = max(self.state[p]["step"] for p in group["params"])
-            out.append(self._group_hparams(group, step + 1))
+            step = max(states[id(p)][1]["step"] for p in group["params"])
+            out.append(np.asarray(self._group_hparams(group, step + 1), np.float32))
         return out
-
-    def _queue_update(self, grads: list, hparams: list[Tensor]) -> None:
-        params = self.flat_params()
-        if len(grads) != len(params):
-            raise ValueError(f"_queue_update: {len(grads)} grads for {len(params)} parameters")
-        if len(hparams) != len(self.param_groups):
-            raise ValueError(f"_queue_update: {len(hparams)} hparam tensors for {len(self.param_groups)} groups")
-        for p, g in zip(params, grads):
-            if g is not None and g.shape != p.shape:
-                raise ValueError(f"_queue_update: gradient shape {g.shape} for a parameter of shape {p.shape}")
-        for group, hp in zip(self.param_groups, hparams):
-            want = self._group_hparams(group, 1).shape
-            if hp.shape != want or hp.dtype is not float32:
-                raise ValueError(f"_queue_update: hyperparameter tensor {hp.shape}:{hp.dtype.name}, "
-                                 f"expected {want}:float32")
-        # Kept for _advance(): a capture replays this update many times, with step() calls between.
-        self._last_updated = self._queue_update_each(params, grads, list(hparams))
-
-    def _advance(self) -> None:
-        self._advance_params(self._last_updated)
 
     def _advance_params(self, params: list[Tensor]) -> None:
         states = self.state._d
@@ -386,10 +373,9 @@ class Optimizer:
         raise NotImplementedError
 
     def _update_rule(self, p: Tensor, group: dict, state: dict) -> tuple:
-        """``(build, state_tensors, options, label)`` for :meth:`Engine.record_update`: ``build(ctx,
-        nodes, inputs, **options)`` gets the nodes of ``(p, grad, hparams, *state_tensors)`` and
-        returns the writes. ``build`` is a module-level function and ``options`` hashable values:
-        both key the cached plan that replays the update on later steps."""
+        """``(write op name, state_tensors, options)``: the registered write op (kind ``"writes"``)
+        that updates ``p``, its target group being ``(p, grad, hparams, *state_tensors)``, and its
+        keyword options (hashable values: they key the cached plan that replays the update)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ state dicts
@@ -419,6 +405,7 @@ class Optimizer:
         optimizer unchanged. State tensors are written in place (one graph compute).
         """
         name = f"{type(self).__name__}.load_state_dict"
+        refuse_while_recording(name)
         if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
             raise ValueError(f"{name}: expected a dict with 'state' and 'param_groups'")
         groups_in = state_dict["param_groups"]
@@ -480,13 +467,14 @@ class Optimizer:
                 for k in tensors:
                     if k not in st:
                         st[k] = _zeros_f32(p)
-        with ENGINE.exclusive("load_state_dict"):
-            for p, k, src in uploads:
-                dst = self.state[p][k]
-                if src is dst:
-                    continue
-                ENGINE.begin(dst.device)
-                ENGINE.queue_write(dst, ENGINE.node_of(src), "load_state_dict")
+        pairs: list[Tensor] = []
+        for p, k, src in uploads:
+            dst = self.state[p][k]
+            if src is not dst:
+                pairs += (dst, src if src.device is dst.device else src.to(device=dst.device))
+        if pairs:
+            with ENGINE.exclusive("load_state_dict"):
+                write("load_state_dict", tuple(pairs), Exact(((2, ()),) * (len(pairs) // 2)))
         for p, host, tensors in planned:
             st = self.state[p]
             for k in list(st):
@@ -535,6 +523,66 @@ class Optimizer:
         return host, tensors
 
 
+class CaptureUpdate:
+    """What a captured training step needs from its optimizer (see :meth:`Optimizer.capture_update`).
+
+    A recording keeps one, and per replay calls :meth:`hparams` (the values to upload), computes
+    the update that :meth:`queue` recorded, then calls :meth:`advance`:
+
+    - ``params``: the optimizer's parameters (all groups, in order) when it was made;
+    - ``signature``: the update graph's structure then (:meth:`changed` compares the current one);
+    - :meth:`hparams`: one float32 array per group with every number the update reads for the
+      NEXT step (lr, betas, eps, weight decay, bias corrections, SGD's first-step damping ...);
+    - :meth:`queue`: queues the update write ops on ``grads`` (parallel to ``params``, None: not
+      updated) and device hyperparameter tensors (one per group, shaped as :meth:`hparams`);
+      uploads nothing and reads nothing back;
+    - :meth:`advance`: after a successful update, the step counter of every parameter the
+      queued update writes goes up by one.
+
+    >>> import numpy as np, ggmlgrad as gg
+    >>> from ggmlgrad.engine import ENGINE
+    >>> w = gg.tensor([1.0, 2.0], requires_grad=True)
+    >>> upd = gg.optim.SGD([w], lr=0.5).capture_update()
+    >>> hps = [gg.tensor(a) for a in upd.hparams()]
+    >>> with ENGINE.exclusive("optimizer"):
+    ...     upd.queue([gg.tensor([2.0, 2.0])], hps)
+    >>> upd.advance(); w.tolist()
+    [0.0, 1.0]
+    """
+
+    def __init__(self, optimizer: Optimizer) -> None:
+        self.optimizer = optimizer
+        self.signature = optimizer._signature()
+        self.params = optimizer.flat_params()
+        self._updated: list[Tensor] = []
+
+    def changed(self) -> bool:
+        """Whether the parameter set or the update's structure changed since this was made."""
+        return self.optimizer._signature() != self.signature
+
+    def hparams(self) -> list[np.ndarray]:
+        """One float32 array per parameter group: the hyperparameters of the next step."""
+        return self.optimizer._hparams_of_groups()
+
+    def queue(self, grads: list, hparams: list) -> None:
+        """Queue the update (inside ``ENGINE.exclusive`` or a capture recording's hold)."""
+        opt = self.optimizer
+        params = self.params
+        if len(grads) != len(params):
+            raise ValueError(f"capture_update: {len(grads)} grads for {len(params)} parameters")
+        if len(hparams) != len(opt.param_groups):
+            raise ValueError(f"capture_update: {len(hparams)} hyperparameter tensors for "
+                             f"{len(opt.param_groups)} groups")
+        if self.changed():
+            raise RuntimeError("capture_update: the optimizer's parameters or options changed since "
+                               "capture_update() was called; call it again")
+        self._updated = opt._queue_update_each(params, grads, list(hparams))
+
+    def advance(self) -> None:
+        """Count one more step for every parameter the queued update writes."""
+        self.optimizer._advance_params(self._updated)
+
+
 # ---------------------------------------------------------------------- helpers
 def _check_state_shapes(opt: Optimizer, p: Tensor, state_tensors) -> None:
     """A parameter whose value was replaced by one of another shape (``p.data = t``) no longer fits
@@ -564,18 +612,6 @@ def _zeros_f32(p: Tensor) -> Tensor:
     """A float32 zero tensor shaped like ``p``, made on the device (a graph op, no upload)."""
     z = op.fill_like(p, c=0.0)
     return z if z.dtype is float32 else op.cast(z, dtype=float32)
-
-
-def _update_all(ctx: int, nodes, inputs, *, rule, parts: tuple) -> list:
-    """Several parameters' updates in one record: ``parts`` is (input count, options items[, their
-    frozen keys]) per parameter, ``rule`` the per-parameter builder (see :meth:`Optimizer._update_rule`)."""
-    writes = []
-    at = 0
-    for count, options, *_ in parts:
-        for target, node in rule(ctx, nodes[at:at + count], inputs[at:at + count], **dict(options)):
-            writes.append((None if target is None else at + target, node))
-        at += count
-    return writes
 
 
 def _hparam_tensor(values: np.ndarray, like: Tensor) -> Tensor:

@@ -51,14 +51,15 @@ class SGD(Optimizer):
         return ("momentum_buffer",) if group["momentum"] != 0 else ()
 
     def _before_step(self) -> None:
-        # A scheduler (CyclicLR) or the user may turn momentum on after construction.
-        with no_grad(), graph_mode(True):   # new buffers fill in one graph
-            for g in self.param_groups:
-                if g["momentum"] != 0:
-                    for p in g["params"]:
-                        st = self.state[p]
-                        if "momentum_buffer" not in st:
-                            st["momentum_buffer"] = _zeros_f32(p)
+        # A scheduler (CyclicLR) or the user may turn momentum on after construction. Runs every
+        # step: the states by id (no _State call per parameter), the modes only when a buffer is new.
+        states = self.state._d
+        missing = [p for g in self.param_groups if g["momentum"] != 0 for p in g["params"]
+                   if "momentum_buffer" not in states[id(p)][1]]
+        if missing:
+            with no_grad(), graph_mode(True):   # new buffers fill in one graph
+                for p in missing:
+                    self.state[p]["momentum_buffer"] = _zeros_f32(p)
 
     def _group_structure(self, group: dict) -> tuple:
         return (group["momentum"] != 0, group["nesterov"], group["maximize"], group["weight_decay"] != 0)
@@ -77,17 +78,4 @@ class SGD(Optimizer):
             raise RuntimeError("SGD: momentum buffer missing (call step(), which creates it)")
         options = {"weight_decay": group["weight_decay"] != 0, "maximize": group["maximize"],
                    "nesterov": group["nesterov"]}
-        return _sgd_update, (buf,) if buf is not None else (), options, "sgd"
-
-
-def _sgd_update(ctx: int, nodes, inputs, *, weight_decay: bool, maximize: bool, nesterov: bool) -> list:
-    """One parameter's SGD update: nodes of (p, grad, hparams[, momentum_buffer])."""
-    p, g = inputs[0], inputs[1]
-    hp = nodes[2]
-    pn = oo.as_f32(ctx, nodes[0], p.dtype.ggml_type)
-    gf = oo.as_f32(ctx, nodes[1], g.dtype.ggml_type)
-    gf = oo.effective_grad(ctx, gf, pn, hp, oo.SGD_WD if weight_decay else None, maximize)
-    new_p, new_buf = oo.sgd_update(ctx, pn, gf, nodes[3] if len(nodes) > 3 else None, hp, nesterov)
-    writes = [(3, new_buf)] if new_buf is not None else []
-    writes.append((0, new_p))
-    return writes
+        return "sgd", (buf,) if buf is not None else (), options

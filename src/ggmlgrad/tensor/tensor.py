@@ -11,6 +11,7 @@ from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, Array, CaptureError, DT
 from ..ops import op
 from ..ops.registry import REGISTRY
 from ..ops.shapes import check_ndim
+from ..ops.writes import write_value
 from ..runtime import Device, resolve_device
 from . import tape
 from .grad_mode import is_grad_enabled, no_grad
@@ -275,7 +276,7 @@ class Tensor(Array):
                     v = op.expand_as(v, self)
                 if v.dtype is not self.dtype:
                     v = op.cast(v, dtype=self.dtype)
-                ENGINE.queue_write(self, ENGINE.node_of(v), name)
+                write_value(self, v, name)  # the copy_ write op
                 del v  # dead before the drain: its value lives only in the graph arena
         self._version += 1
         return self
@@ -307,7 +308,7 @@ class Tensor(Array):
                 v = op.expand_as(v, base)  # not self: the node would see self's version change
             if v.dtype is not self.dtype:
                 v = op.cast(v, dtype=self.dtype)
-            ENGINE.queue_write(self, ENGINE.node_of(v), name)
+            write_value(self, v, name)
         self._version += 1
         self._rebase(v)
         return self
