@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import weakref
 
-from .._ggml import InitParams, lib
+from .._ggml import lib, new_context
 from ..runtime import Device, Storage
 from . import context
 from .context import current
@@ -45,7 +45,7 @@ class _ContextPool:
     def get(self) -> int:
         if self.free:
             return self.free.pop()
-        ctx = lib.init(InitParams(self.mem_size, None, True))
+        ctx = new_context(self.mem_size)
         if not ctx:
             raise MemoryError("ggmlgrad: ggml_init failed for a node context")
         return ctx
@@ -203,7 +203,7 @@ class Builder:
 def make_op_plan(plans, key, device: Device, build, inputs, out: Array, params: dict, s: Storage, work: float):
     """Build one op over leaves of its own into a cached :class:`~.plans.Plan` (stored in ``plans``
     under ``key``; None stored and returned when the op cannot be planned)."""
-    ctx = lib.init(InitParams((len(inputs) + _OP_HEADROOM) * _OVERHEAD, None, True))
+    ctx = new_context((len(inputs) + _OP_HEADROOM) * _OVERHEAD)
     if not ctx:
         raise MemoryError("ggmlgrad: ggml_init failed for an op plan")
     leaves = [_new_leaf(ctx, x) for x in inputs]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .._ggml import InitParams, lib
+from .._ggml import lib, new_context
 from ..runtime import Device, Storage, choose_threads, executor_for
 from ..runtime.faults import ARMED as _FAULTS, hit as _fault
 from . import checks as _checks
@@ -256,7 +256,7 @@ class Drainer:
             if self._graph_ctx:
                 lib.free(self._graph_ctx)
             self._graph_ctx_size = max(need, 2 * self._graph_ctx_size)
-            self._graph_ctx = lib.init(InitParams(self._graph_ctx_size, None, True))
+            self._graph_ctx = new_context(self._graph_ctx_size)
         else:
             lib.reset(self._graph_ctx)
         return lib.new_graph_custom(self._graph_ctx, size, False)

@@ -24,7 +24,7 @@ import os
 import threading
 import time
 
-from .._ggml import InitParams, lib
+from .._ggml import lib, new_context
 from .._ggml.nodes import PointerTable, view_of
 from ..runtime import Device, executor_for
 from ..runtime.budget import check_graph
@@ -101,7 +101,7 @@ class OwnedGraph:
         while size < n_tensors:
             size *= 2
         self.size = size
-        self.gctx = lib.init(InitParams(lib.graph_overhead_custom(size, False) + 1024, None, True))
+        self.gctx = new_context(lib.graph_overhead_custom(size, False) + 1024)
         if not self.gctx:
             raise MemoryError("ggmlgrad: ggml_init failed for a graph context")
         self.graph = lib.new_graph_custom(self.gctx, size, False)
