@@ -15,10 +15,12 @@ from ..runtime import Device, resolve_device
 from . import tape
 from .grad_mode import is_grad_enabled, no_grad
 from .int_reduce import int_reduce, is_int
+from .surfaces import OpMethods
 
 
-class Tensor(Array):
-    """An n-d array (at most 4-D) on a ggml device, with autograd.
+class Tensor(OpMethods, Array):
+    """An n-d array (at most 4-D) on a ggml device, with autograd. Its op methods (``x.relu()``,
+    ``x.softmax(dim)``, ...) come from the op declarations (:class:`.surfaces.OpMethods`).
 
     >>> import ggmlgrad as gg
     >>> x = gg.tensor([[1.0, 2.0]], requires_grad=True)
@@ -226,9 +228,6 @@ class Tensor(Array):
 
     def cpu(self) -> "Tensor":
         return self.to(device="cpu")
-
-    def clone(self) -> "Tensor":
-        return op.clone(self)
 
     def __deepcopy__(self, memo) -> "Tensor":
         """A leaf copy with its own memory (``.grad`` copied too), as ``torch`` does."""
@@ -525,36 +524,6 @@ class Tensor(Array):
         axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
         return mark_view_copy(op.permute(self, axes=tuple(axes)), self, "permute()")
 
-    def exp(self):
-        return op.exp(self)
-
-    def log(self):
-        return op.log(self)
-
-    def sqrt(self):
-        return op.sqrt(self)
-
-    def abs(self):
-        return op.abs(self)
-
-    def relu(self):
-        return op.relu(self)
-
-    def tanh(self):
-        return op.tanh(self)
-
-    def sigmoid(self):
-        return op.sigmoid(self)
-
-    def square(self):
-        return op.square(self)
-
-    def neg(self):
-        return op.neg(self)
-
-    def sign(self):
-        return op.sign(self)
-
     def pow(self, exponent):
         return pow(self, exponent)
 
@@ -641,29 +610,6 @@ class Tensor(Array):
     def logsumexp(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
         return op.logsumexp(self, axis=_axes(_axis(axis, dim)), keepdim=_keepdim(keepdim, keepdims))
 
-    def softmax(self, dim=None, *, axis=None):
-        """Softmax along ``dim`` (default the last axis)."""
-        d = _axis(axis, dim)
-        return op.softmax(self, axis=-1 if d is None else d)
-
-    def log_softmax(self, dim=None, *, axis=None):
-        d = _axis(axis, dim)
-        return op.log_softmax(self, axis=-1 if d is None else d)
-
-    def leaky_relu(self, negative_slope: float = 0.01):
-        return op.leaky_relu(self, negative_slope=negative_slope)
-
-    def gelu(self, approximate: str = "none"):
-        return op.gelu(self, approximate=approximate)
-
-    def silu(self):
-        return op.silu(self)
-
-    def softplus(self, beta: float = 1.0, threshold: float = 20.0):
-        return op.softplus(self, beta=beta, threshold=threshold)
-
-    def elu(self, alpha: float = 1.0):
-        return op.elu(self, alpha=alpha)
 
 
 def mark_view_copy(result, base: "Tensor", name: str):

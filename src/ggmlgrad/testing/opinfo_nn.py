@@ -1,4 +1,4 @@
-"""OpInfo entries for the nn ops (ops/nn_ops.py): layer norm, masked softmax, attention, fused losses, one-hot."""
+"""OpInfo entries for the nn ops (ops/nn_ops.py): layer norm, masked softmax (ops/activation.py), attention, fused losses, one-hot."""
 from __future__ import annotations
 
 import numpy as np
@@ -140,7 +140,7 @@ def ref_one_hot(idx, num_classes, ignore_index=None):
 register(
     OpInfo("layer_norm", ("layer_norm",), lambda x, eps: op.layer_norm(x, eps=eps), ref_layer_norm, _ln_samples,
            atol=2e-5),
-    OpInfo("masked_softmax", ("masked_softmax",), lambda x, *m, **p: op.masked_softmax(x, *m, **p),
+    OpInfo("softmax_masked", ("softmax", "softmax_backward"), lambda x, *m, **p: op.softmax(x, *m, **p),
            ref_masked_softmax, _sm_samples),
     OpInfo("attention", ("attention",), lambda *a, **p: op.attention(*a, **p), ref_attention, _att_samples,
            atol=2e-5),
