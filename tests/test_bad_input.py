@@ -23,25 +23,12 @@ E = {"V": (ValueError,), "T": (TypeError,), "I": (IndexError,), "R": (RuntimeErr
      "VT": (ValueError, TypeError), "VI": (ValueError, IndexError), "TV": (TypeError, ValueError)}
 
 CALLS = [
+    # Bad inputs of the ops that have an OpInfo row are that row's error inputs (testing/opinfo_*.py,
+    # run in eager, graph and capture mode by tests/test_ops_errors.py); the calls here are the rest.
     # broadcasting and shapes
-    ("add: incompatible broadcast", "V", lambda: a23 + a34),
-    ("mul: incompatible broadcast", "V", lambda: f(2, 3) * f(3, 2)),
-    ("sub: incompatible broadcast 3-d", "V", lambda: f(2, 3, 4) - f(3, 3, 4)),
-    ("where: incompatible shapes", "V", lambda: gg.where(f(2, 3) > 0, f(2, 3), f(4, 3))),
-    ("maximum: incompatible", "V", lambda: gg.maximum(f(2), f(3))),
-    ("matmul: inner mismatch 2-d", "V", lambda: a23 @ a45),
-    ("matmul: inner mismatch 1-d", "V", lambda: f(3) @ f(4)),
-    ("matmul: batch mismatch", "V", lambda: f(2, 2, 3) @ f(3, 3, 4)),
-    ("matmul: 0-d operand", "V", lambda: gg.tensor(2.0) @ f(2)),
-    ("linear: weight mismatch", "V", lambda: gg.linear(f(4, 3), f(5, 4))),
-    ("reshape: wrong numel", "V", lambda: a23.reshape(4, 2)),
-    ("reshape: two -1", "V", lambda: a23.reshape(-1, -1)),
-    ("reshape: 5-d", "V", lambda: f(2, 2, 2, 2).reshape(2, 2, 2, 2, 1)),
     (">4-D tensor", "V", lambda: gg.tensor(np.ones((1, 1, 1, 1, 2)))),
     (">4-D zeros", "V", lambda: gg.zeros(1, 2, 1, 2, 1)),
     ("unsqueeze past 4-D", "V", lambda: f(2, 2, 2, 2).unsqueeze(0)),
-    ("permute: not a permutation", "V", lambda: a23.permute(0, 0)),
-    ("permute: wrong length", "V", lambda: a23.permute(0, 1, 2)),
     ("broadcast_to: bad target", "V", lambda: f(3).broadcast_to((2, 4))),
     ("expand: shrink", "V", lambda: f(3, 1).expand(2, 4)),
     ("concat: mismatched dims", "V", lambda: gg.concat([a23, a34], dim=1)),
@@ -49,12 +36,6 @@ CALLS = [
     ("concat: empty list", "VT", lambda: gg.concat([], axis=0)),
     ("split: sizes do not add up", "V", lambda: gg.split(f(5), [2, 2])),
     # axes
-    ("sum: axis out of range", "VI", lambda: a23.sum(axis=2)),
-    ("mean: negative axis out of range", "VI", lambda: a23.mean(axis=-3)),
-    ("softmax: axis out of range", "VI", lambda: gg.softmax(a23, 5)),
-    ("log_softmax: axis out of range", "VI", lambda: gg.log_softmax(a23, -4)),
-    ("argmax: axis out of range", "VI", lambda: a23.argmax(axis=3)),
-    ("sum: duplicate axes", "V", lambda: a23.sum(axis=(0, 0))),
     ("transpose: axis out of range", "VI", lambda: a23.transpose(0, 2)),
     # indexing
     ("getitem: index out of range", "I", lambda: a23[5]),
@@ -71,10 +52,6 @@ CALLS = [
     ("index_select: float index", "T", lambda: gg.index_select(a23, 0, f(2))),
     ("embedding: id out of range", "VI", lambda: gg.embedding(f(4, 3), gg.tensor([0, 9], dtype="int32"))),
     # dtypes
-    ("exp of int tensor", "T", lambda: gg.exp(i32)),
-    ("matmul with int", "T", lambda: i32 @ f(3, 2)),
-    ("mixed f16 and f32", "T", lambda: f(3).half() * v3),
-    ("softmax of int", "T", lambda: gg.softmax(i32, 0)),
     ("requires_grad on int", "T", lambda: gg.tensor([1, 2], requires_grad=True)),
     ("bad dtype string", "T", lambda: gg.zeros(2, dtype="float128")),
     ("bad dtype object", "T", lambda: gg.zeros(2, dtype=complex)),
@@ -104,16 +81,12 @@ CALLS = [
     ("amax over empty axis", "V", lambda: gg.zeros(2, 0).amax(1)),
     ("logsumexp over empty axis", "V", lambda: gg.logsumexp(gg.zeros(2, 0), 1)),
     ("item of empty", "V", lambda: gg.zeros(0).item()),
-    ("matmul empty inner mismatch", "V", lambda: f(0, 3) @ f(2, 4)),
     ("bool of empty", "V", lambda: bool(gg.zeros(0))),
     # devices
     ("bad device string", "V", lambda: gg.zeros(2, device="tpu")),
     ("set_device bad", "V", lambda: gg.set_device("quantum")),
     ("device wrong type", "TV", lambda: gg.zeros(2, device=3.5)),
     # scalars / params
-    ("pow: tensor exponent shape mismatch", "V", lambda: f(2, 3) ** f(4)),
-    ("scalar op with string", "T", lambda: a23 + "x"),
-    ("leaky_relu bad slope type", "T", lambda: gg.leaky_relu(a23, "a")),
     ("backward of non-scalar", "R", lambda: (gg.ones(2, requires_grad=True) * 2).backward()),
     ("backward gradient shape", "V", lambda: (gg.ones(2, requires_grad=True) * 2).backward(gg.ones(3))),
     ("copy_ shape mismatch", "V", lambda: gg.zeros(3).copy_(np.ones(4))),
@@ -166,6 +139,6 @@ print("RESULTS " + json.dumps(results))
 
 def test_bad_input_battery_raises_python_errors_and_never_aborts():
     results = run_battery(BATTERY)
-    assert len(results) >= 2 * 85
+    assert len(results) == 2 * 68
     bad = failures(results)
     assert not bad, "calls that did not raise the expected error:\n" + "\n".join(bad)
