@@ -12,12 +12,12 @@ from .shapes import broadcast_shapes, numel
 
 
 # ---------------------------------------------------------------- binary
-def _infer_binary(name, check_dtypes=None):
+def _infer_binary(name, check_dtypes=None, out_dtype=float32):
     """Validation of a broadcasting binary op; float32 operands unless ``check_dtypes`` says otherwise."""
     def infer(a, b):
         same_device(name, a, b)
         (check_dtypes or same_float)(name, a, b)
-        return broadcast_shapes(name, a.shape, b.shape), float32
+        return broadcast_shapes(name, a.shape, b.shape), out_dtype
     return infer
 
 
@@ -66,6 +66,12 @@ define("div", elementwise=True, infer=_infer_binary("div"), backward=_div_backwa
 
 
 # ---------------------------------------------------------------- scalar forms (no upload: constants are op params)
+def infer_unary(name):
+    """Validation of a float32 elementwise op whose parameters (if any) are real numbers: the dtype
+    policy of the unary math ops (int32 and float16 inputs are refused with a TypeError naming the op)."""
+    return _infer_unary(name)
+
+
 def _infer_unary(name):
     def infer(a, **params):
         same_float(name, a)
@@ -348,6 +354,8 @@ def select_node(ctx, cond01, a_parts, b_parts):
 
 
 # ---------------------------------------------------------------- comparisons (float 0/1 results, no grad)
+#: The dtype every comparison returns (the lt/le/gt/ge/eq/ne ops and compare_scalar): their one dtype policy.
+COMPARISON_DTYPE = float32
 _CMP_KINDS = ("lt", "le", "gt", "ge", "eq", "ne")
 _CMP_FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 
@@ -381,7 +389,7 @@ def _cmp_from_diff(ctx, d, s, kind: str):
 
 
 def _infer_cmp(name):
-    return _infer_binary(name, check_dtypes=_check_cmp_dtype)
+    return _infer_binary(name, check_dtypes=_check_cmp_dtype, out_dtype=COMPARISON_DTYPE)
 
 
 def _cmp_builder(kind):
@@ -411,7 +419,7 @@ def _infer_cmp_scalar(a, kind, c):
         raise ValueError(f"compare_scalar: kind must be one of {_CMP_KINDS}, got {kind!r}")
     if isinstance(c, bool) or not isinstance(c, (int, float)):
         raise TypeError(f"compare_scalar: the scalar must be a real number, got {c!r}")
-    return a.shape, float32
+    return a.shape, COMPARISON_DTYPE
 
 
 @define("compare_scalar", elementwise=True, infer=_infer_cmp_scalar, differentiable=False)
