@@ -11,6 +11,7 @@ import pytest
 
 import ggmlgrad as gg
 import ggmlgrad.nn.functional as F
+import ggmlgrad.tensor.functional as tf
 from ggmlgrad.ops.decl import Expose, expose
 from ggmlgrad.ops.registry import REGISTRY
 from ggmlgrad.tensor import surfaces
@@ -54,7 +55,7 @@ def test_every_declared_surface_is_generated_and_exported():
         fn = getattr(_where(kind), name)
         assert fn.__code__.co_filename.endswith(f"<surface {kind} {name}>"), (opdef.name, kind)
         if kind == "function":
-            assert name in gg.__dict__ and name in gg.tensor.functional.__all__
+            assert name in gg.__dict__ and name in tf.__all__
         if kind == "functional":
             assert name in F.__all__
 
