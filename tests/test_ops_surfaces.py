@@ -11,7 +11,7 @@ import pytest
 
 import ggmlgrad as gg
 import ggmlgrad.nn.functional as F
-import ggmlgrad.tensor.functional as tf
+from ggmlgrad.tensor import functional as tf
 from ggmlgrad.ops.decl import Expose, expose
 from ggmlgrad.ops.registry import REGISTRY
 from ggmlgrad.tensor import surfaces
