@@ -5,6 +5,7 @@ import numpy as np
 
 import ggmlgrad as gg
 from .opinfo import INTERNAL_OPS, OpInfo, Sample, bad, errors, rand_shapes_binary, register
+from .opinfo_nonfinite import unary_specials
 
 
 def _binary_samples(rng, positive_b=False):
@@ -90,6 +91,10 @@ register(
     OpInfo("relu", ("relu", "relu_backward"), gg.relu, lambda a: np.maximum(a, 0), lambda r: _unary_samples(r, away_from_zero=True)),
     OpInfo("tanh", ("tanh",), gg.tanh, np.tanh, _unary_samples),
     OpInfo("sigmoid", ("sigmoid",), gg.sigmoid, lambda a: 1 / (1 + np.exp(-a)), _unary_samples),
+    OpInfo("sin", ("sin", "cos"), lambda a: a.sin(), np.sin, lambda r: _unary_samples(r) + [Sample((r.uniform(-9, 9, (4, 5)),))],
+           nonfinite=unary_specials, error_inputs=(bad(TypeError, "sin", np.ones(3, np.int32)),)),
+    OpInfo("cos", ("cos", "sin"), gg.cos, np.cos, lambda r: _unary_samples(r) + [Sample((r.uniform(-9, 9, (4, 5)),))],
+           nonfinite=unary_specials, error_inputs=(bad(TypeError, "cos", np.ones(3, np.float16)),)),
 )
 
 INTERNAL_OPS.update({
