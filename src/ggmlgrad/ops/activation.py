@@ -10,7 +10,7 @@ from .decl import expose
 from .elementwise import branch_parts, is_number01, nan_or_zero, select_node
 from .reduce import logsumexp_parts, sum_kept
 from .registry import define, op, same_device, same_float
-from .shapes import norm_axis, numel
+from .shapes import norm_axis
 
 #: The surfaces of an activation: ``x.relu()``, ``gg.relu(x)``, ``F.relu(input)``.
 _ACT = ("method", "function", "nn.functional")
@@ -313,6 +313,12 @@ def mask_node(ctx, node, mask_shape: tuple, target: tuple, ggml_type: int = cons
 def _infer_softmax(x, *mask, axis=-1, scale=1.0, causal=False):
     same_float("softmax", x)
     ax = norm_axis("softmax", axis, x.ndim)
+    if mask or causal is not False or scale != 1.0:     # plain softmax skips the masking checks (per op)
+        _check_masking(x, mask, ax, axis, scale, causal)
+    return x.shape, float32
+
+
+def _check_masking(x, mask, ax: int, axis, scale, causal) -> None:
     _real("softmax", "scale", scale)
     if not isinstance(causal, bool):
         raise TypeError(f"softmax: causal must be a bool, got {causal!r}")
@@ -327,7 +333,10 @@ def _infer_softmax(x, *mask, axis=-1, scale=1.0, causal=False):
     if mask:
         same_device("softmax", x, mask[0])
         check_mask("softmax", mask[0], x.shape)
-    return x.shape, float32
+
+
+def _softmax_work(x, *mask, **params) -> float:
+    return 5.0 * x.numel_
 
 
 def _log_softmax_infer(a, axis=-1):
@@ -367,7 +376,7 @@ def _softmax_backward_rule(g, n):
 
 
 @define("softmax", infer=_infer_softmax, save_output=True, backward=_softmax_backward_rule,
-        work=lambda x, *m, **p: 5.0 * numel(x.shape),
+        work=_softmax_work,
         expose=expose("softmax", *_ACT, args=dim_args,
                       doc="Softmax along ``dim`` (default the last axis), stable (ggml's fused soft_max).",
                       example=">>> gg.softmax(gg.tensor([[0.0, 0.0]]), dim=1).tolist()\n[[0.5, 0.5]]"))
