@@ -30,6 +30,11 @@ SIGNATURES = {
     (gg, "gelu"): "(x, approximate='none')",
     (gg, "softmax"): "(x, dim=None, *, axis=None)",
     (gg, "floor"): "(x)",
+    (gg.Tensor, "sum"): "(self, axis=None, keepdim=False, dim=None, *, keepdims=None)",
+    (gg.Tensor, "amax"): "(self, dim=None, keepdim=False, *, axis=None, keepdims=None)",
+    (gg, "mean"): "(x, axis=None, keepdim=False, dim=None, *, keepdims=None)",
+    (gg, "argmin"): "(x, dim=None, keepdim=False, *, axis=None, keepdims=None)",
+    (gg, "var"): "(x, dim=None, *, correction=None, keepdim=False, unbiased=None, axis=None, keepdims=None)",
     (F, "relu"): "(input)",
     (F, "leaky_relu"): "(input, negative_slope=0.01)",
     (F, "softplus"): "(input, beta=1.0, threshold=20.0)",
@@ -88,6 +93,16 @@ def test_same_values_on_every_surface():
                     (x.softplus(2.0, 1.0), gg.softplus(x, beta=2.0, threshold=1.0), F.softplus(x, 2.0, 1.0))]:
         np.testing.assert_array_equal(a.numpy(), b.numpy())
         np.testing.assert_array_equal(a.numpy(), c.numpy())
+
+
+def test_int32_reductions_follow_the_declared_host_policy():
+    """sum/amax/argmax of int32 are exact (on the host), beyond float32's 2**24; float tensors use the op."""
+    big = np.array([[2 ** 24 + 1, 3], [2 ** 24, 2 ** 24 + 3]], np.int32)
+    x = gg.tensor(big)
+    assert x.sum().item() == int(big.astype(np.int64).sum())
+    assert gg.amax(x, dim=0).tolist() == big.max(0).tolist()
+    assert x.argmax(1, keepdims=True).tolist() == big.argmax(1)[:, None].tolist()
+    assert gg.sum(gg.tensor(big.astype(np.float32)), axis=[0, 1]).dtype is gg.float32
 
 
 def test_a_declaration_is_all_a_new_surface_needs():

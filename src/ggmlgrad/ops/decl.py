@@ -9,6 +9,8 @@ builder, its backward (written with ops), and, for a public op, an :class:`Expos
 - ``functional``: the ``gg.nn.functional`` name (``F.gelu(input)``),
 - ``args``: the public keyword arguments, as a plain function returning the op's parameters
   (``None``: the builder's own keyword parameters, same names and defaults),
+- ``host_int32``: the int32 policy of the reductions: an int32 tensor is reduced exactly on the
+  host (``tensor/int_reduce.py``, under the op's name) instead of by the op,
 - ``doc`` and ``example``: the docstring of every surface (the example as a doctest).
 
 The tensor layer generates the three surfaces from the registry when it is imported
@@ -39,6 +41,7 @@ class Expose:
     args: Callable[..., dict] | None = None
     doc: str = ""
     example: str = ""
+    host_int32: bool = False
 
     def names(self) -> dict[str, str]:
         """surface kind → public name, for the surfaces this op has."""
@@ -47,7 +50,7 @@ class Expose:
 
 
 def expose(name: str, *surfaces: str, args: Callable[..., dict] | None = None, doc: str = "",
-           example: str = "") -> Expose:
+           example: str = "", host_int32: bool = False) -> Expose:
     """An :class:`Expose` giving ``name`` on each of ``surfaces`` ("method", "function",
     "nn.functional"), as most ops are named alike everywhere (``relu``, ``x.relu()``, ``F.relu``)."""
     kinds = {"method", "function", "nn.functional"}
@@ -57,7 +60,7 @@ def expose(name: str, *surfaces: str, args: Callable[..., dict] | None = None, d
     return Expose(method=name if "method" in surfaces else None,
                   function=name if "function" in surfaces else None,
                   functional=name if "nn.functional" in surfaces else None,
-                  args=args, doc=doc, example=example)
+                  args=args, doc=doc, example=example, host_int32=host_int32)
 
 
 def public_parameters(forward: Callable, args: Callable | None) -> list[inspect.Parameter]:

@@ -11,11 +11,11 @@ from .surfaces import functions
 from .tensor import Tensor, _keepdim, floor_divide, remainder, add, as_tensor, binary_extreme, clamp, compare, div, mul, pow, sub, where
 
 __all__ = ["add", "sub", "mul", "div", "pow", "floor_divide", "remainder", "matmul",
-           "sum", "mean", "reshape", "permute", "transpose", "linear",
+           "reshape", "permute", "transpose", "linear",
            # comparisons, selection
            "lt", "le", "gt", "ge", "eq", "ne", "clamp", "clip", "maximum", "minimum", "where",
            # reductions
-           "max", "min", "amax", "amin", "argmax", "argmin", "var", "std", "logsumexp",
+           "max", "min", "std",
            # torch's wider dtype names: the same dtype objects as float32 / int32 (engine/dtypes.py)
            "float64", "double", "int64", "long"]
 
@@ -29,20 +29,6 @@ def matmul(a, b) -> Tensor:
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight.T + bias`` (weight is (out_features, in_features), as in PyTorch)."""
     return op.linear(x, weight, bias) if bias is not None else op.linear(x, weight)
-
-
-def sum(x: Tensor, axis=None, keepdim: bool = False, dim=None, *, keepdims=None) -> Tensor:  # noqa: A001
-    """Sum over all or given axes; ``keepdims`` is NumPy's spelling of ``keepdim``.
-
-    >>> import ggmlgrad as gg
-    >>> gg.sum(gg.ones(2, 3), axis=0, keepdims=True).shape
-    (1, 3)
-    """
-    return x.sum(axis=axis, keepdim=_keepdim(keepdim, keepdims), dim=dim)
-
-
-def mean(x: Tensor, axis=None, keepdim: bool = False, dim=None, *, keepdims=None) -> Tensor:
-    return x.mean(axis=axis, keepdim=_keepdim(keepdim, keepdims), dim=dim)
 
 
 def reshape(x: Tensor, shape) -> Tensor:
@@ -126,45 +112,16 @@ def min(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None)
     return x.min(dim, _keepdim(keepdim, keepdims), axis=axis)
 
 
-def amax(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
-    """Max over all or given axes (values only); ties share the gradient evenly."""
-    return x.amax(dim, _keepdim(keepdim, keepdims), axis=axis)
-
-
-def amin(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
-    return x.amin(dim, _keepdim(keepdim, keepdims), axis=axis)
-
-
-def argmax(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
-    """int32 index of the first maximum along ``dim`` (flattened when None)."""
-    return x.argmax(dim, _keepdim(keepdim, keepdims), axis=axis)
-
-
-def argmin(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
-    return x.argmin(dim, _keepdim(keepdim, keepdims), axis=axis)
-
-
-def var(x: Tensor, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None,
-        keepdims=None) -> Tensor:
-    """Variance over all or given axes; ``correction`` defaults to 1 (torch.var)."""
-    return x.var(dim, correction=correction, keepdim=_keepdim(keepdim, keepdims), unbiased=unbiased,
-                 axis=axis)
-
-
 def std(x: Tensor, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None,
         keepdims=None) -> Tensor:
     return x.std(dim, correction=correction, keepdim=_keepdim(keepdim, keepdims), unbiased=unbiased,
                  axis=axis)
 
 
-def logsumexp(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
-    """log(sum(exp(x))) over all or given axes, computed stably."""
-    return x.logsumexp(dim, _keepdim(keepdim, keepdims), axis=axis)
-
-
 # ---------------------------------------------------------------------- generated from the op declarations
-# exp, log, sqrt, abs, neg, sign, square, floor, relu, tanh, sigmoid, silu, leaky_relu, gelu, softplus, elu,
-# softmax, log_softmax, ... (every op whose declaration exposes a "function"; see ops/decl.py)
+# exp, log, sqrt, abs, neg, sign, square, floor, sin, cos, relu, tanh, sigmoid, silu, leaky_relu, gelu,
+# softplus, elu, softmax, log_softmax, sum, mean, amax, amin, argmax, argmin, var, logsumexp, ...
+# (every op whose declaration exposes a "function"; see ops/decl.py)
 _GENERATED = functions()
 globals().update(_GENERATED)
 __all__ += sorted(_GENERATED)

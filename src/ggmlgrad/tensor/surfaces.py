@@ -23,8 +23,10 @@ import linecache
 import os
 from typing import Callable
 
+from ..engine import int32
 from ..ops.decl import FIRST_ARG, public_parameters
 from ..ops.registry import REGISTRY, OpDef
+from .int_reduce import int_reduce
 from .tape import apply
 
 _MODULES = {"method": "ggmlgrad.tensor.tensor", "function": "ggmlgrad", "functional": "ggmlgrad.nn.functional"}
@@ -64,11 +66,18 @@ def make_surface(opdef: OpDef, kind: str, name: str) -> Callable:
     params = public_parameters(opdef.forward, opdef.expose.args)
     sig, call, defaults = _signature_source(params)
     if opdef.expose.args is not None:
-        body = f"_apply(_opdef, ({first},), _args({call}))"
+        params_expr = f"_args({call})"
     else:
-        body = f"_apply(_opdef, ({first},), {{{', '.join(repr(p.name) + ': ' + p.name for p in params)}}})"
-    source = f"def {name}({first}{sig}):\n    return {body}\n"
-    namespace = {"_apply": apply, "_opdef": opdef, "_args": opdef.expose.args, **defaults}
+        params_expr = f"{{{', '.join(repr(p.name) + ': ' + p.name for p in params)}}}"
+    if opdef.expose.host_int32:   # int32: reduced exactly on the host (tensor/int_reduce.py)
+        source = (f"def {name}({first}{sig}):\n    params = {params_expr}\n"
+                  f"    if {first}.dtype is _int32:\n"
+                  f"        return _int_reduce({opdef.name!r}, {first}, params['axis'], params['keepdim'])\n"
+                  f"    return _apply(_opdef, ({first},), params)\n")
+    else:
+        source = f"def {name}({first}{sig}):\n    return _apply(_opdef, ({first},), {params_expr})\n"
+    namespace = {"_apply": apply, "_opdef": opdef, "_args": opdef.expose.args, "_int32": int32,
+                 "_int_reduce": int_reduce, **defaults}
     # A file name inside the package: error sites (engine user_site) skip it like any ggmlgrad frame;
     # linecache holds the source, so tracebacks show the generated line.
     filename = os.path.join(os.path.dirname(__file__), f"<surface {kind} {name}>")
