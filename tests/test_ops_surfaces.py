@@ -95,6 +95,20 @@ def test_same_values_on_every_surface():
         np.testing.assert_array_equal(a.numpy(), c.numpy())
 
 
+def test_activation_modules_are_generated_like_the_hand_written_ones():
+    """nn.GELU & co.: the op's public arguments as constructor arguments and attributes, PyTorch's repr."""
+    for d in REGISTRY.values():
+        if d.expose is not None and d.expose.module:
+            assert getattr(gg.nn, d.expose.module).forward.__code__.co_filename.endswith(
+                f"<module {d.expose.module}.forward>")
+    assert str(inspect.signature(gg.nn.Softplus)) == "(beta=1.0, threshold=20.0)"
+    assert repr(gg.nn.Sequential(gg.nn.GELU("tanh"), gg.nn.LeakyReLU(0.2), gg.nn.ReLU())) == (
+        "Sequential(\n  (0): GELU(approximate='tanh')\n  (1): LeakyReLU(negative_slope=0.2)\n  (2): ReLU()\n)")
+    x = gg.tensor(np.array([-2.0, 0.5, 3.0], np.float32))
+    np.testing.assert_array_equal(gg.nn.ELU(alpha=0.3)(x).numpy(), F.elu(x, 0.3).numpy())
+    np.testing.assert_array_equal(gg.nn.Softplus(2.0, 1.0)(x).numpy(), F.softplus(x, 2.0, 1.0).numpy())
+
+
 def test_int32_reductions_follow_the_declared_host_policy():
     """sum/amax/argmax of int32 are exact (on the host), beyond float32's 2**24; float tensors use the op."""
     big = np.array([[2 ** 24 + 1, 3], [2 ** 24, 2 ** 24 + 3]], np.int32)

@@ -34,7 +34,7 @@ def _infer_grad_pair(name):
 
 @define("relu", elementwise=True, infer=_infer_act("relu"), save_output=True,
         backward=lambda g, n: op.relu_backward(g, n.output),
-        expose=expose("relu", *_ACT, doc="max(x, 0) elementwise (NaN stays NaN, as torch).",
+        expose=expose("relu", *_ACT, module="ReLU", doc="max(x, 0) elementwise (NaN stays NaN, as torch).",
                       example=">>> gg.relu(gg.tensor([-1.0, 2.0])).tolist()\n[0.0, 2.0]"))
 def _relu(ctx, nodes, inputs, out):
     """max(x, 0) with NaN kept (torch). ggml_relu is ``x > 0 ? x : 0`` and drops NaN: divide by
@@ -71,7 +71,7 @@ def _relu_backward(ctx, nodes, inputs, out):
 
 @define("tanh", elementwise=True, infer=_infer_act("tanh"), save_output=True,
         backward=lambda g, n: op.mul(g, op.add_scalar(op.neg(op.square(n.output)), c=1.0)),
-        expose=expose("tanh", *_ACT, doc="Hyperbolic tangent elementwise.",
+        expose=expose("tanh", *_ACT, module="Tanh", doc="Hyperbolic tangent elementwise.",
                       example=">>> gg.tanh(gg.tensor([0.0])).tolist()\n[0.0]"))
 def _tanh(ctx, nodes, inputs, out):
     return fast_math.tanh(ctx, nodes[0])
@@ -79,7 +79,7 @@ def _tanh(ctx, nodes, inputs, out):
 
 @define("sigmoid", elementwise=True, infer=_infer_act("sigmoid"), save_output=True,
         backward=lambda g, n: op.mul(g, op.mul(n.output, op.add_scalar(op.neg(n.output), c=1.0))),
-        expose=expose("sigmoid", *_ACT, doc="1 / (1 + exp(-x)) elementwise.",
+        expose=expose("sigmoid", *_ACT, module="Sigmoid", doc="1 / (1 + exp(-x)) elementwise.",
                       example=">>> gg.sigmoid(gg.tensor([0.0])).tolist()\n[0.5]"))
 def _sigmoid(ctx, nodes, inputs, out):
     return fast_math.sigmoid(ctx, nodes[0])
@@ -112,7 +112,7 @@ def _leaky_relu_backward(ctx, nodes, inputs, out, negative_slope=0.01):
 
 
 @define("leaky_relu", elementwise=True, infer=_infer_leaky, backward=_leaky_backward,
-        expose=expose("leaky_relu", *_ACT, doc="x where x > 0, else negative_slope * x (NaN stays NaN).",
+        expose=expose("leaky_relu", *_ACT, module="LeakyReLU", doc="x where x > 0, else negative_slope * x (NaN stays NaN).",
                       example=">>> gg.leaky_relu(gg.tensor([-2.0, 3.0]), 0.5).tolist()\n[-1.0, 3.0]"))
 def _leaky_relu(ctx, nodes, inputs, out, negative_slope=0.01):
     """x if x > 0 else slope * x. ggml_leaky_relu drops NaN (0 for NaN): put it back as relu does."""
@@ -144,7 +144,7 @@ def _elu_backward_op(ctx, nodes, inputs, out, alpha=1.0):
 
 
 @define("elu", elementwise=True, infer=_infer_elu, backward=_elu_backward,
-        expose=expose("elu", *_ACT, doc="x where x > 0, else alpha * (exp(x) - 1).",
+        expose=expose("elu", *_ACT, module="ELU", doc="x where x > 0, else alpha * (exp(x) - 1).",
                       example=">>> gg.elu(gg.tensor([0.0, 2.0])).tolist()\n[0.0, 2.0]"))
 def _elu(ctx, nodes, inputs, out, alpha=1.0):
     """x if x > 0 else alpha * (exp(x) - 1): elu(x) * (x > 0 ? 1 : alpha), exact with inf and NaN."""
@@ -174,7 +174,7 @@ def _gelu_tanh_inner(ctx, x):
 
 
 @define("gelu", elementwise=True, infer=_infer_gelu, backward=lambda g, n: op.gelu_backward(g, n.inputs[0], **n.params),
-        expose=expose("gelu", *_ACT, doc="GELU, x * Phi(x): exact (erf) by default, ``approximate=\"tanh\"`` for the "
+        expose=expose("gelu", *_ACT, module="GELU", doc="GELU, x * Phi(x): exact (erf) by default, ``approximate=\"tanh\"`` for the "
                       "tanh form, as torch.nn.functional.gelu.",
                       example=">>> gg.gelu(gg.tensor([0.0])).tolist()\n[0.0]"))
 def _gelu(ctx, nodes, inputs, out, approximate="none"):
@@ -213,7 +213,7 @@ def _gelu_backward(ctx, nodes, inputs, out, approximate="none"):
 
 
 @define("silu", elementwise=True, infer=_infer_act("silu"), backward=lambda g, n: op.silu_backward(g, n.inputs[0]),
-        expose=expose("silu", *_ACT, doc="x * sigmoid(x) elementwise (also called swish).",
+        expose=expose("silu", *_ACT, module="SiLU", doc="x * sigmoid(x) elementwise (also called swish).",
                       example=">>> gg.silu(gg.tensor([0.0])).tolist()\n[0.0]"))
 def _silu(ctx, nodes, inputs, out):
     """x * sigmoid(x)"""
@@ -249,7 +249,7 @@ def _softplus_backward_op(ctx, nodes, inputs, out, beta=1.0, threshold=20.0):
 
 
 @define("softplus", elementwise=True, infer=_infer_softplus, backward=_softplus_backward,
-        expose=expose("softplus", *_ACT, doc="log(1 + exp(beta x)) / beta, and x where beta x > threshold "
+        expose=expose("softplus", *_ACT, module="Softplus", doc="log(1 + exp(beta x)) / beta, and x where beta x > threshold "
                       "(torch.nn.functional.softplus).",
                       example=">>> round(gg.softplus(gg.tensor([0.0])).item(), 4)\n0.6931"))
 def _softplus(ctx, nodes, inputs, out, beta=1.0, threshold=20.0):

@@ -56,8 +56,18 @@ def _docstring(opdef: OpDef, kind: str) -> str:
     if e.example:
         doc += "\n\n>>> import ggmlgrad as gg\n" + e.example.strip()
     if kind == "method" and e.function:
-        doc = f"Method form of ``gg.{e.function}``: " + doc[0].lower() + doc[1:]
+        doc = f"Method form of ``gg.{e.function}``. " + doc
     return doc
+
+
+def compile_function(source: str, name: str, namespace: dict, tag: str) -> Callable:
+    """The function ``name`` defined by ``source`` with globals ``namespace``. Its file name lies inside
+    the package, so error sites (engine user_site) skip its frames like any ggmlgrad frame, and
+    linecache holds the source, so tracebacks show the generated line."""
+    filename = os.path.join(os.path.dirname(__file__), f"<{tag}>")
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102
+    return namespace[name]
 
 
 def make_surface(opdef: OpDef, kind: str, name: str) -> Callable:
@@ -78,12 +88,7 @@ def make_surface(opdef: OpDef, kind: str, name: str) -> Callable:
         source = f"def {name}({first}{sig}):\n    return _apply(_opdef, ({first},), {params_expr})\n"
     namespace = {"_apply": apply, "_opdef": opdef, "_args": opdef.expose.args, "_int32": int32,
                  "_int_reduce": int_reduce, **defaults}
-    # A file name inside the package: error sites (engine user_site) skip it like any ggmlgrad frame;
-    # linecache holds the source, so tracebacks show the generated line.
-    filename = os.path.join(os.path.dirname(__file__), f"<surface {kind} {name}>")
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), namespace)  # noqa: S102
-    fn = namespace[name]
+    fn = compile_function(source, name, namespace, f"surface {kind} {name}")
     fn.__doc__ = _docstring(opdef, kind)
     fn.__module__ = _MODULES[kind]
     fn.__qualname__ = _PREFIX[kind] + name
