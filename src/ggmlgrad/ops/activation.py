@@ -8,7 +8,7 @@ from . import fast_math
 from .build import SavedNode, expand, merged_op, permute, reshape, saved_node
 from .decl import expose
 from .elementwise import branch_parts, is_number01, nan_or_zero, select_node
-from .reduce import logsumexp_parts, sum_kept
+from .reduce import axis_of, logsumexp_parts, sum_kept
 from .registry import define, op, same_device, same_float
 from .shapes import norm_axis
 
@@ -271,9 +271,7 @@ def _softplus(ctx, nodes, inputs, out, beta=1.0, threshold=20.0):
 def dim_args(dim=None, *, axis=None) -> dict:
     """The public ``dim`` of softmax/log_softmax (torch; default the last axis), or NumPy's ``axis``."""
     if axis is not None:
-        if dim is not None:
-            raise TypeError("pass either axis or dim, not both")
-        dim = axis
+        dim = axis_of(axis, dim)
     return {"axis": -1 if dim is None else dim}
 
 
