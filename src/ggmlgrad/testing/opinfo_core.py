@@ -113,7 +113,7 @@ def _ones(*s, dtype=np.float64):
 _F23, _I3 = _ones(2, 3), _ones(3, dtype=np.int32)
 V, T = ValueError, TypeError
 
-errors("add", bad(V, "add", _F23, _ones(3, 4)), bad(T, "", _F23, "x"))
+errors("add", bad(V, "add", _F23, _ones(3, 4)), bad(T, "tensor", _F23, "x"))
 errors("sub", bad(V, "sub", _ones(2, 3, 4), _ones(3, 3, 4)))
 errors("mul", bad(V, "mul", _F23, _ones(3, 2)), bad(T, "mul", _ones(3, dtype=np.float16), _ones(3)))
 errors("pow", bad(V, "pow", _F23, _ones(4)))

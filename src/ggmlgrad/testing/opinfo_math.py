@@ -331,6 +331,7 @@ errors("amin", bad(V, "amin", _F23, (0, 2), False))
 errors("argmax", bad(V, "argmax", _F23, 5, False), bad(V, "argmax", _F23, 3, False),
        bad(T, "argmax", _F23, (0, 1), False), bad(T, "argmax", _H23, None, False), bad(T, "argmax", _F23, 0, 1))
 errors("argmin", bad(V, "argmin", _ones(0), None))
+errors("argmax", bad(V, "argmax", _ones(0), None, False))
 errors("var", bad(V, "var", _F23, 3, False), bad(T, "var", _I23, None, False),
        bad(T, "var", _F23, fn=lambda a: a.var(correction=1, unbiased=False)))
 errors("var_correction", bad(T, "var", _F23, None, "1"))
