@@ -17,64 +17,18 @@ import ggmlgrad as gg
 
 f = lambda *s: gg.tensor(np.ones(s, np.float32))
 i32 = gg.tensor([0, 1, 2], dtype="int32")
-a23, a34, a45, v3 = f(2, 3), f(3, 4), f(4, 5), f(3)
+a23, a34 = f(2, 3), f(3, 4)
 
 E = {"V": (ValueError,), "T": (TypeError,), "I": (IndexError,), "R": (RuntimeError,),
      "VT": (ValueError, TypeError), "VI": (ValueError, IndexError), "TV": (TypeError, ValueError)}
 
 CALLS = [
+    # Bad inputs of the ops that have an OpInfo row are that row's error inputs (testing/opinfo_*.py,
+    # run in eager, graph and capture mode by tests/test_ops_errors.py); the calls here are the rest.
     # broadcasting and shapes
-    ("add: incompatible broadcast", "V", lambda: a23 + a34),
-    ("mul: incompatible broadcast", "V", lambda: f(2, 3) * f(3, 2)),
-    ("sub: incompatible broadcast 3-d", "V", lambda: f(2, 3, 4) - f(3, 3, 4)),
-    ("where: incompatible shapes", "V", lambda: gg.where(f(2, 3) > 0, f(2, 3), f(4, 3))),
-    ("maximum: incompatible", "V", lambda: gg.maximum(f(2), f(3))),
-    ("matmul: inner mismatch 2-d", "V", lambda: a23 @ a45),
-    ("matmul: inner mismatch 1-d", "V", lambda: f(3) @ f(4)),
-    ("matmul: batch mismatch", "V", lambda: f(2, 2, 3) @ f(3, 3, 4)),
-    ("matmul: 0-d operand", "V", lambda: gg.tensor(2.0) @ f(2)),
-    ("linear: weight mismatch", "V", lambda: gg.linear(f(4, 3), f(5, 4))),
-    ("reshape: wrong numel", "V", lambda: a23.reshape(4, 2)),
-    ("reshape: two -1", "V", lambda: a23.reshape(-1, -1)),
-    ("reshape: 5-d", "V", lambda: f(2, 2, 2, 2).reshape(2, 2, 2, 2, 1)),
     (">4-D tensor", "V", lambda: gg.tensor(np.ones((1, 1, 1, 1, 2)))),
     (">4-D zeros", "V", lambda: gg.zeros(1, 2, 1, 2, 1)),
-    ("unsqueeze past 4-D", "V", lambda: f(2, 2, 2, 2).unsqueeze(0)),
-    ("permute: not a permutation", "V", lambda: a23.permute(0, 0)),
-    ("permute: wrong length", "V", lambda: a23.permute(0, 1, 2)),
-    ("broadcast_to: bad target", "V", lambda: f(3).broadcast_to((2, 4))),
-    ("expand: shrink", "V", lambda: f(3, 1).expand(2, 4)),
-    ("concat: mismatched dims", "V", lambda: gg.concat([a23, a34], dim=1)),
-    ("stack: different shapes", "V", lambda: gg.stack([f(2), f(3)])),
-    ("concat: empty list", "VT", lambda: gg.concat([], axis=0)),
-    ("split: sizes do not add up", "V", lambda: gg.split(f(5), [2, 2])),
-    # axes
-    ("sum: axis out of range", "VI", lambda: a23.sum(axis=2)),
-    ("mean: negative axis out of range", "VI", lambda: a23.mean(axis=-3)),
-    ("softmax: axis out of range", "VI", lambda: gg.softmax(a23, 5)),
-    ("log_softmax: axis out of range", "VI", lambda: gg.log_softmax(a23, -4)),
-    ("argmax: axis out of range", "VI", lambda: a23.argmax(axis=3)),
-    ("sum: duplicate axes", "V", lambda: a23.sum(axis=(0, 0))),
-    ("transpose: axis out of range", "VI", lambda: a23.transpose(0, 2)),
-    # indexing
-    ("getitem: index out of range", "I", lambda: a23[5]),
-    ("getitem: negative out of range", "I", lambda: a23[-3]),
-    ("getitem: too many indices", "I", lambda: a23[0, 0, 0]),
-    ("getitem: zero step", "V", lambda: a23[::0]),
-    # index VALUES live on the device: eager reads and refuses them; graph mode checks them after
-    # the compute (the graph clamps meanwhile, so ggml never aborts) and raises IndexError then
-    ("gather: index out of range", "VI", lambda: gg.gather(a23, 1, gg.tensor([[0, 3], [1, 0]], dtype="int32"))),
-    ("gather: negative index", "VI", lambda: gg.gather(a23, 1, gg.tensor([[0, -1], [1, 0]], dtype="int32"))),
-    ("gather: float index", "T", lambda: gg.gather(a23, 1, f(2, 2))),
-    ("gather: index rank mismatch", "V", lambda: gg.gather(a23, 1, gg.tensor([0, 1], dtype="int32"))),
-    ("index_select: out of range", "VI", lambda: gg.index_select(a23, 0, gg.tensor([0, 2], dtype="int32"))),
-    ("index_select: float index", "T", lambda: gg.index_select(a23, 0, f(2))),
-    ("embedding: id out of range", "VI", lambda: gg.embedding(f(4, 3), gg.tensor([0, 9], dtype="int32"))),
     # dtypes
-    ("exp of int tensor", "T", lambda: gg.exp(i32)),
-    ("matmul with int", "T", lambda: i32 @ f(3, 2)),
-    ("mixed f16 and f32", "T", lambda: f(3).half() * v3),
-    ("softmax of int", "T", lambda: gg.softmax(i32, 0)),
     ("requires_grad on int", "T", lambda: gg.tensor([1, 2], requires_grad=True)),
     ("bad dtype string", "T", lambda: gg.zeros(2, dtype="float128")),
     ("bad dtype object", "T", lambda: gg.zeros(2, dtype=complex)),
@@ -92,28 +46,15 @@ CALLS = [
     ("linspace negative steps", "V", lambda: gg.linspace(0, 1, -1)),
     ("arange zero step", "V", lambda: gg.arange(0, 5, 0)),
     ("randint empty range", "V", lambda: gg.randint(5, 5, size=(2,))),
-    ("getitem: negative step", "V", lambda: a23[::-1]),
-    ("getitem: float index", "T", lambda: a23[0.5]),
-    ("getitem: float tensor index", "T", lambda: a23[gg.ones(1)]),
-    ("narrow: out of range", "VI", lambda: a23.narrow(1, 2, 5)),
-    ("chunk: zero chunks", "V", lambda: a23.chunk(0)),
-    ("stack: empty list", "VT", lambda: gg.stack([])),
     ("to: unknown dtype/device", "VT", lambda: a23.to("complex64")),
     # empty tensors
-    ("argmax of empty", "V", lambda: gg.zeros(0).argmax()),
-    ("amax over empty axis", "V", lambda: gg.zeros(2, 0).amax(1)),
-    ("logsumexp over empty axis", "V", lambda: gg.logsumexp(gg.zeros(2, 0), 1)),
     ("item of empty", "V", lambda: gg.zeros(0).item()),
-    ("matmul empty inner mismatch", "V", lambda: f(0, 3) @ f(2, 4)),
     ("bool of empty", "V", lambda: bool(gg.zeros(0))),
     # devices
     ("bad device string", "V", lambda: gg.zeros(2, device="tpu")),
     ("set_device bad", "V", lambda: gg.set_device("quantum")),
     ("device wrong type", "TV", lambda: gg.zeros(2, device=3.5)),
     # scalars / params
-    ("pow: tensor exponent shape mismatch", "V", lambda: f(2, 3) ** f(4)),
-    ("scalar op with string", "T", lambda: a23 + "x"),
-    ("leaky_relu bad slope type", "T", lambda: gg.leaky_relu(a23, "a")),
     ("backward of non-scalar", "R", lambda: (gg.ones(2, requires_grad=True) * 2).backward()),
     ("backward gradient shape", "V", lambda: (gg.ones(2, requires_grad=True) * 2).backward(gg.ones(3))),
     ("copy_ shape mismatch", "V", lambda: gg.zeros(3).copy_(np.ones(4))),
@@ -121,19 +62,7 @@ CALLS = [
     ("graph_mode bad arg", "T", lambda: gg.graph_mode("on")),
     ("matmul_precision bad", "V", lambda: gg.matmul_precision("f8")),
     ("set_num_threads zero", "V", lambda: gg.set_num_threads(0)),
-    # internal op parameters (ggml's fused cross-entropy backward asserts on a wrong layout)
-    ("sce_mean unit_rows not a bool", "T", lambda: gg.ops.op.softmax_cross_entropy_mean(a23, a23, unit_rows=1)),
-    ("sce_backward unit_rows without mean", "T",
-     lambda: gg.ops.op.softmax_cross_entropy_backward(f(2), a23, a23, unit_rows=True)),
-    ("sce_backward gradient not scalar", "V",
-     lambda: gg.ops.op.softmax_cross_entropy_backward(f(2), a23, a23, mean=True, unit_rows=True)),
-    ("sce_index targets not int32", "T", lambda: gg.ops.op.softmax_cross_entropy_index_mean(a23, f(2))),
-    ("sce_index targets wrong shape", "V", lambda: gg.ops.op.softmax_cross_entropy_index_mean(a34, i32[:2])),
-    ("sce_index logits int32", "T", lambda: gg.ops.op.softmax_cross_entropy_index_mean(i32, i32)),
-    ("sce_index ignore_index not int", "T",
-     lambda: gg.ops.op.softmax_cross_entropy_index_mean(a34, i32, ignore_index=1.5)),
-    ("sce_index_backward gradient not scalar", "V",
-     lambda: gg.ops.op.softmax_cross_entropy_index_backward(f(3), a34, i32, f())),
+    # losses
     ("cross_entropy target shape", "V", lambda: gg.nn.functional.cross_entropy(a34, i32[:2])),
 ]
 
@@ -166,6 +95,6 @@ print("RESULTS " + json.dumps(results))
 
 def test_bad_input_battery_raises_python_errors_and_never_aborts():
     results = run_battery(BATTERY)
-    assert len(results) >= 2 * 85
+    assert len(results) == 2 * 32
     bad = failures(results)
     assert not bad, "calls that did not raise the expected error:\n" + "\n".join(bad)

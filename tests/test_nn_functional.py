@@ -420,29 +420,7 @@ import numpy as np, ggmlgrad as gg
 import ggmlgrad.nn as nn, ggmlgrad.nn.functional as F
 from ggmlgrad.ops import op
 i32 = lambda a: gg.tensor(np.asarray(a, np.int32), dtype=gg.int32)
-cases = {
-    "layer_norm int": lambda: op.layer_norm(i32([1, 2]), eps=1e-5),
-    "layer_norm 0-d": lambda: op.layer_norm(gg.tensor(1.0), eps=1e-5),
-    "layer_norm eps": lambda: op.layer_norm(gg.ones(2, 3), eps=-1.0),
-    "softmax mask shape": lambda: op.masked_softmax(gg.ones(2, 3), gg.ones(2, 4)),
-    "softmax mask batch": lambda: op.masked_softmax(gg.ones(2, 3, 4), gg.ones(3, 3, 4)),
-    "softmax causal 1-d": lambda: op.masked_softmax(gg.ones(3), causal=True),
-    "attention 3-d": lambda: op.attention(gg.ones(2, 3, 4), gg.ones(2, 3, 4), gg.ones(2, 3, 4), scale=1.0),
-    "attention dim": lambda: op.attention(gg.ones(1, 1, 2, 4), gg.ones(1, 1, 3, 5), gg.ones(1, 1, 3, 4), scale=1.0),
-    "attention heads": lambda: op.attention(gg.ones(1, 2, 2, 4), gg.ones(1, 1, 3, 4), gg.ones(1, 1, 3, 4), scale=1.0),
-    "attention kv len": lambda: op.attention(gg.ones(1, 1, 2, 4), gg.ones(1, 1, 3, 4), gg.ones(1, 1, 2, 4), scale=1.0),
-    "attention mask": lambda: op.attention(gg.ones(1, 1, 2, 4), gg.ones(1, 1, 3, 4), gg.ones(1, 1, 3, 4),
-                                           gg.ones(2, 2), scale=1.0),
-    "attention empty": lambda: op.attention(gg.ones(1, 1, 0, 4), gg.ones(1, 1, 3, 4), gg.ones(1, 1, 3, 4), scale=1.0),
-    "attention empty kv": lambda: op.attention(gg.ones(1, 1, 2, 4), gg.ones(1, 1, 0, 4), gg.ones(1, 1, 0, 4), scale=1.0),
-    "one_hot float": lambda: op.one_hot(gg.ones(3), num_classes=3),
-    "one_hot classes": lambda: op.one_hot(i32([0]), num_classes=0),
-    "one_hot empty": lambda: op.one_hot(i32(np.zeros(0)), num_classes=3),
-    "sce shapes": lambda: op.softmax_cross_entropy(gg.ones(2, 3), gg.ones(2, 4)),
-    "sce empty": lambda: op.softmax_cross_entropy(gg.ones(0, 3), gg.ones(0, 3)),
-    "bce shapes": lambda: op.bce_with_logits(gg.ones(2, 3), gg.ones(3)),
-    "bce pos_weight": lambda: op.bce_with_logits(gg.ones(2, 3), gg.ones(2, 3), gg.ones(2)),
-    "bce empty": lambda: op.bce_with_logits(gg.ones(0), gg.ones(0)),
+cases = {  # the nn ops' own bad inputs are their OpInfo rows' error inputs (testing/opinfo_nn.py)
     "ce target range": lambda: F.cross_entropy(gg.ones(2, 3), i32([0, 5])),
     "ce float16": lambda: F.cross_entropy(gg.ones(2, 3, dtype=gg.float16), i32([0, 1])),
     "ce target shape": lambda: F.cross_entropy(gg.ones(2, 3), i32([0, 1, 1])),
@@ -484,7 +462,7 @@ def test_bad_input_raises_python_errors_in_a_subprocess():
     assert r.returncode == 0 and "SURVIVED" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
     lines = r.stdout.splitlines()
     assert not [ln for ln in lines if ln.startswith("NO ERROR")], r.stdout
-    assert sum(ln.startswith("OK") for ln in lines) >= 2 * 34 - 3
+    assert sum(ln.startswith("OK") for ln in lines) == 2 * 13
 
 
 def test_sdpa_learnable_float_mask_gets_gradient(graph, flash):

@@ -1,5 +1,6 @@
-"""Table-driven op tests: every OpInfo's forward against NumPy float64 and its
-gradients against central finite differences of the float64 reference."""
+"""Table-driven op tests: every OpInfo's forward against NumPy float64 and its gradients
+against central finite differences of the float64 reference, in eager mode, graph mode and
+inside gg.capture (recorded once, replayed: forward and backward in one captured function)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 
 import ggmlgrad as gg
 from ggmlgrad.ops import REGISTRY
-from ggmlgrad.testing.opinfo import INTERNAL_OPS, all_opinfos
+from ggmlgrad.testing.opinfo import INTERNAL_OPS, all_opinfos, input_arrays, tensor_indices, with_tensors
 
 OPINFOS = all_opinfos()
 
@@ -20,19 +21,24 @@ def _cases():
 
 
 def _to_gg(sample, requires_grad):
+    idx = tensor_indices(sample)
     targs = []
-    idx = sample.tensor_args if sample.tensor_args is not None else tuple(
-        i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray))
-    for i, a in enumerate(sample.args):
-        if i in idx:
-            a = np.asarray(a)
-            if a.dtype.kind in "iub":
-                targs.append(gg.tensor(a.astype(np.int32), dtype=gg.int32))
-            else:
-                targs.append(gg.tensor(a.astype(np.float32), requires_grad=requires_grad and i not in sample.nondiff))
-        else:
+    for i, (a, arr) in enumerate(zip(sample.args, _arrays_at(sample))):
+        if arr is None:
             targs.append(a)
+        elif arr.dtype.kind == "i":
+            targs.append(gg.tensor(arr, dtype=gg.int32))
+        else:
+            targs.append(gg.tensor(arr, requires_grad=requires_grad and i not in sample.nondiff))
     return targs, idx
+
+
+def _arrays_at(sample):
+    """Per argument: the array its tensor is made from, or None for a plain argument."""
+    out = [None] * len(sample.args)
+    for i, a in zip(tensor_indices(sample), input_arrays(sample)):
+        out[i] = a
+    return out
 
 
 def _ref_inputs(sample):
@@ -41,36 +47,79 @@ def _ref_inputs(sample):
             else a for a in sample.args]
 
 
-@pytest.mark.parametrize("info,sample", list(_cases()))
-@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
-def test_forward_and_grad(info, sample, graph):
-    rng = np.random.default_rng(0)
+def _diff_inputs(info, sample, idx):
+    if not info.grad:
+        return []
+    return [i for i in idx if i not in sample.nondiff and np.asarray(sample.args[i]).dtype.kind == "f"]
+
+
+def _run_eager_or_graph(info, sample, graph, weight, diff):
+    """(output, {input index: gradient}) computed in eager or graph mode."""
     with gg.graph_mode(graph):
-        args, idx = _to_gg(sample, requires_grad=info.grad)
+        args, _ = _to_gg(sample, requires_grad=bool(diff))
         out = info.fn(*args, **sample.kwargs)
-        ref_args = _ref_inputs(sample)
-        expected = np.asarray(info.ref(*ref_args, **sample.kwargs), dtype=np.float64)
         got = out.numpy().astype(np.float64)
-        assert got.shape == expected.shape, f"{info.name}: shape {got.shape} != {expected.shape}"
-        np.testing.assert_allclose(got, expected, atol=info.atol, rtol=info.rtol)
-        if not info.grad:
-            return
-        diff = [i for i in idx if i not in sample.nondiff and np.asarray(sample.args[i]).dtype.kind == "f"]
         if not diff:
-            return
-        weight = rng.standard_normal(expected.shape)
-        loss = (out * gg.tensor(weight.astype(np.float32))).sum()
-        loss.backward()
+            return got, {}
+        (out * gg.tensor(weight.astype(np.float32))).sum().backward()
         for i in diff:
-            g = args[i].grad
-            assert g is not None, f"{info.name}: input {i} got no gradient"
-            numeric = _numeric_grad(info, ref_args, sample, i, weight)
-            np.testing.assert_allclose(g.numpy(), numeric, atol=info.grad_atol, rtol=info.grad_rtol,
-                                       err_msg=f"{info.name}: gradient of input {i}")
+            assert args[i].grad is not None, f"{info.name}: input {i} got no gradient"
+        return got, {i: args[i].grad.numpy() for i in diff}
+
+
+def _run_captured(info, sample, weight, diff):
+    """(output, gradients) from a gg.capture of forward + backward, replayed after the recording
+    (the second call must not reuse the first one's values: the inputs are uploaded again)."""
+    idx = tensor_indices(sample)
+
+    def fn(w, *tensors):
+        for i, t in zip(idx, tensors):
+            if i in diff:
+                t.requires_grad_(True)
+        out = info.fn(*with_tensors(sample, tensors), **sample.kwargs)
+        if not diff:
+            return out
+        (out * w).sum().backward()
+        return (out,) + tuple(t.grad for i, t in zip(idx, tensors) if i in diff)
+
+    captured = gg.capture(fn)
+    arrays = input_arrays(sample)
+    if not info.capturable:   # computed on the host (int32 reductions): a capture refuses the read
+        with pytest.raises(gg.CaptureError):
+            captured(weight.astype(np.float32), *arrays)
+        return None
+    for _ in range(2):
+        res = captured(weight.astype(np.float32), *arrays)
+    if not diff:
+        return np.asarray(res, dtype=np.float64), {}
+    return np.asarray(res[0], dtype=np.float64), dict(zip(diff, res[1:]))
+
+
+@pytest.mark.parametrize("info,sample", list(_cases()))
+@pytest.mark.parametrize("mode", ["eager", "graph", "capture"])
+def test_forward_and_grad(info, sample, mode):
+    ref_args = _ref_inputs(sample)
+    expected = np.asarray(info.ref(*ref_args, **sample.kwargs), dtype=np.float64)
+    idx = tensor_indices(sample)
+    diff = _diff_inputs(info, sample, idx)
+    weight = np.random.default_rng(0).standard_normal(expected.shape)
+    if mode == "capture":
+        res = _run_captured(info, sample, weight, diff)
+        if res is None:
+            return
+    else:
+        res = _run_eager_or_graph(info, sample, mode == "graph", weight, diff)
+    got, grads = res
+    assert got.shape == expected.shape, f"{info.name}: shape {got.shape} != {expected.shape}"
+    np.testing.assert_allclose(got, expected, atol=info.atol, rtol=info.rtol)
+    for i in diff:
+        numeric = _numeric_grad(info, ref_args, sample, i, weight)
+        np.testing.assert_allclose(grads[i], numeric, atol=info.grad_atol, rtol=info.grad_rtol,
+                                   err_msg=f"{info.name}: gradient of input {i} ({mode})")
 
 
 def _mode_cases():
-    """Forward in check mode and in a capture: each entry's first sample and every non-finite one."""
+    """Forward in check mode: each entry's first sample and every non-finite one."""
     for info in OPINFOS:
         rng = np.random.default_rng(abs(hash(info.name)) % 2**32)
         for i, s in enumerate(info.samples(rng)):
@@ -88,31 +137,6 @@ def test_forward_check_mode(info, sample):
         args, _ = _to_gg(sample, requires_grad=False)
         got = info.fn(*args, **sample.kwargs).numpy().astype(np.float64)
     np.testing.assert_allclose(got, _expected(info, sample), atol=info.atol, rtol=info.rtol)
-
-
-@pytest.mark.parametrize("info,sample", list(_mode_cases()))
-def test_forward_capture(info, sample):
-    """The op recorded by gg.capture and replayed (twice: the replay must not reuse stale values)."""
-    idx = sample.tensor_args if sample.tensor_args is not None else tuple(
-        i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray))
-    arrays = [np.asarray(sample.args[i]) for i in idx]
-    arrays = [a.astype(np.int32) if a.dtype.kind in "iub" else a.astype(np.float32) for a in arrays]
-
-    def fn(*tensors):
-        args = list(sample.args)
-        for i, t in zip(idx, tensors):
-            args[i] = t
-        return info.fn(*args, **sample.kwargs)
-
-    captured = gg.capture(fn)
-    expected = _expected(info, sample)
-    if not info.capturable:   # computed on the host (int32 reductions): a capture refuses the read
-        with pytest.raises(gg.CaptureError):
-            captured(*arrays)
-        return
-    for _ in range(2):
-        got = np.asarray(captured(*arrays), dtype=np.float64)
-        np.testing.assert_allclose(got, expected, atol=info.atol, rtol=info.rtol)
 
 
 def _numeric_grad(info, ref_args, sample, i, weight):

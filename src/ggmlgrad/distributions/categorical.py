@@ -48,7 +48,7 @@ class Categorical(Distribution):
             # Clamped like the probs path: a masked logit (-inf) must give 0 * logit = 0 in
             # log_prob and entropy, not NaN (torch gathers, and clamps in entropy).
             self.logits = op.clamp(lg - op.logsumexp(lg, axis=-1, keepdim=True), lo=_MIN_LOGIT)
-            self.probs = op.masked_softmax(lg, scale=1.0)
+            self.probs = op.softmax(lg)
         self._num_events = self.logits.shape[-1]
         super().__init__(batch_shape=tuple(self.logits.shape[:-1]))
 

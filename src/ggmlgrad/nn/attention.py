@@ -154,7 +154,7 @@ class MultiheadAttention(Module):
         drop = self.dropout if self.training else 0.0
         weights = None
         if need_weights or drop > 0.0:
-            w = op.masked_softmax(op.matmul(q, op.transpose_last(k)), *extra, scale=scale, causal=is_causal)
+            w = op.softmax(op.matmul(q, op.transpose_last(k)), *extra, scale=scale, causal=is_causal)
             out = op.matmul(F.dropout(w, drop, True) if drop > 0.0 else w, v)
             if need_weights:
                 weights = w.mean(axis=1) if average_attn_weights else w

@@ -40,22 +40,16 @@ from ..ops import nn_ops, op
 from ..ops.indexing import check_values
 from ..ops.registry import same_float
 from ..tensor import Tensor, as_tensor, no_grad, tensor
-from ..tensor import functional as _tf
+from ..tensor.surfaces import functional_entries
 from ..distributions.noise import draw_noise
 
 __all__ = [
-    "linear", "relu", "gelu", "silu", "tanh", "sigmoid", "leaky_relu", "softplus", "elu", "softmax",
-    "log_softmax", "dropout", "layer_norm", "embedding", "one_hot", "scaled_dot_product_attention",
+    "linear", "dropout", "layer_norm", "embedding", "one_hot", "scaled_dot_product_attention",
     "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "huber_loss", "smooth_l1_loss", "normalize",
 ]
 
 _REDUCTIONS = ("none", "mean", "sum")
-
-
-def _delegate(name: str):
-    """The tensor-level function form ``gg.<name>`` when the math ops provide it (else None)."""
-    return getattr(_tf, name, None)
 
 
 # ---------------------------------------------------------------- activations
@@ -64,84 +58,11 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return op.linear(input, weight, bias) if bias is not None else op.linear(input, weight)
 
 
-def relu(input: Tensor) -> Tensor:
-    return op.relu(input)
-
-
-def tanh(input: Tensor) -> Tensor:
-    return op.tanh(input)
-
-
-def sigmoid(input: Tensor) -> Tensor:
-    return op.sigmoid(input)
-
-
-def gelu(input: Tensor, approximate: str = "none") -> Tensor:
-    """GELU: exact (erf) by default, ``approximate="tanh"`` for the tanh form."""
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    f = _delegate("gelu")
-    if f is not None:
-        return f(input, approximate=approximate)
-    # tanh form composed from ops (used until the math ops provide gelu)
-    inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
-    return input * 0.5 * (op.tanh(inner) + 1.0)
-
-
-def silu(input: Tensor) -> Tensor:
-    f = _delegate("silu")
-    return f(input) if f is not None else input * op.sigmoid(input)
-
-
-def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
-    f = _delegate("leaky_relu")
-    if f is not None:
-        return f(input, negative_slope)
-    return op.relu(input) - op.relu(-input) * negative_slope
-
-
-def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    f = _delegate("softplus")
-    if f is not None:
-        return f(input, beta, threshold)
-    z = input * beta
-    return (op.relu(z) + op.log(op.exp(-op.abs(z)) + 1.0)) * (1.0 / beta)
-
-
-def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
-    f = _delegate("elu")
-    if f is not None:
-        return f(input, alpha)
-    return op.relu(input) + (op.exp(-op.relu(-input)) - 1.0) * alpha
-
-
-def _move_last(x: Tensor, dim: int):
-    nd = x.ndim
-    dim = dim % nd
-    if dim == nd - 1:
-        return x, None
-    perm = tuple(i for i in range(nd) if i != dim) + (dim,)
-    inv = [0] * nd
-    for i, p in enumerate(perm):
-        inv[p] = i
-    return x.permute(perm), tuple(inv)
-
-
-def softmax(input: Tensor, dim: int = -1) -> Tensor:
-    """Softmax along ``dim`` (stable, ggml's fused soft_max)."""
-    if input.ndim == 0:
-        return op.masked_softmax(input.reshape(1), scale=1.0).reshape(())
-    x, inv = _move_last(input, dim)
-    y = op.masked_softmax(x, scale=1.0)
-    return y if inv is None else y.permute(inv)
-
-
-def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
-    """``x - logsumexp(x, dim)`` (no log of a softmax that underflowed)."""
-    f = _delegate("log_softmax")
-    if f is not None:
-        return f(input, dim)
-    return input - op.logsumexp(input, axis=dim, keepdim=True)
+# relu, tanh, sigmoid, gelu, silu, leaky_relu, softplus, elu, softmax, log_softmax: generated from the
+# op declarations (every op whose declaration exposes "nn.functional"; see ops/decl.py)
+_GENERATED = functional_entries()
+globals().update(_GENERATED)
+__all__ += sorted(_GENERATED)
 
 
 # ---------------------------------------------------------------- dropout, normalisation, embedding
@@ -275,7 +196,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         mask = (m,)
     exact = _is_binary_mask(attn_mask)
     if dropout_p > 0.0 and training:
-        w = op.masked_softmax(op.matmul(q, op.transpose_last(k)), *mask, scale=sc, causal=is_causal)
+        w = op.softmax(op.matmul(q, op.transpose_last(k)), *mask, scale=sc, causal=is_causal)
         out = op.matmul(dropout(w, dropout_p, True), v)
     else:
         out = op.attention(q, k, v, *mask, scale=sc, causal=is_causal, flash=exact)

@@ -1,4 +1,5 @@
-"""Basic layers: Linear, Embedding, LayerNorm, Dropout, Flatten, Identity and activation modules."""
+"""Basic layers: Linear, Embedding, LayerNorm, Dropout, Flatten, Identity and activation modules (most
+generated from the op declarations, see ``_activation_module``)."""
 from __future__ import annotations
 
 import math
@@ -10,6 +11,9 @@ from ..tensor import Tensor
 from ..tensor import no_grad
 from ..tensor.creation import generator, zeros
 from ..ops import op
+from ..ops.decl import public_parameters
+from ..ops.registry import REGISTRY
+from ..tensor.surfaces import compile_function
 from . import functional as F
 from . import init
 from .module import Module, Parameter
@@ -182,62 +186,34 @@ class Dropout(Module):
 
 
 # ---------------------------------------------------------------- activation modules
-class ReLU(Module):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.relu(input)
+def _activation_module(opdef) -> type:
+    """The module of an activation declared with ``module=`` (ops/decl.py): its constructor keeps the
+    op's public arguments as attributes (shown by ``repr``), its forward is the ``F`` entry."""
+    e = opdef.expose
+    params = [p for p in public_parameters(opdef.forward, e.args) if p.kind is p.POSITIONAL_OR_KEYWORD]
+    names = [p.name for p in params]
+    defaults = {f"_default_{p.name}": p.default for p in params}
+    init_source = (f"def __init__(self{''.join(f', {n}=_default_{n}' for n in names)}):\n"
+                   f"    _Module.__init__(self)\n" + "".join(f"    self.{n} = {n}\n" for n in names))
+    forward_source = f"def forward(self, input):\n    return _fn(input{''.join(f', self.{n}' for n in names)})\n"
+    namespace = {"__module__": __name__, "__qualname__": e.module,
+                 "__doc__": f"Module form of ``F.{e.functional}``. {e.doc}",
+                 "__init__": compile_function(init_source, "__init__", {"_Module": Module, **defaults},
+                                              f"module {e.module}.__init__"),
+                 "forward": compile_function(forward_source, "forward", {"_fn": getattr(F, e.functional)},
+                                             f"module {e.module}.forward")}
+    if names:
+        namespace["extra_repr"] = lambda self: ", ".join(f"{n}={getattr(self, n)!r}" for n in names)
+    return type(e.module, (Module,), namespace)
 
 
-class Tanh(Module):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.tanh(input)
+# ReLU, Tanh, Sigmoid, SiLU, GELU, LeakyReLU, Softplus, ELU: generated from the op declarations.
+_GENERATED = {d.expose.module: _activation_module(d) for d in REGISTRY.values()
+              if d.expose is not None and d.expose.module}
+globals().update(_GENERATED)
 
 
-class Sigmoid(Module):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.sigmoid(input)
-
-
-class SiLU(Module):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.silu(input)
-
-
-class GELU(Module):
-    def __init__(self, approximate: str = "none") -> None:
-        super().__init__()
-        self.approximate = approximate
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.gelu(input, self.approximate)
-
-    def extra_repr(self) -> str:
-        return f"approximate='{self.approximate}'"
-
-
-class LeakyReLU(Module):
-    def __init__(self, negative_slope: float = 0.01) -> None:
-        super().__init__()
-        self.negative_slope = negative_slope
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.leaky_relu(input, self.negative_slope)
-
-    def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}"
-
-
-class Softplus(Module):
-    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
-        super().__init__()
-        self.beta, self.threshold = beta, threshold
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.softplus(input, self.beta, self.threshold)
-
-    def extra_repr(self) -> str:
-        return f"beta={self.beta}, threshold={self.threshold}"
-
-
+# Softmax and LogSoftmax keep ``dim=-1`` as their default (F.softmax's is None: the last axis too).
 class Softmax(Module):
     def __init__(self, dim: int = -1) -> None:
         super().__init__()
@@ -265,13 +241,3 @@ class LogSoftmax(Module):
 _ = float32
 
 
-class ELU(Module):
-    def __init__(self, alpha: float = 1.0) -> None:
-        super().__init__()
-        self.alpha = alpha
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.elu(input, self.alpha)
-
-    def extra_repr(self) -> str:
-        return f"alpha={self.alpha}"

@@ -1,15 +1,19 @@
 """Activations and softmax family."""
 from __future__ import annotations
 
-from .._ggml import SIMD_FLOATS, lib, node_nb, node_ne
+from .._ggml import SIMD_FLOATS, consts, lib, node_nb, node_ne
 from ..engine import float32
 from ..engine.flat import FlatNode
 from . import fast_math
-from .build import SavedNode, merged_op, permute, reshape, saved_node
+from .build import SavedNode, expand, merged_op, permute, reshape, saved_node
+from .decl import expose
 from .elementwise import branch_parts, is_number01, nan_or_zero, select_node
-from .reduce import logsumexp_parts, sum_kept
-from .registry import define, op, same_float
+from .reduce import axis_of, logsumexp_parts, sum_kept
+from .registry import define, op, same_device, same_float
 from .shapes import norm_axis
+
+#: The surfaces of an activation: ``x.relu()``, ``gg.relu(x)``, ``F.relu(input)``.
+_ACT = ("method", "function", "nn.functional")
 
 
 def _infer_act(name):
@@ -29,7 +33,9 @@ def _infer_grad_pair(name):
 
 
 @define("relu", elementwise=True, infer=_infer_act("relu"), save_output=True,
-        backward=lambda g, n: op.relu_backward(g, n.output))
+        backward=lambda g, n: op.relu_backward(g, n.output),
+        expose=expose("relu", *_ACT, module="ReLU", doc="max(x, 0) elementwise (NaN stays NaN, as torch).",
+                      example=">>> gg.relu(gg.tensor([-1.0, 2.0])).tolist()\n[0.0, 2.0]"))
 def _relu(ctx, nodes, inputs, out):
     """max(x, 0) with NaN kept (torch). ggml_relu is ``x > 0 ? x : 0`` and drops NaN: divide by
     [x is a number] (exact: /1, and 0/0 = NaN). Cheap vectorised nodes: elu(x) * step(x) was as
@@ -63,13 +69,17 @@ def _relu_backward(ctx, nodes, inputs, out):
 
 
 @define("tanh", elementwise=True, infer=_infer_act("tanh"), save_output=True,
-        backward=lambda g, n: op.mul(g, op.add_scalar(op.neg(op.square(n.output)), c=1.0)))
+        backward=lambda g, n: op.mul(g, op.add_scalar(op.neg(op.square(n.output)), c=1.0)),
+        expose=expose("tanh", *_ACT, module="Tanh", doc="Hyperbolic tangent elementwise.",
+                      example=">>> gg.tanh(gg.tensor([0.0])).tolist()\n[0.0]"))
 def _tanh(ctx, nodes, inputs, out):
     return fast_math.tanh(ctx, nodes[0])
 
 
 @define("sigmoid", elementwise=True, infer=_infer_act("sigmoid"), save_output=True,
-        backward=lambda g, n: op.mul(g, op.mul(n.output, op.add_scalar(op.neg(n.output), c=1.0))))
+        backward=lambda g, n: op.mul(g, op.mul(n.output, op.add_scalar(op.neg(n.output), c=1.0))),
+        expose=expose("sigmoid", *_ACT, module="Sigmoid", doc="1 / (1 + exp(-x)) elementwise.",
+                      example=">>> gg.sigmoid(gg.tensor([0.0])).tolist()\n[0.5]"))
 def _sigmoid(ctx, nodes, inputs, out):
     return fast_math.sigmoid(ctx, nodes[0])
 
@@ -100,7 +110,9 @@ def _leaky_relu_backward(ctx, nodes, inputs, out, negative_slope=0.01):
     return lib.mul(ctx, g, lib.scale_bias(ctx, lib.step(ctx, x), 1.0 - s, s))
 
 
-@define("leaky_relu", elementwise=True, infer=_infer_leaky, backward=_leaky_backward)
+@define("leaky_relu", elementwise=True, infer=_infer_leaky, backward=_leaky_backward,
+        expose=expose("leaky_relu", *_ACT, module="LeakyReLU", doc="x where x > 0, else negative_slope * x (NaN stays NaN).",
+                      example=">>> gg.leaky_relu(gg.tensor([-2.0, 3.0]), 0.5).tolist()\n[-1.0, 3.0]"))
 def _leaky_relu(ctx, nodes, inputs, out, negative_slope=0.01):
     """x if x > 0 else slope * x. ggml_leaky_relu drops NaN (0 for NaN): put it back as relu does."""
     x, s = nodes[0], float(negative_slope)
@@ -130,7 +142,9 @@ def _elu_backward_op(ctx, nodes, inputs, out, alpha=1.0):
     return lib.mul(ctx, g, lib.add(ctx, pos, neg_part))
 
 
-@define("elu", elementwise=True, infer=_infer_elu, backward=_elu_backward)
+@define("elu", elementwise=True, infer=_infer_elu, backward=_elu_backward,
+        expose=expose("elu", *_ACT, module="ELU", doc="x where x > 0, else alpha * (exp(x) - 1).",
+                      example=">>> gg.elu(gg.tensor([0.0, 2.0])).tolist()\n[0.0, 2.0]"))
 def _elu(ctx, nodes, inputs, out, alpha=1.0):
     """x if x > 0 else alpha * (exp(x) - 1): elu(x) * (x > 0 ? 1 : alpha), exact with inf and NaN."""
     e = fast_math.elu(ctx, nodes[0])
@@ -158,7 +172,10 @@ def _gelu_tanh_inner(ctx, x):
     return lib.scale(ctx, lib.mul(ctx, x, lib.scale_bias(ctx, lib.sqr(ctx, x), _GELU_C, 1.0)), _SQRT_2_OVER_PI)
 
 
-@define("gelu", elementwise=True, infer=_infer_gelu, backward=lambda g, n: op.gelu_backward(g, n.inputs[0], **n.params))
+@define("gelu", elementwise=True, infer=_infer_gelu, backward=lambda g, n: op.gelu_backward(g, n.inputs[0], **n.params),
+        expose=expose("gelu", *_ACT, module="GELU", doc="GELU, x * Phi(x): exact (erf) by default, ``approximate=\"tanh\"`` for the "
+                      "tanh form, as torch.nn.functional.gelu.",
+                      example=">>> gg.gelu(gg.tensor([0.0])).tolist()\n[0.0]"))
 def _gelu(ctx, nodes, inputs, out, approximate="none"):
     """x * Phi(x) (erf form), or the tanh approximation. The tanh form is composed here because
     ggml's CPU ggml_gelu reads an fp16 lookup table (errors near 1e-3)."""
@@ -194,7 +211,9 @@ def _gelu_backward(ctx, nodes, inputs, out, approximate="none"):
     return lib.mul(ctx, g, d)
 
 
-@define("silu", elementwise=True, infer=_infer_act("silu"), backward=lambda g, n: op.silu_backward(g, n.inputs[0]))
+@define("silu", elementwise=True, infer=_infer_act("silu"), backward=lambda g, n: op.silu_backward(g, n.inputs[0]),
+        expose=expose("silu", *_ACT, module="SiLU", doc="x * sigmoid(x) elementwise (also called swish).",
+                      example=">>> gg.silu(gg.tensor([0.0])).tolist()\n[0.0]"))
 def _silu(ctx, nodes, inputs, out):
     """x * sigmoid(x)"""
     return lib.silu(ctx, nodes[0])
@@ -228,7 +247,10 @@ def _softplus_backward_op(ctx, nodes, inputs, out, beta=1.0, threshold=20.0):
     return lib.mul(ctx, g, d)
 
 
-@define("softplus", elementwise=True, infer=_infer_softplus, backward=_softplus_backward)
+@define("softplus", elementwise=True, infer=_infer_softplus, backward=_softplus_backward,
+        expose=expose("softplus", *_ACT, module="Softplus", doc="log(1 + exp(beta x)) / beta, and x where beta x > threshold "
+                      "(torch.nn.functional.softplus).",
+                      example=">>> round(gg.softplus(gg.tensor([0.0])).item(), 4)\n0.6931"))
 def _softplus(ctx, nodes, inputs, out, beta=1.0, threshold=20.0):
     """log(1 + exp(beta x)) / beta, and x where beta x > threshold (torch.nn.functional.softplus).
     ggml's own switch to the identity is at 20; thresholds above it differ by < 3e-9."""
@@ -245,12 +267,79 @@ def _softplus(ctx, nodes, inputs, out, beta=1.0, threshold=20.0):
 
 
 # ---------------------------------------------------------------- softmax family along any axis
-def _infer_softmax(name):
-    def infer(a, axis=-1):
-        same_float(name, a)
-        norm_axis(name, axis, a.ndim)
-        return a.shape, float32
-    return infer
+def dim_args(dim=None, *, axis=None) -> dict:
+    """The public ``dim`` of softmax/log_softmax (torch; default the last axis), or NumPy's ``axis``."""
+    if axis is not None:
+        dim = axis_of(axis, dim)
+    return {"axis": -1 if dim is None else dim}
+
+
+def _real(name: str, key: str, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"{name}: `{key}` must be a real number, got {v!r}")
+    return float(v)
+
+
+def check_mask(name: str, mask, target: tuple) -> None:
+    """A mask must match ``target`` in its last two axes (rows may be 1) and be 1 or equal elsewhere."""
+    same_float(name, mask)
+    if mask.ndim > len(target):
+        raise ValueError(f"{name}: mask {mask.shape} has more dimensions than the scores {target}")
+    m = (1,) * (len(target) - mask.ndim) + tuple(mask.shape)
+    ok = m[-1] == target[-1] and (len(target) < 2 or m[-2] in (1, target[-2]))
+    ok = ok and all(a in (1, b) for a, b in zip(m[:-2], target[:-2]))
+    if not ok:
+        raise ValueError(f"{name}: mask of shape {mask.shape} does not broadcast to the scores {target} "
+                         f"(last axis must match; other axes 1 or equal)")
+
+
+def mask_node(ctx, node, mask_shape: tuple, target: tuple, ggml_type: int = consts.TYPE_F32) -> int:
+    """The mask as ggml wants it: padded to the target's ndim, rows expanded, contiguous, of ``ggml_type``."""
+    m = (1,) * (len(target) - len(mask_shape)) + tuple(mask_shape)
+    node = reshape(ctx, node, m)
+    if len(m) >= 2 and m[-2] != target[-2]:
+        full = m[:-2] + target[-2:]
+        node = expand(ctx, node, m, full)
+    else:
+        node = lib.cont(ctx, node)
+    if ggml_type != consts.TYPE_F32:
+        node = lib.cast(ctx, node, ggml_type)
+    return node
+
+
+def _infer_softmax(x, *mask, axis=-1, scale=1.0, causal=False):
+    same_float("softmax", x)
+    ax = norm_axis("softmax", axis, x.ndim)
+    if mask or causal is not False or scale != 1.0:     # plain softmax skips the masking checks (per op)
+        _check_masking(x, mask, ax, axis, scale, causal)
+    return x.shape, float32
+
+
+def _check_masking(x, mask, ax: int, axis, scale, causal) -> None:
+    _real("softmax", "scale", scale)
+    if not isinstance(causal, bool):
+        raise TypeError(f"softmax: causal must be a bool, got {causal!r}")
+    if len(mask) > 1:
+        raise TypeError("softmax: at most one mask")
+    if (mask or causal) and ax != max(x.ndim, 1) - 1:
+        raise ValueError(f"softmax: a mask and causal masking apply along the last axis only, got axis={axis}")
+    if causal and x.ndim < 2:
+        raise ValueError(f"softmax: causal masking needs at least 2 dimensions, got {x.shape}")
+    if mask and x.ndim == 0:
+        raise ValueError("softmax: a masked input must have at least 1 dimension")
+    if mask:
+        same_device("softmax", x, mask[0])
+        check_mask("softmax", mask[0], x.shape)
+
+
+def _softmax_work(x, *mask, **params) -> float:
+    return 5.0 * x.numel_
+
+
+def _log_softmax_infer(a, axis=-1):
+    same_float("log_softmax", a)
+    norm_axis("log_softmax", axis, a.ndim)
+    return a.shape, float32
 
 
 def _swap_last(ndim: int, axis: int) -> tuple:
@@ -270,10 +359,36 @@ def _along_last(ctx, node, shape, axis, fn):
     return lib.cont(ctx, permute(ctx, r, perm))
 
 
-@define("softmax", infer=_infer_softmax("softmax"), save_output=True,
-        backward=lambda g, n: op.softmax_backward(g, n.output, axis=n.params.get("axis", -1)))
-def _softmax(ctx, nodes, inputs, out, axis=-1):
-    return _along_last(ctx, nodes[0], inputs[0].shape, axis, lambda v: lib.soft_max(ctx, v))
+def _softmax_backward_rule(g, n):
+    """z = x * scale + mask (+ -inf above the diagonal when causal), y = softmax(z):
+    dz = y * (g - sum(g * y)) along the axis (one op), dx = scale * dz, dmask = dz (a learnable
+    float mask, e.g. a position bias, gets its gradient; autograd sums its broadcast axes)."""
+    p = n.params
+    dz = op.softmax_backward(g, n.output, axis=p.get("axis", -1))
+    scale = p.get("scale", 1.0)
+    gx = op.scale(dz, c=scale) if scale != 1.0 else dz
+    if len(n.inputs) == 1:
+        return (gx,)
+    return gx, (dz if n.inputs[1].requires_grad else None)
+
+
+@define("softmax", infer=_infer_softmax, save_output=True, backward=_softmax_backward_rule,
+        work=_softmax_work,
+        expose=expose("softmax", *_ACT, args=dim_args,
+                      doc="Softmax along ``dim`` (default the last axis), stable (ggml's fused soft_max).",
+                      example=">>> gg.softmax(gg.tensor([[0.0, 0.0]]), dim=1).tolist()\n[[0.5, 0.5]]"))
+def _softmax(ctx, nodes, inputs, out, axis=-1, scale=1.0, causal=False):
+    """softmax(x * scale + mask) along ``axis``; ``causal`` masks columns j > i (top-left aligned).
+    An optional second input is an additive float mask (last axis only, like ``causal``)."""
+    x = nodes[0]
+    scale = float(scale)
+    if len(nodes) == 1 and not causal:
+        return _along_last(ctx, x, inputs[0].shape, axis, lambda v: lib.soft_max_ext(ctx, v, None, scale, 0.0)
+                           if scale != 1.0 else lib.soft_max(ctx, v))
+    if causal:
+        x = lib.diag_mask_inf(ctx, x, 0)
+    mask = mask_node(ctx, nodes[1], inputs[1].shape, inputs[0].shape) if len(nodes) > 1 else None
+    return lib.soft_max_ext(ctx, x, mask, scale, 0.0)
 
 
 @define("softmax_backward", infer=_infer_grad_pair("softmax_backward"), differentiable=False)
@@ -319,7 +434,11 @@ def _log_softmax_backward_op(ctx, nodes, inputs, out, axis=-1):
     return merged_op(ctx, lib.sub, (g, lib.mul(ctx, p, total)), shape)
 
 
-@define("log_softmax", infer=_infer_softmax("log_softmax"), save_output=True, backward=_log_softmax_backward)
+@define("log_softmax", infer=_log_softmax_infer, save_output=True, backward=_log_softmax_backward,
+        expose=expose("log_softmax", *_ACT, args=dim_args,
+                      doc="x - logsumexp(x) along ``dim`` (default the last axis), stable (never the log of an "
+                      "underflowed softmax).",
+                      example=">>> gg.log_softmax(gg.tensor([0.0, 0.0])).exp().tolist()\n[0.5, 0.5]"))
 def _log_softmax(ctx, nodes, inputs, out, axis=-1):
     """x - logsumexp(x) along ``axis`` (stable: never log of an underflowed softmax)."""
     a = inputs[0]

@@ -5,19 +5,19 @@ import math
 
 from .._ggml import consts, lib
 from ..engine import DType, float32, int32
-from . import fast_math
+from . import decl, fast_math
 from .build import expand, is_view
 from .registry import define, op, same_device, same_float
 from .shapes import broadcast_shapes, numel
 
 
 # ---------------------------------------------------------------- binary
-def _infer_binary(name, check_dtypes=None):
+def _infer_binary(name, check_dtypes=None, out_dtype=float32):
     """Validation of a broadcasting binary op; float32 operands unless ``check_dtypes`` says otherwise."""
     def infer(a, b):
         same_device(name, a, b)
         (check_dtypes or same_float)(name, a, b)
-        return broadcast_shapes(name, a.shape, b.shape), float32
+        return broadcast_shapes(name, a.shape, b.shape), out_dtype
     return infer
 
 
@@ -66,6 +66,12 @@ define("div", elementwise=True, infer=_infer_binary("div"), backward=_div_backwa
 
 
 # ---------------------------------------------------------------- scalar forms (no upload: constants are op params)
+def infer_unary(name):
+    """Validation of a float32 elementwise op whose parameters (if any) are real numbers: the dtype
+    policy of the unary math ops (int32 and float16 inputs are refused with a TypeError naming the op)."""
+    return _infer_unary(name)
+
+
 def _infer_unary(name):
     def infer(a, **params):
         same_float(name, a)
@@ -107,20 +113,36 @@ def _fill_like(ctx, nodes, inputs, out, c):
 
 
 # ---------------------------------------------------------------- unary math
-def _unary(name, fn, backward, save_output=False):
-    define(name, infer=_infer_unary(name), backward=backward, save_output=save_output, elementwise=True)(
-        lambda ctx, nodes, inputs, out: fn(ctx, nodes[0]))
+def _unary(name, fn, backward, save_output=False, expose=None):
+    define(name, infer=_infer_unary(name), backward=backward, save_output=save_output, elementwise=True,
+           expose=expose)(lambda ctx, nodes, inputs, out: fn(ctx, nodes[0]))
 
 
-_unary("neg", lib.neg, lambda g, n: op.neg(g))
-_unary("exp", fast_math.exp, lambda g, n: op.mul(g, n.output), save_output=True)
-_unary("log", lib.log, lambda g, n: op.div(g, n.inputs[0]))
-_unary("sqrt", lib.sqrt, lambda g, n: op.div(op.scale(g, c=0.5), n.output), save_output=True)
-_unary("abs", lib.abs, lambda g, n: op.mul(g, op.sign(n.inputs[0])))
-_unary("sign", lib.sgn, lambda g, n: None)
-_unary("floor", lib.floor, lambda g, n: None)   # piecewise constant: no gradient flows, as in torch
-_unary("square", lib.sqr, lambda g, n: op.mul(op.scale(g, c=2.0), n.inputs[0]))
-_unary("clone", lib.cont, lambda g, n: g)
+_MATH = ("method", "function")
+_unary("neg", lib.neg, lambda g, n: op.neg(g), expose=decl.expose(
+    "neg", *_MATH, doc="-x elementwise.", example=">>> gg.neg(gg.tensor([1.0, -2.0])).tolist()\n[-1.0, 2.0]"))
+_unary("exp", fast_math.exp, lambda g, n: op.mul(g, n.output), save_output=True, expose=decl.expose(
+    "exp", *_MATH, doc="e**x elementwise.", example=">>> gg.exp(gg.tensor([0.0])).tolist()\n[1.0]"))
+_unary("log", lib.log, lambda g, n: op.div(g, n.inputs[0]), expose=decl.expose(
+    "log", *_MATH, doc="Natural logarithm elementwise (-inf at 0, NaN below, as torch).",
+    example=">>> gg.log(gg.tensor([1.0])).tolist()\n[0.0]"))
+_unary("sqrt", lib.sqrt, lambda g, n: op.div(op.scale(g, c=0.5), n.output), save_output=True, expose=decl.expose(
+    "sqrt", *_MATH, doc="Square root elementwise (NaN below 0, as torch).",
+    example=">>> gg.sqrt(gg.tensor([4.0])).tolist()\n[2.0]"))
+_unary("abs", lib.abs, lambda g, n: op.mul(g, op.sign(n.inputs[0])), expose=decl.expose(
+    "abs", *_MATH, doc="|x| elementwise (gradient sign(x): 0 at 0, as torch).",
+    example=">>> gg.abs(gg.tensor([-1.5])).tolist()\n[1.5]"))
+_unary("sign", lib.sgn, lambda g, n: None, expose=decl.expose(
+    "sign", *_MATH, doc="-1, 0 or 1 by the sign of x (0 for NaN, as torch); no gradient flows.",
+    example=">>> gg.sign(gg.tensor([-3.0, 0.0, 2.0])).tolist()\n[-1.0, 0.0, 1.0]"))
+_unary("floor", lib.floor, lambda g, n: None, expose=decl.expose(   # piecewise constant: no gradient, as in torch
+    "floor", *_MATH, doc="Round toward -inf (no gradient flows through it).",
+    example=">>> gg.floor(gg.tensor([1.5, -1.5])).tolist()\n[1.0, -2.0]"))
+_unary("square", lib.sqr, lambda g, n: op.mul(op.scale(g, c=2.0), n.inputs[0]), expose=decl.expose(
+    "square", *_MATH, doc="x * x elementwise.", example=">>> gg.square(gg.tensor([3.0])).tolist()\n[9.0]"))
+_unary("clone", lib.cont, lambda g, n: g, expose=decl.expose(
+    "clone", "method", doc="A copy with its own memory; gradients flow back to the original.",
+    example=">>> x = gg.tensor([1.0]); x.clone().tolist()\n[1.0]"))
 
 
 def _pow_scalar_backward(g, n):
@@ -332,6 +354,8 @@ def select_node(ctx, cond01, a_parts, b_parts):
 
 
 # ---------------------------------------------------------------- comparisons (float 0/1 results, no grad)
+#: The dtype every comparison returns (the lt/le/gt/ge/eq/ne ops and compare_scalar): their one dtype policy.
+COMPARISON_DTYPE = float32
 _CMP_KINDS = ("lt", "le", "gt", "ge", "eq", "ne")
 _CMP_FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 
@@ -365,7 +389,7 @@ def _cmp_from_diff(ctx, d, s, kind: str):
 
 
 def _infer_cmp(name):
-    return _infer_binary(name, check_dtypes=_check_cmp_dtype)
+    return _infer_binary(name, check_dtypes=_check_cmp_dtype, out_dtype=COMPARISON_DTYPE)
 
 
 def _cmp_builder(kind):
@@ -395,7 +419,7 @@ def _infer_cmp_scalar(a, kind, c):
         raise ValueError(f"compare_scalar: kind must be one of {_CMP_KINDS}, got {kind!r}")
     if isinstance(c, bool) or not isinstance(c, (int, float)):
         raise TypeError(f"compare_scalar: the scalar must be a real number, got {c!r}")
-    return a.shape, float32
+    return a.shape, COMPARISON_DTYPE
 
 
 @define("compare_scalar", elementwise=True, infer=_infer_cmp_scalar, differentiable=False)

@@ -1,4 +1,5 @@
-"""Ops behind ``gg.nn``: layer norm, masked softmax, attention, fused losses, one-hot.
+"""Ops behind ``gg.nn``: layer norm, attention, fused losses, one-hot (softmax, masked or not, is in
+``activation.py``).
 
 Each op validates its inputs in ``infer`` (a ggml assertion would abort the
 process), builds ggml nodes in its forward, and has a backward rule written
@@ -6,7 +7,7 @@ with ops, so gradients are graph nodes in the same queue.
 
 Attention: the forward runs ggml's fused ``flash_attn_ext`` (set
 ``FLASH_ATTENTION = False`` to compose it from matmul + masked softmax
-instead); the backward is composed from matmuls and the softmax gradient,
+instead); the backward is composed from matmuls and the softmax op's gradient,
 because ``ggml_flash_attn_back`` is marked "needs to be adapted to
 flash_attn_ext" in ggml 0.20 and does not take a mask.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 from .._ggml import consts, lib, node_ne
 from ..engine import float32, int32
 from ..engine.flat import FlatNode
+from .activation import check_mask as _check_mask, mask_node as _mask_node
 from .build import SavedNode, expand, merged_op, owned, permute, reshape, saved_node
 from .registry import define, op, same_device, same_float
 from .shapes import check_ndim, numel
@@ -70,74 +72,6 @@ def _layer_norm(ctx, nodes, inputs, out, eps):
     return lib.norm(ctx, nodes[0], float(eps))
 
 
-# ---------------------------------------------------------------- masked, scaled softmax over the last axis
-def _check_mask(name: str, mask, target: tuple) -> None:
-    """A mask must match ``target`` in its last two axes (rows may be 1) and be 1 or equal elsewhere."""
-    same_float(name, mask)
-    if mask.ndim > len(target):
-        raise ValueError(f"{name}: mask {mask.shape} has more dimensions than the scores {target}")
-    m = (1,) * (len(target) - mask.ndim) + tuple(mask.shape)
-    ok = m[-1] == target[-1] and (len(target) < 2 or m[-2] in (1, target[-2]))
-    ok = ok and all(a in (1, b) for a, b in zip(m[:-2], target[:-2]))
-    if not ok:
-        raise ValueError(f"{name}: mask of shape {mask.shape} does not broadcast to the scores {target} "
-                         f"(last axis must match; other axes 1 or equal)")
-
-
-def _mask_node(ctx, node, mask_shape: tuple, target: tuple, ggml_type: int = consts.TYPE_F32) -> int:
-    """The mask as ggml wants it: padded to the target's ndim, rows expanded, contiguous, of ``ggml_type``."""
-    m = (1,) * (len(target) - len(mask_shape)) + tuple(mask_shape)
-    node = reshape(ctx, node, m)
-    if len(m) >= 2 and m[-2] != target[-2]:
-        full = m[:-2] + target[-2:]
-        node = expand(ctx, node, m, full)
-    else:
-        node = lib.cont(ctx, node)
-    if ggml_type != consts.TYPE_F32:
-        node = lib.cast(ctx, node, ggml_type)
-    return node
-
-
-def _infer_masked_softmax(x, *mask, scale=1.0, causal=False):
-    same_float("masked_softmax", x)
-    if x.ndim == 0:
-        raise ValueError("masked_softmax: input must have at least 1 dimension")
-    _real("masked_softmax", "scale", scale)
-    if not isinstance(causal, bool):
-        raise TypeError(f"masked_softmax: causal must be a bool, got {causal!r}")
-    if causal and x.ndim < 2:
-        raise ValueError(f"masked_softmax: causal masking needs at least 2 dimensions, got {x.shape}")
-    if len(mask) > 1:
-        raise TypeError("masked_softmax: at most one mask")
-    if mask:
-        same_device("masked_softmax", x, mask[0])
-        _check_mask("masked_softmax", mask[0], x.shape)
-    return x.shape, float32
-
-
-def _masked_softmax_backward(g, n):
-    """d/dz softmax(z) with z = x * scale + mask: dz = y * (g - sum(g * y)); dx = scale * dz, dmask = dz
-    (a learnable float mask, e.g. a position bias, gets its gradient; autograd sums broadcast axes)."""
-    y = n.output
-    gy = op.sub(g, op.sum(op.mul(g, y), axis=-1, keepdim=True))
-    dz = op.mul(y, gy)
-    scale = n.params.get("scale", 1.0)
-    gx = op.scale(dz, c=scale) if scale != 1.0 else dz
-    gmask = dz if len(n.inputs) > 1 and n.inputs[1].requires_grad else None
-    return (gx, gmask) if len(n.inputs) > 1 else (gx,)
-
-
-@define("masked_softmax", infer=_infer_masked_softmax, backward=_masked_softmax_backward, save_output=True,
-        work=lambda x, *m, **p: 5.0 * numel(x.shape))
-def _masked_softmax(ctx, nodes, inputs, out, scale=1.0, causal=False):
-    """softmax(x * scale + mask) over the last axis; ``causal`` masks columns j > i (top-left aligned)."""
-    x = nodes[0]
-    if causal:
-        x = lib.diag_mask_inf(ctx, x, 0)
-    mask = _mask_node(ctx, nodes[1], inputs[1].shape, inputs[0].shape) if len(nodes) > 1 else None
-    return lib.soft_max_ext(ctx, x, mask, float(scale), 0.0)
-
-
 # ---------------------------------------------------------------- attention (B, H, L, D)
 def _infer_attention(q, k, v, *mask, scale, causal=False, flash=None):
     name = "attention"
@@ -166,13 +100,13 @@ def _attention_backward(g, n):
     q, k, v = n.inputs[:3]
     mask = n.inputs[3:]
     scale, causal = n.params["scale"], n.params.get("causal", False)
-    p = op.masked_softmax(op.matmul(q, op.transpose_last(k)), *mask, scale=scale, causal=causal)
+    p = op.softmax(op.matmul(q, op.transpose_last(k)), *mask, scale=scale, causal=causal)
     gv = op.matmul(op.transpose_last(p), g) if v.requires_grad else None
     gq = gk = gmask = None
     mask_grad = bool(mask) and mask[0].requires_grad
     if q.requires_grad or k.requires_grad or mask_grad:
         dp = op.matmul(g, op.transpose_last(v))
-        dz = op.mul(p, op.sub(dp, op.sum(op.mul(dp, p), axis=-1, keepdim=True)))
+        dz = op.softmax_backward(dp, p, axis=-1)        # the softmax op's own gradient rule
         ds = op.scale(dz, c=scale)
         gq = op.matmul(ds, k) if q.requires_grad else None
         gk = op.matmul(op.transpose_last(ds), q) if k.requires_grad else None

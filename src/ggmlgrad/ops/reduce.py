@@ -6,8 +6,59 @@ from ..engine import float32, int32
 from . import fast_math
 from .build import expand, owned, permute, repeat_one, reshape, shape_only, sum_to
 from .elementwise import FLT_MAX, _cmp_from_diff, branch_parts, is_number01, select_node
+from .decl import expose
 from .registry import define, op, same_float
 from .shapes import norm_axes, norm_axis, numel
+
+_SURFACES = ("method", "function")
+
+
+# ---------------------------------------------------------------- public arguments of the reductions
+def axis_of(axis, dim):
+    """torch's ``dim`` or NumPy's ``axis`` (not both); a list of axes as a tuple."""
+    if dim is not None:
+        if axis is not None:
+            raise TypeError("pass either axis or dim, not both")
+        axis = dim
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+def keepdim_of(keepdim, keepdims):
+    """torch's ``keepdim=`` or NumPy's ``keepdims=`` (not both)."""
+    if keepdims is None:
+        return keepdim
+    if keepdim:
+        raise TypeError("pass either keepdim or keepdims, not both")
+    return keepdims
+
+
+def correction_of(correction, unbiased) -> int | float:
+    """var/std's ``correction`` (default 1, Bessel's) or torch's older ``unbiased`` (not both)."""
+    if correction is not None and unbiased is not None:
+        raise TypeError("var/std: pass either correction or unbiased, not both")
+    if unbiased is not None:
+        return 1 if unbiased else 0
+    return 1 if correction is None else correction
+
+
+def axis_first_args(axis=None, keepdim=False, dim=None, *, keepdims=None) -> dict:
+    """sum/mean's public arguments: NumPy's order (axis first), torch's ``dim`` as a keyword."""
+    if dim is None and keepdims is None and type(axis) is not list:   # the usual call: no helper calls
+        return {"axis": axis, "keepdim": keepdim}
+    return {"axis": axis_of(axis, dim), "keepdim": keepdim_of(keepdim, keepdims)}
+
+
+def dim_first_args(dim=None, keepdim=False, *, axis=None, keepdims=None) -> dict:
+    """amax/amin/argmax/argmin/logsumexp's public arguments: torch's order (dim first)."""
+    if axis is None and keepdims is None and type(dim) is not list:   # the usual call: no helper calls
+        return {"axis": dim, "keepdim": keepdim}
+    return {"axis": axis_of(axis, dim), "keepdim": keepdim_of(keepdim, keepdims)}
+
+
+def var_args(dim=None, *, correction=None, keepdim=False, unbiased=None, axis=None, keepdims=None) -> dict:
+    """var's public arguments (torch.var's, with NumPy's ``axis``/``keepdims`` spellings)."""
+    return {"axis": axis_of(axis, dim), "correction": correction_of(correction, unbiased),
+            "keepdim": keepdim_of(keepdim, keepdims)}
 
 
 def _axes_of(opname: str, axis, ndim: int) -> tuple:
@@ -66,7 +117,11 @@ def _grad_expand(g, n):
     return op.expand_as(op.reshape(g, shape=_kept(x.shape, axes)), x)
 
 
-@define("sum", infer=_infer_reduce("sum"), backward=_grad_expand)
+@define("sum", infer=_infer_reduce("sum"), backward=_grad_expand,
+        expose=expose("sum", *_SURFACES, args=axis_first_args, host_int32=True,
+                      doc="Sum over all or given axes; ``keepdims`` is NumPy's spelling of ``keepdim``. An int32 "
+                      "tensor sums exactly (on the host; a sum outside int32's range raises).",
+                      example=">>> gg.sum(gg.ones(2, 3), axis=0, keepdims=True).shape\n(1, 3)"))
 def _sum(ctx, nodes, inputs, out, axis=None, keepdim=False):
     a = inputs[0]
     return _sum_node(ctx, nodes[0], a.shape, _axes_of("sum", axis, a.ndim), out.shape)
@@ -79,7 +134,10 @@ def _mean_backward(g, n):
     return op.scale(_grad_expand(g, n), c=1.0 / max(cnt, 1))
 
 
-@define("mean", infer=_infer_reduce("mean"), backward=_mean_backward)
+@define("mean", infer=_infer_reduce("mean"), backward=_mean_backward,
+        expose=expose("mean", *_SURFACES, args=axis_first_args,
+                      doc="Mean over all or given axes (NaN over no elements, as torch).",
+                      example=">>> gg.mean(gg.tensor([[1.0, 3.0]]), dim=1).tolist()\n[2.0]"))
 def _mean(ctx, nodes, inputs, out, axis=None, keepdim=False):
     a = inputs[0]
     axes = _axes_of("mean", axis, a.ndim)
@@ -186,9 +244,17 @@ def _extreme_builder(name, negate: bool):
 
 
 define("amax", infer=_infer_extreme("amax"), backward=_extreme_backward, save_output=True,
-       doc="max over all or given axes (values only, like torch.amax)")(_extreme_builder("amax", False))
+       doc="max over all or given axes (values only, like torch.amax)",
+       expose=expose("amax", *_SURFACES, args=dim_first_args, host_int32=True,
+                     doc="Max over all or given axes (values only); ties share the gradient evenly.",
+                     example=">>> gg.amax(gg.tensor([[1.0, 5.0], [7.0, 2.0]]), dim=0).tolist()\n[7.0, 5.0]"),
+       )(_extreme_builder("amax", False))
 define("amin", infer=_infer_extreme("amin"), backward=_extreme_backward, save_output=True,
-       doc="min over all or given axes (values only, like torch.amin)")(_extreme_builder("amin", True))
+       doc="min over all or given axes (values only, like torch.amin)",
+       expose=expose("amin", *_SURFACES, args=dim_first_args, host_int32=True,
+                     doc="Min over all or given axes (values only); ties share the gradient evenly.",
+                     example=">>> gg.amin(gg.tensor([[1.0, 5.0], [7.0, 2.0]]), dim=1).tolist()\n[1.0, 2.0]"),
+       )(_extreme_builder("amin", True))
 
 
 # torch's max(dim)/min(dim) values route the gradient to the index it returns (the first
@@ -289,9 +355,17 @@ def _arg_builder(name, negate: bool):
 
 
 define("argmax", infer=_infer_arg("argmax"), differentiable=False,
-       doc="index of the first maximum along an axis (or of the flattened tensor); int32")(_arg_builder("argmax", False))
+       doc="index of the first maximum along an axis (or of the flattened tensor); int32",
+       expose=expose("argmax", *_SURFACES, args=dim_first_args, host_int32=True,
+                     doc="Index (int32) of the first maximum along ``dim``, or in the flattened tensor.",
+                     example=">>> gg.argmax(gg.tensor([[1.0, 5.0], [7.0, 2.0]]), dim=1).tolist()\n[1, 0]"),
+       )(_arg_builder("argmax", False))
 define("argmin", infer=_infer_arg("argmin"), differentiable=False,
-       doc="index of the first minimum along an axis (or of the flattened tensor); int32")(_arg_builder("argmin", True))
+       doc="index of the first minimum along an axis (or of the flattened tensor); int32",
+       expose=expose("argmin", *_SURFACES, args=dim_first_args, host_int32=True,
+                     doc="Index (int32) of the first minimum along ``dim``, or in the flattened tensor.",
+                     example=">>> gg.argmin(gg.tensor([3.0, 1.0, 1.0])).item()\n1"),
+       )(_arg_builder("argmin", True))
 
 
 def _infer_var(a, axis=None, correction=1, keepdim=False):
@@ -311,7 +385,10 @@ def _var_backward(g, n):
                               correction=n.params.get("correction", 1))
 
 
-@define("var", infer=_infer_var, backward=_var_backward)
+@define("var", infer=_infer_var, backward=_var_backward,
+        expose=expose("var", *_SURFACES, args=var_args,
+                      doc="Variance over all or given axes; ``correction`` defaults to 1 (Bessel's, as torch.var).",
+                      example=">>> gg.var(gg.tensor([1.0, 3.0])).item()\n2.0"))
 def _var(ctx, nodes, inputs, out, axis=None, correction=1, keepdim=False):
     """sum((x - mean)^2) / (N - correction) over all or given axes (torch.var; correction=1 default)."""
     a = inputs[0]
@@ -383,7 +460,10 @@ def _reduce_backward(ctx, nodes, inputs, out, kind, axis=None, correction=1):
     return lib.mul(ctx, hit, lib.div(ctx, g, count))
 
 
-@define("logsumexp", infer=_infer_extreme("logsumexp"), backward=_logsumexp_backward, save_output=True)
+@define("logsumexp", infer=_infer_extreme("logsumexp"), backward=_logsumexp_backward, save_output=True,
+        expose=expose("logsumexp", *_SURFACES, args=dim_first_args,
+                      doc="log(sum(exp(x))) over all or given axes, computed stably.",
+                      example=">>> round(gg.logsumexp(gg.tensor([0.0, 0.0])).item(), 4)\n0.6931"))
 def _logsumexp(ctx, nodes, inputs, out, axis=None, keepdim=False):
     """log(sum(exp(x))) over all or given axes, numerically stable."""
     a = inputs[0]

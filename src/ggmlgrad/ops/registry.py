@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from ..engine import ENGINE, Array, DType, float32
 from .build import row_merged
+from .decl import Expose
 
 
 @dataclasses.dataclass
@@ -33,14 +34,18 @@ class OpDef:
     n_tensor_inputs: int | None = None              # None: every positional input is a tensor
     differentiable: bool = True
     doc: str = ""
+    expose: Expose | None = None                    # its public surfaces (ops/decl.py); None: internal
 
 
 REGISTRY: dict[str, OpDef] = {}
 
 
 def define(name: str, *, infer, backward=None, work=None, save_output=False, differentiable=True, doc="",
-           elementwise=False):
+           elementwise=False, expose: Expose | None = None):
     """Decorator registering ``forward`` under ``name``.
+
+    ``expose``: the op's public names and arguments (:class:`.decl.Expose`); the tensor layer
+    generates its ``Tensor`` method, ``gg.*`` function and ``nn.functional`` entry from it.
 
     ``elementwise``: the builder treats every element alike once its tensor inputs have the
     result's shape, so such calls are built on merged rows (:func:`.build.row_merged`). The
@@ -49,7 +54,8 @@ def define(name: str, *, infer, backward=None, work=None, save_output=False, dif
         if name in REGISTRY:
             raise RuntimeError(f"op {name!r} defined twice")
         REGISTRY[name] = OpDef(name, infer, row_merged(forward) if elementwise else forward, backward, work,
-                               save_output, differentiable=differentiable, doc=doc or (forward.__doc__ or ""))
+                               save_output, differentiable=differentiable, doc=doc or (forward.__doc__ or ""),
+                               expose=expose)
         return forward
     return deco
 

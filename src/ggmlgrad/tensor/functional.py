@@ -1,18 +1,21 @@
-"""Function forms of the ops: ``gg.exp(x)``, ``gg.matmul(a, b)``, ``gg.sum(x, axis=1)``, ..."""
+"""Function forms of the ops: ``gg.exp(x)``, ``gg.matmul(a, b)``, ``gg.sum(x, axis=1)``, ...
+
+The one-op forms (``gg.exp``, ``gg.relu``, ``gg.softmax``, ...) are generated from the op
+declarations (``tensor/surfaces.py``); the functions written here are composites that dispatch
+on their arguments (scalars, int32 tensors, tensor bounds) before calling ops."""
 from __future__ import annotations
 
 from ..engine.dtypes import double, float64, int64, long
 from ..ops import op
+from .surfaces import functions
 from .tensor import Tensor, _keepdim, floor_divide, remainder, add, as_tensor, binary_extreme, clamp, compare, div, mul, pow, sub, where
 
-__all__ = ["add", "sub", "mul", "div", "pow", "floor_divide", "remainder", "floor", "matmul", "exp", "log", "sqrt", "abs", "neg", "square",
-           "sum", "mean", "reshape", "permute", "transpose", "relu", "tanh", "sigmoid", "linear", "sign",
+__all__ = ["add", "sub", "mul", "div", "pow", "floor_divide", "remainder", "matmul",
+           "reshape", "permute", "transpose", "linear",
            # comparisons, selection
            "lt", "le", "gt", "ge", "eq", "ne", "clamp", "clip", "maximum", "minimum", "where",
            # reductions
-           "max", "min", "amax", "amin", "argmax", "argmin", "var", "std", "logsumexp",
-           # activations
-           "leaky_relu", "gelu", "silu", "softplus", "elu", "softmax", "log_softmax",
+           "max", "min", "std",
            # torch's wider dtype names: the same dtype objects as float32 / int32 (engine/dtypes.py)
            "float64", "double", "int64", "long"]
 
@@ -28,48 +31,6 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return op.linear(x, weight, bias) if bias is not None else op.linear(x, weight)
 
 
-def exp(x: Tensor) -> Tensor:
-    return op.exp(x)
-
-
-def log(x: Tensor) -> Tensor:
-    return op.log(x)
-
-
-def sqrt(x: Tensor) -> Tensor:
-    return op.sqrt(x)
-
-
-def abs(x: Tensor) -> Tensor:  # noqa: A001
-    return op.abs(x)
-
-
-def neg(x: Tensor) -> Tensor:
-    return op.neg(x)
-
-
-def sign(x: Tensor) -> Tensor:
-    return op.sign(x)
-
-
-def square(x: Tensor) -> Tensor:
-    return op.square(x)
-
-
-def sum(x: Tensor, axis=None, keepdim: bool = False, dim=None, *, keepdims=None) -> Tensor:  # noqa: A001
-    """Sum over all or given axes; ``keepdims`` is NumPy's spelling of ``keepdim``.
-
-    >>> import ggmlgrad as gg
-    >>> gg.sum(gg.ones(2, 3), axis=0, keepdims=True).shape
-    (1, 3)
-    """
-    return x.sum(axis=axis, keepdim=_keepdim(keepdim, keepdims), dim=dim)
-
-
-def mean(x: Tensor, axis=None, keepdim: bool = False, dim=None, *, keepdims=None) -> Tensor:
-    return x.mean(axis=axis, keepdim=_keepdim(keepdim, keepdims), dim=dim)
-
-
 def reshape(x: Tensor, shape) -> Tensor:
     return x.reshape(shape)
 
@@ -82,18 +43,6 @@ def transpose(x: Tensor, dim0: int = -2, dim1: int = -1) -> Tensor:
     axes = list(range(x.ndim))
     axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
     return x.permute(axes)
-
-
-def relu(x: Tensor) -> Tensor:
-    return op.relu(x)
-
-
-def tanh(x: Tensor) -> Tensor:
-    return op.tanh(x)
-
-
-def sigmoid(x: Tensor) -> Tensor:
-    return op.sigmoid(x)
 
 
 # ---------------------------------------------------------------------- comparisons (float32 0/1, no grad)
@@ -163,79 +112,16 @@ def min(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None)
     return x.min(dim, _keepdim(keepdim, keepdims), axis=axis)
 
 
-def amax(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
-    """Max over all or given axes (values only); ties share the gradient evenly."""
-    return x.amax(dim, _keepdim(keepdim, keepdims), axis=axis)
-
-
-def amin(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
-    return x.amin(dim, _keepdim(keepdim, keepdims), axis=axis)
-
-
-def argmax(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
-    """int32 index of the first maximum along ``dim`` (flattened when None)."""
-    return x.argmax(dim, _keepdim(keepdim, keepdims), axis=axis)
-
-
-def argmin(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
-    return x.argmin(dim, _keepdim(keepdim, keepdims), axis=axis)
-
-
-def var(x: Tensor, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None,
-        keepdims=None) -> Tensor:
-    """Variance over all or given axes; ``correction`` defaults to 1 (torch.var)."""
-    return x.var(dim, correction=correction, keepdim=_keepdim(keepdim, keepdims), unbiased=unbiased,
-                 axis=axis)
-
-
 def std(x: Tensor, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None,
         keepdims=None) -> Tensor:
     return x.std(dim, correction=correction, keepdim=_keepdim(keepdim, keepdims), unbiased=unbiased,
                  axis=axis)
 
 
-def logsumexp(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
-    """log(sum(exp(x))) over all or given axes, computed stably."""
-    return x.logsumexp(dim, _keepdim(keepdim, keepdims), axis=axis)
-
-
-# ---------------------------------------------------------------------- activations
-def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
-    return op.leaky_relu(x, negative_slope=negative_slope)
-
-
-def gelu(x: Tensor, approximate: str = "none") -> Tensor:
-    """GELU, exact (erf) or ``approximate="tanh"``, as torch.nn.functional.gelu."""
-    return op.gelu(x, approximate=approximate)
-
-
-def silu(x: Tensor) -> Tensor:
-    return op.silu(x)
-
-
-def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    return op.softplus(x, beta=beta, threshold=threshold)
-
-
-def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
-    return op.elu(x, alpha=alpha)
-
-
-def softmax(x: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
-    """Softmax along any axis (default the last).
-
-    >>> import ggmlgrad as gg
-    >>> gg.softmax(gg.tensor([[0.0, 0.0]]), dim=1).tolist()
-    [[0.5, 0.5]]
-    """
-    return x.softmax(dim, axis=axis)
-
-
-def log_softmax(x: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
-    """x - logsumexp(x) along any axis (stable)."""
-    return x.log_softmax(dim, axis=axis)
-
-
-def floor(x: Tensor) -> Tensor:
-    """Round toward -inf (no gradient flows through it)."""
-    return op.floor(x)
+# ---------------------------------------------------------------------- generated from the op declarations
+# exp, log, sqrt, abs, neg, sign, square, floor, sin, cos, relu, tanh, sigmoid, silu, leaky_relu, gelu,
+# softplus, elu, softmax, log_softmax, sum, mean, amax, amin, argmax, argmin, var, logsumexp, ...
+# (every op whose declaration exposes a "function"; see ops/decl.py)
+_GENERATED = functions()
+globals().update(_GENERATED)
+__all__ += sorted(_GENERATED)

@@ -9,6 +9,7 @@ import numpy as np
 from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, Array, CaptureError, DType, download, dtypes, float32,
                       host_array, int32, new_from_host, upload_into, user_site)
 from ..ops import op
+from ..ops.reduce import axis_of as _axis, keepdim_of as _keepdim
 from ..ops.registry import REGISTRY
 from ..ops.shapes import check_ndim
 from ..ops.writes import write_value
@@ -16,10 +17,12 @@ from ..runtime import Device, resolve_device
 from . import tape
 from .grad_mode import is_grad_enabled, no_grad
 from .int_reduce import int_reduce, is_int
+from .surfaces import OpMethods
 
 
-class Tensor(Array):
-    """An n-d array (at most 4-D) on a ggml device, with autograd.
+class Tensor(OpMethods, Array):
+    """An n-d array (at most 4-D) on a ggml device, with autograd. Its op methods (``x.relu()``,
+    ``x.softmax(dim)``, ...) come from the op declarations (:class:`.surfaces.OpMethods`).
 
     >>> import ggmlgrad as gg
     >>> x = gg.tensor([[1.0, 2.0]], requires_grad=True)
@@ -227,9 +230,6 @@ class Tensor(Array):
 
     def cpu(self) -> "Tensor":
         return self.to(device="cpu")
-
-    def clone(self) -> "Tensor":
-        return op.clone(self)
 
     def __deepcopy__(self, memo) -> "Tensor":
         """A leaf copy with its own memory (``.grad`` copied too), as ``torch`` does."""
@@ -505,15 +505,6 @@ class Tensor(Array):
     __hash__ = object.__hash__
 
     # ------------------------------------------------------------- methods
-    def sum(self, axis=None, keepdim: bool = False, dim=None, *, keepdims=None):
-        keepdim = _keepdim(keepdim, keepdims)
-        if is_int(self):   # exact, on the host (int_reduce.py)
-            return int_reduce("sum", self, _axis(axis, dim), keepdim)
-        return op.sum(self, axis=_axis(axis, dim), keepdim=keepdim)
-
-    def mean(self, axis=None, keepdim: bool = False, dim=None, *, keepdims=None):
-        return op.mean(self, axis=_axis(axis, dim), keepdim=_keepdim(keepdim, keepdims))
-
     def reshape(self, *shape):
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         return mark_view_copy(op.reshape(self, shape=tuple(shape)), self, "reshape()")
@@ -525,36 +516,6 @@ class Tensor(Array):
     def permute(self, *axes):
         axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
         return mark_view_copy(op.permute(self, axes=tuple(axes)), self, "permute()")
-
-    def exp(self):
-        return op.exp(self)
-
-    def log(self):
-        return op.log(self)
-
-    def sqrt(self):
-        return op.sqrt(self)
-
-    def abs(self):
-        return op.abs(self)
-
-    def relu(self):
-        return op.relu(self)
-
-    def tanh(self):
-        return op.tanh(self)
-
-    def sigmoid(self):
-        return op.sigmoid(self)
-
-    def square(self):
-        return op.square(self)
-
-    def neg(self):
-        return op.neg(self)
-
-    def sign(self):
-        return op.sign(self)
 
     def pow(self, exponent):
         return pow(self, exponent)
@@ -605,66 +566,9 @@ class Tensor(Array):
     def min(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
         return extreme(self, _axis(axis, dim), _keepdim(keepdim, keepdims), "min")
 
-    def amax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
-        keepdim = _keepdim(keepdim, keepdims)
-        if is_int(self):
-            return int_reduce("amax", self, _axes(_axis(axis, dim)), keepdim)
-        return op.amax(self, axis=_axes(_axis(axis, dim)), keepdim=keepdim)
-
-    def amin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
-        keepdim = _keepdim(keepdim, keepdims)
-        if is_int(self):
-            return int_reduce("amin", self, _axes(_axis(axis, dim)), keepdim)
-        return op.amin(self, axis=_axes(_axis(axis, dim)), keepdim=keepdim)
-
-    def argmax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
-        """Index (int32) of the first maximum along ``dim``, or in the flattened tensor."""
-        keepdim = _keepdim(keepdim, keepdims)
-        if is_int(self):
-            return int_reduce("argmax", self, _axis(axis, dim), keepdim)
-        return op.argmax(self, axis=_axis(axis, dim), keepdim=keepdim)
-
-    def argmin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
-        keepdim = _keepdim(keepdim, keepdims)
-        if is_int(self):
-            return int_reduce("argmin", self, _axis(axis, dim), keepdim)
-        return op.argmin(self, axis=_axis(axis, dim), keepdim=keepdim)
-
-    def var(self, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None, keepdims=None):
-        """Variance with ``correction`` (default 1: Bessel's correction, as in torch)."""
-        return op.var(self, axis=_axes(_axis(axis, dim)), correction=_correction(correction, unbiased),
-                      keepdim=_keepdim(keepdim, keepdims))
-
     def std(self, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None, keepdims=None):
         return op.sqrt(self.var(dim, correction=correction, keepdim=_keepdim(keepdim, keepdims),
                                 unbiased=unbiased, axis=axis))
-
-    def logsumexp(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
-        return op.logsumexp(self, axis=_axes(_axis(axis, dim)), keepdim=_keepdim(keepdim, keepdims))
-
-    def softmax(self, dim=None, *, axis=None):
-        """Softmax along ``dim`` (default the last axis)."""
-        d = _axis(axis, dim)
-        return op.softmax(self, axis=-1 if d is None else d)
-
-    def log_softmax(self, dim=None, *, axis=None):
-        d = _axis(axis, dim)
-        return op.log_softmax(self, axis=-1 if d is None else d)
-
-    def leaky_relu(self, negative_slope: float = 0.01):
-        return op.leaky_relu(self, negative_slope=negative_slope)
-
-    def gelu(self, approximate: str = "none"):
-        return op.gelu(self, approximate=approximate)
-
-    def silu(self):
-        return op.silu(self)
-
-    def softplus(self, beta: float = 1.0, threshold: float = 20.0):
-        return op.softplus(self, beta=beta, threshold=threshold)
-
-    def elu(self, alpha: float = 1.0):
-        return op.elu(self, alpha=alpha)
 
 
 def mark_view_copy(result, base: "Tensor", name: str):
@@ -688,23 +592,6 @@ def refuse_write_to_view_copy(t: "Tensor", name: str) -> None:
             f"its memory; in ggmlgrad it is a copy, so the write would not reach that tensor. Write to "
             f"the base itself (e.g. x[i] = v, x.copy_(...)), or .clone() the copy first if the base "
             f"should stay unchanged")
-
-
-def _axis(axis, dim):
-    if dim is not None:
-        if axis is not None:
-            raise TypeError("pass either axis or dim, not both")
-        return dim
-    return axis
-
-
-def _keepdim(keepdim: bool, keepdims) -> bool:
-    """NumPy's ``keepdims=`` as an alias of torch's ``keepdim=`` (pairs with ``axis=``/``dim=``)."""
-    if keepdims is None:
-        return keepdim
-    if keepdim:
-        raise TypeError("pass either keepdim or keepdims, not both")
-    return keepdims
 
 
 # ---------------------------------------------------------------------- in-place rules (torch's)
@@ -1052,18 +939,6 @@ def where(condition, a, b) -> Tensor:
     if _scalar(a):
         return op.where_scalar(condition, as_tensor(b, device=like.device), c=float(a), tensor_if_true=False)
     return op.where(condition, as_tensor(a, device=like.device), as_tensor(b, device=like.device))
-
-
-def _axes(axis):
-    return tuple(axis) if isinstance(axis, list) else axis
-
-
-def _correction(correction, unbiased):
-    if correction is not None and unbiased is not None:
-        raise TypeError("var/std: pass either correction or unbiased, not both")
-    if unbiased is not None:
-        return 1 if unbiased else 0
-    return 1 if correction is None else correction
 
 
 def _pair(a, b) -> tuple[Tensor, Tensor]:

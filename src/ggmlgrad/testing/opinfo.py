@@ -1,10 +1,13 @@
 """OpInfo: how the test-suite exercises each registered op.
 
 Each entry names the registry ops it covers, a call on ggmlgrad tensors, an
-independent NumPy float64 reference, and sample inputs. ``tests/test_ops.py``
-iterates over ``all_opinfos()``: forward values against the reference and
-gradients against central finite differences of the reference (float64), and
-checks that every op in the registry is covered.
+independent NumPy float64 reference, sample inputs, optional NaN/±inf samples
+(forward only) and optional error inputs. ``tests/test_ops.py`` iterates over
+``all_opinfos()``: forward values against the reference and gradients against
+central finite differences of the reference (float64), in eager mode, graph
+mode and inside ``gg.capture``, and checks that every op in the registry is
+covered. ``tests/test_ops_errors.py`` runs every error input in the three modes
+(in a subprocess: a ggml abort must fail the test, not kill pytest).
 
 Add entries in the ``opinfo_*.py`` module of your area; they are collected here.
 """
@@ -31,6 +34,16 @@ class Sample:
 
 
 @dataclasses.dataclass
+class ErrorInput:
+    """A bad call: its arguments, the exception it must raise in every mode before anything
+    reaches ggml, and a fragment its message must contain (the op's name, at least)."""
+    sample: Sample
+    error: type | tuple
+    match: str
+    fn: Callable[..., Any] | None = None        # the call, when not the entry's own (other params)
+
+
+@dataclasses.dataclass
 class OpInfo:
     name: str                                   # test id
     covers: tuple                               # registry op names this entry exercises
@@ -44,6 +57,8 @@ class OpInfo:
     grad_rtol: float = 1e-2
     fd_eps: float = 1e-6
     capturable: bool = True                     # False: the call reads or uploads host data, so gg.capture refuses it
+    nonfinite: Callable[[np.random.Generator], list] | None = None        # NaN/±inf samples: forward only
+    error_inputs: tuple = ()                                              # ErrorInput, ...
 
 
 OPINFOS: list[OpInfo] = []
@@ -56,11 +71,100 @@ def register(*infos: OpInfo) -> None:
 
 
 def all_opinfos() -> list[OpInfo]:
+    """Every entry, with each entry's NaN/±inf samples as an entry of their own (``<name>_nonfinite``,
+    forward only, NumPy's invalid-value warnings silenced)."""
     from . import __path__ as pkg_path
     for m in pkgutil.iter_modules(pkg_path):
         if m.name.startswith("opinfo_"):
             importlib.import_module(f"{__package__}.{m.name}")
-    return OPINFOS
+    out = []
+    for info in OPINFOS:
+        out.append(info)
+        if info.nonfinite is not None:
+            out.append(dataclasses.replace(info, name=f"{info.name}_nonfinite", ref=quiet(info.ref),
+                                           samples=info.nonfinite, nonfinite=None, error_inputs=(),
+                                           grad=False, atol=min(info.atol, 1e-6), rtol=min(info.rtol, 1e-5)))
+    return out
+
+
+def quiet(ref: Callable) -> Callable:
+    """A NumPy reference with the invalid/overflow warnings of NaN/inf arithmetic silenced."""
+    def run(*a, **k):
+        with np.errstate(all="ignore"):
+            return ref(*a, **k)
+    return run
+
+
+def bad(error: type | tuple, match: str, *args, fn: Callable | None = None, **kwargs) -> ErrorInput:
+    """An error input: ``fn`` (default: the entry's own call) on ``args``/``kwargs`` raises ``error``
+    with ``match`` in its message. Arrays become tensors (int → int32, float16 stays float16)."""
+    return ErrorInput(Sample(args, kwargs), error, match, fn)
+
+
+def errors(name: str, *inputs: ErrorInput) -> None:
+    """Give the registered entry ``name`` its error inputs (for tables whose rows are one-liners)."""
+    info = next((i for i in OPINFOS if i.name == name), None)
+    if info is None:
+        raise KeyError(f"errors: no OpInfo entry named {name!r}")
+    info.error_inputs = tuple(info.error_inputs) + inputs
+
+
+def error_cases() -> list[tuple[OpInfo, ErrorInput]]:
+    """(entry, error input) for every error input of every entry."""
+    return [(info, e) for info in all_opinfos() for e in info.error_inputs]
+
+
+def tensor_indices(sample: Sample) -> tuple:
+    """Which of the sample's arguments become tensors (default: every ndarray)."""
+    if sample.tensor_args is not None:
+        return sample.tensor_args
+    return tuple(i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray))
+
+
+def input_arrays(sample: Sample) -> list[np.ndarray]:
+    """The sample's tensor arguments as the arrays a tensor is made from (int → int32, float16 stays,
+    other floats float32)."""
+    arrays = [np.asarray(sample.args[i]) for i in tensor_indices(sample)]
+    return [a.astype(np.int32) if a.dtype.kind in "iub" else a if a.dtype == np.float16 else a.astype(np.float32)
+            for a in arrays]
+
+
+def with_tensors(sample: Sample, tensors) -> list:
+    """The sample's arguments with its tensor arguments replaced by ``tensors``, in order."""
+    args = list(sample.args)
+    for i, t in zip(tensor_indices(sample), tensors):
+        args[i] = t
+    return args
+
+
+def run_error_input(info: OpInfo, e: ErrorInput, mode: str) -> str:
+    """Call ``info.fn`` on the error input in ``mode`` ("eager", "graph" or "capture"): "ok" when it
+    raises ``e.error`` with ``e.match`` in its message, else what happened. Anything accepted is
+    read back, so a graph that ggml would abort in is computed (and the caller's process dies)."""
+    import ggmlgrad as gg
+
+    fn = e.fn or info.fn
+
+    def call(*tensors):
+        return fn(*with_tensors(e.sample, tensors), **e.sample.kwargs)
+
+    arrays = input_arrays(e.sample)
+    try:
+        if mode == "capture":
+            gg.capture(call)(*arrays)
+        else:
+            with gg.graph_mode(mode == "graph"):
+                tensors = [gg.tensor(a, dtype=gg.int32 if a.dtype.kind == "i" else None) for a in arrays]
+                out = call(*tensors)
+                if isinstance(out, gg.Tensor):
+                    out.numpy()
+        return "no exception"
+    except e.error as err:
+        return "ok" if e.match.lower() in str(err).lower() else f"message lacks {e.match!r}: {err}"
+    except gg.CaptureError as err:   # an entry computed on the host: a capture refuses it whole
+        return "ok" if mode == "capture" and not info.capturable else f"CaptureError: {err}"
+    except Exception as err:   # noqa: BLE001  (the report names it)
+        return f"{type(err).__name__}: {err}"
 
 
 def rand_shapes_binary(rng: np.random.Generator) -> list[tuple[tuple, tuple]]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 import ggmlgrad as gg
-from .opinfo import INTERNAL_OPS, OpInfo, Sample, rand_shapes_binary, register
+from .opinfo import INTERNAL_OPS, OpInfo, Sample, bad, errors, rand_shapes_binary, register
+from .opinfo_nonfinite import unary_specials
 
 
 def _binary_samples(rng, positive_b=False):
@@ -90,6 +91,10 @@ register(
     OpInfo("relu", ("relu", "relu_backward"), gg.relu, lambda a: np.maximum(a, 0), lambda r: _unary_samples(r, away_from_zero=True)),
     OpInfo("tanh", ("tanh",), gg.tanh, np.tanh, _unary_samples),
     OpInfo("sigmoid", ("sigmoid",), gg.sigmoid, lambda a: 1 / (1 + np.exp(-a)), _unary_samples),
+    OpInfo("sin", ("sin", "cos"), lambda a: a.sin(), np.sin, lambda r: _unary_samples(r) + [Sample((r.uniform(-9, 9, (4, 5)),))],
+           nonfinite=unary_specials, error_inputs=(bad(TypeError, "sin", np.ones(3, np.int32)),)),
+    OpInfo("cos", ("cos", "sin"), gg.cos, np.cos, lambda r: _unary_samples(r) + [Sample((r.uniform(-9, 9, (4, 5)),))],
+           nonfinite=unary_specials, error_inputs=(bad(TypeError, "cos", np.ones(3, np.float16)),)),
 )
 
 INTERNAL_OPS.update({
@@ -98,3 +103,27 @@ INTERNAL_OPS.update({
     "expand_as": "reduction backward (sum_axis, mean_axis)",
     "cast": "dtype conversion tests (tests/test_tensor.py)",
 })
+
+
+# ---------------------------------------------------------------- error inputs (raised before ggml, in every mode)
+def _ones(*s, dtype=np.float64):
+    return np.ones(s, dtype)
+
+
+_F23, _I3 = _ones(2, 3), _ones(3, dtype=np.int32)
+V, T = ValueError, TypeError
+
+errors("add", bad(V, "add", _F23, _ones(3, 4)), bad(T, "tensor", _F23, "x"))
+errors("sub", bad(V, "sub", _ones(2, 3, 4), _ones(3, 3, 4)))
+errors("mul", bad(V, "mul", _F23, _ones(3, 2)), bad(T, "mul", _ones(3, dtype=np.float16), _ones(3)))
+errors("pow", bad(V, "pow", _F23, _ones(4)))
+errors("exp", bad(T, "exp", _I3))
+errors("matmul", bad(V, "matmul", _F23, _ones(4, 5)), bad(V, "matmul", _ones(3), _ones(4)),
+       bad(V, "matmul", _ones(2, 2, 3), _ones(3, 3, 4)), bad(V, "matmul", np.array(2.0), _ones(2)),
+       bad(T, "matmul", _I3, _ones(3, 2)), bad(V, "matmul", _ones(0, 3), _ones(2, 4)))
+errors("linear_nobias", bad(V, "linear", _ones(4, 3), _ones(5, 4)))
+errors("reshape", bad(V, "reshape", _F23, (4, 2)), bad(V, "reshape", _F23, (-1, -1)),
+       bad(V, "reshape", _ones(2, 2, 2, 2), (2, 2, 2, 2, 1)))
+errors("permute", bad(V, "permute", _F23, (0, 0)), bad(V, "permute", _F23, (0, 1, 2)))
+errors("sum_axis", bad(V, "sum", _F23, 2, False), bad(V, "sum", _F23, (0, 0), False))
+errors("mean_axis", bad(V, "mean", _F23, -3, False), bad(T, "mean", _ones(2, 3, dtype=np.int32), None, False))

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 import ggmlgrad as gg
-from .opinfo import OpInfo, Sample, rand_shapes_binary, register
+from .opinfo import OpInfo, Sample, bad, errors, rand_shapes_binary, register
 
 
 # ---------------------------------------------------------------- sample makers
@@ -297,3 +297,54 @@ register(*[
 ], *[OpInfo(f"{name}_all_int", (), (lambda m: lambda a: getattr(a, m)())(name), (lambda f: lambda a: np.float64(f(a)))(f),
             lambda r: [Sample((_int_samples(r)[0].args[0],))], grad=False, atol=0, rtol=0, capturable=False)
       for name, f in [("max", np.max), ("min", np.min)]])
+
+
+# ---------------------------------------------------------------- error inputs (raised before ggml, in every mode)
+def _ones(*s, dtype=np.float64):
+    return np.ones(s, dtype)
+
+
+_F23, _F34 = _ones(2, 3), _ones(3, 4)
+_I23, _H23 = _ones(2, 3, dtype=np.int32), _ones(2, 3, dtype=np.float16)
+V, T = ValueError, TypeError
+
+errors("cmp_lt", bad(V, "lt", _F23, _F34))
+errors("cmp_fn_eq", bad(V, "eq", _ones(2), _ones(3)), bad(T, "eq", None, _F23))
+errors("cmp_fn_ge", bad(T, "ge", _F23, "x"))
+errors("clamp_both", bad(V, "clamp", _F23, fn=lambda a: a.clamp()),
+       bad(T, "clamp", _F23, fn=lambda a: gg.ops.op.clamp(a, lo="0")),
+       bad(T, "clamp", _I23, fn=lambda a: a.clamp(0, 1)))
+errors("clamp_tensor_bounds", bad(V, "maximum", _F23, _ones(4), fn=lambda a, b: a.clamp(min=b)))
+errors("maximum", bad(V, "maximum", _F23, _F34), bad(V, "maximum", _ones(2), _ones(3)))
+errors("minimum", bad(T, "minimum", _I23, _F23))
+errors("where", bad(V, "where", _F23, _ones(4, 3), 0.0), bad(V, "where", _F23, _F23, _ones(4, 3)),
+       bad(T, "where", _F23, _H23, _F23), bad(T, "where", _F23, _I23, _F23), bad(T, "where", 1.0, 2.0, 3.0))
+errors("amax", bad(V, "amax", _F23, 2, False), bad(V, "amax", _F23, (1, -1), False),
+       bad(V, "amax", _ones(2, 0), 1, False))
+errors("amax_int", bad(V, "amax", _I23, 2, False))
+errors("amin_int", bad(V, "amin", _ones(2, 0, dtype=np.int32), 1, False))
+errors("argmax_int", bad(T, "argmax", _I23, (0, 1), False))
+errors("sum_int", bad(V, "sum", np.array([2 ** 31 - 1, 1], np.int32), None, False), bad(T, "sum", _I23, 0, 1))
+errors("max_dim_values", bad(T, "amax", _F23, (0, 1), False), bad(T, "max", _F23, 0.5, False))
+errors("min_dim", bad(V, "min", _F23, -3))
+errors("amin", bad(V, "amin", _F23, (0, 2), False))
+errors("argmax", bad(V, "argmax", _F23, 5, False), bad(V, "argmax", _F23, 3, False),
+       bad(T, "argmax", _F23, (0, 1), False), bad(T, "argmax", _H23, None, False), bad(T, "argmax", _F23, 0, 1))
+errors("argmin", bad(V, "argmin", _ones(0), None))
+errors("argmax", bad(V, "argmax", _ones(0), None, False))
+errors("var", bad(V, "var", _F23, 3, False), bad(T, "var", _I23, None, False),
+       bad(T, "var", _F23, fn=lambda a: a.var(correction=1, unbiased=False)))
+errors("var_correction", bad(T, "var", _F23, None, "1"))
+errors("std", bad(V, "var", _F23, (0, 2), False))
+errors("logsumexp", bad(V, "logsumexp", _F23, -3, False), bad(T, "logsumexp", _I23, 0, False),
+       bad(V, "logsumexp", _ones(3, 0), 1, False))
+errors("softmax", bad(V, "softmax", _F23, 2), bad(V, "softmax", _F23, 5), bad(T, "softmax", _F23, 0.0),
+       bad(T, "softmax", _I23, 0), bad(T, "softmax", _ones(3, dtype=np.int32), 0),
+       bad(T, "axis or dim", _F23, fn=lambda a: a.softmax(0, axis=1)))
+errors("log_softmax", bad(T, "log_softmax", _H23, 1), bad(V, "log_softmax", _F23, -4))
+errors("leaky_relu", bad(T, "leaky_relu", _F23, None), bad(T, "leaky_relu", _F23, "a"), bad(T, "leaky_relu", _I23))
+errors("gelu", bad(V, "gelu", _F23, fn=lambda a: gg.gelu(a, approximate="fast")), bad(T, "gelu", _I23))
+errors("silu", bad(T, "silu", _H23))
+errors("softplus", bad(V, "softplus", _F23, fn=lambda a: gg.softplus(a, beta=0)),
+       bad(T, "softplus", _F23, fn=lambda a: gg.softplus(a, threshold="20")))
+errors("elu", bad(T, "elu", _F23, fn=lambda a: gg.elu(a, alpha=[1.0])))

@@ -1,10 +1,10 @@
-"""OpInfo entries for the nn ops (ops/nn_ops.py): layer norm, masked softmax, attention, fused losses, one-hot."""
+"""OpInfo entries for the nn ops (ops/nn_ops.py): layer norm, masked softmax (ops/activation.py), attention, fused losses, one-hot."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..ops import op
-from .opinfo import OpInfo, Sample, register
+from .opinfo import OpInfo, Sample, bad, errors, register
 
 
 def _softmax(z):
@@ -140,7 +140,7 @@ def ref_one_hot(idx, num_classes, ignore_index=None):
 register(
     OpInfo("layer_norm", ("layer_norm",), lambda x, eps: op.layer_norm(x, eps=eps), ref_layer_norm, _ln_samples,
            atol=2e-5),
-    OpInfo("masked_softmax", ("masked_softmax",), lambda x, *m, **p: op.masked_softmax(x, *m, **p),
+    OpInfo("softmax_masked", ("softmax", "softmax_backward"), lambda x, *m, **p: op.softmax(x, *m, **p),
            ref_masked_softmax, _sm_samples),
     OpInfo("attention", ("attention",), lambda *a, **p: op.attention(*a, **p), ref_attention, _att_samples,
            atol=2e-5),
@@ -158,3 +158,41 @@ register(
            lambda x, i, **p: op.softmax_cross_entropy_index_mean(x, i, **p), ref_sce_index, _sce_index_samples,
            atol=2e-5),
 )
+
+
+# ---------------------------------------------------------------- error inputs (raised before ggml, in every mode)
+def _ones(*s, dtype=np.float64):
+    return np.ones(s, dtype)
+
+
+def _i32(*v):
+    return np.array(v, np.int32)
+
+
+_F23, V, T = _ones(2, 3), ValueError, TypeError
+_ATT = ("attention",)
+
+errors("layer_norm", bad(T, "layer_norm", _i32(1, 2), 1e-5), bad(V, "layer_norm", np.array(1.0), 1e-5),
+       bad(V, "layer_norm", _F23, -1.0))
+errors("softmax_masked", bad(V, "softmax", _F23, _ones(2, 4)), bad(V, "softmax", _ones(2, 3, 4), _ones(3, 3, 4)),
+       bad(V, "softmax", _ones(3), causal=True), bad(V, "softmax", _F23, _ones(2, 3), axis=0),
+       bad(T, "softmax", _F23, causal=1), bad(T, "softmax", _F23, scale="2"))
+errors("attention", *[bad(V, "attention", *a, scale=1.0) for a in [
+    (_ones(2, 3, 4), _ones(2, 3, 4), _ones(2, 3, 4)), (_ones(1, 1, 2, 4), _ones(1, 1, 3, 5), _ones(1, 1, 3, 4)),
+    (_ones(1, 2, 2, 4), _ones(1, 1, 3, 4), _ones(1, 1, 3, 4)), (_ones(1, 1, 2, 4), _ones(1, 1, 3, 4), _ones(1, 1, 2, 4)),
+    (_ones(1, 1, 2, 4), _ones(1, 1, 3, 4), _ones(1, 1, 3, 4), _ones(2, 2)),
+    (_ones(1, 1, 0, 4), _ones(1, 1, 3, 4), _ones(1, 1, 3, 4)), (_ones(1, 1, 2, 4), _ones(1, 1, 0, 4), _ones(1, 1, 0, 4))]])
+errors("one_hot", bad(T, "one_hot", _ones(3), num_classes=3), bad(V, "one_hot", _i32(0), num_classes=0),
+       bad(V, "one_hot", np.zeros(0, np.int32), num_classes=3))
+errors("softmax_cross_entropy", bad(V, "softmax_cross_entropy", _F23, _ones(2, 4)),
+       bad(V, "softmax_cross_entropy", _ones(0, 3), _ones(0, 3)))
+errors("softmax_cross_entropy_mean", bad(T, "unit_rows", _F23, _F23, fn=lambda x, q: op.softmax_cross_entropy_mean(x, q, unit_rows=1)),
+       bad(T, "unit_rows", _ones(2), _F23, _F23, fn=lambda g, x, q: op.softmax_cross_entropy_backward(g, x, q, unit_rows=True)),
+       bad(V, "gradient", _ones(2), _F23, _F23,
+           fn=lambda g, x, q: op.softmax_cross_entropy_backward(g, x, q, mean=True, unit_rows=True)))
+errors("softmax_cross_entropy_index_mean", bad(T, "int32", _F23, _ones(2)), bad(V, "targets", _ones(3, 4), _i32(0, 1)),
+       bad(T, "float32", _i32(0, 1, 2), _i32(0, 1, 2)), bad(T, "ignore_index", _ones(3, 4), _i32(0, 1, 2), ignore_index=1.5),
+       bad(V, "scalars", _ones(3), _ones(3, 4), _i32(0, 1, 2), _ones(),
+           fn=lambda g, x, i, loss: op.softmax_cross_entropy_index_backward(g, x, i, loss)))
+errors("bce_with_logits", bad(V, "bce_with_logits", _F23, _ones(3)), bad(V, "pos_weight", _F23, _F23, _ones(2)),
+       bad(V, "bce_with_logits", _ones(0), _ones(0)))

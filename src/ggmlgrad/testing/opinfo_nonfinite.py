@@ -26,6 +26,10 @@ def _unary(r):
     return [Sample((SPECIAL.copy(),)), Sample((block,)), Sample((np.array(NAN),))]
 
 
+#: The NaN/±inf/±0 samples of a unary elementwise op (an OpInfo row's ``nonfinite=``).
+unary_specials = _unary
+
+
 def _binary(r):
     """Every pair of specials, plus a broadcast pair (a column against a row)."""
     a, b = np.repeat(SPECIAL, SPECIAL.size), np.tile(SPECIAL, SPECIAL.size)

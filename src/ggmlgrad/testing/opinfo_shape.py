@@ -10,7 +10,7 @@ import numpy as np
 
 import ggmlgrad as gg
 from ggmlgrad.ops import op
-from .opinfo import OpInfo, Sample, register
+from .opinfo import OpInfo, Sample, bad, errors, register
 
 
 def _n(rng, *shape):
@@ -265,3 +265,33 @@ register(
     OpInfo("unflatten", ("reshape",), lambda a: a.unflatten(1, (3, -1)), lambda a: a.reshape(2, 3, 4),
            lambda r: [Sample((_n(r, 2, 12),))]),
 )
+
+
+# ---------------------------------------------------------------- error inputs (raised before ggml, in every mode)
+def _ones(*s, dtype=np.float64):
+    return np.ones(s, dtype)
+
+
+_F23, V, T, VI = _ones(2, 3), ValueError, TypeError, (ValueError, IndexError)
+
+errors("unsqueeze", bad(V, "unsqueeze", _ones(2, 2, 2, 2), 0))
+errors("broadcast_to", bad(V, "broadcast_to", _ones(3), (2, 4)))
+errors("expand", bad(V, "broadcast", _ones(3, 1), fn=lambda a: a.expand(2, 4)))
+errors("transpose", bad(VI, "transpose", _F23, 0, 2))
+errors("cat", bad(V, "concat", _F23, _ones(3, 4), 1), bad(V, "non-empty", fn=lambda: gg.concat([], dim=0)))
+errors("stack", bad(V, "stack", _ones(2), _ones(3), 0), bad(V, "non-empty", fn=lambda: gg.stack([])))
+errors("split", bad(V, "split", _ones(5), fn=lambda a: gg.split(a, [2, 2])))
+errors("chunk", bad(V, "chunk", _F23, fn=lambda a: a.chunk(0)))
+errors("narrow", bad(VI, "narrow", _F23, 1, 2, 5))
+errors("getitem", bad(IndexError, "index", _F23, 5), bad(IndexError, "index", _F23, -3),
+       bad(IndexError, "indices", _F23, (0, 0, 0)), bad(V, "step", _F23, slice(None, None, 0)),
+       bad(V, "step", _F23, slice(None, None, -1)), bad(T, "index", _F23, 0.5))
+errors("getitem_tensor", bad(T, "int32", _ones(3, 4), _ones(1)))
+errors("gather", bad(T, "gather", _F23, 1, _ones(2, 2)), bad(V, "gather", _F23, 1, np.array([0, 1], np.int32)))
+errors("index_select", bad(T, "index_select", _F23, 0, _ones(2)))
+# Index VALUES live on the device: eager mode reads and refuses them, graph mode and a capture check them
+# after the compute (the graph clamps meanwhile, so ggml never aborts): an IndexError in every mode.
+errors("gather", bad(IndexError, "out of", _F23, 1, np.array([[0, 3], [1, 0]], np.int32)),
+       bad(IndexError, "out of", _F23, 1, np.array([[0, -1], [1, 0]], np.int32)))
+errors("index_select", bad(IndexError, "out of", _F23, 0, np.array([0, 2], np.int32)))
+errors("embedding", bad(IndexError, "out of", _ones(4, 3), np.array([0, 9], np.int32)))
