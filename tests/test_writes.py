@@ -454,3 +454,12 @@ def test_writes_inside_a_capture_are_refused_at_the_users_line():
         m.zero_grad()
     np.testing.assert_array_equal(m.weight.numpy(), w0)
     assert opt.state[m.weight]["step"] == 0
+
+
+def test_module_load_state_dict_of_tensors_and_arrays_is_one_compute():
+    net = _Net()
+    sd = _state(np.random.default_rng(4))
+    before = gg.counters()["computes"]
+    net.load_state_dict(sd)
+    assert gg.counters()["computes"] - before == 1
+    np.testing.assert_array_equal(net.lin.bias.numpy(), sd["lin.bias"].astype(np.float32))

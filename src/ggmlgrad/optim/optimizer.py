@@ -348,7 +348,7 @@ class Optimizer:
         states = self.state._d
         for group in self.param_groups:
             step = max(states[id(p)][1]["step"] for p in group["params"])
-            out.append(np.asarray(self._group_hparams(group, step + 1), np.float32))
+            out.append(self._group_hparams(group, step + 1))  # float32 (SGD, Adam); replays cast as they copy
         return out
 
     def _advance_params(self, params: list[Tensor]) -> None:
