@@ -454,3 +454,45 @@ def test_writes_inside_a_capture_are_refused_at_the_users_line():
         m.zero_grad()
     np.testing.assert_array_equal(m.weight.numpy(), w0)
     assert opt.state[m.weight]["step"] == 0
+
+
+def test_module_load_state_dict_of_tensors_and_arrays_is_one_compute():
+    net = _Net()
+    sd = _state(np.random.default_rng(4))
+    before = gg.counters()["computes"]
+    net.load_state_dict(sd)
+    assert gg.counters()["computes"] - before == 1
+    np.testing.assert_array_equal(net.lin.bias.numpy(), sd["lin.bias"].astype(np.float32))
+
+
+def _group(opname, p=(2, 3), g=None, hp=None, state=None, hp_dtype="float32", state_dtype="float32"):
+    """One target group of an optimizer write op, with one thing replaced."""
+    n_hp = 4 if opname == "sgd" else 11
+    n_state = 1 if opname == "sgd" else 2
+    state = state or [p] * n_state
+    return (gg.zeros(*p), gg.zeros(*(g or p)), gg.zeros(*(hp or (n_hp,)), dtype=hp_dtype),
+            *[gg.zeros(*s, dtype=state_dtype) for s in state])
+
+
+BAD_WRITES = [  # (op, group, error type, message pattern)
+    ("sgd", dict(g=(3, 2)), ValueError, r"sgd: gradient shape \(3, 2\) does not match its parameter's shape \(2, 3\)"),
+    ("sgd", dict(state=[(6,)]), ValueError, r"sgd: momentum buffer shape \(6,\) .*\(2, 3\)"),
+    ("sgd", dict(hp=(11,)), ValueError, r"sgd: hyperparameter tensor \(11,\):float32, expected \(4,\):float32"),
+    ("adam", dict(state=[(2, 3), (3,)]), ValueError, r"adam: exp_avg_sq shape \(3,\) .*\(2, 3\)"),
+    ("adam", dict(hp_dtype="float16"), ValueError, r"adam: hyperparameter tensor \(11,\):float16"),
+    ("adamw_fused", dict(g=(6,)), ValueError, r"adamw_fused: gradient shape \(6,\)"),
+    ("adamw_fused", dict(state_dtype="float16"), TypeError, r"adamw_fused: .*float32 .*float16"),
+]
+
+
+@pytest.mark.parametrize("opname,change,error,match", BAD_WRITES)
+def test_write_op_validation_names_the_op_and_shapes(opname, change, error, match):
+    """Bad input to a write op raises in Python before anything is queued (ggml would abort)."""
+    from ggmlgrad.engine.plans import Exact
+    from ggmlgrad.ops.registry import write
+    group = _group(opname, **change)
+    options = (("weight_decay", False), ("maximize", False), ("nesterov", False)) if opname == "sgd" else \
+        (("l2", False), ("maximize", False))
+    with ENGINE.exclusive("test"), pytest.raises(error, match=match):
+        write(opname, group, Exact(((len(group), options),)))
+    assert len(ENGINE) == 0 and group[0].tolist() == [[0.0] * 3] * 2

@@ -463,21 +463,24 @@ def _check_value(name: str, target: Tensor, value) -> str | None:
 
 
 def _write_all(plan) -> None:
-    """Copy validated values into their targets: tensors as ONE graph compute (after a drain, so no
-    queued read can see a half-loaded model), NumPy arrays as direct uploads. Values of another
-    dtype are cast to the target's (torch's copy_)."""
-    tensors = [(t, v if v.device is t.device else v.to(device=t.device)) for t, v in plan if isinstance(v, Tensor)]
-    tensors = [(t, v) for t, v in tensors if v._storage is not t._storage or v._status != COMPUTED]
-    with no_grad():
-        if tensors:
-            pairs = tuple(x for pair in tensors for x in pair)
-            with ENGINE.exclusive("load_state_dict"):  # the write op casts to each target's dtype
-                write("load_state_dict", pairs, Exact(((2, ()),) * len(tensors)))
-            for target, _ in tensors:
-                target._version += 1
-        for target, value in plan:
-            if not isinstance(value, Tensor):
-                target.copy_(value)
+    """Copy validated values into their targets with ONE ``load_state_dict`` write op (one graph
+    compute, after a drain, so no queued read can see a half-loaded model). Tensor values are
+    cast to the target's dtype on the device, NumPy arrays on the host as they upload (torch's
+    copy_ rules either way)."""
+    pairs: list[Tensor] = []
+    for t, v in plan:
+        if not isinstance(v, Tensor):
+            v = _from_numpy(np.asarray(v), t.dtype, t.device, False)
+        elif v.device is not t.device:
+            v = v.to(device=t.device)
+        if v._storage is not t._storage or v._status != COMPUTED:   # loading a tensor into itself: nothing
+            pairs += (t, v)
+    if not pairs:
+        return
+    with no_grad(), ENGINE.exclusive("load_state_dict"):
+        write("load_state_dict", tuple(pairs), Exact(((2, ()),) * (len(pairs) // 2)))
+    for t in pairs[::2]:
+        t._version += 1
 
 
 def _copy_tensor(t: Tensor) -> Tensor:

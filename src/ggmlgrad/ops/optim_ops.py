@@ -107,43 +107,69 @@ def adam_composed(ctx: int, param: int, grad: int, m: int, v: int, hp: int) -> t
 
 
 # ---------------------------------------------------------------------- the write ops
-def _check_updates(n_hparams: int, fused: bool = False):
-    """The validation of an optimizer write op: per target group (param, grad, hparams, *state),
-    the gradient and every state tensor have the parameter's shape, the hyperparameters are a
-    float32 vector of ``n_hparams`` (a mismatch would reach ggml's shape assertions); ``fused``:
-    the parameter and its state are float32 (ggml's fused AdamW kernel reads nothing else).
-    Runs on every step, so it reads each attribute once and checks a shared hparams tensor once."""
-    want = (n_hparams,)
+# The validations run on every step (an optimizer step is one write op for all its parameters):
+# each reads every attribute once and checks a parameter group's shared hparams tensor once.
+def _check_hparams(name: str, hp, want: tuple) -> None:
+    if hp.shape != want or hp.dtype is not float32:
+        raise ValueError(f"{name}: hyperparameter tensor {hp.shape}:{hp.dtype.name}, expected {want}:float32")
+
+
+def _shape_error(name: str, what: str, got: tuple, shape: tuple) -> ValueError:
+    return ValueError(f"{name}: {what} shape {got} does not match its parameter's shape {shape}")
+
+
+def _check_sgd(name: str, inputs, parts) -> None:
+    """Per target group (param, grad, hparams[, momentum_buffer]): the gradient and the buffer have
+    the parameter's shape, the hyperparameters are a float32 vector of SGD_HPARAMS (a mismatch
+    would reach ggml's shape assertions)."""
+    at = 0
+    seen_hp = None
+    for part in parts:
+        count = part[0]
+        if count != 3 and count != 4:
+            raise ValueError(f"{name}: a target group is (param, grad, hparams[, momentum_buffer]), got {count} inputs")
+        p, g, hp = inputs[at], inputs[at + 1], inputs[at + 2]
+        shape = p.shape
+        if g.shape != shape:
+            raise _shape_error(name, "gradient", g.shape, shape)
+        if count == 4 and inputs[at + 3].shape != shape:
+            raise _shape_error(name, "momentum buffer", inputs[at + 3].shape, shape)
+        if hp is not seen_hp:
+            _check_hparams(name, hp, (SGD_HPARAMS,))
+            seen_hp = hp
+        at += count
+
+
+def _check_adam(fused: bool):
+    """Per target group (param, grad, hparams, exp_avg, exp_avg_sq): the gradient and moments have
+    the parameter's shape, the hyperparameters are a float32 vector of ADAM_HPARAMS; ``fused``: the
+    parameter and moments are float32 (ggml's fused AdamW kernel reads nothing else)."""
+    want = (ADAM_HPARAMS,)
 
     def check(name: str, inputs, parts) -> None:
         at = 0
         seen_hp = None
         for part in parts:
-            p = inputs[at]
+            if part[0] != 5:
+                raise ValueError(f"{name}: a target group is (param, grad, hparams, exp_avg, exp_avg_sq), "
+                                 f"got {part[0]} inputs")
+            p, g, hp, m, v = inputs[at:at + 5]
             shape = p.shape
-            if inputs[at + 1].shape != shape:
-                raise ValueError(f"{name}: gradient shape {inputs[at + 1].shape} does not match its parameter's "
-                                 f"shape {shape}")
-            hp = inputs[at + 2]
-            if hp is not seen_hp:  # a parameter group's parameters share one
-                if hp.shape != want or hp.dtype is not float32:
-                    raise ValueError(f"{name}: hyperparameter tensor {hp.shape}:{hp.dtype.name}, "
-                                     f"expected {want}:float32")
+            if g.shape != shape or m.shape != shape or v.shape != shape:
+                bad = next((what, x) for what, x in (("gradient", g), ("exp_avg", m), ("exp_avg_sq", v))
+                           if x.shape != shape)
+                raise _shape_error(name, bad[0], bad[1].shape, shape)
+            if hp is not seen_hp:
+                _check_hparams(name, hp, want)
                 seen_hp = hp
-            end = at + part[0]
-            for st in inputs[at + 3:end]:
-                if st.shape != shape:
-                    raise ValueError(f"{name}: state tensor of shape {st.shape} for a parameter of shape {shape}")
-                if fused and st.dtype is not float32:
-                    raise TypeError(f"{name}: ggml's fused AdamW needs float32 state, got {st.dtype.name}")
-            if fused and p.dtype is not float32:
-                raise TypeError(f"{name}: ggml's fused AdamW needs float32 parameters, got {p.dtype.name} "
-                                f"(shape {shape})")
-            at = end
+            if fused and (p.dtype is not float32 or m.dtype is not float32 or v.dtype is not float32):
+                raise TypeError(f"{name}: ggml's fused AdamW needs float32 parameters and moments, got "
+                                f"{p.dtype.name}, {m.dtype.name}, {v.dtype.name} (shape {shape})")
+            at += 5
     return check
 
 
-@define_write("sgd", check=_check_updates(SGD_HPARAMS), tensors=24)
+@define_write("sgd", check=_check_sgd, tensors=24)
 def sgd(ctx: int, nodes, inputs, *, weight_decay: bool, maximize: bool, nesterov: bool) -> list:
     """torch.optim.SGD on one parameter: nodes of (p, grad, hparams[, momentum_buffer]); writes
     the buffer (with momentum) and the parameter."""
@@ -158,7 +184,7 @@ def sgd(ctx: int, nodes, inputs, *, weight_decay: bool, maximize: bool, nesterov
     return writes
 
 
-@define_write("adam", check=_check_updates(ADAM_HPARAMS), tensors=48)
+@define_write("adam", check=_check_adam(fused=False), tensors=48)
 def adam(ctx: int, nodes, inputs, *, l2: bool, maximize: bool) -> list:
     """torch.optim.Adam/AdamW on one parameter from elementary ops (any float parameter dtype,
     float32 moments): nodes of (p, grad, hparams, exp_avg, exp_avg_sq); writes all but the grad."""
@@ -170,7 +196,7 @@ def adam(ctx: int, nodes, inputs, *, l2: bool, maximize: bool) -> list:
     return [(3, new_m), (4, new_v), (0, new_p)]
 
 
-@define_write("adamw_fused", check=_check_updates(ADAM_HPARAMS, fused=True), tensors=16)
+@define_write("adamw_fused", check=_check_adam(fused=True), tensors=16)
 def adamw_fused_update(ctx: int, nodes, inputs, *, l2: bool, maximize: bool) -> list:
     """torch.optim.Adam/AdamW on one float32 parameter with ggml's fused ``opt_step_adamw`` (writes
     p, exp_avg and exp_avg_sq by itself): nodes of (p, grad, hparams, exp_avg, exp_avg_sq)."""

@@ -262,13 +262,15 @@ class Optimizer:
         two records, not one per parameter: the queue's per-record cost is paid every step)."""
         layout = self._update_layout(params, grads)
         states = self.state._d
+        # A group whose parameters share a step count (the usual case) has one hparams tensor.
+        hparams = [next(iter(h.values())) if type(h) is dict and len(h) == 1 else h for h in hparams]
         for opname, entries, parts, work in layout:
             inputs: list = []
             for i, gi, keys, tensors in entries:
                 p = params[i]
                 st = states[id(p)][1]
                 hp = hparams[gi]
-                inputs += (p, grads[i], hp[st["step"] + 1] if isinstance(hp, dict) else hp)
+                inputs += (p, grads[i], hp[st["step"] + 1] if type(hp) is dict else hp)
                 if tensors is None:
                     for k in keys:
                         inputs.append(st[k])
@@ -348,7 +350,7 @@ class Optimizer:
         states = self.state._d
         for group in self.param_groups:
             step = max(states[id(p)][1]["step"] for p in group["params"])
-            out.append(np.asarray(self._group_hparams(group, step + 1), np.float32))
+            out.append(self._group_hparams(group, step + 1))  # float32 (SGD, Adam); replays cast as they copy
         return out
 
     def _advance_params(self, params: list[Tensor]) -> None:
