@@ -46,19 +46,29 @@ def _np_gelu_erf_grad(x):
     return _np_normal_cdf(x) + x * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)
 
 
+def _np_gelu_tanh_grad_terms(x):
+    """(s, x s (1 - s) 2u'): the tanh-form GELU's derivative is their sum (s = sigmoid(2u)). Where x^2
+    overflows float32 the second is NaN, as torch's float32 0 * Inf (and the composite's)."""
+    c = np.sqrt(2 / np.pi)
+    s = _np_sigmoid(2 * c * (x + 0.044715 * x ** 3))
+    x2_overflows = x * x > np.finfo(np.float32).max
+    return s, np.where(x2_overflows, np.nan, x * s * (1 - s) * 2 * c * (1 + 3 * 0.044715 * x * x))
+
+
 REFERENCES = {"exp": np.exp, "tanh": np.tanh, "sigmoid": _np_sigmoid, "gelu_tanh": _np_gelu_tanh,
               "gelu_erf": lambda x: x * _np_normal_cdf(x), "gelu_erf_grad": _np_gelu_erf_grad,
               "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))),
               "softplus": lambda x: np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x))),
-              "relu": lambda x: np.maximum(x, 0.0)}
+              "relu": lambda x: np.maximum(x, 0.0), "gelu_tanh_grad": lambda x: sum(_np_gelu_tanh_grad_terms(x))}
 # Max error in float32 ulp of the float64 reference. gelu_tanh's bound covers its input rounding:
 # u = c (x + 0.044715 x^3) carries a float32 rounding that exp(-2u) magnifies by |2u| (up to ~200).
-# gelu_erf's bound: its far left tail (x < -10) exponentiates x^2/2 near 50..90.
-MAX_ULP = {"exp": 1.5, "tanh": 2.0, "sigmoid": 3.0, "gelu_tanh": 256.0, "gelu_erf": 16.0, "gelu_erf_grad": 16.0,
-           "elu": 2.0, "softplus": 4.0, "relu": 0.0}
+# gelu_erf's bound: its far left tail (x < -10) exponentiates x^2/2 near 50..90 (5 ulp for |x| < 10).
+MAX_ULP = {"exp": 1.5, "tanh": 2.0, "sigmoid": 3.0, "gelu_tanh": 256.0, "gelu_erf": 10.0, "gelu_erf_grad": 12.0,
+           "elu": 2.0, "softplus": 4.0, "relu": 0.0, "gelu_tanh_grad": 256.0}
 # Error measured in ulps of the terms' size where a sum of terms cancels: GELU's derivative
 # Phi(x) + x phi(x) crosses zero near x = -0.75, where ulps of the result itself mean nothing.
-SCALE = {"gelu_erf_grad": lambda x: _np_normal_cdf(x) + np.abs(x) * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)}
+SCALE = {"gelu_erf_grad": lambda x: _np_normal_cdf(x) + np.abs(x) * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi),
+         "gelu_tanh_grad": lambda x: sum(np.abs(t) for t in _np_gelu_tanh_grad_terms(x))}
 
 
 def _samples() -> np.ndarray:
@@ -148,6 +158,60 @@ def test_relu_grad_kernel_passes_g_where_torch_does(kernel_lib):
     np.testing.assert_array_equal(out, np.where((y > 0) | np.isnan(y), g, 0.0))
 
 
+def _call2(lib, name: str, g: np.ndarray, x: np.ndarray, nth: int) -> np.ndarray:
+    """Run two-input kernel ``name`` over 1-D contiguous g and x, split across ``nth`` threads."""
+    out = np.full_like(x, 7.0)
+
+    def header(a):
+        t = TensorStruct()
+        t.ne[0], t.ne[1], t.ne[2], t.ne[3] = a.size, 1, 1, 1
+        t.nb[0] = 4
+        t.nb[1] = t.nb[2] = t.nb[3] = 4 * a.size
+        t.data = a.ctypes.data
+        return t
+    hd, hg, hx = header(out), header(g), header(x)
+    for i in range(nth):
+        getattr(lib, f"ggmlgrad_{name}")(ctypes.byref(hd), ctypes.byref(hg), ctypes.byref(hx), i, nth, None)
+    return out
+
+
+# Fused backward kernel -> (the derivative it multiplies g by, as a float64 reference of x; the
+# bound of that derivative's kernel in ulp, with its SCALE)
+BACKWARDS = {"gelu_erf_backward": "gelu_erf_grad", "gelu_tanh_backward": "gelu_tanh_grad"}
+
+
+@pytest.mark.parametrize("name", sorted(BACKWARDS))
+def test_fused_backward_kernel_is_g_times_the_derivative(kernel_lib, name):
+    x = _samples()
+    rng = np.random.default_rng(2)
+    g = rng.standard_normal(x.size).astype(np.float32)
+    g[:7] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, 1e-30]
+    out = _call2(kernel_lib, name, g, x, nth=3)
+    with np.errstate(all="ignore"):
+        x64, g64 = x.astype(np.float64), g.astype(np.float64)
+        d = REFERENCES[BACKWARDS[name]](x64)
+        # an infinite g takes the derivative rounded to float32: times one that underflows it is NaN
+        d = np.where(np.isinf(g64), d.astype(np.float32), d)
+        # a derivative near or below float32's normal range has an absolute error (see _ulp_error),
+        # which g carries into a normal product: measure against |g| times 4x that range's bottom there
+        scale = np.abs(g64) * np.maximum(SCALE[BACKWARDS[name]](x64), 4 * np.finfo(np.float32).tiny)
+        err = _ulp_error(out, g64 * d, scale)
+    # the derivative's own bound, plus the product's rounding
+    assert err <= MAX_ULP[BACKWARDS[name]] + 1, f"{name}: {err:.2f} ulp"
+
+
+def test_tanh_backward_kernel_is_g_times_one_minus_y_squared(kernel_lib):
+    y = np.concatenate([np.tanh(_samples()), np.array([np.nan, 1.0, -1.0, 0.0, np.inf], np.float32)])
+    g = np.random.default_rng(3).standard_normal(y.size).astype(np.float32)
+    g[-3:] = [np.inf, np.nan, -0.0]
+    out = _call2(kernel_lib, "tanh_backward", g, y, nth=2)
+    with np.errstate(all="ignore"):
+        y64, g64 = y.astype(np.float64), g.astype(np.float64)
+        # in ulps of |g| (|1 - y^2| + y^2): 1 - y^2 may cancel, as it does in torch's float32
+        err = _ulp_error(out, g64 * (1 - y64 * y64), np.abs(g64) * (np.abs(1 - y64 * y64) + y64 * y64))
+    assert err <= 1.0, f"tanh_backward: {err:.2f} ulp"
+
+
 def test_kernel_keeps_signed_zero_and_covers_every_element(kernel_lib):
     x = np.array([-0.0, 0.0] * 17, np.float32)      # 34 elements over 5 threads: uneven slices
     y = _call(kernel_lib, "tanh", x, nth=5)
@@ -192,6 +256,34 @@ def test_activations_use_the_kernels_in_every_mode(mode):
             ref = REFERENCES[name](x.astype(np.float64)).astype(np.float32)
         rtol = 2e-5 if name == "gelu_tanh" else 4e-6      # gelu_tanh: see MAX_ULP
         np.testing.assert_allclose(y, ref, rtol=rtol, atol=1e-37, err_msg=name)
+
+
+@needs_kernels
+@pytest.mark.parametrize("mode", ["eager", "graph", "capture"])
+def test_fused_backward_nodes_give_the_derivatives_with_nan_and_inf(mode):
+    x = np.concatenate([np.linspace(-12, 12, 61), [np.nan, np.inf, -np.inf]]).astype(np.float32).reshape(1, 64)
+    F = gg.nn.functional
+    fns = {"tanh": gg.tanh, "gelu_erf_grad": F.gelu, "gelu_tanh_grad": lambda t: F.gelu(t, approximate="tanh")}
+
+    def grads(*xs):                      # one input per function: its own leaf and gradient
+        out = []
+        for f, xb in zip(fns.values(), xs):
+            t = gg.as_tensor(xb).requires_grad_()
+            f(t).sum().backward()
+            out.append(t.grad)
+        return out
+    if mode == "capture":
+        got = gg.capture(grads)(*(gg.tensor(x) for _ in fns))
+    else:
+        with gg.graph_mode(mode == "graph"):
+            got = [g.numpy() for g in grads(*(x for _ in fns))]
+    with np.errstate(all="ignore"):
+        x64 = x.astype(np.float64)
+        y32 = np.tanh(x64).astype(np.float32).astype(np.float64)   # 1 - y^2 from float32 y, as torch
+        refs = {"tanh": 1 - y32 * y32, "gelu_erf_grad": _np_gelu_erf_grad(x64),
+                "gelu_tanh_grad": REFERENCES["gelu_tanh_grad"](x64)}
+    for (name, ref), g in zip(refs.items(), got):
+        np.testing.assert_allclose(g, ref.astype(np.float32), rtol=2e-5, atol=1e-37, err_msg=name)
 
 
 @needs_kernels

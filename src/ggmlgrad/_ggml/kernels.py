@@ -2,9 +2,10 @@
 
 ``python -m ggmlgrad build`` compiles ``kernels/ggmlgrad_kernels.c`` beside the fast ggml. When
 that library is present (and ``GGMLGRAD_KERNELS`` is not ``0``), :data:`KERNELS` maps each kernel
-name (``exp``, ``tanh``, ``sigmoid``, ``gelu_tanh``, ``gelu_erf``, ``gelu_erf_grad``, ``elu``,
-``softplus``, ``relu``, ``relu_grad``) to its C entry point, and
-:func:`custom_unary` puts one into a graph as a ``ggml_map_custom1`` node. Without it the ops use
+name (``exp``, ``tanh``, ``sigmoid``, ``gelu_tanh``, ``gelu_erf``, ``gelu_erf_grad``, ``gelu_tanh_grad``,
+``elu``, ``softplus``, ``relu``; the two-input backward kernels ``relu_grad``, ``tanh_backward``,
+``gelu_erf_backward``, ``gelu_tanh_backward``) to its C entry point, and :func:`custom_unary` /
+:func:`custom_binary` put one into a graph as a ``ggml_map_custom1`` / ``ggml_map_custom2`` node. Without it the ops use
 ggml's own (scalar libm) kernels; the results agree to float32 rounding.
 """
 from __future__ import annotations
@@ -15,9 +16,9 @@ import os
 from .api import TensorStruct, info, lib
 from .loader import kernels_library
 
-KERNEL_NAMES = ("exp", "tanh", "sigmoid", "gelu_tanh", "gelu_erf", "gelu_erf_grad", "elu", "softplus", "relu",
-                "relu_grad")
-_ABI = 2
+KERNEL_NAMES = ("exp", "tanh", "sigmoid", "gelu_tanh", "gelu_erf", "gelu_erf_grad", "gelu_tanh_grad", "elu",
+                "softplus", "relu", "relu_grad", "tanh_backward", "gelu_erf_backward", "gelu_tanh_backward")
+_ABI = 3
 _ALL_THREADS = -1      # GGML_N_TASKS_MAX: every thread of the compute takes a slice
 
 

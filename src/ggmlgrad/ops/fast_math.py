@@ -63,3 +63,18 @@ def gelu_erf(ctx: int, x: int) -> int:
 def gelu_erf_grad(ctx: int, x: int) -> int:
     """d/dx of x Phi(x), i.e. Phi(x) + x phi(x); kernels only."""
     return custom_unary(ctx, x, "gelu_erf_grad")
+
+
+def tanh_backward(ctx: int, g: int, y: int) -> int:
+    """g * (1 - y^2) from tanh's output y, one node; kernels only (same-shape g and y, contiguous rows)."""
+    return custom_binary(ctx, g, y, "tanh_backward")
+
+
+def gelu_erf_backward(ctx: int, g: int, x: int) -> int:
+    """g * (Phi(x) + x phi(x)), the exact GELU's backward in one node; kernels only (as tanh_backward)."""
+    return custom_binary(ctx, g, x, "gelu_erf_backward")
+
+
+def gelu_tanh_backward(ctx: int, g: int, x: int) -> int:
+    """g times the tanh-form GELU's derivative at x, one node; kernels only (as tanh_backward)."""
+    return custom_binary(ctx, g, x, "gelu_tanh_backward")

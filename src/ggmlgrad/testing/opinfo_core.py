@@ -88,7 +88,7 @@ register(
     OpInfo("linear_nobias", ("linear",), lambda x, w: gg.linear(x, w), lambda x, w: x @ w.T,
            lambda r: [Sample((r.standard_normal((5, 3)), r.standard_normal((4, 3))))]),
     OpInfo("relu", ("relu", "relu_backward"), gg.relu, lambda a: np.maximum(a, 0), lambda r: _unary_samples(r, away_from_zero=True)),
-    OpInfo("tanh", ("tanh",), gg.tanh, np.tanh, _unary_samples),
+    OpInfo("tanh", ("tanh", "tanh_backward"), gg.tanh, np.tanh, _unary_samples),
     OpInfo("sigmoid", ("sigmoid",), gg.sigmoid, lambda a: 1 / (1 + np.exp(-a)), _unary_samples),
 )
 
