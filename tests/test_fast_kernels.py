@@ -287,6 +287,70 @@ def test_fused_backward_nodes_give_the_derivatives_with_nan_and_inf(mode):
         np.testing.assert_allclose(g, ref.astype(np.float32), rtol=2e-5, atol=1e-37, err_msg=name)
 
 
+def _np_gelu_tanh_grad(x):
+    return sum(_np_gelu_tanh_grad_terms(x))
+
+
+@needs_kernels
+@pytest.mark.parametrize("mode", ["eager", "graph", "check", "capture"])
+def test_gelu_backward_reuses_the_forwards_derivative_only_for_its_own_input(mode):
+    # GELU of a computed node: in graph mode and capture the forward saves its derivative for the
+    # backward (in eager each op is its own graph: recomputed). One node used by both GELU forms,
+    # a slice and a transposed view of it: each backward must take its own input's derivative.
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((6, 64)) * 3).astype(np.float32)
+    x[0, :4] = [np.nan, np.inf, -np.inf, 0.0]
+    w = [rng.standard_normal(s).astype(np.float32) for s in ((6, 64), (6, 64), (6, 32), (64, 6))]
+    F = gg.nn.functional
+
+    def grad(xb, *ws):
+        t = gg.as_tensor(xb).requires_grad_()
+        h = t * 1.0
+        terms = (F.gelu(h), F.gelu(h, approximate="tanh"), F.gelu(h[:, :32]), F.gelu(h.T))
+        sum((a * b).sum() for a, b in zip(terms, ws)).backward()
+        return t.grad
+    if mode == "capture":
+        got = gg.capture(grad)(gg.tensor(x), *(gg.tensor(a) for a in w))
+    else:
+        with gg.graph_mode(mode != "eager", check=mode == "check"):
+            got = grad(x, *w).numpy()
+    with np.errstate(all="ignore"):
+        x64 = x.astype(np.float64)
+        ref = w[0] * _np_gelu_erf_grad(x64) + w[1] * _np_gelu_tanh_grad(x64) + (w[3] * _np_gelu_erf_grad(x64).T).T
+        ref[:, :32] += w[2] * _np_gelu_erf_grad(x64[:, :32])
+    np.testing.assert_allclose(got, ref.astype(np.float32), rtol=2e-5, atol=1e-5)
+
+
+@needs_kernels
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_values_are_the_same_with_and_without_the_saved_derivative(approximate):
+    x = np.concatenate([np.linspace(-15, 15, 253), [np.nan, np.inf, -np.inf]]).astype(np.float32).reshape(4, 64)
+
+    def f(xb):
+        t = gg.as_tensor(xb).requires_grad_()
+        return gg.nn.functional.gelu(t * 1.0, approximate=approximate)
+    eager = f(x).numpy()                       # its own graph: the plain kernel
+    captured = gg.capture(f)(gg.tensor(x))     # value and derivative in one node
+    np.testing.assert_array_equal(captured, eager)
+
+
+@needs_kernels
+def test_captured_gelu_step_runs_no_second_gelu_pass():
+    from ggmlgrad._ggml import lib
+    from ggmlgrad._ggml.kernels import KERNELS, custom_fun
+    w = gg.randn(8, 8, requires_grad=True)
+    x = gg.randn(4, 8)
+
+    def loss(xb):
+        return gg.nn.functional.gelu(xb @ w).sum()
+    step = gg.capture_step(loss, gg.optim.SGD([w], lr=0.1))
+    step(x)
+    rec = next(iter(step._cache.values()))
+    funs = [custom_fun(lib.graph_node(g.graph, i)) for g in rec.graphs for i in range(g.n_nodes)]
+    assert KERNELS["gelu_erf_parts"] in funs
+    assert not {KERNELS["gelu_erf"], KERNELS["gelu_erf_backward"], KERNELS["gelu_erf_grad"]} & set(funs)
+
+
 @needs_kernels
 def test_tanh_network_gradients_match_finite_differences():
     x = gg.randn(3, 5, requires_grad=True)

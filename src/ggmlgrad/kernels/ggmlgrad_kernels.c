@@ -297,6 +297,53 @@ GK_EXPORT2(gelu_erf_backward, gk_gelu_erf_backward)
 GK_EXPORT2(gelu_tanh_backward, gk_gelu_tanh_backward)
 GK_EXPORT(softplus, gk_softplus)
 
+/* GELU's value and derivative in one pass, for a forward whose backward follows in the same
+ * graph (a training step): dst (a ggml_custom_4d node of 2n floats) gets [y | d] for the n floats
+ * of src[0], which must be contiguous; the backward is then g * d, one cheap node, instead of a
+ * second pass of exp and erfc. */
+/* x Phi(x) and Phi(x) + x phi(x) sharing Phi and the Gaussian. */
+static inline float gk_gelu_erf_both(float x, float * d) {
+    float g = gk_gauss(x);
+    float cdf = gk_normal_cdf(x, g);
+    float dd = cdf + x * (0.3989422804014327f * g);
+    *d = x == x ? dd : x;
+    return x * cdf;
+}
+
+/* x s and s + x s (1 - s) 2u', s = sigmoid(2u), sharing s (see gk_gelu_tanh_grad). */
+static inline float gk_gelu_tanh_both(float x, float * d) {
+    float v = 1.5957691216057308f * (x + 0.044715f * x * x * x);
+    float e = gk_exp_nonpos(-fabsf(v));
+    float r = 1.0f / (1.0f + e);
+    float s = v >= 0.0f ? r : e * r;
+    float sc = v >= 0.0f ? e * r : r;
+    float du = 1.5957691216057308f * (1.0f + 0.134145f * (x * x));
+    float dd = s + x * (s * sc) * du;
+    *d = x == x ? dd : x;
+    return x == x ? x * s : x;
+}
+
+#define GK_EXPORT_PARTS(name, both)                                                                 \
+    void ggmlgrad_##name(struct ggml_tensor * dst, int ith, int nth, void * userdata) {              \
+        (void) userdata;                                                                            \
+        const struct ggml_tensor * a = dst->src[0];                                                 \
+        const int64_t n = a->ne[0] * a->ne[1] * a->ne[2] * a->ne[3];                                \
+        const int64_t per = ((n + nth - 1) / nth + 15) & ~(int64_t)15;                              \
+        const int64_t start = per * ith < n ? per * ith : n;                                        \
+        const int64_t count = n - start < per ? n - start : per;                                    \
+        const float * restrict x = (const float *) a->data + start;                                 \
+        float * restrict y = (float *) dst->data + start;                                           \
+        float * restrict d = (float *) dst->data + n + start;                                       \
+        for (int64_t i = 0; i < count; ++i) {                                                       \
+            float di;                                                                               \
+            y[i] = both(x[i], &di);                                                                 \
+            d[i] = di;                                                                              \
+        }                                                                                           \
+    }
+
+GK_EXPORT_PARTS(gelu_erf_parts, gk_gelu_erf_both)
+GK_EXPORT_PARTS(gelu_tanh_parts, gk_gelu_tanh_both)
+
 /* The ABI this file was built for, checked by the loader before any kernel runs. */
 int ggmlgrad_kernels_abi(void) { return 3; }
 size_t ggmlgrad_kernels_tensor_size(void) { return sizeof(struct ggml_tensor); }

@@ -173,6 +173,11 @@ def _gelu(ctx, nodes, inputs, out, approximate="none"):
     """x * Phi(x) (erf form), or the tanh approximation. The tanh form is composed here because
     ggml's CPU ggml_gelu reads an fp16 lookup table (errors near 1e-3)."""
     x = nodes[0]
+    # A backward may follow (graph mode's pending inputs cannot tell yet): value and derivative at once
+    if fast_math.ACTIVE and getattr(inputs[0], "requires_grad", True):
+        y = fast_math.gelu_with_derivative(ctx, x, approximate)
+        if y:
+            return y
     if approximate == "none":
         return fast_math.gelu_erf(ctx, x)
     if fast_math.ACTIVE:
@@ -185,6 +190,9 @@ def _gelu(ctx, nodes, inputs, out, approximate="none"):
 def _gelu_backward(ctx, nodes, inputs, out, approximate="none"):
     """g * d gelu/dx in one node group."""
     g, x = nodes
+    d = fast_math.gelu_saved_derivative(ctx, x, approximate, g) if fast_math.ACTIVE else 0
+    if d:                                       # the forward's, in this graph
+        return lib.mul(ctx, g, d)
     if fast_math.ACTIVE and _same_rows(g, x):   # one fused node: g * d(x)
         fused = fast_math.gelu_erf_backward if approximate == "none" else fast_math.gelu_tanh_backward
         return fused(ctx, g, x)

@@ -6,8 +6,8 @@ so a ggml with a GPU device keeps ggml's own nodes (a custom op would pull the g
 """
 from __future__ import annotations
 
-from .._ggml import lib
-from .._ggml.kernels import KERNELS, custom_binary, custom_unary
+from .._ggml import TensorStruct, lib
+from .._ggml.kernels import KERNELS, custom_binary, custom_fun, custom_parts, custom_unary
 from ..runtime import devices
 
 
@@ -78,3 +78,61 @@ def gelu_erf_backward(ctx: int, g: int, x: int) -> int:
 def gelu_tanh_backward(ctx: int, g: int, x: int) -> int:
     """g times the tanh-form GELU's derivative at x, one node; kernels only (as tanh_backward)."""
     return custom_binary(ctx, g, x, "gelu_tanh_backward")
+
+
+# GELU in a training step: the forward computes the value and the derivative in one pass, and the
+# backward multiplies g by the saved derivative (exact GELU, 16k floats: 16 + 19 us of kernels
+# before, 18 + 2 after). The forward marks its input's node (ggml's name field) with the node
+# holding both; the backward, handed the same input node, finds it there. Only computed (non-leaf)
+# nodes are marked: they live and die with the graph that holds both nodes, while a leaf's header
+# may be kept for later graphs.
+_PARTS = {"none": "gelu_erf_parts", "tanh": "gelu_tanh_parts"}
+_MARK = b"ggmlgrad.gelu_parts:"
+
+
+def _contiguous(t: TensorStruct) -> bool:
+    return (t.nb[0] == 4 and t.nb[1] == 4 * t.ne[0] and t.nb[2] == t.nb[1] * t.ne[1]
+            and t.nb[3] == t.nb[2] * t.ne[2])
+
+
+def _view_like(ctx: int, node: int, ne, offset: int) -> int:
+    """A contiguous float32 view of ``node`` in shape ``ne``, ``offset`` bytes in."""
+    return lib.view_4d(ctx, node, ne[0], ne[1], ne[2], ne[3], 4 * ne[0], 4 * ne[0] * ne[1],
+                       4 * ne[0] * ne[1] * ne[2], offset)
+
+
+def gelu_with_derivative(ctx: int, x: int, approximate: str) -> int:
+    """GELU of ``x`` for a forward whose backward follows in the same graph (0 when ``x`` is a leaf
+    or not contiguous): one node computes [value | derivative], and the result is a copy of the
+    value half (an op's result owns its memory); :func:`gelu_saved_derivative` finds the other."""
+    t = TensorStruct.from_address(x)
+    if not _contiguous(t):
+        return 0
+    base = t.view_src or x
+    bt = TensorStruct.from_address(base)
+    if bt.op == 0:                          # GGML_OP_NONE: a leaf
+        return 0
+    parts = custom_parts(ctx, x, _PARTS[approximate])
+    bt.name = _MARK + str(parts).encode()
+    return lib.cont(ctx, _view_like(ctx, parts, t.ne, 0))
+
+
+def gelu_saved_derivative(ctx: int, x: int, approximate: str, like: int) -> int:
+    """The derivative :func:`gelu_with_derivative` computed for this very ``x`` node in this graph,
+    as a view in ``like``'s shape; 0 when there is none."""
+    t = TensorStruct.from_address(x)
+    if not _contiguous(t):
+        return 0
+    base = t.view_src or x
+    name = TensorStruct.from_address(base).name
+    if not name.startswith(_MARK):
+        return 0
+    parts = int(name[len(_MARK):])
+    if custom_fun(parts) != KERNELS[_PARTS[approximate]]:
+        return 0
+    src = TensorStruct.from_address(parts).src[0]
+    st = TensorStruct.from_address(src)
+    n = t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3]
+    if (st.view_src or src) != base or st.view_offs != t.view_offs or st.ne[0] * st.ne[1] * st.ne[2] * st.ne[3] != n:
+        return 0
+    return _view_like(ctx, parts, TensorStruct.from_address(like).ne, 4 * n)
