@@ -212,6 +212,62 @@ def test_tanh_backward_kernel_is_g_times_one_minus_y_squared(kernel_lib):
     assert err <= 1.0, f"tanh_backward: {err:.2f} ulp"
 
 
+def _rows_header(a: np.ndarray) -> TensorStruct:
+    t = TensorStruct()
+    t.ne[0], t.ne[1], t.ne[2], t.ne[3] = a.shape[1], a.shape[0], 1, 1
+    t.nb[0], t.nb[1] = 4, 4 * a.shape[1]
+    t.nb[2] = t.nb[3] = 4 * a.size
+    t.data = a.ctypes.data
+    return t
+
+
+def _np_log_softmax_rows(x64):
+    """(x - m) - log(sum(exp(x - m))) per row; NaN rows where the row holds NaN or its max is infinite."""
+    m = np.max(np.where(np.isnan(x64), -np.inf, x64), axis=1, keepdims=True)
+    with np.errstate(all="ignore"):
+        y = (x64 - m) - np.log(np.sum(np.exp(x64 - m), axis=1, keepdims=True))
+    bad = np.isnan(x64).any(axis=1) | np.isinf(m[:, 0])
+    y[bad] = np.nan
+    return y
+
+
+@pytest.mark.parametrize("width", [1, 2, 7, 8, 33])
+def test_log_softmax_rows_kernels_against_float64(kernel_lib, width):
+    rng = np.random.default_rng(width)
+    x = (rng.standard_normal((40, width)) * 20).astype(np.float32)
+    x[1, 0], x[2, -1], x[3, 0], x[4] = np.nan, np.inf, -np.inf, -np.inf       # NaN rows and a -inf entry
+    x[5] += 1e30 if width > 1 else 0.0
+    y = np.full_like(x, 7.0)
+    hx, hy = _rows_header(x), _rows_header(y)
+    for i in range(3):
+        kernel_lib.ggmlgrad_log_softmax_rows(ctypes.byref(hy), ctypes.byref(hx), i, 3, None)
+    ref = _np_log_softmax_rows(x.astype(np.float64))
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+    np.testing.assert_array_equal(y[np.isinf(ref)], ref[np.isinf(ref)])
+    ok = np.isfinite(ref)
+    m = np.max(np.where(np.isnan(x), -np.inf, x), axis=1, keepdims=True).astype(np.float64)
+    # the roundings of x - m, of the log-sum and of the result
+    with np.errstate(invalid="ignore"):
+        tol = (np.spacing(np.abs(x - m).astype(np.float32)) + np.spacing(np.abs(ref).astype(np.float32))
+               + 2 * np.spacing(np.float32(np.log(width) + 1))).astype(np.float64)
+    assert np.all(np.abs(y[ok] - ref[ok]) <= tol[ok])
+    # backward: g - exp(y) * sum(g) per row, from the forward's own output
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    g[6, 0] = np.inf
+    out = np.full_like(x, 7.0)
+    hg, ho = _rows_header(g), _rows_header(out)
+    for i in range(2):
+        kernel_lib.ggmlgrad_log_softmax_rows_backward(ctypes.byref(ho), ctypes.byref(hg), ctypes.byref(hy), i, 2, None)
+    with np.errstate(all="ignore"):
+        y64, g64 = y.astype(np.float64), g.astype(np.float64)
+        p32 = np.exp(y64).astype(np.float32).astype(np.float64)   # the softmax in float32: 0 * inf is NaN
+        gref = g64 - p32 * g64.sum(axis=1, keepdims=True)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(gref))
+    fin = np.isfinite(gref)
+    scale = np.abs(g64) + np.exp(y64) * np.abs(g64).sum(axis=1, keepdims=True)
+    assert np.all(np.abs(out[fin] - gref[fin]) <= 4 * np.spacing(scale.astype(np.float32))[fin])
+
+
 def test_kernel_keeps_signed_zero_and_covers_every_element(kernel_lib):
     x = np.array([-0.0, 0.0] * 17, np.float32)      # 34 elements over 5 threads: uneven slices
     y = _call(kernel_lib, "tanh", x, nth=5)

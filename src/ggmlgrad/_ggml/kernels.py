@@ -18,7 +18,7 @@ from .loader import kernels_library
 
 KERNEL_NAMES = ("exp", "tanh", "sigmoid", "gelu_tanh", "gelu_erf", "gelu_erf_grad", "gelu_tanh_grad", "elu",
                 "softplus", "relu", "relu_grad", "tanh_backward", "gelu_erf_backward", "gelu_tanh_backward",
-                "gelu_erf_parts", "gelu_tanh_parts")
+                "gelu_erf_parts", "gelu_tanh_parts", "log_softmax_rows", "log_softmax_rows_backward")
 _ABI = 3
 _ALL_THREADS = -1      # GGML_N_TASKS_MAX: every thread of the compute takes a slice
 

@@ -344,6 +344,53 @@ static inline float gk_gelu_tanh_both(float x, float * d) {
 GK_EXPORT_PARTS(gelu_erf_parts, gk_gelu_erf_both)
 GK_EXPORT_PARTS(gelu_tanh_parts, gk_gelu_tanh_both)
 
+/* Row r of a (ne0 elements at unit stride) and of a contiguous dst. */
+static inline const float * row_in(const struct ggml_tensor * a, int64_t r) {
+    const int64_t i1 = r % a->ne[1], i2 = (r / a->ne[1]) % a->ne[2], i3 = r / (a->ne[1] * a->ne[2]);
+    return (const float *) ((const char *) a->data + i1 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3]);
+}
+
+/* log_softmax along rows: (x - m) - log(sum exp(x - m)), m the row max. A row holding NaN, or
+ * whose max is infinite, is all NaN (as the composite of argmax, soft_max and log gives). One node
+ * instead of eight, whose per-row loops cost ggml ~20 ns a row on short rows (class logits). */
+void ggmlgrad_log_softmax_rows(struct ggml_tensor * dst, const struct ggml_tensor * a, int ith, int nth,
+                               void * userdata) {
+    (void) userdata;
+    const int64_t ne0 = a->ne[0], nrows = a->ne[1] * a->ne[2] * a->ne[3];
+    const int64_t per = (nrows + nth - 1) / nth, r0 = per * ith, r1 = r0 + per < nrows ? r0 + per : nrows;
+    for (int64_t r = r0; r < r1; ++r) {
+        const float * restrict x = row_in(a, r);
+        float * restrict y = (float *) dst->data + r * ne0;
+        float m = -INFINITY;
+        int nan = 0;
+        for (int64_t i = 0; i < ne0; ++i) {
+            m = x[i] > m ? x[i] : m;
+            nan |= x[i] != x[i];
+        }
+        for (int64_t i = 0; i < ne0; ++i) y[i] = gk_exp(x[i] - m);
+        float sum = 0.0f;
+        for (int64_t i = 0; i < ne0; ++i) sum += y[i];
+        const float lse = nan || isinf(m) ? NAN : logf(sum);
+        for (int64_t i = 0; i < ne0; ++i) y[i] = (x[i] - m) - lse;
+    }
+}
+
+/* Its backward from the output y: g - exp(y) sum(g) along each row (exp(y) is the softmax). */
+void ggmlgrad_log_softmax_rows_backward(struct ggml_tensor * dst, const struct ggml_tensor * g,
+                                        const struct ggml_tensor * y, int ith, int nth, void * userdata) {
+    (void) userdata;
+    const int64_t ne0 = g->ne[0], nrows = g->ne[1] * g->ne[2] * g->ne[3];
+    const int64_t per = (nrows + nth - 1) / nth, r0 = per * ith, r1 = r0 + per < nrows ? r0 + per : nrows;
+    for (int64_t r = r0; r < r1; ++r) {
+        const float * restrict gr = row_in(g, r);
+        const float * restrict yr = row_in(y, r);
+        float * restrict out = (float *) dst->data + r * ne0;
+        float total = 0.0f;
+        for (int64_t i = 0; i < ne0; ++i) total += gr[i];
+        for (int64_t i = 0; i < ne0; ++i) out[i] = gr[i] - gk_exp(yr[i]) * total;
+    }
+}
+
 /* The ABI this file was built for, checked by the loader before any kernel runs. */
 int ggmlgrad_kernels_abi(void) { return 3; }
 size_t ggmlgrad_kernels_tensor_size(void) { return sizeof(struct ggml_tensor); }

@@ -323,6 +323,8 @@ def _log_softmax_backward_op(ctx, nodes, inputs, out, axis=-1):
     if not shape:
         return lib.scale(ctx, g, 0.0)
     ax = axis % len(shape)
+    if fast_math.ACTIVE and ax == len(shape) - 1 and _same_rows(g, y):   # one node
+        return fast_math.log_softmax_rows_backward(ctx, g, y)
     kept = tuple(1 if i == ax else d for i, d in enumerate(shape))
     total = sum_kept(ctx, g, shape, kept)
     # exp(y) is the softmax: the forward's own when it is in this graph. Otherwise ggml_soft_max(y)
@@ -347,6 +349,8 @@ def _log_softmax(ctx, nodes, inputs, out, axis=-1):
     ax = norm_axis("log_softmax", axis, a.ndim)
     if a.ndim == 0:
         return lib.scale(ctx, nodes[0], 0.0)
+    if fast_math.ACTIVE and ax == a.ndim - 1 and TensorStruct.from_address(nodes[0]).nb[0] == 4:
+        return fast_math.log_softmax_rows(ctx, nodes[0])   # one node instead of eight
     m, logsum, p = logsumexp_parts(ctx, nodes[0], a.shape, (ax,))
     y = lib.sub(ctx, lib.sub(ctx, nodes[0], m), logsum)
     if ax != a.ndim - 1:

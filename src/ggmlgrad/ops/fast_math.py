@@ -80,6 +80,17 @@ def gelu_tanh_backward(ctx: int, g: int, x: int) -> int:
     return custom_binary(ctx, g, x, "gelu_tanh_backward")
 
 
+def log_softmax_rows(ctx: int, x: int) -> int:
+    """log_softmax along ggml rows (ne0, unit stride), one node; kernels only."""
+    return custom_unary(ctx, x, "log_softmax_rows")
+
+
+def log_softmax_rows_backward(ctx: int, g: int, y: int) -> int:
+    """g - exp(y) * sum(g) along ggml rows (y the log_softmax output), one node; kernels only (same
+    shapes, unit stride along rows)."""
+    return custom_binary(ctx, g, y, "log_softmax_rows_backward")
+
+
 # GELU in a training step: the forward computes the value and the derivative in one pass, and the
 # backward multiplies g by the saved derivative (exact GELU, 16k floats: 16 + 19 us of kernels
 # before, 18 + 2 after). The forward marks its input's node (ggml's name field) with the node
