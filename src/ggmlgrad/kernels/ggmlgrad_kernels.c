@@ -1,11 +1,14 @@
-/* ggmlgrad's vectorised activation kernels, run as ggml custom ops (ggml_map_custom1).
+/* ggmlgrad's vectorised activation kernels, run as ggml custom ops (ggml_map_custom1/2,
+ * ggml_custom_4d).
  *
  * ggml's CPU backend computes tanh, sigmoid, exp and GELU with one libm call per element
  * (tanhf alone was ~10 ns an element here, 40x a ReLU). These loops use no libm call and no
  * branch, so the compiler vectorises them (AVX2/NEON): exp by Cody-Waite reduction and a
  * degree-6 polynomial (Cephes expf coefficients, about 1 ulp), tanh by an odd polynomial
  * below 0.625 and (1 - e)/(1 + e), e = exp(-2|x|), above, sigmoid by exp(-|x|) so that neither
- * tail cancels; GELU by an erfcx fit times one exp. NaN propagates and +-Inf gives the limits, as torch and NumPy compute them.
+ * tail cancels, GELU by an erfcx fit times one exp. NaN propagates and +-Inf gives the limits,
+ * as torch and NumPy compute them. Backward passes are fused into one node each (tanh, GELU,
+ * ReLU, log_softmax), and GELU's forward can hand its derivative to the backward (*_parts).
  *
  * Built by `python -m ggmlgrad build` beside the fast ggml; never required.
  */

@@ -1,8 +1,11 @@
-"""exp, tanh, sigmoid, GELU, ELU and softplus nodes: ggmlgrad's vectorised kernels where built, else ggml's.
+"""exp, tanh, sigmoid, GELU, ELU, softplus and log_softmax nodes: ggmlgrad's vectorised kernels where
+built, else ggml's.
 
 ggml's CPU kernels for these call libm once per element (tanh about 40x a ReLU); the fast build's
-kernels (:mod:`.._ggml.kernels`) run them at SIMD speed with NaN/Inf as torch. They are CPU code,
-so a ggml with a GPU device keeps ggml's own nodes (a custom op would pull the graph to the CPU).
+kernels (:mod:`.._ggml.kernels`) run them at SIMD speed with NaN/Inf as torch, and fuse backward
+passes into one node each (tanh's g (1 - y^2), GELU's g d(x), log_softmax's g - exp(y) sum(g)).
+They are CPU code, so a ggml with a GPU device keeps ggml's own nodes (a custom op would pull the
+graph to the CPU).
 """
 from __future__ import annotations
 
