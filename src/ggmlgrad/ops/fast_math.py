@@ -95,7 +95,7 @@ def log_softmax_rows_backward(ctx: int, g: int, y: int) -> int:
 
 
 # GELU in a training step: the forward computes the value and the derivative in one pass, and the
-# backward multiplies g by the saved derivative (exact GELU, 16k floats: 16 + 19 us of kernels
+# backward multiplies g by the saved derivative (exact GELU, 16k floats: 16 + 18 us of kernels
 # before, 18 + 2 after). The forward marks its input's node (ggml's name field) with the node
 # holding both; the backward, handed the same input node, finds it there. Only computed (non-leaf)
 # nodes are marked: they live and die with the graph that holds both nodes, while a leaf's header
