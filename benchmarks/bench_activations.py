@@ -108,7 +108,8 @@ def main() -> None:
     print("µs per captured call of one activation node (minus a captured x*1 of the same shape); "
           "max error in float32 ulp against NumPy float64")
     rng = np.random.default_rng(0)
-    head = f"{'activation':<11}{'shape':>9}{'kernels µs':>12}{'ggml µs':>10}{'numpy µs':>10}{'kernels ulp':>13}{'ggml ulp':>14}"
+    head = (f"{'activation':<11}{'shape':>9}{'kernels µs':>12}{'ggml µs':>10}{'numpy µs':>10}{'kernels ulp':>13}"
+            f"{'ggml ulp':>14}")
     print(head)
     for name in k["results"]:
         for shape in SHAPES:

@@ -4,10 +4,11 @@
 
 Workloads (issues 5 and 14): Adam training steps of MLPs 4-32-32-2 (batch 32), 64-64-64-8 (batch
 256), 784-256-10 (batch 128), and a batch-1 forward of 784-256-10, each with ReLU, tanh and GELU
-between the layers (``--activations`` picks some; ``gelu_tanh`` adds GELU's tanh approximation). Each framework is measured in its own process,
-the processes taking turns for ``--rounds`` rounds; prints the median over rounds of the time per
-call (in each process the median over ``--repeat`` blocks of the per-call median), the ratio
-ggmlgrad / JAX jit and that ratio's range over the rounds.
+between the layers (``--activations`` picks some; ``gelu_tanh`` adds GELU's tanh approximation).
+Each framework is measured in its own process, the processes taking turns for ``--rounds``
+rounds; prints the median over rounds of the time per call (in each process the median over
+``--repeat`` blocks of the per-call median), the ratio ggmlgrad / JAX jit and that ratio's range
+over the rounds.
 Goals: <= 0.6x, 0.8x, 1.0x, 0.8x of JAX jit. ``--breakdown`` times each stage of the replay path.
 
 Every side gets the same work and its idiomatic fast path: inputs already where the computation
