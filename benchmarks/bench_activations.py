@@ -108,7 +108,8 @@ def main() -> None:
     print("µs per captured call of one activation node (minus a captured x*1 of the same shape); "
           "max error in float32 ulp against NumPy float64")
     rng = np.random.default_rng(0)
-    head = f"{'activation':<11}{'shape':>9}{'kernels µs':>12}{'ggml µs':>10}{'numpy µs':>10}{'kernels ulp':>13}{'ggml ulp':>10}"
+    head = (f"{'activation':<11}{'shape':>9}{'kernels µs':>12}{'ggml µs':>10}{'numpy µs':>10}{'kernels ulp':>13}"
+            f"{'ggml ulp':>14}")
     print(head)
     for name in k["results"]:
         for shape in SHAPES:
@@ -117,7 +118,8 @@ def main() -> None:
             gt, ge = g["results"][name][s]
             x = (rng.standard_normal(shape) * 3).astype(np.float32)
             nt = _median_us(lambda: NUMPY[name](x), a.number, a.repeat) if name in NUMPY else float("nan")
-            print(f"{name:<11}{s:>9}{kt - k['overhead'][s]:12.1f}{gt - g['overhead'][s]:10.1f}{nt:10.1f}{ke:13.2f}{ge:10.2f}")
+            print(f"{name:<11}{s:>9}{kt - k['overhead'][s]:12.1f}{gt - g['overhead'][s]:10.1f}{nt:10.1f}{ke:13.2f}"
+                  f"{ge:14.2f}")
 
 
 if __name__ == "__main__":

@@ -46,19 +46,29 @@ def _np_gelu_erf_grad(x):
     return _np_normal_cdf(x) + x * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)
 
 
+def _np_gelu_tanh_grad_terms(x):
+    """(s, x s (1 - s) 2u'): the tanh-form GELU's derivative is their sum (s = sigmoid(2u)). Where x^2
+    overflows float32 the second is NaN, as torch's float32 0 * Inf (and the composite's)."""
+    c = np.sqrt(2 / np.pi)
+    s = _np_sigmoid(2 * c * (x + 0.044715 * x ** 3))
+    x2_overflows = x * x > np.finfo(np.float32).max
+    return s, np.where(x2_overflows, np.nan, x * s * (1 - s) * 2 * c * (1 + 3 * 0.044715 * x * x))
+
+
 REFERENCES = {"exp": np.exp, "tanh": np.tanh, "sigmoid": _np_sigmoid, "gelu_tanh": _np_gelu_tanh,
               "gelu_erf": lambda x: x * _np_normal_cdf(x), "gelu_erf_grad": _np_gelu_erf_grad,
               "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))),
               "softplus": lambda x: np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x))),
-              "relu": lambda x: np.maximum(x, 0.0)}
+              "relu": lambda x: np.maximum(x, 0.0), "gelu_tanh_grad": lambda x: sum(_np_gelu_tanh_grad_terms(x))}
 # Max error in float32 ulp of the float64 reference. gelu_tanh's bound covers its input rounding:
 # u = c (x + 0.044715 x^3) carries a float32 rounding that exp(-2u) magnifies by |2u| (up to ~200).
-# gelu_erf's bound: its far left tail (x < -10) exponentiates x^2/2 near 50..90.
-MAX_ULP = {"exp": 1.5, "tanh": 2.0, "sigmoid": 3.0, "gelu_tanh": 256.0, "gelu_erf": 16.0, "gelu_erf_grad": 16.0,
-           "elu": 2.0, "softplus": 4.0, "relu": 0.0}
+# gelu_erf's bound: its far left tail (x < -10) exponentiates x^2/2 near 50..90 (5 ulp for |x| < 10).
+MAX_ULP = {"exp": 1.5, "tanh": 2.0, "sigmoid": 3.0, "gelu_tanh": 256.0, "gelu_erf": 10.0, "gelu_erf_grad": 12.0,
+           "elu": 2.0, "softplus": 4.0, "relu": 0.0, "gelu_tanh_grad": 256.0}
 # Error measured in ulps of the terms' size where a sum of terms cancels: GELU's derivative
 # Phi(x) + x phi(x) crosses zero near x = -0.75, where ulps of the result itself mean nothing.
-SCALE = {"gelu_erf_grad": lambda x: _np_normal_cdf(x) + np.abs(x) * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)}
+SCALE = {"gelu_erf_grad": lambda x: _np_normal_cdf(x) + np.abs(x) * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi),
+         "gelu_tanh_grad": lambda x: sum(np.abs(t) for t in _np_gelu_tanh_grad_terms(x))}
 
 
 def _samples() -> np.ndarray:
@@ -148,6 +158,116 @@ def test_relu_grad_kernel_passes_g_where_torch_does(kernel_lib):
     np.testing.assert_array_equal(out, np.where((y > 0) | np.isnan(y), g, 0.0))
 
 
+def _call2(lib, name: str, g: np.ndarray, x: np.ndarray, nth: int) -> np.ndarray:
+    """Run two-input kernel ``name`` over 1-D contiguous g and x, split across ``nth`` threads."""
+    out = np.full_like(x, 7.0)
+
+    def header(a):
+        t = TensorStruct()
+        t.ne[0], t.ne[1], t.ne[2], t.ne[3] = a.size, 1, 1, 1
+        t.nb[0] = 4
+        t.nb[1] = t.nb[2] = t.nb[3] = 4 * a.size
+        t.data = a.ctypes.data
+        return t
+    hd, hg, hx = header(out), header(g), header(x)
+    for i in range(nth):
+        getattr(lib, f"ggmlgrad_{name}")(ctypes.byref(hd), ctypes.byref(hg), ctypes.byref(hx), i, nth, None)
+    return out
+
+
+# Fused backward kernel -> (the derivative it multiplies g by, as a float64 reference of x; the
+# bound of that derivative's kernel in ulp, with its SCALE)
+BACKWARDS = {"gelu_erf_backward": "gelu_erf_grad", "gelu_tanh_backward": "gelu_tanh_grad"}
+
+
+@pytest.mark.parametrize("name", sorted(BACKWARDS))
+def test_fused_backward_kernel_is_g_times_the_derivative(kernel_lib, name):
+    x = _samples()
+    rng = np.random.default_rng(2)
+    g = rng.standard_normal(x.size).astype(np.float32)
+    g[:7] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, 1e-30]
+    out = _call2(kernel_lib, name, g, x, nth=3)
+    with np.errstate(all="ignore"):
+        x64, g64 = x.astype(np.float64), g.astype(np.float64)
+        d = REFERENCES[BACKWARDS[name]](x64)
+        # an infinite g takes the derivative rounded to float32: times one that underflows it is NaN
+        d = np.where(np.isinf(g64), d.astype(np.float32), d)
+        # a derivative near or below float32's normal range has an absolute error (see _ulp_error),
+        # which g carries into a normal product: measure against |g| times 4x that range's bottom there
+        scale = np.abs(g64) * np.maximum(SCALE[BACKWARDS[name]](x64), 4 * np.finfo(np.float32).tiny)
+        err = _ulp_error(out, g64 * d, scale)
+    # the derivative's own bound, plus the product's rounding
+    assert err <= MAX_ULP[BACKWARDS[name]] + 1, f"{name}: {err:.2f} ulp"
+
+
+def test_tanh_backward_kernel_is_g_times_one_minus_y_squared(kernel_lib):
+    y = np.concatenate([np.tanh(_samples()), np.array([np.nan, 1.0, -1.0, 0.0, np.inf], np.float32)])
+    g = np.random.default_rng(3).standard_normal(y.size).astype(np.float32)
+    g[-3:] = [np.inf, np.nan, -0.0]
+    out = _call2(kernel_lib, "tanh_backward", g, y, nth=2)
+    with np.errstate(all="ignore"):
+        y64, g64 = y.astype(np.float64), g.astype(np.float64)
+        # in ulps of |g| (|1 - y^2| + y^2): 1 - y^2 may cancel, as it does in torch's float32
+        err = _ulp_error(out, g64 * (1 - y64 * y64), np.abs(g64) * (np.abs(1 - y64 * y64) + y64 * y64))
+    assert err <= 1.0, f"tanh_backward: {err:.2f} ulp"
+
+
+def _rows_header(a: np.ndarray) -> TensorStruct:
+    t = TensorStruct()
+    t.ne[0], t.ne[1], t.ne[2], t.ne[3] = a.shape[1], a.shape[0], 1, 1
+    t.nb[0], t.nb[1] = 4, 4 * a.shape[1]
+    t.nb[2] = t.nb[3] = 4 * a.size
+    t.data = a.ctypes.data
+    return t
+
+
+def _np_log_softmax_rows(x64):
+    """(x - m) - log(sum(exp(x - m))) per row; NaN rows where the row holds NaN or its max is infinite."""
+    m = np.max(np.where(np.isnan(x64), -np.inf, x64), axis=1, keepdims=True)
+    with np.errstate(all="ignore"):
+        y = (x64 - m) - np.log(np.sum(np.exp(x64 - m), axis=1, keepdims=True))
+    bad = np.isnan(x64).any(axis=1) | np.isinf(m[:, 0])
+    y[bad] = np.nan
+    return y
+
+
+@pytest.mark.parametrize("width", [1, 2, 7, 8, 33])
+def test_log_softmax_rows_kernels_against_float64(kernel_lib, width):
+    rng = np.random.default_rng(width)
+    x = (rng.standard_normal((40, width)) * 20).astype(np.float32)
+    x[1, 0], x[2, -1], x[3, 0], x[4] = np.nan, np.inf, -np.inf, -np.inf       # NaN rows and a -inf entry
+    x[5] += 1e30 if width > 1 else 0.0
+    y = np.full_like(x, 7.0)
+    hx, hy = _rows_header(x), _rows_header(y)
+    for i in range(3):
+        kernel_lib.ggmlgrad_log_softmax_rows(ctypes.byref(hy), ctypes.byref(hx), i, 3, None)
+    ref = _np_log_softmax_rows(x.astype(np.float64))
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+    np.testing.assert_array_equal(y[np.isinf(ref)], ref[np.isinf(ref)])
+    ok = np.isfinite(ref)
+    m = np.max(np.where(np.isnan(x), -np.inf, x), axis=1, keepdims=True).astype(np.float64)
+    # the roundings of x - m, of the log-sum and of the result
+    with np.errstate(invalid="ignore"):
+        tol = (np.spacing(np.abs(x - m).astype(np.float32)) + np.spacing(np.abs(ref).astype(np.float32))
+               + 2 * np.spacing(np.float32(np.log(width) + 1))).astype(np.float64)
+    assert np.all(np.abs(y[ok] - ref[ok]) <= tol[ok])
+    # backward: g - exp(y) * sum(g) per row, from the forward's own output
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    g[6, 0] = np.inf
+    out = np.full_like(x, 7.0)
+    hg, ho = _rows_header(g), _rows_header(out)
+    for i in range(2):
+        kernel_lib.ggmlgrad_log_softmax_rows_backward(ctypes.byref(ho), ctypes.byref(hg), ctypes.byref(hy), i, 2, None)
+    with np.errstate(all="ignore"):
+        y64, g64 = y.astype(np.float64), g.astype(np.float64)
+        p32 = np.exp(y64).astype(np.float32).astype(np.float64)   # the softmax in float32: 0 * inf is NaN
+        gref = g64 - p32 * g64.sum(axis=1, keepdims=True)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(gref))
+    fin = np.isfinite(gref)
+    scale = np.abs(g64) + np.exp(y64) * np.abs(g64).sum(axis=1, keepdims=True)
+    assert np.all(np.abs(out[fin] - gref[fin]) <= 4 * np.spacing(scale.astype(np.float32))[fin])
+
+
 def test_kernel_keeps_signed_zero_and_covers_every_element(kernel_lib):
     x = np.array([-0.0, 0.0] * 17, np.float32)      # 34 elements over 5 threads: uneven slices
     y = _call(kernel_lib, "tanh", x, nth=5)
@@ -192,6 +312,99 @@ def test_activations_use_the_kernels_in_every_mode(mode):
             ref = REFERENCES[name](x.astype(np.float64)).astype(np.float32)
         rtol = 2e-5 if name == "gelu_tanh" else 4e-6      # gelu_tanh: see MAX_ULP
         np.testing.assert_allclose(y, ref, rtol=rtol, atol=1e-37, err_msg=name)
+
+
+@needs_kernels
+@pytest.mark.parametrize("mode", ["eager", "graph", "capture"])
+def test_fused_backward_nodes_give_the_derivatives_with_nan_and_inf(mode):
+    x = np.concatenate([np.linspace(-12, 12, 61), [np.nan, np.inf, -np.inf]]).astype(np.float32).reshape(1, 64)
+    F = gg.nn.functional
+    fns = {"tanh": gg.tanh, "gelu_erf_grad": F.gelu, "gelu_tanh_grad": lambda t: F.gelu(t, approximate="tanh")}
+
+    def grads(*xs):                      # one input per function: its own leaf and gradient
+        out = []
+        for f, xb in zip(fns.values(), xs):
+            t = gg.as_tensor(xb).requires_grad_()
+            f(t).sum().backward()
+            out.append(t.grad)
+        return out
+    if mode == "capture":
+        got = gg.capture(grads)(*(gg.tensor(x) for _ in fns))
+    else:
+        with gg.graph_mode(mode == "graph"):
+            got = [g.numpy() for g in grads(*(x for _ in fns))]
+    with np.errstate(all="ignore"):
+        x64 = x.astype(np.float64)
+        # 1 - y^2 of the forward's float32 y, as torch (near |y| = 1 one ulp of y is all of it)
+        y32 = gg.tanh(gg.tensor(x)).numpy().astype(np.float64)
+        refs = {"tanh": 1 - y32 * y32, "gelu_erf_grad": _np_gelu_erf_grad(x64),
+                "gelu_tanh_grad": REFERENCES["gelu_tanh_grad"](x64)}
+    for (name, ref), g in zip(refs.items(), got):
+        np.testing.assert_allclose(g, ref.astype(np.float32), rtol=2e-5, atol=1e-37, err_msg=name)
+
+
+def _np_gelu_tanh_grad(x):
+    return sum(_np_gelu_tanh_grad_terms(x))
+
+
+@needs_kernels
+@pytest.mark.parametrize("mode", ["eager", "graph", "check", "capture"])
+def test_gelu_backward_reuses_the_forwards_derivative_only_for_its_own_input(mode):
+    # GELU of a computed node: in graph mode and capture the forward saves its derivative for the
+    # backward (in eager each op is its own graph: recomputed). One node used by both GELU forms,
+    # a slice and a transposed view of it: each backward must take its own input's derivative.
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((6, 64)) * 3).astype(np.float32)
+    x[0, :4] = [np.nan, np.inf, -np.inf, 0.0]
+    w = [rng.standard_normal(s).astype(np.float32) for s in ((6, 64), (6, 64), (6, 32), (64, 6))]
+    F = gg.nn.functional
+
+    def grad(xb, *ws):
+        t = gg.as_tensor(xb).requires_grad_()
+        h = t * 1.0
+        terms = (F.gelu(h), F.gelu(h, approximate="tanh"), F.gelu(h[:, :32]), F.gelu(h.T))
+        sum((a * b).sum() for a, b in zip(terms, ws)).backward()
+        return t.grad
+    if mode == "capture":
+        got = gg.capture(grad)(gg.tensor(x), *(gg.tensor(a) for a in w))
+    else:
+        with gg.graph_mode(mode != "eager", check=mode == "check"):
+            got = grad(x, *w).numpy()
+    with np.errstate(all="ignore"):
+        x64 = x.astype(np.float64)
+        ref = w[0] * _np_gelu_erf_grad(x64) + w[1] * _np_gelu_tanh_grad(x64) + (w[3] * _np_gelu_erf_grad(x64).T).T
+        ref[:, :32] += w[2] * _np_gelu_erf_grad(x64[:, :32])
+    np.testing.assert_allclose(got, ref.astype(np.float32), rtol=2e-5, atol=1e-5)
+
+
+@needs_kernels
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_values_are_the_same_with_and_without_the_saved_derivative(approximate):
+    x = np.concatenate([np.linspace(-15, 15, 253), [np.nan, np.inf, -np.inf]]).astype(np.float32).reshape(4, 64)
+
+    def f(xb):
+        t = gg.as_tensor(xb).requires_grad_()
+        return gg.nn.functional.gelu(t * 1.0, approximate=approximate)
+    eager = f(x).numpy()                       # its own graph: the plain kernel
+    captured = gg.capture(f)(gg.tensor(x))     # value and derivative in one node
+    np.testing.assert_array_equal(captured, eager)
+
+
+@needs_kernels
+def test_captured_gelu_step_runs_no_second_gelu_pass():
+    from ggmlgrad._ggml import lib
+    from ggmlgrad._ggml.kernels import KERNELS, custom_fun
+    w = gg.randn(8, 8, requires_grad=True)
+    x = gg.randn(4, 8)
+
+    def loss(xb):
+        return gg.nn.functional.gelu(xb @ w).sum()
+    step = gg.capture_step(loss, gg.optim.SGD([w], lr=0.1))
+    step(x)
+    rec = next(iter(step._cache.values()))
+    funs = [custom_fun(lib.graph_node(g.graph, i)) for g in rec.graphs for i in range(g.n_nodes)]
+    assert KERNELS["gelu_erf_parts"] in funs
+    assert not {KERNELS["gelu_erf"], KERNELS["gelu_erf_backward"], KERNELS["gelu_erf_grad"]} & set(funs)
 
 
 @needs_kernels

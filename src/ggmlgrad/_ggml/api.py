@@ -243,6 +243,21 @@ def node_is_op_result(tensor_ptr: int) -> bool:
     return t.op != 0 and not t.view_src
 
 
+def node_is_leaf(tensor_ptr: int) -> bool:
+    """Whether the tensor at ``tensor_ptr`` is a leaf (GGML_OP_NONE: no op computes it)."""
+    return TensorStruct.from_address(tensor_ptr).op == 0
+
+
+def node_name(tensor_ptr: int) -> bytes:
+    """The name field of the tensor at ``tensor_ptr`` (``ggml_set_name`` writes it)."""
+    return TensorStruct.from_address(tensor_ptr).name
+
+
+def node_src(tensor_ptr: int, i: int = 0) -> int:
+    """The ``i``-th source node of the tensor at ``tensor_ptr`` (0 when there is none)."""
+    return TensorStruct.from_address(tensor_ptr).src[i] or 0
+
+
 def new_context(mem_size: int, no_alloc: bool = True) -> int:
     """A new ggml context of ``mem_size`` bytes (``no_alloc``: headers only, data lives in backend
     buffers); 0 when ggml cannot allocate it."""

@@ -2,9 +2,10 @@
 
 ``python -m ggmlgrad build`` compiles ``kernels/ggmlgrad_kernels.c`` beside the fast ggml. When
 that library is present (and ``GGMLGRAD_KERNELS`` is not ``0``), :data:`KERNELS` maps each kernel
-name (``exp``, ``tanh``, ``sigmoid``, ``gelu_tanh``, ``gelu_erf``, ``gelu_erf_grad``, ``elu``,
-``softplus``, ``relu``, ``relu_grad``) to its C entry point, and
-:func:`custom_unary` puts one into a graph as a ``ggml_map_custom1`` node. Without it the ops use
+name (``exp``, ``tanh``, ``sigmoid``, ``gelu_tanh``, ``gelu_erf``, ``gelu_erf_grad``, ``gelu_tanh_grad``,
+``elu``, ``softplus``, ``relu``; the two-input backward kernels ``relu_grad``, ``tanh_backward``,
+``gelu_erf_backward``, ``gelu_tanh_backward``) to its C entry point, and :func:`custom_unary` /
+:func:`custom_binary` put one into a graph as a ``ggml_map_custom1`` / ``ggml_map_custom2`` node. Without it the ops use
 ggml's own (scalar libm) kernels; the results agree to float32 rounding.
 """
 from __future__ import annotations
@@ -15,9 +16,10 @@ import os
 from .api import TensorStruct, info, lib
 from .loader import kernels_library
 
-KERNEL_NAMES = ("exp", "tanh", "sigmoid", "gelu_tanh", "gelu_erf", "gelu_erf_grad", "elu", "softplus", "relu",
-                "relu_grad")
-_ABI = 2
+KERNEL_NAMES = ("exp", "tanh", "sigmoid", "gelu_tanh", "gelu_erf", "gelu_erf_grad", "gelu_tanh_grad", "elu",
+                "softplus", "relu", "relu_grad", "tanh_backward", "gelu_erf_backward", "gelu_tanh_backward",
+                "gelu_erf_parts", "gelu_tanh_parts", "log_softmax_rows", "log_softmax_rows_backward")
+_ABI = 3
 _ALL_THREADS = -1      # GGML_N_TASKS_MAX: every thread of the compute takes a slice
 
 
@@ -42,6 +44,19 @@ def _load() -> dict[str, int]:
 KERNELS: dict[str, int] = _load()
 
 
+def _custom_4d():
+    """ggml_custom_4d, which api.py does not declare (only the kernels build nodes of a new shape)."""
+    fn = ctypes.CDLL(info.files[0]).ggml_custom_4d    # libggml-base, already loaded: the same handle
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                   ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    return fn
+
+
+_CUSTOM_4D = _custom_4d() if KERNELS else None
+_GGML_TYPE_F32 = 0
+
+
 def custom_unary(ctx: int, node: int, name: str) -> int:
     """A graph node applying kernel ``name`` to ``node`` (same shape, contiguous float32 result)."""
     return lib.map_custom1(ctx, node, KERNELS[name], _ALL_THREADS, None)
@@ -51,3 +66,22 @@ def custom_binary(ctx: int, a: int, b: int, name: str) -> int:
     """A graph node applying two-input kernel ``name`` to same-shape ``a`` and ``b`` (rows of both
     contiguous; the result is ``a``'s shape, contiguous)."""
     return lib.map_custom2(ctx, a, b, KERNELS[name], _ALL_THREADS, None)
+
+
+def custom_parts(ctx: int, node: int, name: str) -> int:
+    """A graph node of 2n floats holding [value | derivative] of kernel ``name`` over the n floats of
+    ``node`` (contiguous): the ``*_parts`` kernels."""
+    args = (ctypes.c_void_p * 1)(node)
+    return _CUSTOM_4D(ctx, _GGML_TYPE_F32, _numel(node), 2, 1, 1, args, 1,
+                      KERNELS[name], _ALL_THREADS, None)
+
+
+def custom_fun(node: int) -> int:
+    """The kernel a custom-op node runs (the first field of its op params), for recognising our nodes."""
+    t = TensorStruct.from_address(node)
+    return ctypes.c_void_p.from_buffer(t.op_params).value or 0
+
+
+def _numel(node: int) -> int:
+    ne = TensorStruct.from_address(node).ne
+    return ne[0] * ne[1] * ne[2] * ne[3]

@@ -1,11 +1,14 @@
-/* ggmlgrad's vectorised activation kernels, run as ggml custom ops (ggml_map_custom1).
+/* ggmlgrad's vectorised activation kernels, run as ggml custom ops (ggml_map_custom1/2,
+ * ggml_custom_4d).
  *
  * ggml's CPU backend computes tanh, sigmoid, exp and GELU with one libm call per element
  * (tanhf alone was ~10 ns an element here, 40x a ReLU). These loops use no libm call and no
  * branch, so the compiler vectorises them (AVX2/NEON): exp by Cody-Waite reduction and a
  * degree-6 polynomial (Cephes expf coefficients, about 1 ulp), tanh by an odd polynomial
- * below 0.625 and 1 - 2/(exp(2|x|)+1) above, sigmoid by exp(-|x|) so that neither tail
- * cancels. NaN propagates and +-Inf gives the limits, as torch and NumPy compute them.
+ * below 0.625 and (1 - e)/(1 + e), e = exp(-2|x|), above, sigmoid by exp(-|x|) so that neither
+ * tail cancels, GELU by an erfcx fit times one exp. NaN propagates and +-Inf gives the limits,
+ * as torch and NumPy compute them. Backward passes are fused into one node each (tanh, GELU,
+ * ReLU, log_softmax), and GELU's forward can hand its derivative to the backward (*_parts).
  *
  * Built by `python -m ggmlgrad build` beside the fast ggml; never required.
  */
@@ -17,20 +20,23 @@
 
 static inline float bits_to_float(int32_t i) { float f; memcpy(&f, &i, 4); return f; }
 
-/* y * 2**n for integer-valued n in [-150, 128], by two normal powers of two applied one after
- * the other (neither exponent field overflows, and 2**128 itself is never formed). */
-static inline float scale_by_exp2(float y, float n) {
-    float h = floorf(n * 0.5f);
-    int32_t a = (int32_t)h, b = (int32_t)(n - h);
+static inline int32_t float_to_bits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
+
+/* y * 2**n for integer n in [-150, 128], by two normal powers of two applied one after the other
+ * (neither exponent field overflows, and 2**128 itself is never formed). */
+static inline float scale_by_exp2(float y, int32_t n) {
+    int32_t a = n >> 1, b = n - a;
     return y * bits_to_float((a + 127) << 23) * bits_to_float((b + 127) << 23);
 }
 
 static inline float gk_exp(float x) {
     const float hi = 88.72283935546875f, lo = -103.972084045410f;
-    float xc = x > hi ? hi : (x < lo ? lo : x);            /* NaN passes the compares: fixed below */
-    xc = xc == xc ? xc : 0.0f;
-    float n = floorf(xc * 1.44269504088896341f + 0.5f);
-    float r = xc - n * 0.693359375f;                       /* ln2 split: n*C1 is exact */
+    const float shifter = 12582912.0f;     /* 1.5 * 2^23: t's low mantissa bits hold round(x log2 e) */
+    float xc = x < hi ? x : hi;            /* NaN becomes hi here (a finite detour): fixed last */
+    xc = xc > lo ? xc : lo;
+    float t = xc * 1.44269504088896341f + shifter;
+    float n = t - shifter;
+    float r = xc - n * 0.693359375f;       /* ln2 split: n*C1 is exact */
     r = r - n * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
@@ -38,10 +44,30 @@ static inline float gk_exp(float x) {
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
-    float y = scale_by_exp2(p * r * r + r + 1.0f, n);
+    float y = scale_by_exp2(p * r * r + r + 1.0f, float_to_bits(t) - float_to_bits(shifter));
     y = x > hi ? INFINITY : y;
     y = x < lo ? 0.0f : y;
     return x == x ? y : x;
+}
+
+/* exp(x) for x <= 0 or NaN (-|x|, -x^2/2): no overflow side to guard, and NaN is the caller's to
+ * keep (it comes out finite here), which saves five of gk_exp's operations an element. */
+static inline float gk_exp_nonpos(float x) {
+    const float lo = -103.972084045410f;
+    const float shifter = 12582912.0f;
+    float xc = x > lo ? x : lo;            /* NaN becomes lo */
+    float t = xc * 1.44269504088896341f + shifter;
+    float n = t - shifter;
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = scale_by_exp2(p * r * r + r + 1.0f, float_to_bits(t) - float_to_bits(shifter));
+    return x > lo ? y : 0.0f;
 }
 
 static inline float gk_tanh(float x) {
@@ -54,14 +80,15 @@ static inline float gk_tanh(float x) {
     s = s * z + 1.33314422036e-1f;
     s = s * z - 3.33332819422e-1f;
     s = s * z * ax + ax;
-    float e = gk_exp(2.0f * ax);
-    float l = 1.0f - 2.0f / (e + 1.0f);
-    return copysignf(ax < 0.625f ? s : l, x);      /* NaN: l is NaN (exp of NaN) */
+    float e = gk_exp_nonpos(-2.0f * ax);                   /* at most exp(-1.25): 1 - e cannot cancel */
+    float l = (1.0f - e) / (1.0f + e);
+    float y = copysignf(ax < 0.625f ? s : l, x);
+    return x == x ? y : x;
 }
 
 static inline float gk_sigmoid(float x) {
-    float e = gk_exp(-fabsf(x));                           /* in (0, 1]: no overflow, no cancellation */
-    float r = 1.0f / (1.0f + e);
+    float e = gk_exp_nonpos(-fabsf(x));                    /* in (0, 1]: no overflow, no cancellation */
+    float r = (1.0f / (1.0f + e));
     float y = x >= 0.0f ? r : e * r;
     return x == x ? y : x;
 }
@@ -73,37 +100,39 @@ static inline float gk_gelu_tanh(float x) {
     return x * gk_sigmoid(2.0f * u);
 }
 
-/* exp(-x^2/2) with x^2 split into exact hi + lo parts, so the exponent carries no rounding that
- * exp would magnify by x^2/2 in the far tails (past x^2 = 256 the result is 0 and lo is dropped,
- * which also keeps it from overflowing for huge x). */
+/* exp(-x^2/2), one exp: x^2 = sq + lo exactly (fma), and exp(-lo/2) = 1 - lo/2 to float32
+ * precision (|lo| <= ulp(sq)/2), so the rounding of x^2, which exp would magnify by x^2/2 in the
+ * far tails, is taken back. Past x^2 = 256 the result is 0 and lo is dropped (it would be -Inf
+ * for x^2 = Inf). */
 static inline float gk_gauss(float x) {
     float sq = x * x;
     float lo = fmaf(x, x, -sq);
     lo = sq < 256.0f ? lo : 0.0f;
-    return gk_exp(-0.5f * sq) * gk_exp(-0.5f * lo);
+    return gk_exp_nonpos(-0.5f * sq) * (1.0f - 0.5f * lo);
 }
 
-/* erfc(|x|/sqrt 2) / exp(-x^2/2): Numerical Recipes' erfcc fit (fractional error < 1.2e-7
- * everywhere) without its Gaussian factor, which callers share. */
-static inline float gk_erfc_scaled(float x) {
-    float t = 1.0f / (1.0f + 0.5f * 0.70710678118654752f * fabsf(x));
-    float p = 0.17087277f;
-    p = p * t - 0.82215223f;
-    p = p * t + 1.48851587f;
-    p = p * t - 1.13520398f;
-    p = p * t + 0.27886807f;
-    p = p * t - 0.18628806f;
-    p = p * t + 0.09678418f;
-    p = p * t + 0.37409196f;
-    p = p * t + 1.00002368f;
-    p = p * t - 1.26551223f;
-    return t * gk_exp(p);
+/* erfcx(|x|/sqrt 2) = erfc(z) exp(z^2) for z = |x|/sqrt 2: t P(t) with t = 1/(1 + z/2), P of
+ * degree 8 fitted to relative error (4.3e-8 in float64 over z in [0, 10], where the results that
+ * use it leave float32's normal range; 2.6e-7 evaluated in float32, as with degree 9 or 10).
+ * No exp: callers multiply by the Gaussian factor they share. x = +-Inf gives 0. */
+static inline float gk_erfcx_half(float x) {
+    float t = 1.0f / (1.0f + 0.35355339059327376f * fabsf(x));
+    float p = -5.906921565e-02f;
+    p = p * t + 2.845761688e-01f;
+    p = p * t - 4.872023001e-01f;
+    p = p * t + 2.780697877e-01f;
+    p = p * t - 2.662738487e-02f;
+    p = p * t + 2.026875543e-01f;
+    p = p * t + 2.431036011e-01f;
+    p = p * t + 2.823753290e-01f;
+    p = p * t + 2.820864168e-01f;
+    return t * p;
 }
 
-/* Phi(x), the standard normal CDF, from the Gaussian factor g = exp(-x^2/2): no cancellation in
- * either tail. x = +-Inf gives 1 and 0. */
+/* Phi(x), the standard normal CDF, from the Gaussian factor g = exp(-x^2/2): 0.5 erfc(|x|/sqrt 2)
+ * for x < 0 and one minus it above, so neither tail cancels. x = +-Inf gives 1 and 0. */
 static inline float gk_normal_cdf(float x, float g) {
-    float e = 0.5f * gk_erfc_scaled(x) * g;
+    float e = 0.5f * gk_erfcx_half(x) * g;
     return x < 0.0f ? e : 1.0f - e;
 }
 
@@ -116,6 +145,28 @@ static inline float gk_gelu_erf_grad(float x) {
     float d = gk_normal_cdf(x, g) + x * (0.3989422804014327f * g);
     return x == x ? d : x;
 }
+
+/* The backward of the exact GELU: g times its derivative at x, one pass. */
+static inline float gk_gelu_erf_backward(float g, float x) { return g * gk_gelu_erf_grad(x); }
+
+/* The tanh form's derivative. With s = sigmoid(2u) = (1 + tanh u)/2, u = c (x + 0.044715 x^3):
+ * d/dx x s = s + 2 x s (1 - s) u', u' = c (1 + 3 * 0.044715 x^2). s and 1 - s both come from
+ * e = exp(-|2u|) (r = 1/(1 + e) is the larger), so neither tail cancels. */
+static inline float gk_gelu_tanh_grad(float x) {
+    float v = 1.5957691216057308f * (x + 0.044715f * x * x * x);          /* 2u */
+    float e = gk_exp_nonpos(-fabsf(v));
+    float r = (1.0f / (1.0f + e));
+    float s = v >= 0.0f ? r : e * r;
+    float sc = v >= 0.0f ? e * r : r;                                      /* 1 - s */
+    float du = 1.5957691216057308f * (1.0f + 0.134145f * (x * x));         /* 2u'; Inf once x^2 is, as torch's */
+    float d = s + x * (s * sc) * du;
+    return x == x ? d : x;
+}
+
+static inline float gk_gelu_tanh_backward(float g, float x) { return g * gk_gelu_tanh_grad(x); }
+
+/* tanh's backward from its output y: g (1 - y^2). */
+static inline float gk_tanh_backward(float g, float y) { return g * (1.0f - y * y); }
 
 /* exp(x) - 1 without cancellation: a Taylor polynomial for |x| < 0.5 (error below 1e-8 of x),
  * exp(x) - 1 beyond (relative error under 2 ulp there). */
@@ -156,7 +207,7 @@ static inline float gk_log1p_unit(float e) {
 /* softplus(x) = log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)): neither term overflows. */
 static inline float gk_softplus(float x) {
     float pos = x > 0.0f ? x : 0.0f;
-    float y = pos + gk_log1p_unit(gk_exp(-fabsf(x)));
+    float y = pos + gk_log1p_unit(gk_exp_nonpos(-fabsf(x)));
     return x == x ? y : x;
 }
 
@@ -168,12 +219,16 @@ static inline float gk_relu_grad(float g, float y) { return y <= 0.0f ? 0.0f : g
 
 typedef float (*unary_fn)(float);
 
+static inline int is_contiguous(const struct ggml_tensor * a) {
+    return a->nb[0] == sizeof(float) && a->nb[1] == a->ne[0] * a->nb[0] && a->nb[2] == a->ne[1] * a->nb[1]
+        && a->nb[3] == a->ne[2] * a->nb[2];
+}
+
 /* Rows of a (ne0 contiguous) split across the nth threads; dst is contiguous (custom1 makes it). */
 static inline void run_unary(struct ggml_tensor * dst, const struct ggml_tensor * a, int ith, int nth,
                              float (*f)(float)) {
     const int64_t ne0 = a->ne[0], nrows = a->ne[1] * a->ne[2] * a->ne[3];
-    if (a->nb[0] == sizeof(float) && a->nb[1] == ne0 * sizeof(float) && a->nb[2] == a->ne[1] * a->nb[1]
-        && a->nb[3] == a->ne[2] * a->nb[2]) {
+    if (is_contiguous(a)) {
         const int64_t n = ne0 * nrows, per = ((n + nth - 1) / nth + 15) & ~(int64_t)15;
         const int64_t start = per * ith < n ? per * ith : n;
         const int64_t count = n - start < per ? n - start : per;
@@ -190,10 +245,21 @@ static inline void run_unary(struct ggml_tensor * dst, const struct ggml_tensor 
     }
 }
 
-/* Two same-shape inputs, row by row (ne0 contiguous in both); dst contiguous (custom2 makes it). */
+/* Two same-shape inputs (ne0 contiguous in both); dst contiguous (custom2 makes it). Whole
+ * tensors split into equal slices when both are contiguous, else row by row. */
 static inline void run_binary(struct ggml_tensor * dst, const struct ggml_tensor * a, const struct ggml_tensor * b,
                               int ith, int nth, float (*f)(float, float)) {
     const int64_t ne0 = a->ne[0], nrows = a->ne[1] * a->ne[2] * a->ne[3];
+    if (is_contiguous(a) && is_contiguous(b)) {
+        const int64_t n = ne0 * nrows, per = ((n + nth - 1) / nth + 15) & ~(int64_t)15;
+        const int64_t start = per * ith < n ? per * ith : n;
+        const int64_t count = n - start < per ? n - start : per;
+        const float * restrict x = (const float *) a->data + start;
+        const float * restrict y = (const float *) b->data + start;
+        float * restrict out = (float *) dst->data + start;
+        for (int64_t i = 0; i < count; ++i) out[i] = f(x[i], y[i]);
+        return;
+    }
     for (int64_t r = ith; r < nrows; r += nth) {
         const int64_t i1 = r % a->ne[1], i2 = (r / a->ne[1]) % a->ne[2], i3 = r / (a->ne[1] * a->ne[2]);
         const float * restrict x = (const float *) ((const char *) a->data + i1 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3]);
@@ -217,16 +283,117 @@ GK_EXPORT(sigmoid, gk_sigmoid)
 GK_EXPORT(gelu_tanh, gk_gelu_tanh)
 GK_EXPORT(gelu_erf, gk_gelu_erf)
 GK_EXPORT(gelu_erf_grad, gk_gelu_erf_grad)
+GK_EXPORT(gelu_tanh_grad, gk_gelu_tanh_grad)
 GK_EXPORT(elu, gk_elu)
 GK_EXPORT(relu, gk_relu)
 
-void ggmlgrad_relu_grad(struct ggml_tensor * dst, const struct ggml_tensor * g, const struct ggml_tensor * y,
-                        int ith, int nth, void * userdata) {
-    (void) userdata;
-    run_binary(dst, g, y, ith, nth, gk_relu_grad);
-}
+#define GK_EXPORT2(name, fn)                                                                        \
+    void ggmlgrad_##name(struct ggml_tensor * dst, const struct ggml_tensor * a, const struct ggml_tensor * b, \
+                         int ith, int nth, void * userdata) {                                       \
+        (void) userdata;                                                                            \
+        run_binary(dst, a, b, ith, nth, fn);                                                        \
+    }
+
+GK_EXPORT2(relu_grad, gk_relu_grad)
+GK_EXPORT2(tanh_backward, gk_tanh_backward)
+GK_EXPORT2(gelu_erf_backward, gk_gelu_erf_backward)
+GK_EXPORT2(gelu_tanh_backward, gk_gelu_tanh_backward)
 GK_EXPORT(softplus, gk_softplus)
 
+/* GELU's value and derivative in one pass, for a forward whose backward follows in the same
+ * graph (a training step): dst (a ggml_custom_4d node of 2n floats) gets [y | d] for the n floats
+ * of src[0], which must be contiguous; the backward is then g * d, one cheap node, instead of a
+ * second pass of exp and erfc. */
+/* x Phi(x) and Phi(x) + x phi(x) sharing Phi and the Gaussian. */
+static inline float gk_gelu_erf_both(float x, float * d) {
+    float g = gk_gauss(x);
+    float cdf = gk_normal_cdf(x, g);
+    float dd = cdf + x * (0.3989422804014327f * g);
+    *d = x == x ? dd : x;
+    return x * cdf;
+}
+
+/* x s and s + x s (1 - s) 2u', s = sigmoid(2u), sharing s (see gk_gelu_tanh_grad). */
+static inline float gk_gelu_tanh_both(float x, float * d) {
+    float v = 1.5957691216057308f * (x + 0.044715f * x * x * x);
+    float e = gk_exp_nonpos(-fabsf(v));
+    float r = 1.0f / (1.0f + e);
+    float s = v >= 0.0f ? r : e * r;
+    float sc = v >= 0.0f ? e * r : r;
+    float du = 1.5957691216057308f * (1.0f + 0.134145f * (x * x));
+    float dd = s + x * (s * sc) * du;
+    *d = x == x ? dd : x;
+    return x == x ? x * s : x;
+}
+
+#define GK_EXPORT_PARTS(name, both)                                                                 \
+    void ggmlgrad_##name(struct ggml_tensor * dst, int ith, int nth, void * userdata) {              \
+        (void) userdata;                                                                            \
+        const struct ggml_tensor * a = dst->src[0];                                                 \
+        const int64_t n = a->ne[0] * a->ne[1] * a->ne[2] * a->ne[3];                                \
+        const int64_t per = ((n + nth - 1) / nth + 15) & ~(int64_t)15;                              \
+        const int64_t start = per * ith < n ? per * ith : n;                                        \
+        const int64_t count = n - start < per ? n - start : per;                                    \
+        const float * restrict x = (const float *) a->data + start;                                 \
+        float * restrict y = (float *) dst->data + start;                                           \
+        float * restrict d = (float *) dst->data + n + start;                                       \
+        for (int64_t i = 0; i < count; ++i) {                                                       \
+            float di;                                                                               \
+            y[i] = both(x[i], &di);                                                                 \
+            d[i] = di;                                                                              \
+        }                                                                                           \
+    }
+
+GK_EXPORT_PARTS(gelu_erf_parts, gk_gelu_erf_both)
+GK_EXPORT_PARTS(gelu_tanh_parts, gk_gelu_tanh_both)
+
+/* Row r of a (ne0 elements at unit stride) and of a contiguous dst. */
+static inline const float * row_in(const struct ggml_tensor * a, int64_t r) {
+    const int64_t i1 = r % a->ne[1], i2 = (r / a->ne[1]) % a->ne[2], i3 = r / (a->ne[1] * a->ne[2]);
+    return (const float *) ((const char *) a->data + i1 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3]);
+}
+
+/* log_softmax along rows: (x - m) - log(sum exp(x - m)), m the row max. A row holding NaN, or
+ * whose max is infinite, is all NaN (as the composite of argmax, soft_max and log gives). One node
+ * instead of eight, whose per-row loops cost ggml ~20 ns a row on short rows (class logits). */
+void ggmlgrad_log_softmax_rows(struct ggml_tensor * dst, const struct ggml_tensor * a, int ith, int nth,
+                               void * userdata) {
+    (void) userdata;
+    const int64_t ne0 = a->ne[0], nrows = a->ne[1] * a->ne[2] * a->ne[3];
+    const int64_t per = (nrows + nth - 1) / nth, r0 = per * ith, r1 = r0 + per < nrows ? r0 + per : nrows;
+    for (int64_t r = r0; r < r1; ++r) {
+        const float * restrict x = row_in(a, r);
+        float * restrict y = (float *) dst->data + r * ne0;
+        float m = -INFINITY;
+        int nan = 0;
+        for (int64_t i = 0; i < ne0; ++i) {
+            m = x[i] > m ? x[i] : m;
+            nan |= x[i] != x[i];
+        }
+        for (int64_t i = 0; i < ne0; ++i) y[i] = gk_exp(x[i] - m);
+        float sum = 0.0f;
+        for (int64_t i = 0; i < ne0; ++i) sum += y[i];
+        const float lse = nan || isinf(m) ? NAN : logf(sum);
+        for (int64_t i = 0; i < ne0; ++i) y[i] = (x[i] - m) - lse;
+    }
+}
+
+/* Its backward from the output y: g - exp(y) sum(g) along each row (exp(y) is the softmax). */
+void ggmlgrad_log_softmax_rows_backward(struct ggml_tensor * dst, const struct ggml_tensor * g,
+                                        const struct ggml_tensor * y, int ith, int nth, void * userdata) {
+    (void) userdata;
+    const int64_t ne0 = g->ne[0], nrows = g->ne[1] * g->ne[2] * g->ne[3];
+    const int64_t per = (nrows + nth - 1) / nth, r0 = per * ith, r1 = r0 + per < nrows ? r0 + per : nrows;
+    for (int64_t r = r0; r < r1; ++r) {
+        const float * restrict gr = row_in(g, r);
+        const float * restrict yr = row_in(y, r);
+        float * restrict out = (float *) dst->data + r * ne0;
+        float total = 0.0f;
+        for (int64_t i = 0; i < ne0; ++i) total += gr[i];
+        for (int64_t i = 0; i < ne0; ++i) out[i] = gr[i] - gk_exp(yr[i]) * total;
+    }
+}
+
 /* The ABI this file was built for, checked by the loader before any kernel runs. */
-int ggmlgrad_kernels_abi(void) { return 2; }
+int ggmlgrad_kernels_abi(void) { return 3; }
 size_t ggmlgrad_kernels_tensor_size(void) { return sizeof(struct ggml_tensor); }

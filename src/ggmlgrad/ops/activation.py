@@ -68,10 +68,20 @@ def _relu_backward(ctx, nodes, inputs, out):
     return lib.mul(ctx, g, lib.add(ctx, lib.step(ctx, y), nan01))
 
 
+@define("tanh_backward", elementwise=True, infer=_infer_grad_pair("tanh_backward"), differentiable=False)
+def _tanh_backward(ctx, nodes, inputs, out):
+    """g * (1 - y^2) from tanh's output y: one node with the kernels (four before: fewer nodes to run)."""
+    g, y = nodes
+    if fast_math.ACTIVE and _same_rows(g, y):
+        return fast_math.tanh_backward(ctx, g, y)
+    return lib.mul(ctx, g, lib.scale_bias(ctx, lib.sqr(ctx, y), -1.0, 1.0))
+
+
 @define("tanh", elementwise=True, infer=_infer_act("tanh"), save_output=True,
-        backward=lambda g, n: op.mul(g, op.add_scalar(op.neg(op.square(n.output)), c=1.0)),
+        backward=lambda g, n: op.tanh_backward(g, n.output),
         expose=expose("tanh", *_ACT, module="Tanh", doc="Hyperbolic tangent elementwise.",
-                      example=">>> gg.tanh(gg.tensor([0.0])).tolist()\n[0.0]"))
+                      example=">>> gg.tanh(gg.tensor([0.0])).tolist()
+[0.0]"))
 def _tanh(ctx, nodes, inputs, out):
     return fast_math.tanh(ctx, nodes[0])
 
@@ -180,6 +190,11 @@ def _gelu(ctx, nodes, inputs, out, approximate="none"):
     """x * Phi(x) (erf form), or the tanh approximation. The tanh form is composed here because
     ggml's CPU ggml_gelu reads an fp16 lookup table (errors near 1e-3)."""
     x = nodes[0]
+    # A backward may follow (graph mode's pending inputs cannot tell yet): value and derivative at once
+    if fast_math.ACTIVE and getattr(inputs[0], "requires_grad", True):
+        y = fast_math.gelu_with_derivative(ctx, x, approximate)
+        if y:
+            return y
     if approximate == "none":
         return fast_math.gelu_erf(ctx, x)
     if fast_math.ACTIVE:
@@ -192,6 +207,12 @@ def _gelu(ctx, nodes, inputs, out, approximate="none"):
 def _gelu_backward(ctx, nodes, inputs, out, approximate="none"):
     """g * d gelu/dx in one node group."""
     g, x = nodes
+    d = fast_math.gelu_saved_derivative(ctx, x, approximate, g) if fast_math.ACTIVE else 0
+    if d:                                       # the forward's, in this graph
+        return lib.mul(ctx, g, d)
+    if fast_math.ACTIVE and _same_rows(g, x):   # one fused node: g * d(x)
+        fused = fast_math.gelu_erf_backward if approximate == "none" else fast_math.gelu_tanh_backward
+        return fused(ctx, g, x)
     if approximate == "none" and fast_math.ACTIVE:
         d = fast_math.gelu_erf_grad(ctx, x)
     elif approximate == "none":
@@ -417,6 +438,8 @@ def _log_softmax_backward_op(ctx, nodes, inputs, out, axis=-1):
     if not shape:
         return lib.scale(ctx, g, 0.0)
     ax = axis % len(shape)
+    if fast_math.ACTIVE and ax == len(shape) - 1 and _same_rows(g, y):   # one node
+        return fast_math.log_softmax_rows_backward(ctx, g, y)
     kept = tuple(1 if i == ax else d for i, d in enumerate(shape))
     total = sum_kept(ctx, g, shape, kept)
     # exp(y) is the softmax: the forward's own when it is in this graph. Otherwise ggml_soft_max(y)
@@ -445,6 +468,8 @@ def _log_softmax(ctx, nodes, inputs, out, axis=-1):
     ax = norm_axis("log_softmax", axis, a.ndim)
     if a.ndim == 0:
         return lib.scale(ctx, nodes[0], 0.0)
+    if fast_math.ACTIVE and ax == a.ndim - 1 and TensorStruct.from_address(nodes[0]).nb[0] == 4:
+        return fast_math.log_softmax_rows(ctx, nodes[0])   # one node instead of eight
     m, logsum, p = logsumexp_parts(ctx, nodes[0], a.shape, (ax,))
     y = lib.sub(ctx, lib.sub(ctx, nodes[0], m), logsum)
     if ax != a.ndim - 1:

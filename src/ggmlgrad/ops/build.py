@@ -95,14 +95,15 @@ _MERGED_ROW = 8192    # merged rows stay at most this long: multi-threaded kerne
 
 
 class _MergedSpec:
-    """What a builder reads of an input or result (shape, dtype, device, ndim), in merged shape."""
+    """What a builder reads of an input or result (shape, dtype, device, ndim, requires_grad), in merged shape."""
 
-    __slots__ = ("shape", "dtype", "device")
+    __slots__ = ("shape", "dtype", "device", "requires_grad")
 
     def __init__(self, shape: tuple, like) -> None:
         self.shape = shape
         self.dtype = like.dtype
         self.device = like.device
+        self.requires_grad = getattr(like, "requires_grad", True)   # a graph-mode pending result: not known yet
 
     @property
     def ndim(self) -> int:

@@ -89,7 +89,7 @@ register(
     OpInfo("linear_nobias", ("linear",), lambda x, w: gg.linear(x, w), lambda x, w: x @ w.T,
            lambda r: [Sample((r.standard_normal((5, 3)), r.standard_normal((4, 3))))]),
     OpInfo("relu", ("relu", "relu_backward"), gg.relu, lambda a: np.maximum(a, 0), lambda r: _unary_samples(r, away_from_zero=True)),
-    OpInfo("tanh", ("tanh",), gg.tanh, np.tanh, _unary_samples),
+    OpInfo("tanh", ("tanh", "tanh_backward"), gg.tanh, np.tanh, _unary_samples),
     OpInfo("sigmoid", ("sigmoid",), gg.sigmoid, lambda a: 1 / (1 + np.exp(-a)), _unary_samples),
     OpInfo("sin", ("sin", "cos"), lambda a: a.sin(), np.sin, lambda r: _unary_samples(r) + [Sample((r.uniform(-9, 9, (4, 5)),))],
            nonfinite=unary_specials, error_inputs=(bad(TypeError, "sin", np.ones(3, np.int32)),)),
