@@ -80,8 +80,7 @@ def _tanh_backward(ctx, nodes, inputs, out):
 @define("tanh", elementwise=True, infer=_infer_act("tanh"), save_output=True,
         backward=lambda g, n: op.tanh_backward(g, n.output),
         expose=expose("tanh", *_ACT, module="Tanh", doc="Hyperbolic tangent elementwise.",
-                      example=">>> gg.tanh(gg.tensor([0.0])).tolist()
-[0.0]"))
+                      example=">>> gg.tanh(gg.tensor([0.0])).tolist()\n[0.0]"))
 def _tanh(ctx, nodes, inputs, out):
     return fast_math.tanh(ctx, nodes[0])
 
