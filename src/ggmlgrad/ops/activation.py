@@ -467,7 +467,7 @@ def _log_softmax(ctx, nodes, inputs, out, axis=-1):
     ax = norm_axis("log_softmax", axis, a.ndim)
     if a.ndim == 0:
         return lib.scale(ctx, nodes[0], 0.0)
-    if fast_math.ACTIVE and ax == a.ndim - 1 and TensorStruct.from_address(nodes[0]).nb[0] == 4:
+    if fast_math.ACTIVE and ax == a.ndim - 1 and node_nb(nodes[0])[0] == 4:
         return fast_math.log_softmax_rows(ctx, nodes[0])   # one node instead of eight
     m, logsum, p = logsumexp_parts(ctx, nodes[0], a.shape, (ax,))
     y = lib.sub(ctx, lib.sub(ctx, nodes[0], m), logsum)
