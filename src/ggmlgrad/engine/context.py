@@ -104,8 +104,8 @@ class ExecContext:
 
 
 _blank = object.__new__
-_ARGS = ("graph_set", "check_set", "precision", "observer", "module_observer", "recorder", "noise", "counters", "op_plans",
-         "graph_plans", "segment_plans")
+_ARGS = ("graph_set", "check_set", "precision", "observer", "module_observer", "recorder", "noise", "counters",
+         "op_plans", "graph_plans", "segment_plans")
 
 # Threads and tasks that set nothing share the default (never changed in place, so safe to share).
 DEFAULT = ExecContext()
