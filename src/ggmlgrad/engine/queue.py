@@ -222,7 +222,7 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
             lib.free(ctx)
 
 
-# Every thread has its own Engine (its queue, drains, capture guard): see .local.
+# Every thread has its own Engine (its queue and drains; modes and observers are in .context): see .local.
 ENGINE = PerThread(Engine)
 modes._on_graph_off.append(lambda: ENGINE.drain("graph_mode_off"))
 
