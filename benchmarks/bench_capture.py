@@ -247,8 +247,7 @@ def breakdown(step, args, n: int = 2000, budget_s: float = 4.0) -> dict[str, flo
         r = step._cache.get(key)
         t1 = pc()
         step._stale(r)
-        if ENGINE.roots or ENGINE.effects:
-            ENGINE.drain("capture")
+        ENGINE.drain_if_queued("capture")
         t2 = pc()
         rec.stage_args(list(args))
         t3 = pc()

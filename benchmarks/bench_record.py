@@ -34,7 +34,7 @@ def record_chain(n: int) -> None:
         y = x
         for _ in range(n):
             y = y * 1.0
-        gg.engine.ENGINE._discard()  # drop without computing: only recording is timed
+        gg.engine.ENGINE.discard()  # drop without computing: only recording is timed
 
 
 def record_binary(n: int) -> None:
@@ -43,7 +43,7 @@ def record_binary(n: int) -> None:
     with gg.graph_mode(True):
         for _ in range(n):
             a + b
-        gg.engine.ENGINE._discard()
+        gg.engine.ENGINE.discard()
 
 
 def record_autograd(n: int) -> None:
@@ -53,7 +53,7 @@ def record_autograd(n: int) -> None:
         y = x
         for _ in range(n):
             y = y * 1.0
-        gg.engine.ENGINE._discard()
+        gg.engine.ENGINE.discard()
 
 
 def eager_small(n: int) -> None:

@@ -371,7 +371,7 @@ _MODE_AT_IMPORT = bool(gg.graph_mode())  # False, or True when the suite runs wi
 
 
 def _session_still_works():
-    assert ENGINE.guard is None and gg.queue_length() == 0 and bool(gg.graph_mode()) is _MODE_AT_IMPORT
+    assert gg.engine.active_observer() is None and gg.queue_length() == 0 and bool(gg.graph_mode()) is _MODE_AT_IMPORT
     t = gg.tensor([1.0, 2.0]) * 3.0
     assert t.tolist() == [3.0, 6.0]
     f = gg.capture(lambda x: x - 1.0)

@@ -300,7 +300,7 @@ def test_recordings_on_two_threads_each_see_only_their_own_module_reads():
     for t in threads:
         t.join()
     assert seen[0] == [nets[0][2]] and seen[1] == [nets[1][2]]
-    assert gg.nn.module.WATCH.observer is None
+    assert gg.engine.context.current().module_observer is None  # each recording popped its context
 
 
 def test_container_edits_are_followed():

@@ -129,7 +129,7 @@ def test_a_failing_recording_pops_its_context():
     with pytest.raises(ValueError, match="boom"):
         f(np.ones(2, np.float32))
     assert context.current() is before
-    assert Recorder.current is None and ENGINE.guard is None and gg.graph_mode() is False
+    assert Recorder.current is None and gg.engine.active_observer() is None and gg.graph_mode() is False
     assert gg_random.noise("uniform", (4,)).numpy().shape == (4,)
 
 

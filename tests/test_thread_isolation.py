@@ -201,7 +201,7 @@ def test_a_recording_guard_and_noise_hooks_stay_on_the_recording_thread():
 
     def thread_b():
         assert recording.wait(_TIMEOUT)
-        out = {"recorder": Recorder.current, "guard": ENGINE.guard}
+        out = {"recorder": Recorder.current, "guard": gg.engine.active_observer()}
         t = gg.tensor(np.arange(6, dtype=np.float32))                      # an upload
         out["eager"] = (t * 2.0).numpy()                                   # a compute and a download
         out["mask"] = gg.nn.functional.dropout(gg.ones(2000), 0.5, True).numpy()
@@ -217,7 +217,7 @@ def test_a_recording_guard_and_noise_hooks_stay_on_the_recording_thread():
     # A's recording has exactly its own noise input, refilled at every replay
     assert set(np.unique(m1)) <= {0.0, 6.0} and 0.35 < (m1 == 0).mean() < 0.65
     assert (m1 != m2).mean() > 0.3 and f.n_recordings == 1
-    assert Recorder.current is None and ENGINE.guard is None
+    assert Recorder.current is None and gg.engine.active_observer() is None
 
 
 # ---------------------------------------------------------------------------- sharing

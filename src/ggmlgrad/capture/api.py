@@ -455,8 +455,7 @@ class Captured:
         return _Recording(key, recorder, inputs, recorder.graphs, downloads_at, dl_bytes, block, spec, len(tensors))
 
     def _run(self, rec: _Recording, leaves: list):
-        if ENGINE.roots or ENGINE.effects:
-            ENGINE.drain("capture")  # queued work may write what the replay reads
+        ENGINE.drain_if_queued("capture")  # queued work may write what the replay reads
         rec.stage_args(leaves)
         rec.inputs.upload()
         rec.graphs[0].compute()
@@ -601,8 +600,7 @@ class CapturedStep(Captured):
         return rec
 
     def _run(self, rec: _Recording, leaves: list):
-        if ENGINE.roots or ENGINE.effects:
-            ENGINE.drain("capture")
+        ENGINE.drain_if_queued("capture")
         rec.stage_args(leaves)
         for slot, a in zip(rec.hparam_slots, rec.update.hparams()):
             slot.view[...] = a

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from ..engine import COUNTERS, ENGINE, float32, int32, dtypes, host_array, new_from_host
+from ..engine import COUNTERS, ENGINE, active_observer, float32, int32, dtypes, host_array, new_from_host
 from ..engine.checks import first_bad
 from ..engine.errors import IndexValueError
 from ..ops import op
@@ -151,8 +151,9 @@ def _check_range(idx: np.ndarray, capacity: int) -> None:
 
 
 def _write_rows(t: Tensor, data: np.ndarray, byte_offset: int) -> None:
-    if ENGINE.guard is not None:
-        ENGINE.guard.on_upload("Buffer.write()")
+    obs = active_observer()
+    if obs is not None:
+        obs.on_upload("Buffer.write()")
     n = data.nbytes
     t._storage.write(array_address(data), n, byte_offset)
     COUNTERS.uploads["Buffer.write()"] += 1

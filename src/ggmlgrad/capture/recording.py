@@ -270,7 +270,7 @@ class Recorder(metaclass=_CurrentRecorder):
         self.refs.append((weakref.ref(a), a._storage, a.shape))
 
     def hold(self):
-        """Context in which the optimizer may queue in-place writes (ENGINE.queue_write)."""
+        """Context in which the optimizer may queue in-place writes (``ENGINE.record_writes``) without a drain."""
         return _Held(self)
 
     # -- graphs

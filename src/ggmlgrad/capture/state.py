@@ -1,8 +1,9 @@
 """The module state a recording depends on: training flags it read, and the structure it read from.
 
 A captured function follows ``train()``/``eval()`` and replaced parameters, buffers and submodules
-(SPEC §4, §6). While a recording runs, :class:`Observer` hears (from ``gg.nn.Module``) every module
-called or read from and every training flag read. The flags become part of the signature (a recording
+(SPEC §4, §6). While a recording runs, :class:`Observer` (the execution context's ``module_observer``,
+see :func:`observing`) hears from ``gg.nn.Module`` every module called or read from and every training
+flag read. The flags become part of the signature (a recording
 per mode, so ``eval()`` then ``train()`` replays both without recording again); the structure becomes a
 :class:`Structure` snapshot, compared only after ``WATCH.epoch`` moved (any ``train()``/``eval()``
 or parameter/buffer/submodule assignment anywhere), so a plain replay pays one int comparison.
@@ -18,10 +19,10 @@ or parameter/buffer/submodule assignment anywhere), so a plain replay pays one i
 from __future__ import annotations
 
 import contextlib
-import threading
 import weakref
 from typing import Iterator
 
+from ..engine import context
 from ..nn.module import WATCH, Module
 from ..tensor.tensor import Tensor
 
@@ -53,46 +54,17 @@ class Observer:
         return [(m, mode) for m, mode in ((r(), mode) for r, mode in self.modes.values()) if m is not None]
 
 
-class _PerThread:
-    """Installed on ``WATCH.observer`` while any thread records: routes each read to the observer of
-    the thread that made it (recordings on other threads must not see, or miss, each other's reads)."""
-
-    def __init__(self) -> None:
-        self.stacks: dict[int, list[Observer]] = {}
-
-    def saw(self, module: Module) -> None:
-        stack = self.stacks.get(threading.get_ident())
-        if stack:
-            stack[-1].saw(module)
-
-    def read_mode(self, module: Module, mode: bool) -> None:
-        stack = self.stacks.get(threading.get_ident())
-        if stack:
-            stack[-1].read_mode(module, mode)
-
-
-_ROUTER = _PerThread()
-_LOCK = threading.Lock()
-
-
 @contextlib.contextmanager
 def observing() -> Iterator[Observer]:
-    """Observe this thread's module reads while the body runs (a recording)."""
+    """Observe the module reads of this thread / task while the body runs (a recording): its
+    :class:`Observer` is the pushed execution context's ``module_observer``, so recordings on other
+    threads or tasks neither see nor miss each other's reads."""
     obs = Observer()
-    tid = threading.get_ident()
-    with _LOCK:
-        _ROUTER.stacks.setdefault(tid, []).append(obs)
-        WATCH.observer = _ROUTER
+    token = context.push(module_observer=obs)
     try:
         yield obs
     finally:
-        with _LOCK:
-            stack = _ROUTER.stacks[tid]
-            stack.remove(obs)
-            if not stack:
-                del _ROUTER.stacks[tid]
-            if not _ROUTER.stacks:
-                WATCH.observer = None  # no recording anywhere: module reads cost one comparison again
+        context.pop(token)
 
 
 def training_flag(ref: weakref.ref):

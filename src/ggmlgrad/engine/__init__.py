@@ -7,6 +7,6 @@ from .errors import CaptureError, GraphError, GraphMemoryError, PendingError
 from .modes import ModeSetting, check_enabled, graph_enabled, graph_mode, local_mode, matmul_precision, precision
 from .queue import ENGINE, Engine, is_pending, queue_length, user_site
 from .records import phase, reset_phase, set_phase
-from .observer import Observer
+from .observer import Observer, active_observer
 from . import context
 from .transfer import download, host_array, new_from_host, upload_into

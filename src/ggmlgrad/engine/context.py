@@ -1,7 +1,9 @@
 """The execution context: everything that decides how an op runs, in one object per context.
 
 An :class:`ExecContext` holds the modes (graph mode, check mode, matmul precision), the active
-observer (a capture recording's, see :mod:`.observer`), the active recorder, the one noise source
+observer (a capture recording's, see :mod:`.observer`), the observer of module reads (a capture
+recording's, told by ``nn.Module`` which modules and training flags it read), the active recorder,
+the one noise source
 (see ``tensor/random.py``), and the counters and plan caches the drains use. It lives in one
 ``contextvars.ContextVar``: threads and asyncio tasks each see their own, and a capture
 recording *pushes* a context (:func:`push`) and pops it on exit (:func:`pop`), restoring every
@@ -47,11 +49,11 @@ class ExecContext:
     ``graph``/``check`` are the resolved values the engine reads on every op.
     """
 
-    __slots__ = ("graph_set", "check_set", "graph", "check", "precision", "observer", "recorder", "noise",
-                 "counters", "op_plans", "graph_plans", "segment_plans")
+    __slots__ = ("graph_set", "check_set", "graph", "check", "precision", "observer", "module_observer",
+                 "recorder", "noise", "counters", "op_plans", "graph_plans", "segment_plans")
 
     def __init__(self, graph_set: bool | None = None, check_set: bool | None = None, precision: str = "default",
-                 observer=None, recorder=None, noise=None, counters=COUNTERS, op_plans=OP_PLANS,
+                 observer=None, module_observer=None, recorder=None, noise=None, counters=COUNTERS, op_plans=OP_PLANS,
                  graph_plans=GRAPH_PLANS, segment_plans=SEGMENT_PLANS) -> None:
         self.graph_set = graph_set
         self.check_set = check_set
@@ -59,6 +61,8 @@ class ExecContext:
         self.check = env_flag("GGMLGRAD_GRAPH_CHECK") if check_set is None else check_set
         self.precision = precision
         self.observer = observer      # an observer.Observer, or None
+        # Hears module reads (``saw(module)``, ``read_mode(module, flag)``; capture/state.py), or None
+        self.module_observer = module_observer
         self.recorder = recorder      # the capture recorder whose context this is, or None
         self.noise = noise            # callable(NoiseRequest) -> Tensor | None, or None: ordinary draws
         self.counters = counters
@@ -70,6 +74,7 @@ class ExecContext:
         new = _blank(ExecContext)  # attribute by attribute: modes change on every graph_mode block
         new.graph_set, new.check_set, new.graph, new.check = self.graph_set, self.check_set, self.graph, self.check
         new.precision, new.observer, new.recorder, new.noise = self.precision, self.observer, self.recorder, self.noise
+        new.module_observer = self.module_observer
         new.counters, new.op_plans = self.counters, self.op_plans
         new.graph_plans, new.segment_plans = self.graph_plans, self.segment_plans
         return new
@@ -99,8 +104,8 @@ class ExecContext:
 
 
 _blank = object.__new__
-_ARGS = ("graph_set", "check_set", "precision", "observer", "recorder", "noise", "counters", "op_plans",
-         "graph_plans", "segment_plans")
+_ARGS = ("graph_set", "check_set", "precision", "observer", "module_observer", "recorder", "noise", "counters",
+         "op_plans", "graph_plans", "segment_plans")
 
 # Threads and tasks that set nothing share the default (never changed in place, so safe to share).
 DEFAULT = ExecContext()
@@ -135,7 +140,7 @@ def undo(token: contextvars.Token, expected: ExecContext) -> bool:
 
 def push(**changes) -> contextvars.Token:
     """Enter a context that differs from the current one by ``changes``; :func:`pop` its token to
-    restore the previous context exactly (modes, observer, recorder, noise source)."""
+    restore the previous context exactly (modes, observers, recorder, noise source)."""
     return _CTX.set(current().replace(**changes))
 
 

@@ -123,8 +123,8 @@ def _forwarded(name: str) -> property:
     return property(lambda self: getattr(self._engine, name), doc=f"This thread's engine's ``{name}``.")
 
 
-# Data attributes read often from outside the engine: a property finds them without the failed
-# lookup that precedes ``__getattr__``.
-for _name in ("guard", "epoch", "roots", "effects", "lazy", "lock"):
+# The one data attribute read from outside the engine (``with ENGINE.lock``): a property finds it
+# without the failed lookup that precedes ``__getattr__``. The queue's state is the engine's own.
+for _name in ("lock",):
     setattr(PerThread, _name, _forwarded(_name))
 del _name

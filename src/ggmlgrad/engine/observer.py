@@ -27,6 +27,8 @@ tensors enter graphs through per-graph leaves (not their storage's shared header
 """
 from __future__ import annotations
 
+from .context import current
+
 
 class Observer:
     """Hooks the engine calls while this observer's context is active (all default to nothing).
@@ -46,3 +48,15 @@ class Observer:
 
     def on_drain(self, reason: str) -> None:
         """The queue is about to be computed (``reason``: "read", "eager", "inplace", ...)."""
+
+
+def active_observer() -> "Observer | None":
+    """The calling thread's / task's observer (a capture recording's), or None: what code outside
+    the engine checks before an upload or read-back a recording must refuse, or before reading a
+    tensor's value now (a recording cannot).
+
+    >>> from ggmlgrad.engine import active_observer
+    >>> active_observer() is None   # nothing is recording
+    True
+    """
+    return current().observer

@@ -176,16 +176,31 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
             raise RuntimeError("ggmlgrad internal: release() without hold()")
         self._hold -= 1
 
+    def has_queued(self) -> bool:
+        """Whether anything is queued and not computed yet (ops, in-place writes).
+
+        >>> import ggmlgrad as gg
+        >>> from ggmlgrad.engine import ENGINE
+        >>> with gg.graph_mode(True):
+        ...     y = gg.ones(2) * 2.0
+        ...     ENGINE.has_queued()
+        True
+        >>> ENGINE.has_queued()   # leaving graph mode computed it
+        False
+        """
+        return bool(self.roots or self.effects or self.updates)
+
+    def drain_if_queued(self, reason: str) -> bool:
+        """:meth:`drain` when :meth:`has_queued` (a capture replay's check before it computes: queued
+        work may write what the replay reads); False, without taking the lock, otherwise."""
+        if self.roots or self.effects or self.updates:
+            return self.drain(reason)
+        return False
+
     def discard(self) -> None:
         """Drop the queue without computing it (its pending tensors fail with a clear error)."""
         with self.lock:
             self._discard()
-
-    @property
-    def guard(self):
-        """The calling context's observer (a capture recording's), or None; read-only: a recording
-        installs it by pushing an execution context (see :mod:`.context`)."""
-        return current().observer
 
     # ------------------------------------------------------------------ draining
     def take_for_capture(self):
@@ -207,7 +222,7 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
             lib.free(ctx)
 
 
-# Every thread has its own Engine (its queue, drains, capture guard): see .local.
+# Every thread has its own Engine (its queue and drains; modes and observers are in .context): see .local.
 ENGINE = PerThread(Engine)
 modes._on_graph_off.append(lambda: ENGINE.drain("graph_mode_off"))
 

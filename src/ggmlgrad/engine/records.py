@@ -7,6 +7,7 @@ op is the queue's one record (``one``), drained at once and keyed by its op alon
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import sys
@@ -40,13 +41,16 @@ def reset_phase(token: contextvars.Token) -> None:
 
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# contextlib's frames stand between a ``with`` of ours (``ENGINE.exclusive``) and its caller: skipped too
+_CONTEXTLIB_FILE = contextlib.__file__
 
 
 _IN_PKG: dict = {}  # code object → whether it is ggmlgrad's (a site is found on every graph-mode queue)
 
 
 def user_site(skip: int = 2) -> str:
-    """file:line of the innermost frame outside the ggmlgrad package."""
+    """file:line of the innermost frame outside the ggmlgrad package (and outside contextlib, whose
+    ``__enter__``/``__exit__`` run a ``with`` block's generator on the user's behalf)."""
     f = sys._getframe(skip)
     in_pkg = _IN_PKG
     while f is not None:
@@ -55,7 +59,8 @@ def user_site(skip: int = 2) -> str:
         if inside is None:
             if len(in_pkg) > 8192:
                 in_pkg.clear()
-            inside = in_pkg[code] = code.co_filename.startswith(_PKG_DIR)
+            name = code.co_filename
+            inside = in_pkg[code] = name.startswith(_PKG_DIR) or name == _CONTEXTLIB_FILE
         if not inside:
             break
         f = f.f_back

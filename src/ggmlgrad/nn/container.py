@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 from typing import Iterable, Iterator, Mapping
 
+from ..engine.context import current as _context
 from .module import WATCH, Module
 
 
@@ -64,8 +65,9 @@ class Sequential(Module):
 
 def _read(container: Module) -> "collections.OrderedDict[str, Module]":
     """The container's modules; a capture recording that reads them depends on its structure."""
-    if WATCH.observer is not None:
-        WATCH.observer.saw(container)
+    obs = _context().module_observer
+    if obs is not None:
+        obs.saw(container)
     return container._modules
 
 

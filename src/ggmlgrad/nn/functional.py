@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from ..engine import COMPUTED, ENGINE, download, float32, graph_enabled, int32
+from ..engine import COMPUTED, ENGINE, active_observer, download, float32, graph_enabled, int32
 from ..ops import nn_ops, op
 from ..ops.indexing import check_values
 from ..ops.registry import same_float
@@ -302,7 +302,7 @@ def _check_probabilities(fn: str, input: Tensor) -> None:
     or before the optimizer update of a captured step."""
     if input.numel() == 0:
         return
-    if ENGINE.guard is None and input._status == COMPUTED:
+    if active_observer() is None and input._status == COMPUTED:
         vals = download(input, f"{fn} input check")
         bad = vals[~((vals >= 0.0) & (vals <= 1.0))]
         if bad.size:

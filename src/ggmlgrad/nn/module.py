@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 import numpy as np
 
 from ..engine import COMPUTED, ENGINE, PENDING, dtypes
+from ..engine.context import current as _context
 from ..engine.plans import Exact
 from ..ops.registry import write
 from ..runtime import resolve_device
@@ -20,15 +21,15 @@ _MISSING = object()
 
 class _Watch:
     """What capture follows in modules (SPEC §4, §6): ``epoch`` moves on every ``train()``/``eval()``
-    and every assignment of a parameter, buffer, submodule or tensor attribute; while a recording
-    runs, ``observer`` hears which modules it called or read (``saw``) and which training flags it
-    read (``read_mode``). A replay compares one int; it looks closer only after the epoch moved."""
+    and every assignment of a parameter, buffer, submodule or tensor attribute. While a recording
+    runs, its execution context's ``module_observer`` hears which modules it called or read
+    (``saw``) and which training flags it read (``read_mode``). A replay compares one int; it looks
+    closer only after the epoch moved."""
 
-    __slots__ = ("epoch", "observer")
+    __slots__ = ("epoch",)
 
     def __init__(self) -> None:
         self.epoch = 0
-        self.observer = None
 
 
 WATCH = _Watch()
@@ -111,8 +112,9 @@ class Module:
     def training(self) -> bool:
         """Training mode (``train()``/``eval()``); a capture recording notes which flags it read."""
         mode = self.__dict__.get("_training", True)
-        if WATCH.observer is not None:
-            WATCH.observer.read_mode(self, mode)
+        obs = _context().module_observer
+        if obs is not None:
+            obs.read_mode(self, mode)
         return mode
 
     @training.setter
@@ -164,8 +166,9 @@ class Module:
             if store is not None:
                 v = store.get(name, _MISSING)
                 if v is not _MISSING:
-                    if WATCH.observer is not None:
-                        WATCH.observer.saw(self)
+                    obs = _context().module_observer
+                    if obs is not None:
+                        obs.saw(self)
                     return v
         raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
 
@@ -218,8 +221,9 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
     def __call__(self, *args, **kwargs):
-        if WATCH.observer is not None:
-            WATCH.observer.saw(self)  # a capture recording depends on this module's structure
+        obs = _context().module_observer
+        if obs is not None:
+            obs.saw(self)  # a capture recording depends on this module's structure
         return self.forward(*args, **kwargs)
 
     # ------------------------------------------------------------------ traversal

@@ -19,7 +19,8 @@ Gradients scatter-add with ``ggml_get_rows_back``: repeated indices accumulate.
 from __future__ import annotations
 
 from .._ggml import consts, lib
-from ..engine import COMPUTED, ENGINE, Array, check_enabled, download, float32, graph_enabled, int32, user_site
+from ..engine import (COMPUTED, ENGINE, Array, active_observer, check_enabled, download, float32, graph_enabled,
+                      int32, user_site)
 from ..engine import checks as _checks
 from ..engine.errors import IndexValueError
 from ..engine.records import phase
@@ -48,7 +49,7 @@ def check_values(opname: str, index, lo: int, hi: int, message: str, ignore: int
     """
     if numel(index.shape) == 0 or phase() is not None:
         return False  # nothing to check; or a backward pass, whose indices the forward checked
-    if index._status == COMPUTED and ENGINE.guard is None and (check_enabled() or not graph_enabled()):
+    if index._status == COMPUTED and active_observer() is None and (check_enabled() or not graph_enabled()):
         bad = _checks.first_bad(download(index, f"{opname} index check"), lo, hi, ignore)
         if bad is not None:
             raise IndexValueError(message.format(bad))

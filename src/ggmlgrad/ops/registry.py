@@ -9,9 +9,9 @@ An :class:`OpDef` holds, for one op:
   gradients are ggml nodes in the same queue. Grads may come back in the
   broadcast shape; autograd reduces them to each input's shape.
 
-``op.NAME(...)`` dispatches through the autograd layer (installed at import by
-``ggmlgrad.autograd``), which is how backward rules call other ops without this
-layer importing the one above it.
+``op.NAME(...)`` dispatches through the autograd layer, which registers its entry point
+with :func:`register_dispatch` when it is imported (``ggmlgrad.tensor``): that is how backward
+rules call other ops without this layer importing the one above it.
 """
 from __future__ import annotations
 
@@ -60,16 +60,33 @@ def define(name: str, *, infer, backward=None, work=None, save_output=False, dif
     return deco
 
 
-class _Dispatcher:
-    """``op.add(a, b)`` → the autograd layer's apply(REGISTRY['add'], a, b)."""
+# The autograd layer's apply(opdef, inputs, params), set by register_dispatch; None until then.
+_apply: Callable[..., Any] | None = None
 
-    apply: Callable[..., Any] | None = None
+
+def register_dispatch(apply: Callable[..., Any]) -> None:
+    """Route ``op.NAME(*inputs, **params)`` to ``apply(REGISTRY[NAME], inputs, params)``.
+
+    The autograd layer (``tensor/__init__.py``) registers ``tape.apply`` here when it is imported:
+    the layer above joins this one through this function, and this layer never imports it.
+
+    >>> from ggmlgrad.ops.registry import op, register_dispatch
+    >>> from ggmlgrad.tensor import tape
+    >>> register_dispatch(tape.apply)   # what importing ggmlgrad.tensor did
+    """
+    global _apply
+    _apply = apply
+    op.__dict__.clear()  # calls cached with an earlier entry point are made again
+
+
+class _Dispatcher:
+    """``op.add(a, b)`` → the autograd layer's apply(REGISTRY['add'], a, b) (see :func:`register_dispatch`)."""
 
     def __getattr__(self, name: str):
         opdef = REGISTRY.get(name)
         if opdef is None:
             raise AttributeError(f"no op named {name!r}")
-        apply = type(self).apply
+        apply = _apply
         if apply is None:
             raise RuntimeError("ggmlgrad internal: op dispatch used before the autograd layer was imported")
 

@@ -1,8 +1,8 @@
 """Layer 5: the user-facing Tensor and autograd."""
-from ..ops.registry import _Dispatcher
+from ..ops.registry import register_dispatch
 from . import tape
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tensor import Tensor, as_tensor, tensor
 from . import shape_methods  # noqa: F401  (attaches indexing/shape methods to Tensor)
 
-_Dispatcher.apply = staticmethod(tape.apply)
+register_dispatch(tape.apply)  # op.NAME(...) in backward rules records through autograd

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, Array, CaptureError, DType, download, dtypes, float32,
-                      host_array, int32, new_from_host, upload_into, user_site)
+                      active_observer, host_array, int32, new_from_host, upload_into, user_site)
 from ..ops import op
 from ..ops.reduce import axis_of as _axis, keepdim_of as _keepdim
 from ..ops.registry import REGISTRY
@@ -598,7 +598,7 @@ def refuse_write_to_view_copy(t: "Tensor", name: str) -> None:
 def _refuse_while_recording(name: str) -> None:
     """A captured function cannot write in place: the replay could not order the write after
     the graph's reads of the old value (capture_step runs the optimizer's update as its own graph)."""
-    if ENGINE.guard is not None:
+    if active_observer() is not None:
         raise CaptureError(
             f"capture: the in-place op {name} at {user_site()} ran while a captured function was recording; "
             f"a captured function cannot write tensors in place. Return the new value as an output and "
