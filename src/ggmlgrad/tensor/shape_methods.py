@@ -24,7 +24,8 @@ from ..ops.shapes import check_ndim
 from . import functional_shape as F
 from .functional_shape import IndexRangeError
 from .grad_mode import is_grad_enabled
-from .tensor import Tensor, mark_view_copy
+from . import views
+from .tensor import Tensor
 
 
 # ---------------------------------------------------------------- __getitem__
@@ -118,7 +119,8 @@ def getitem(x: Tensor, key) -> Tensor:
     if adv is None:   # one op: the slice lays its result out with ints dropped and Nones added
         shape = tuple(out_shape)
         check_ndim("indexing", shape)
-        return mark_view_copy(op.slice(x, start=start, stop=stop, step=step, shape=shape), x, "basic indexing x[...]")
+        out = op.slice(x, start=start, stop=stop, step=step, shape=shape)
+        return views.index_view(out, x, key, start, stop, step)
     y = x
     if sliced_shape != x.shape:
         y = op.slice(x, start=start, stop=stop, step=step)
@@ -278,21 +280,94 @@ _METHODS = {
     "unflatten": unflatten, "reshape_as": reshape_as, "view_as": reshape_as,
 }
 
-# torch returns views (memory shared with the tensor) from these; ggmlgrad returns copies, marked
-# so that an in-place write to one is refused rather than silently not reaching the base.
-_VIEW_OPS = ("squeeze", "unsqueeze", "flatten", "expand", "expand_as", "broadcast_to", "transpose", "swapaxes",
-             "split", "chunk", "narrow", "movedim", "unflatten", "view_as")
+def _squeeze_view(self: Tensor, dim=None) -> Tensor:
+    return views.squeeze_view(F.squeeze(self, dim), self)
 
 
-def _view_method(name: str, fn):
+def _unsqueeze_view(self: Tensor, dim: int) -> Tensor:
+    out = F.unsqueeze(self, dim)
+    return views.unsqueeze_view(out, self, dim % out.ndim)
+
+
+def _reshape_like(fn, must_view: bool, name: str):
     def method(self, *args, **kwargs):
-        return mark_view_copy(fn(self, *args, **kwargs), self, f"{name}()")
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = fn.__doc__
+        out = fn(self, *args, **kwargs)
+        return views.reshape_view(out, self, out.shape, name, must_view)
     return method
 
+
+def _expand_view(fn):
+    def method(self, *args, **kwargs):
+        return views.expand_view(fn(self, *args, **kwargs), self)
+    return method
+
+
+def _transpose_view(self: Tensor, dim0: int, dim1: int) -> Tensor:
+    out = F.swapaxes(self, dim0, dim1)
+    axes = list(range(self.ndim))
+    if self.ndim >= 2:
+        a, b = dim0 % self.ndim, dim1 % self.ndim
+        axes[a], axes[b] = axes[b], axes[a]
+    return views.permute_view(out, self, tuple(axes))
+
+
+def _movedim_view(self: Tensor, source: int, destination: int) -> Tensor:
+    out = F.movedim(self, source, destination)
+    s, d = source % self.ndim, destination % self.ndim
+    axes = [i for i in range(self.ndim) if i != s]
+    axes.insert(d, s)
+    return views.permute_view(out, self, tuple(axes))
+
+
+def _split_view(self: Tensor, split_size_or_sections, dim: int = 0):
+    return views.axis_slice_views(split(self, split_size_or_sections, dim), self, dim % self.ndim, True)
+
+
+def _chunk_view(self: Tensor, chunks: int, dim: int = 0):
+    return views.axis_slice_views(chunk(self, chunks, dim), self, dim % self.ndim, True)
+
+
+def _narrow_view(self: Tensor, dim: int, start: int, length: int) -> Tensor:
+    out = narrow(self, dim, start, length)
+    d = dim % self.ndim
+    views.axis_slice_views((out,), self, d, False, first=start + self.shape[d] if start < 0 else start)
+    return out
+
+
+def unbind(self: Tensor, dim: int = 0) -> tuple:
+    """The slices along ``dim``, each a view of ``self`` (torch.Tensor.unbind)."""
+    d = F._dim("unbind", dim, self.ndim)
+    pieces = []
+    for i in range(self.shape[d]):
+        key = (slice(None),) * d + (i,)
+        start, stop, step, out_shape, _, _ = _parse(self, key)
+        out = op.slice(self, start=start, stop=stop, step=step, shape=tuple(out_shape))
+        views.index_view(out, self, key, start, stop, step, multi=True)
+        pieces.append(out)
+    return tuple(pieces)
+
+
+def select(self: Tensor, dim: int, index: int) -> Tensor:
+    """``self`` indexed by ``index`` along ``dim``: a view (torch.Tensor.select)."""
+    d = F._dim("select", dim, self.ndim)
+    return getitem(self, (slice(None),) * d + (index,))
+
+
+# torch returns views (memory shared with the tensor) from these (tensor/views.py).
+_VIEW_METHODS = {
+    "squeeze": _squeeze_view, "unsqueeze": _unsqueeze_view,
+    "flatten": _reshape_like(flatten, False, "flatten"), "unflatten": _reshape_like(unflatten, False, "unflatten"),
+    "view_as": _reshape_like(reshape_as, True, "view_as"), "reshape_as": _reshape_like(reshape_as, False, "reshape_as"),
+    "expand": _expand_view(expand), "expand_as": _expand_view(expand_as), "broadcast_to": _expand_view(broadcast_to),
+    "transpose": _transpose_view, "swapaxes": _transpose_view, "movedim": _movedim_view,
+    "split": _split_view, "chunk": _chunk_view, "narrow": _narrow_view,
+    "unbind": unbind, "select": select,
+}
+for _name, _fn in _VIEW_METHODS.items():
+    _fn.__name__ = _fn.__qualname__ = _name
+    _METHODS[_name] = _fn
 
 for _name, _fn in _METHODS.items():
     # Never replace a method the Tensor class defines itself (its owner decides those).
     if _name not in Tensor.__dict__:
-        setattr(Tensor, _name, _view_method(_name, _fn) if _name in _VIEW_OPS else _fn)
+        setattr(Tensor, _name, _fn)
