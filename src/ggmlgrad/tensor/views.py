@@ -32,7 +32,7 @@ import weakref
 
 import numpy as np
 
-from ..engine import COMPUTED, ENGINE, PENDING
+from ..engine import COMPUTED, ENGINE, PENDING, float32
 from ..ops import op
 from .grad_mode import is_grad_enabled, no_grad
 
@@ -363,7 +363,7 @@ def overlaps(t) -> bool:
 def has_views(t) -> bool:
     """Whether a write to ``t`` must go through this module (it is a view or has live views)."""
     cell = t._vcell
-    return len(cell) > 1 and (bool(cell[1]) or "_view" in t.__dict__)
+    return len(cell) > 1 and ("_view" in t.__dict__ or bool(cell[1].live()))
 
 
 def check_view_write(t, name: str, differentiable: bool) -> None:
@@ -411,14 +411,14 @@ def write(t, name: str, compute, other, record: bool):
     with ENGINE.exclusive("inplace"):
         if root._status != COMPUTED or t._status != COMPUTED:
             raise RuntimeError(f"{name}: this tensor has no value (its graph failed)")
-        with no_grad():
-            snapshot = op.clone(root)  # the old value, in memory the write does not touch
         if record:
-            snapshot.requires_grad, snapshot.grad_fn = root.requires_grad, root.grad_fn
+            with no_grad():
+                snapshot = _copy(root)  # the old value, in memory the write does not touch (saved
+            snapshot.requires_grad, snapshot.grad_fn = root.requires_grad, root.grad_fn  # for backward)
             new_root, derived = _write_body(root, steps, snapshot, compute, other, t)
         else:
-            with no_grad():
-                new_root, derived = _write_body(root, steps, snapshot, compute, other, t)
+            with no_grad():  # every read of the root is an ancestor of the write into it
+                new_root, derived = _write_body(root, steps, root, compute, other, t)
     t._version += 1  # the root's counter too, except through ``.data`` (its own counter, as in torch)
     if record:
         root._rebase(new_root)
@@ -426,6 +426,12 @@ def write(t, name: str, compute, other, record: bool):
             if w._view.root is root:
                 w._rebase(v)
     return t
+
+
+def _copy(t):
+    if t.dtype.name == "float32":
+        return op.clone(t)
+    return op.cast(op.cast(t, dtype=float32), dtype=t.dtype)
 
 
 def _write_body(root, steps, snapshot, compute, other, t):
@@ -440,8 +446,10 @@ def _rederive_queued(root, new_root) -> list:
     """Queue each live view of ``root``'s family ← its value from ``new_root`` (in an exclusive block)."""
     cell = root._vcell
     derived = []
+    storage = root._storage
     for w in cell[1].live() if len(cell) > 1 else ():
-        if w._status == COMPUTED:
+        # same memory only (nn.Parameter(view) shares the version cell, not the root's memory)
+        if w._status == COMPUTED and w._view.root._storage is storage:
             v = gather(w._view.steps, new_root)
             ENGINE.queue_write(w, ENGINE.node_of(v), "view refresh")
             derived.append((w, v))
