@@ -37,6 +37,7 @@ VIEWS = {
     "transpose": (lambda x: x.transpose(0, 2), lambda a: a.transpose(2, 1, 0)),
     "permute": (lambda x: x.permute(1, 2, 0), lambda a: a.transpose(1, 2, 0)),
     "T_of_2d": (lambda x: x[0].T, lambda a: a[0].T),
+    "t": (lambda x: x[1].t(), lambda a: a[1].T),
     "mT": (lambda x: x.mT, lambda a: np.swapaxes(a, 1, 2)),
     "narrow": (lambda x: x.narrow(2, 1, 2), lambda a: a[:, :, 1:3]),
     "select": (lambda x: x.select(1, -1), lambda a: a[:, -1]),
@@ -47,9 +48,18 @@ VIEWS = {
     "transpose_then_slice": (lambda x: x.transpose(1, 2)[:, 1:3], lambda a: a.transpose(0, 2, 1)[:, 1:3]),
     "slice_then_view": (lambda x: x[1].view(12)[3:9], lambda a: a[1].reshape(12)[3:9]),
     "view_of_transpose": (lambda x: x.transpose(0, 1).view(3, 2, 2, 2), lambda a: a.transpose(1, 0, 2).reshape(3, 2, 2, 2)),
+    "function_forms": (lambda x: gg_or_torch(x).narrow(gg_or_torch(x).squeeze(gg_or_torch(x).unsqueeze(x, 0), 0),
+                                                         2, 1, 2), lambda a: a[:, :, 1:3]),
+    "function_split": (lambda x: gg_or_torch(x).split(gg_or_torch(x).swapaxes(x, 0, 2), 2, 0)[1],
+                       lambda a: a.transpose(2, 1, 0)[2:4]),
     "expand": (lambda x: x[:, :1].expand(2, 3, 4), lambda a: np.broadcast_to(a[:, :1], (2, 3, 4))),
 }
 WRITABLE = [k for k in VIEWS if k != "expand"]
+
+
+def gg_or_torch(x):
+    """The module whose function forms (``lib.narrow(x, ...)``) apply to ``x``."""
+    return gg if isinstance(x, gg.Tensor) else __import__("torch")
 
 
 def _np_offset(v: np.ndarray, a: np.ndarray) -> int:
@@ -245,7 +255,15 @@ def _view_written_by_a_tensor_that_requires_grad(lib, w, u):
     return (b * b).sum() + (b * w).sum()
 
 
+def _augmented_assignment_on_an_index(lib, w, u):
+    b = w * 2.0
+    b[0] += u[0]                         # Python: tmp = b[0]; tmp += u[0]; b[0] = tmp
+    b[:, 1] *= 3.0
+    return (b * b).sum()
+
+
 GRAD_CASES = {
+    "augmented_assignment_on_an_index": _augmented_assignment_on_an_index,
     "inplace_on_view_of_nonleaf": _inplace_on_view_of_nonleaf,
     "inplace_on_view_then_view_read": _inplace_on_view_then_view_read,
     "write_to_base_then_view_read": _write_to_base_then_view_read,

@@ -155,6 +155,8 @@ def setitem(x: Tensor, key, value) -> None:
     if isinstance(value, (bool, np.bool_)) or _is_int(value) or isinstance(value, (float, np.floating)):
         x._write("__setitem__", lambda: op.slice_set(x, fill=float(value), **params))
         return
+    if isinstance(value, Tensor) and "_view" in value.__dict__ and _is_region(value, x, start, stop, step):
+        return  # ``x[key] += v``: Python's setitem of the view the in-place op already wrote through
     from .tensor import tensor
     v = value if isinstance(value, Tensor) else tensor(np.asarray(value), dtype=x.dtype, device=x.device)
     if v.requires_grad and is_grad_enabled():
@@ -178,6 +180,14 @@ def setitem(x: Tensor, key, value) -> None:
             w = op.reshape(w, shape=sliced_shape)
         return op.slice_set(x, w, **params)
     x._write("__setitem__", make)
+
+
+def _is_region(value: Tensor, x: Tensor, start: tuple, stop: tuple, step: tuple) -> bool:
+    """Whether the view ``value`` is exactly ``x[start:stop:step]`` (same root, same steps)."""
+    rec, xrec = views.record_of(value), views.record_of(x)
+    root, steps = (x, ()) if xrec is None else (xrec.root, xrec.steps)
+    return (rec.root is root and len(rec.steps) == len(steps) + 1 and rec.steps[:-1] == steps
+            and rec.steps[-1][:4] == ("slice", start, stop, step))
 
 
 def _index_for(k, n: int, axis: int, x: Tensor) -> Tensor:
@@ -311,6 +321,13 @@ def _transpose_view(self: Tensor, dim0: int, dim1: int) -> Tensor:
     return views.permute_view(out, self, tuple(axes))
 
 
+def t(self: Tensor) -> Tensor:
+    """The transpose of a tensor of at most 2 dims, a view (torch.Tensor.t)."""
+    if self.ndim > 2:
+        raise ValueError(f"t(): expects a tensor with <= 2 dimensions, got shape {self.shape}; use transpose or mT")
+    return _transpose_view(self, 0, self.ndim - 1) if self.ndim == 2 else _transpose_view(self, 0, 0)
+
+
 def _movedim_view(self: Tensor, source: int, destination: int) -> Tensor:
     out = F.movedim(self, source, destination)
     s, d = source % self.ndim, destination % self.ndim
@@ -361,11 +378,26 @@ _VIEW_METHODS = {
     "expand": _expand_view(expand), "expand_as": _expand_view(expand_as), "broadcast_to": _expand_view(broadcast_to),
     "transpose": _transpose_view, "swapaxes": _transpose_view, "movedim": _movedim_view,
     "split": _split_view, "chunk": _chunk_view, "narrow": _narrow_view,
-    "unbind": unbind, "select": select,
+    "unbind": unbind, "select": select, "t": t,
 }
 for _name, _fn in _VIEW_METHODS.items():
     _fn.__name__ = _fn.__qualname__ = _name
+    _fn.__doc__ = _fn.__doc__ or getattr(F, _name, _METHODS.get(_name)).__doc__
     _METHODS[_name] = _fn
+
+
+def _swapaxes_view(x: Tensor, axis0: int, axis1: int) -> Tensor:
+    return _transpose_view(x, axis0, axis1)
+
+
+_swapaxes_view.__doc__ = F.swapaxes.__doc__
+
+# gg.squeeze(x, ...) and friends return the same views as the methods (torch.squeeze etc. are views);
+# ggmlgrad/__init__.py exports these over functional_shape's copies.
+FUNCTIONAL_VIEWS = {name: _VIEW_METHODS[name] for name in (
+    "squeeze", "unsqueeze", "flatten", "unflatten", "narrow", "split", "chunk", "movedim", "broadcast_to",
+    "expand", "unbind", "select")}
+FUNCTIONAL_VIEWS["swapaxes"] = _swapaxes_view
 
 for _name, _fn in _METHODS.items():
     # Never replace a method the Tensor class defines itself (its owner decides those).

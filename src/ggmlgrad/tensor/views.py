@@ -34,7 +34,7 @@ import numpy as np
 
 from ..engine import COMPUTED, ENGINE, PENDING, float32
 from ..ops import op
-from .grad_mode import is_grad_enabled, no_grad
+from .grad_mode import _enabled, is_grad_enabled, no_grad
 
 _OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single "
             "memory location. Please clone() the tensor before performing the operation.")
@@ -42,24 +42,45 @@ _OVERLAP = ("unsupported operation: more than one element of the written-to tens
 
 class ViewRecord:
     """Where a view's value comes from: ``root`` (a tensor that is not a view), the ``steps``
-    that derive it from the root's value, torch's ``offset`` and ``strides`` (elements), and how
-    it was made (``multi``: one of several outputs of split/chunk/unbind; ``no_grad``: made with
-    grad off), which decide torch's autograd errors for in-place writes through it."""
+    that derive it from the root's value, and how it was made (``multi``: one of several outputs
+    of split/chunk/unbind; ``no_grad``: made with grad off), which decide torch's autograd errors
+    for in-place writes through it. Its torch layout (offset, strides in elements) is worked out
+    on first use (:meth:`layout`): making a view costs no layout arithmetic."""
 
-    __slots__ = ("root", "steps", "offset", "strides", "multi", "no_grad")
+    __slots__ = ("root", "steps", "multi", "no_grad", "_layout", "_pending")
 
-    def __init__(self, root, steps: tuple, offset: int, strides: tuple, multi: bool, made_no_grad: bool):
-        self.root, self.steps, self.offset, self.strides = root, steps, offset, strides
-        self.multi, self.no_grad = multi, made_no_grad
+    def __init__(self, root, steps: tuple, multi: bool, made_no_grad: bool, layout_or_pending):
+        self.root, self.steps, self.multi, self.no_grad = root, steps, multi, made_no_grad
+        if layout_or_pending[0] is None:
+            self._layout, self._pending = None, layout_or_pending
+        else:
+            self._layout, self._pending = layout_or_pending, None
+
+    def layout(self) -> tuple[int, tuple]:
+        """(storage offset, strides) in elements of the root's contiguous memory."""
+        lay = self._layout
+        if lay is None:
+            _, brec, bshape, fn, args = self._pending
+            boff, bstrides = brec.layout() if brec is not None else (0, contiguous_strides(bshape))
+            rel, strides = fn(bstrides, bshape, *args)
+            lay = self._layout = (boff + rel, strides)
+            self._pending = None
+        return lay
 
 
 # ---------------------------------------------------------------------------- layout
 def contiguous_strides(shape: tuple) -> tuple:
-    strides, acc = [], 1
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= max(s, 1)
-    return tuple(reversed(strides))
+    strides = _CONTIGUOUS.get(shape)
+    if strides is None:
+        acc, out = 1, []
+        for s in reversed(shape):
+            out.append(acc)
+            acc *= max(s, 1)
+        strides = _CONTIGUOUS[shape] = tuple(reversed(out))
+    return strides
+
+
+_CONTIGUOUS: dict = {}  # shape -> contiguous strides (shapes repeat: a training loop has few)
 
 
 def record_of(t) -> ViewRecord | None:
@@ -71,7 +92,7 @@ def layout(t) -> tuple[int, tuple]:
     rec = t.__dict__.get("_view")
     if rec is None:
         return 0, contiguous_strides(t.shape)
-    return rec.offset, rec.strides
+    return rec.layout()
 
 
 def is_contiguous(t) -> bool:
@@ -190,14 +211,14 @@ class Family:
     def live(self) -> list:
         """The live views (dead entries dropped)."""
         out, dead = [], []
-        for k, r in self.refs.items():
+        for k, r in list(self.refs.items()):  # a copy: another thread may add a view meanwhile
             t = r()
             if t is None or "_view" not in t.__dict__:
                 dead.append(k)
             else:
                 out.append(t)
         for k in dead:
-            del self.refs[k]
+            self.refs.pop(k, None)
         return out
 
     def __bool__(self) -> bool:
@@ -213,44 +234,50 @@ def family(t) -> Family:
     return cell[1]
 
 
-def make_view(out, base, step: tuple, strides: tuple | None, offset: int = 0, multi: bool = False):
-    """Make ``out`` (the value ``step`` derived from ``base``) a view of ``base``'s root.
-    ``strides``/``offset``: its layout (offset relative to ``base``'s first element)."""
+def make_view(out, base, step: tuple, fn, *args, multi: bool = False):
+    """Make ``out`` (the value ``step`` derived from ``base``) a view of ``base``'s root; its
+    layout is ``fn(base strides, base shape, *args)`` → (offset relative to base, strides)."""
     if out is base:
         return out
     brec = base.__dict__.get("_view")
+    grad_on = _enabled.get()
     if brec is None:
-        root, steps, boff, made_no_grad = base, (step,), 0, not is_grad_enabled()
+        rec = ViewRecord(base, (step,), multi, not grad_on, (None, None, base.shape, fn, args))
     else:
-        root, steps, boff = brec.root, brec.steps + (step,), brec.offset
-        multi, made_no_grad = multi or brec.multi, brec.no_grad or not is_grad_enabled()
-    if strides is None:
-        strides = contiguous_strides(out.shape)
-    out._view = ViewRecord(root, steps, boff + offset, strides, multi, made_no_grad)
-    family(base).add(out)
-    out._vcell = base._vcell  # one version counter for the base and all its views (torch's rule)
+        rec = ViewRecord(brec.root, brec.steps + (step,), multi or brec.multi, brec.no_grad or not grad_on,
+                         (None, brec, base.shape, fn, args))
+    out._view = rec
+    cell = base._vcell
+    if len(cell) < 2:
+        cell.append(Family())
+    cell[1].add(out)
+    out._vcell = cell  # one version counter for the base and all its views (torch's rule)
     return out
+
+
+def _reshape_layout(bstrides, bshape, new_shape):
+    return 0, view_strides(bshape, bstrides, new_shape)
 
 
 def reshape_view(out, base, new_shape: tuple, name: str, must_view: bool):
     """``view``/``reshape``/``flatten``-style result: a view when the layout allows, else (reshape)
     the copy ``out`` already is, or (view) torch's error."""
-    _, strides = layout(base)
-    new_strides = view_strides(base.shape, strides, tuple(new_shape))
-    if new_strides is None:
-        if must_view:
+    if "_view" in base.__dict__ and view_strides(base.shape, layout(base)[1], tuple(new_shape)) is None:
+        if must_view:  # (a tensor that is not a view is contiguous: always viewable)
             raise RuntimeError(f"{name}: view size is not compatible with input tensor's size and stride (at "
                                f"least one dimension spans across two contiguous subspaces). Use "
                                f".reshape(...) instead.")
         return out
-    return make_view(out, base, ("reshape", tuple(new_shape)), new_strides)
+    return make_view(out, base, ("reshape", tuple(new_shape)), _reshape_layout, tuple(new_shape))
+
+
+def _squeeze_layout(bstrides, bshape, out_shape):
+    return 0, tuple(bstrides[i] for i in _match_dims(bshape, out_shape))
 
 
 def squeeze_view(out, base):
     """torch's squeeze strides: the kept dims keep theirs."""
-    _, strides = layout(base)
-    kept = _match_dims(base.shape, out.shape)
-    return make_view(out, base, ("reshape", out.shape), tuple(strides[i] for i in kept))
+    return make_view(out, base, ("reshape", out.shape), _squeeze_layout, out.shape)
 
 
 def _match_dims(shape: tuple, squeezed: tuple) -> list:
@@ -263,44 +290,57 @@ def _match_dims(shape: tuple, squeezed: tuple) -> list:
     return kept
 
 
+def _unsqueeze_layout(bstrides, bshape, dim):
+    s = bshape[dim] * bstrides[dim] if dim < len(bshape) else 1
+    return 0, bstrides[:dim] + (s,) + bstrides[dim:]
+
+
 def unsqueeze_view(out, base, dim: int):
     """torch's unsqueeze stride: size * stride of the dim it goes before (1 at the end)."""
-    _, strides = layout(base)
-    s = base.shape[dim] * strides[dim] if dim < base.ndim else 1
-    return make_view(out, base, ("reshape", out.shape), strides[:dim] + (s,) + strides[dim:])
+    return make_view(out, base, ("reshape", out.shape), _unsqueeze_layout, dim)
+
+
+def _permute_layout(bstrides, bshape, axes):
+    return 0, tuple(bstrides[a] for a in axes)  # (axes may be negative: a valid Python index either way)
 
 
 def permute_view(out, base, axes: tuple):
-    _, strides = layout(base)
-    axes = tuple(int(a) % base.ndim for a in axes) if base.ndim else ()
-    return make_view(out, base, ("permute", axes), tuple(strides[a] for a in axes))
+    """``axes`` as the permute op took them (validated; possibly negative)."""
+    return make_view(out, base, ("permute", axes), _permute_layout, axes)
+
+
+def _expand_layout(bstrides, bshape, out_shape):
+    lead = len(out_shape) - len(bshape)
+    return 0, (0,) * lead + tuple(0 if (bshape[i] == 1 and out_shape[lead + i] != 1) else bstrides[i]
+                                  for i in range(len(bshape)))
 
 
 def expand_view(out, base):
-    _, strides = layout(base)
-    lead = out.ndim - base.ndim
-    new = [0] * lead + [0 if (base.shape[i] == 1 and out.shape[lead + i] != 1) else strides[i]
-                        for i in range(base.ndim)]
-    return make_view(out, base, ("expand", out.shape), tuple(new))
+    return make_view(out, base, ("expand", out.shape), _expand_layout, out.shape)
+
+
+def _index_layout(bstrides, bshape, key):
+    return index_layout(0, bshape, bstrides, key)
 
 
 def index_view(out, base, key, start: tuple, stop: tuple, step: tuple, multi: bool = False):
     """``base[key]`` for a basic key (``start/stop/step``: the slice op's parameters)."""
-    _, strides = layout(base)
-    new_offset, new_strides = index_layout(0, base.shape, strides, key)
-    return make_view(out, base, ("slice", start, stop, step, out.shape), new_strides, new_offset, multi)
+    return make_view(out, base, ("slice", start, stop, step, out.shape), _index_layout, key, multi=multi)
+
+
+def _axis_layout(bstrides, bshape, dim, b, e):
+    return (b * bstrides[dim] if e > b else 0), bstrides
 
 
 def axis_slice_views(pieces, base, dim: int, multi: bool, first: int = 0):
     """split/chunk/narrow results: consecutive slices of ``base`` along ``dim`` from ``first``."""
-    _, strides = layout(base)
     b = first
     for piece in pieces:
         e = b + piece.shape[dim]
         start = tuple(b if i == dim else 0 for i in range(base.ndim))
         stop = tuple(e if i == dim else n for i, n in enumerate(base.shape))
-        make_view(piece, base, ("slice", start, stop, (1,) * base.ndim, piece.shape), strides,
-                  b * strides[dim] if e > b else 0, multi)
+        make_view(piece, base, ("slice", start, stop, (1,) * base.ndim, piece.shape), _axis_layout, dim, b, e,
+                  multi=multi)
         b = e
     return pieces
 
@@ -342,7 +382,7 @@ def scatter(steps: tuple, parent, new):
     if kind == "reshape":
         return new_child if new_child.shape == parent.shape else op.reshape(new_child, shape=parent.shape)
     if kind == "permute":
-        inv = tuple(np.argsort(s[1]).tolist())
+        inv = tuple(np.argsort([a % new_child.ndim for a in s[1]]).tolist())
         return op.permute(new_child, axes=inv)
     # expand: only constant values are written through an expanded view (fill_/zero_), so the
     # first element along each broadcast dim is the value of the shared memory location.
@@ -356,7 +396,7 @@ def scatter(steps: tuple, parent, new):
 def overlaps(t) -> bool:
     """Whether two elements of ``t`` share a memory location (a stride-0 dim of size > 1)."""
     rec = t.__dict__.get("_view")
-    return rec is not None and any(st == 0 and n > 1 for n, st in zip(t.shape, rec.strides))
+    return rec is not None and any(st == 0 and n > 1 for n, st in zip(t.shape, rec.layout()[1]))
 
 
 # ---------------------------------------------------------------------------- writes
@@ -479,7 +519,7 @@ def alias_view(t, twin) -> None:
     """``twin = t.detach()`` of a view ``t``: the same view of the same root (writes reach it)."""
     rec = t.__dict__.get("_view")
     if rec is not None:
-        twin._view = ViewRecord(rec.root, rec.steps, rec.offset, rec.strides, False, rec.no_grad)
+        twin._view = ViewRecord(rec.root, rec.steps, False, rec.no_grad, rec.layout())
         family(t).add(twin)
 
 
@@ -496,4 +536,4 @@ def data_ptr(t) -> int:
         ENGINE.drain("data_ptr()")
     if root._status != COMPUTED or root._storage is None:
         raise RuntimeError("data_ptr(): this tensor has no value (its graph failed)")
-    return root._storage.data + (rec.offset if rec is not None else 0) * t.dtype.itemsize
+    return root._storage.data + (rec.layout()[0] if rec is not None else 0) * t.dtype.itemsize
