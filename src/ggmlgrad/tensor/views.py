@@ -180,7 +180,7 @@ def index_layout(offset: int, shape: tuple, strides: tuple, key) -> tuple[int, t
             del sizes[pos], strd[pos]
         else:
             _, b, length, s = item
-            offset += b * strd[pos] if length else 0
+            offset += b * strd[pos]  # (an empty slice too: torch's offset of x[:, 1:1] is 1)
             sizes[pos] = length
             strd[pos] *= s
             pos += 1
@@ -329,7 +329,7 @@ def index_view(out, base, key, start: tuple, stop: tuple, step: tuple, multi: bo
 
 
 def _axis_layout(bstrides, bshape, dim, b, e):
-    return (b * bstrides[dim] if e > b else 0), bstrides
+    return b * bstrides[dim], bstrides
 
 
 def axis_slice_views(pieces, base, dim: int, multi: bool, first: int = 0):
@@ -506,7 +506,9 @@ def refresh_views(t) -> None:
 
 def detach_views(t) -> None:
     """``t.data = other``: ``t`` takes new memory; its views keep the old values (as torch's
-    views keep the old storage) and stop following ``t``."""
+    views keep the old storage) and stop following ``t``, and ``t`` stops being a view."""
+    if t.__dict__.pop("_view", None) is not None:
+        t._vcell = [t._version]
     cell = t._vcell
     for w in cell[1].live() if len(cell) > 1 else ():
         if w._view.root is t:
@@ -530,6 +532,8 @@ def data_alias(t, twin) -> None:
 
 def data_ptr(t) -> int:
     """The address of ``t``'s first element in its root's memory (torch's ``data_ptr``)."""
+    if t.numel_ == 0:
+        return 0  # torch's data_ptr of an empty tensor
     rec = t.__dict__.get("_view")
     root = rec.root if rec is not None else t
     if root._status == PENDING:
