@@ -485,3 +485,25 @@ def test_capture_reads_views_and_refuses_writes_through_them():
     with pytest.raises(gg.CaptureError, match="in-place op add_"):
         write(np.ones(2, np.float32))
     assert base.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_views_of_parameters_follow_an_optimizer_step(mode):
+    for lib in _libs():
+        lin = lib.nn.Linear(3, 2)
+        with lib.no_grad():
+            lin.weight.copy_(_t(lib, W))
+            lin.bias.zero_()
+        opt = lib.optim.SGD(lin.parameters(), lr=0.5)
+        row, col = lin.weight[0], lin.weight.T[2]
+        lin(_t(lib, [[1.0, 2.0, 3.0]])).sum().backward()
+        opt.step()
+        want = W - 0.5 * np.array([[1.0, 2.0, 3.0]] * 2)
+        np.testing.assert_allclose(_np(row), want[0], rtol=1e-6, err_msg=lib.__name__)
+        np.testing.assert_allclose(_np(col), want[:, 2], rtol=1e-6, err_msg=lib.__name__)
+
+
+def test_views_of_parameters_follow_load_state_dict(mode):
+    lin = gg.nn.Linear(3, 2)
+    row = lin.weight[1]
+    lin.load_state_dict({"weight": gg.tensor(W), "bias": gg.zeros(2)})
+    np.testing.assert_allclose(row.numpy(), W[1].astype(np.float32))

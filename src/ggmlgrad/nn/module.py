@@ -11,6 +11,7 @@ from ..engine import COMPUTED, ENGINE, PENDING, dtypes
 from ..runtime import resolve_device
 from ..tensor import Tensor, no_grad
 from ..tensor.tensor import _from_numpy
+from ..tensor.views import refresh_views_of
 
 
 _MISSING = object()
@@ -475,6 +476,7 @@ def _write_all(plan) -> None:
                     ENGINE.queue_write(target, ENGINE.node_of(value), "load_state_dict")
             for target, _ in tensors:
                 target._version += 1
+            refresh_views_of([t for t, _ in tensors])  # live views of the targets show the new values
         for target, value in plan:
             if not isinstance(value, Tensor):
                 target.copy_(value)

@@ -43,6 +43,7 @@ from ..engine import COMPUTED, ENGINE, float32, graph_mode, new_from_host, uploa
 from ..engine.plans import Exact, freeze
 from ..ops import op
 from ..tensor import Tensor, no_grad
+from ..tensor.views import refresh_views_of
 from ..tensor.grad_mode import enable_grad
 
 _HPARAM_SITE = "optimizer.hparams"
@@ -226,6 +227,7 @@ class Optimizer:
             hparams = self._upload_hparams(self._step_hparams(params, grads))
             updated = self._queue_update_each(params, grads, hparams)
         self._advance_params(updated)
+        refresh_views_of(updated)  # views of a parameter (w[0], w.T) show the update, as in torch
         return loss
 
     def _before_step(self) -> None:

@@ -504,6 +504,14 @@ def refresh_views(t) -> None:
             _rederive_queued(t, t)
 
 
+def refresh_views_of(tensors) -> None:
+    """After writes made below the tensor layer (an optimizer step): re-derive the live views of
+    each tensor (a length check per tensor when none has views)."""
+    for t in tensors:
+        if len(t._vcell) > 1:
+            refresh_views(t)
+
+
 def detach_views(t) -> None:
     """``t.data = other``: ``t`` takes new memory; its views keep the old values (as torch's
     views keep the old storage) and stop following ``t``, and ``t`` stops being a view."""
