@@ -197,6 +197,10 @@ def test_expanded_view_takes_fills_and_refuses_other_writes(mode):
             with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
                 write()
         assert _np(x).tolist() == [[4.0], [4.0]], lib.__name__
+    x = gg.tensor([[1.0], [2.0]])
+    with pytest.raises(RuntimeError, match="view of an expanded tensor"):
+        x.expand(2, 3)[:, 2].fill_(5.0)       # torch writes x here: a clear error rather than a lost write
+    assert x.tolist() == [[1.0], [2.0]]
 
 
 def test_dead_views_do_not_pile_up():
@@ -507,3 +511,15 @@ def test_views_of_parameters_follow_load_state_dict(mode):
     row = lin.weight[1]
     lin.load_state_dict({"weight": gg.tensor(W), "bias": gg.zeros(2)})
     np.testing.assert_allclose(row.numpy(), W[1].astype(np.float32))
+
+
+def test_int_views_alias_and_copy(mode):
+    x = gg.tensor(np.arange(6).reshape(2, 3), dtype=gg.int32)
+    x[0].add_(5)
+    x.T[2].mul_(2)
+    c = x.T.contiguous()
+    c.fill_(0)
+    want = np.arange(6).reshape(2, 3)
+    want[0] += 5
+    want[:, 2] *= 2
+    assert x.tolist() == want.tolist() and c.dtype is gg.int32

@@ -252,7 +252,7 @@ class Tensor(Array):
 
     def contiguous(self) -> "Tensor":
         """``self`` when its layout is contiguous, else a contiguous copy (torch's rule)."""
-        return self if views.is_contiguous(self) else op.clone(self)
+        return self if views.is_contiguous(self) else views.copy_of(self)
 
     def is_contiguous(self) -> bool:
         return views.is_contiguous(self)

@@ -4,7 +4,7 @@ A view (``x[0]``, ``x.view(-1)``, ``x.T``, ``x.narrow(...)``, ...) is a lens on 
 tensor that is not itself a view). It keeps a :class:`ViewRecord`: the root, the chain of view
 steps that derives its value from the root's value (``slice``, ``reshape``, ``permute``,
 ``expand``: each an ordinary differentiable op), and torch's layout (storage offset and strides in
-elements of the root's contiguous storage).
+elements of the root's contiguous storage, worked out on first use).
 
 The view's own memory holds its current value, so every op reads it like any tensor: reading a
 view costs nothing extra. Writes keep the family consistent:
@@ -15,12 +15,14 @@ view costs nothing extra. Writes keep the family consistent:
 - a write to the root (or an alias of it: ``detach()``, ``.data``) re-derives its live views.
 
 The root and its aliases share one :class:`Family` of live views (in the version cell, which
-``detach()`` shares): only writes to tensors that have live views pay anything. Views share the root's version counter, so
-a backward that saved a view or its base raises after an in-place write to either, as in torch.
+``detach()`` shares): only writes to tensors that have live views pay anything. Views share the
+root's version counter, so a backward that saved a view or its base raises after an in-place
+write to either, as in torch.
 
 >>> import ggmlgrad as gg
 >>> x = gg.zeros(2, 3)
->>> x[0].fill_(5.0); x.view(-1)[4] = -1.0
+>>> _ = x[0].fill_(5.0)
+>>> x.view(-1)[4] = -1.0
 >>> x.tolist()
 [[5.0, 5.0, 5.0], [0.0, -1.0, 0.0]]
 >>> x.T.stride(), x[1].storage_offset(), x.T.is_contiguous()
@@ -32,7 +34,7 @@ import weakref
 
 import numpy as np
 
-from ..engine import COMPUTED, ENGINE, PENDING, float32
+from ..engine import COMPUTED, ENGINE, PENDING
 from ..ops import op
 from .grad_mode import _enabled, is_grad_enabled, no_grad
 
@@ -413,6 +415,11 @@ def check_view_write(t, name: str, differentiable: bool) -> None:
         return
     if overlaps(t) and name not in ("fill_", "zero_"):
         raise RuntimeError(f"{name}: {_OVERLAP}")
+    if any(s[0] == "expand" for s in rec.steps[:-1]):
+        # (the write's region in the base would depend on which broadcast copy it went through)
+        raise RuntimeError(f"{name}: writing through a view of an expanded tensor (expand/broadcast_to "
+                           f"followed by indexing or another view op) is not supported; write to the base, or "
+                           f"clone() the view first")
     root = rec.root
     if not (is_grad_enabled() and root.requires_grad):
         return
@@ -453,7 +460,7 @@ def write(t, name: str, compute, other, record: bool):
             raise RuntimeError(f"{name}: this tensor has no value (its graph failed)")
         if record:
             with no_grad():
-                snapshot = _copy(root)  # the old value, in memory the write does not touch (saved
+                snapshot = copy_of(root)  # the old value, in memory the write does not touch (saved
             snapshot.requires_grad, snapshot.grad_fn = root.requires_grad, root.grad_fn  # for backward)
             new_root, derived = _write_body(root, steps, snapshot, compute, other, t)
         else:
@@ -468,10 +475,9 @@ def write(t, name: str, compute, other, record: bool):
     return t
 
 
-def _copy(t):
-    if t.dtype.name == "float32":
-        return op.clone(t)
-    return op.cast(op.cast(t, dtype=float32), dtype=t.dtype)
+def copy_of(t):
+    """A copy of ``t`` in memory of its own, any dtype (clone is float32 only), differentiable."""
+    return op.reshape(t, shape=t.shape)
 
 
 def _write_body(root, steps, snapshot, compute, other, t):
