@@ -443,8 +443,8 @@ class Tensor(Array):
     @property
     def data(self) -> "Tensor":
         """This tensor's value without history: an alias of the same memory (``requires_grad``
-        False). Writes through it change this tensor. Unlike torch, they also bump the shared
-        version counter, so a backward that saved this tensor raises instead of using new values.
+        False, no ``grad_fn``). Writes through it change this tensor and its views. As in torch it
+        has its own version counter: backward's saved-tensor check does not see those writes.
 
         >>> import ggmlgrad as gg
         >>> p = gg.tensor([1.0, 2.0], requires_grad=True)
