@@ -523,3 +523,16 @@ def test_int_views_alias_and_copy(mode):
     want[0] += 5
     want[:, 2] *= 2
     assert x.tolist() == want.tolist() and c.dtype is gg.int32
+
+
+def test_a_write_through_a_view_is_one_compute_like_a_write_to_the_base(mode):
+    x = gg.tensor(BASE)
+    views_of_x = [x[0], x.T, x.view(-1)]                  # live views: each is refreshed by the write
+    views_of_x[0].numpy()                                # a sync point: nothing left queued
+    before = gg.counters()["computes"]
+    views_of_x[0].add_(1.0)
+    assert gg.counters()["computes"] - before == 1       # the write and the refreshes: one graph
+    a = BASE.copy()
+    a[0] += 1.0
+    np.testing.assert_allclose(views_of_x[2].numpy(), a.reshape(-1), rtol=1e-6)
+    np.testing.assert_allclose(views_of_x[1].numpy(), a.T, rtol=1e-6)
