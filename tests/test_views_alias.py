@@ -280,7 +280,17 @@ def _augmented_assignment_on_an_index(lib, w, u):
     return (b * b).sum()
 
 
+def _setitem_on_the_tape(lib, w, u):
+    b = w * 1.0
+    b[0, 1:] = u                         # a value that requires grad into a non-leaf
+    b[1] = 3.0                           # a number into a tensor that requires grad
+    z = lib.zeros(2, 3)
+    z[:, 0] = u * 2.0                    # a value that requires grad into a tensor that does not
+    return (b * b).sum() + (z * w).sum()
+
+
 GRAD_CASES = {
+    "setitem_on_the_tape": _setitem_on_the_tape,
     "augmented_assignment_on_an_index": _augmented_assignment_on_an_index,
     "inplace_on_view_of_nonleaf": _inplace_on_view_of_nonleaf,
     "inplace_on_view_then_view_read": _inplace_on_view_then_view_read,
@@ -370,7 +380,13 @@ def _saved_base_then_view_write(lib):
     b.sum().backward()
 
 
+def _setitem_into_a_leaf(lib):
+    w = _t(lib, W, True)
+    w[0] = 1.0
+
+
 ERROR_CASES = {
+    "setitem_into_a_leaf": (_setitem_into_a_leaf, "leaf Variable that requires grad"),
     "view_of_leaf": (_view_of_leaf, "view of a leaf Variable"),
     "view_of_leaf_reshape": (_view_of_leaf_reshape, "view of a leaf Variable"),
     "split_output": (_split_output, "returns multiple views"),

@@ -137,9 +137,10 @@ def getitem(x: Tensor, key) -> Tensor:
 
 def setitem(x: Tensor, key, value) -> None:
     """``x[key] = value`` for basic keys (ints, slices with positive steps, None, ...): an in-place
-    write (version bump; refused on tensors that take part in autograd while grad is on, like every
-    in-place op). ``value``: a number (an op parameter, nothing uploaded), or a tensor/array that
-    broadcasts to ``x[key].shape``. For a differentiable out-of-place form use ``gg.slice_scatter``.
+    write (version bump) that reaches ``x``'s views. With grad on and ``x`` or ``value`` requiring
+    grad it is ``x[key].copy_(value)``, differentiable as in torch (or torch's error: ``x`` a leaf
+    that requires grad). ``value``: a number (an op parameter, nothing uploaded), or a tensor/array
+    that broadcasts to ``x[key].shape``. The out-of-place form is ``gg.slice_scatter``.
 
     >>> import ggmlgrad as gg
     >>> x = gg.zeros(2, 4)
@@ -153,15 +154,15 @@ def setitem(x: Tensor, key, value) -> None:
                         "slices, None and ...)")
     params = dict(start=start, stop=stop, step=step)
     if isinstance(value, (bool, np.bool_)) or _is_int(value) or isinstance(value, (float, np.floating)):
+        if x.requires_grad and is_grad_enabled():
+            getitem(x, key).copy_(float(value))  # on the tape, as torch's CopySlices
+            return
         x._write("__setitem__", lambda: op.slice_set(x, fill=float(value), **params))
         return
     if isinstance(value, Tensor) and "_view" in value.__dict__ and _is_region(value, x, start, stop, step):
         return  # ``x[key] += v``: Python's setitem of the view the in-place op already wrote through
     from .tensor import tensor
     v = value if isinstance(value, Tensor) else tensor(np.asarray(value), dtype=x.dtype, device=x.device)
-    if v.requires_grad and is_grad_enabled():
-        raise RuntimeError("indexing: assigning a tensor that requires grad in place would drop its gradient; "
-                           "use the differentiable gg.slice_scatter(x, value, ...) or wrap it in gg.no_grad()")
     if v.device is not x.device:
         v = v.to(device=x.device)
     shape = tuple(out_shape)
@@ -171,6 +172,9 @@ def setitem(x: Tensor, key, value) -> None:
         raise ValueError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}") from None
     if np.broadcast_shapes(v.shape, shape) != shape:
         raise ValueError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}")
+    if is_grad_enabled() and (x.requires_grad or v.requires_grad):
+        getitem(x, key).copy_(v)  # on the tape, as torch's CopySlices
+        return
 
     def make():
         w = v if v.dtype is x.dtype else op.cast(v, dtype=x.dtype)
