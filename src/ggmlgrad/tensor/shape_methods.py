@@ -3,9 +3,10 @@
 ``t[...]`` supports NumPy basic indexing: ints (negative ok), slices with positive
 steps along any axis, ``None``/newaxis and ``...``; plus ONE integer index (an int32
 tensor, a list or an int array) combined with slices, which selects along its axis
-(``index_select``; negative values count from the end). The result is a new
-contiguous tensor (no views). Negative steps and boolean masks raise (a mask's result
-shape depends on the data, which would need a device read).
+(``index_select``; negative values count from the end). Basic indexing and the view
+methods (view, reshape, transpose, narrow, split, ...) return views that alias ``t``
+(tensor/views.py); an index tensor gives a copy, as in torch. Negative steps and boolean
+masks raise (a mask's result shape depends on the data, which would need a device read).
 
 >>> import ggmlgrad as gg
 >>> x = gg.arange(12.0).reshape(3, 4)
