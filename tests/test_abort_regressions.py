@@ -55,13 +55,14 @@ _BROADCAST_SCRIPT = _COMMON + textwrap.dedent("""
                     same(run(mode, f, x, y), (refs.get(name, np.broadcast_to(x.astype(np.float64), dst)),),
                          f"{mode} {name} {src}->{dst}")
 
-        # The result owns its memory: writing into it leaves the input alone.
+        # The result is a view, as torch's (only unit dims added: no overlap): a write into it
+        # reaches the input.
         for graph in (False, True):
             with gg.graph_mode(graph):
                 t = gg.tensor(x)
                 r = gg.broadcast_to(t, dst)
                 r.add_(1.0)
-                np.testing.assert_array_equal(t.numpy(), x)
+                np.testing.assert_array_equal(t.numpy(), x + 1.0)
                 np.testing.assert_array_equal(r.numpy(), np.broadcast_to(x, dst) + 1.0)
 
         # Backward: the gradient of sum(broadcast_to(x) * w) against central finite differences.

@@ -21,6 +21,8 @@ from .tensor.creation import (arange, eye, full, full_like, linspace, manual_see
                               randn, zeros, zeros_like)
 from .tensor.functional import *  # noqa: F401,F403
 from .tensor.functional_shape import *  # noqa: F401,F403
+from .tensor.shape_methods import FUNCTIONAL_VIEWS as _FUNCTIONAL_VIEWS
+globals().update(_FUNCTIONAL_VIEWS)  # gg.squeeze, gg.narrow, gg.split, ...: views, as the methods
 from .info import info
 from . import data  # noqa: E402  (toolkit: gg.data)
 from .io import save, load  # noqa: E402  (toolkit: gg.save / gg.load)

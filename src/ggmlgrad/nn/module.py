@@ -14,6 +14,7 @@ from ..ops.registry import write
 from ..runtime import resolve_device
 from ..tensor import Tensor, no_grad
 from ..tensor.tensor import _from_numpy, _refuse_while_recording
+from ..tensor.views import refresh_views_of
 
 
 _MISSING = object()
@@ -485,6 +486,7 @@ def _write_all(plan) -> None:
         write("load_state_dict", tuple(pairs), Exact(((2, ()),) * (len(pairs) // 2)))
     for t in pairs[::2]:
         t._version += 1
+    refresh_views_of(pairs[::2])  # live views of the targets show the new values
 
 
 def _copy_tensor(t: Tensor) -> Tensor:

@@ -34,6 +34,7 @@ from ..engine.plans import Exact, freeze
 from ..ops import op
 from ..ops.registry import write
 from ..tensor import Tensor, no_grad
+from ..tensor.views import refresh_views_of
 from ..tensor.grad_mode import enable_grad
 from ..tensor.tensor import _refuse_while_recording as refuse_while_recording
 
@@ -217,6 +218,7 @@ class Optimizer:
             refuse_while_recording(f"{type(self).__name__}.step")  # the user's line, not the drain's
             raise
         self._advance_params(updated)
+        refresh_views_of(updated)  # views of a parameter (w[0], w.T) show the update, as in torch
         return loss
 
     def _before_step(self) -> None:

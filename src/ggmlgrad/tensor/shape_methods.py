@@ -3,9 +3,10 @@
 ``t[...]`` supports NumPy basic indexing: ints (negative ok), slices with positive
 steps along any axis, ``None``/newaxis and ``...``; plus ONE integer index (an int32
 tensor, a list or an int array) combined with slices, which selects along its axis
-(``index_select``; negative values count from the end). The result is a new
-contiguous tensor (no views). Negative steps and boolean masks raise (a mask's result
-shape depends on the data, which would need a device read).
+(``index_select``; negative values count from the end). Basic indexing and the view
+methods (view, reshape, transpose, narrow, split, ...) return views that alias ``t``
+(tensor/views.py); an index tensor gives a copy, as in torch. Negative steps and boolean
+masks raise (a mask's result shape depends on the data, which would need a device read).
 
 >>> import ggmlgrad as gg
 >>> x = gg.arange(12.0).reshape(3, 4)
@@ -24,7 +25,8 @@ from ..ops.shapes import check_ndim
 from . import functional_shape as F
 from .functional_shape import IndexRangeError
 from .grad_mode import is_grad_enabled
-from .tensor import Tensor, mark_view_copy
+from . import views
+from .tensor import Tensor
 
 
 # ---------------------------------------------------------------- __getitem__
@@ -118,7 +120,8 @@ def getitem(x: Tensor, key) -> Tensor:
     if adv is None:   # one op: the slice lays its result out with ints dropped and Nones added
         shape = tuple(out_shape)
         check_ndim("indexing", shape)
-        return mark_view_copy(op.slice(x, start=start, stop=stop, step=step, shape=shape), x, "basic indexing x[...]")
+        out = op.slice(x, start=start, stop=stop, step=step, shape=shape)
+        return views.index_view(out, x, key, start, stop, step)
     y = x
     if sliced_shape != x.shape:
         y = op.slice(x, start=start, stop=stop, step=step)
@@ -135,9 +138,10 @@ def getitem(x: Tensor, key) -> Tensor:
 
 def setitem(x: Tensor, key, value) -> None:
     """``x[key] = value`` for basic keys (ints, slices with positive steps, None, ...): an in-place
-    write (version bump; refused on tensors that take part in autograd while grad is on, like every
-    in-place op). ``value``: a number (an op parameter, nothing uploaded), or a tensor/array that
-    broadcasts to ``x[key].shape``. For a differentiable out-of-place form use ``gg.slice_scatter``.
+    write (version bump) that reaches ``x``'s views. With grad on and ``x`` or ``value`` requiring
+    grad it is ``x[key].copy_(value)``, differentiable as in torch (or torch's error: ``x`` a leaf
+    that requires grad). ``value``: a number (an op parameter, nothing uploaded), or a tensor/array
+    that broadcasts to ``x[key].shape``. The out-of-place form is ``gg.slice_scatter``.
 
     >>> import ggmlgrad as gg
     >>> x = gg.zeros(2, 4)
@@ -151,13 +155,15 @@ def setitem(x: Tensor, key, value) -> None:
                         "slices, None and ...)")
     params = dict(start=start, stop=stop, step=step)
     if isinstance(value, (bool, np.bool_)) or _is_int(value) or isinstance(value, (float, np.floating)):
+        if x.requires_grad and is_grad_enabled():
+            getitem(x, key).copy_(float(value))  # on the tape, as torch's CopySlices
+            return
         x._write("__setitem__", lambda: op.slice_set(x, fill=float(value), **params))
         return
+    if isinstance(value, Tensor) and "_view" in value.__dict__ and _is_region(value, x, start, stop, step):
+        return  # ``x[key] += v``: Python's setitem of the view the in-place op already wrote through
     from .tensor import tensor
     v = value if isinstance(value, Tensor) else tensor(np.asarray(value), dtype=x.dtype, device=x.device)
-    if v.requires_grad and is_grad_enabled():
-        raise RuntimeError("indexing: assigning a tensor that requires grad in place would drop its gradient; "
-                           "use the differentiable gg.slice_scatter(x, value, ...) or wrap it in gg.no_grad()")
     if v.device is not x.device:
         v = v.to(device=x.device)
     shape = tuple(out_shape)
@@ -167,6 +173,9 @@ def setitem(x: Tensor, key, value) -> None:
         raise ValueError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}") from None
     if np.broadcast_shapes(v.shape, shape) != shape:
         raise ValueError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}")
+    if is_grad_enabled() and (x.requires_grad or v.requires_grad):
+        getitem(x, key).copy_(v)  # on the tape, as torch's CopySlices
+        return
 
     def make():
         w = v if v.dtype is x.dtype else op.cast(v, dtype=x.dtype)
@@ -176,6 +185,14 @@ def setitem(x: Tensor, key, value) -> None:
             w = op.reshape(w, shape=sliced_shape)
         return op.slice_set(x, w, **params)
     x._write("__setitem__", make)
+
+
+def _is_region(value: Tensor, x: Tensor, start: tuple, stop: tuple, step: tuple) -> bool:
+    """Whether the view ``value`` is exactly ``x[start:stop:step]`` (same root, same steps)."""
+    rec, xrec = views.record_of(value), views.record_of(x)
+    root, steps = (x, ()) if xrec is None else (xrec.root, xrec.steps)
+    return (rec.root is root and len(rec.steps) == len(steps) + 1 and rec.steps[:-1] == steps
+            and rec.steps[-1][:4] == ("slice", start, stop, step))
 
 
 def _index_for(k, n: int, axis: int, x: Tensor) -> Tensor:
@@ -278,21 +295,116 @@ _METHODS = {
     "unflatten": unflatten, "reshape_as": reshape_as, "view_as": reshape_as,
 }
 
-# torch returns views (memory shared with the tensor) from these; ggmlgrad returns copies, marked
-# so that an in-place write to one is refused rather than silently not reaching the base.
-_VIEW_OPS = ("squeeze", "unsqueeze", "flatten", "expand", "expand_as", "broadcast_to", "transpose", "swapaxes",
-             "split", "chunk", "narrow", "movedim", "unflatten", "view_as")
+def _squeeze_view(self: Tensor, dim=None) -> Tensor:
+    return views.squeeze_view(F.squeeze(self, dim), self)
 
 
-def _view_method(name: str, fn):
+def _unsqueeze_view(self: Tensor, dim: int) -> Tensor:
+    out = F.unsqueeze(self, dim)
+    return views.unsqueeze_view(out, self, dim % out.ndim)
+
+
+def _reshape_like(fn, must_view: bool, name: str):
     def method(self, *args, **kwargs):
-        return mark_view_copy(fn(self, *args, **kwargs), self, f"{name}()")
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = fn.__doc__
+        out = fn(self, *args, **kwargs)
+        return views.reshape_view(out, self, out.shape, name, must_view)
     return method
 
+
+def _expand_view(fn):
+    def method(self, *args, **kwargs):
+        return views.expand_view(fn(self, *args, **kwargs), self)
+    return method
+
+
+def _transpose_view(self: Tensor, dim0: int, dim1: int) -> Tensor:
+    out = F.swapaxes(self, dim0, dim1)
+    axes = list(range(self.ndim))
+    if self.ndim >= 2:
+        a, b = dim0 % self.ndim, dim1 % self.ndim
+        axes[a], axes[b] = axes[b], axes[a]
+    return views.permute_view(out, self, tuple(axes))
+
+
+def t(self: Tensor) -> Tensor:
+    """The transpose of a tensor of at most 2 dims, a view (torch.Tensor.t)."""
+    if self.ndim > 2:
+        raise ValueError(f"t(): expects a tensor with <= 2 dimensions, got shape {self.shape}; use transpose or mT")
+    return _transpose_view(self, 0, self.ndim - 1) if self.ndim == 2 else _transpose_view(self, 0, 0)
+
+
+def _movedim_view(self: Tensor, source: int, destination: int) -> Tensor:
+    out = F.movedim(self, source, destination)
+    s, d = source % self.ndim, destination % self.ndim
+    axes = [i for i in range(self.ndim) if i != s]
+    axes.insert(d, s)
+    return views.permute_view(out, self, tuple(axes))
+
+
+def _split_view(self: Tensor, split_size_or_sections, dim: int = 0):
+    return views.axis_slice_views(split(self, split_size_or_sections, dim), self, dim % self.ndim, True)
+
+
+def _chunk_view(self: Tensor, chunks: int, dim: int = 0):
+    return views.axis_slice_views(chunk(self, chunks, dim), self, dim % self.ndim, True)
+
+
+def _narrow_view(self: Tensor, dim: int, start: int, length: int) -> Tensor:
+    out = narrow(self, dim, start, length)
+    d = dim % self.ndim
+    views.axis_slice_views((out,), self, d, False, first=start + self.shape[d] if start < 0 else start)
+    return out
+
+
+def unbind(self: Tensor, dim: int = 0) -> tuple:
+    """The slices along ``dim``, each a view of ``self`` (torch.Tensor.unbind)."""
+    d = F._dim("unbind", dim, self.ndim)
+    pieces = []
+    for i in range(self.shape[d]):
+        key = (slice(None),) * d + (i,)
+        start, stop, step, out_shape, _, _ = _parse(self, key)
+        out = op.slice(self, start=start, stop=stop, step=step, shape=tuple(out_shape))
+        views.index_view(out, self, key, start, stop, step, multi=True)
+        pieces.append(out)
+    return tuple(pieces)
+
+
+def select(self: Tensor, dim: int, index: int) -> Tensor:
+    """``self`` indexed by ``index`` along ``dim``: a view (torch.Tensor.select)."""
+    d = F._dim("select", dim, self.ndim)
+    return getitem(self, (slice(None),) * d + (index,))
+
+
+# torch returns views (memory shared with the tensor) from these (tensor/views.py).
+_VIEW_METHODS = {
+    "squeeze": _squeeze_view, "unsqueeze": _unsqueeze_view,
+    "flatten": _reshape_like(flatten, False, "flatten"), "unflatten": _reshape_like(unflatten, False, "unflatten"),
+    "view_as": _reshape_like(reshape_as, True, "view_as"), "reshape_as": _reshape_like(reshape_as, False, "reshape_as"),
+    "expand": _expand_view(expand), "expand_as": _expand_view(expand_as), "broadcast_to": _expand_view(broadcast_to),
+    "transpose": _transpose_view, "swapaxes": _transpose_view, "movedim": _movedim_view,
+    "split": _split_view, "chunk": _chunk_view, "narrow": _narrow_view,
+    "unbind": unbind, "select": select, "t": t,
+}
+for _name, _fn in _VIEW_METHODS.items():
+    _fn.__name__ = _fn.__qualname__ = _name
+    _fn.__doc__ = _fn.__doc__ or getattr(F, _name, _METHODS.get(_name)).__doc__
+    _METHODS[_name] = _fn
+
+
+def _swapaxes_view(x: Tensor, axis0: int, axis1: int) -> Tensor:
+    return _transpose_view(x, axis0, axis1)
+
+
+_swapaxes_view.__doc__ = F.swapaxes.__doc__
+
+# gg.squeeze(x, ...) and friends return the same views as the methods (torch.squeeze etc. are views);
+# ggmlgrad/__init__.py exports these over functional_shape's copies.
+FUNCTIONAL_VIEWS = {name: _VIEW_METHODS[name] for name in (
+    "squeeze", "unsqueeze", "flatten", "unflatten", "narrow", "split", "chunk", "movedim", "broadcast_to",
+    "expand", "unbind", "select")}
+FUNCTIONAL_VIEWS["swapaxes"] = _swapaxes_view
 
 for _name, _fn in _METHODS.items():
     # Never replace a method the Tensor class defines itself (its owner decides those).
     if _name not in Tensor.__dict__:
-        setattr(Tensor, _name, _view_method(_name, _fn) if _name in _VIEW_OPS else _fn)
+        setattr(Tensor, _name, _fn)

@@ -14,7 +14,7 @@ from ..ops.registry import REGISTRY
 from ..ops.shapes import check_ndim
 from ..ops.writes import write_value
 from ..runtime import Device, resolve_device
-from . import tape
+from . import tape, views
 from .grad_mode import is_grad_enabled, no_grad
 from .int_reduce import int_reduce, is_int
 from .surfaces import OpMethods
@@ -72,7 +72,9 @@ class Tensor(OpMethods, Array):
 
     @property
     def mT(self) -> "Tensor":
-        return mark_view_copy(op.transpose_last(self), self, ".mT")
+        out = op.transpose_last(self)
+        axes = tuple(range(self.ndim - 2)) + (self.ndim - 1, self.ndim - 2)
+        return views.permute_view(out, self, axes)
 
     @property
     def is_pending(self) -> bool:
@@ -174,9 +176,8 @@ class Tensor(OpMethods, Array):
             # Same node: the drain gives both tensors the same memory (an alias, as in eager).
             ENGINE.alias_pending(t, self)
         t._vcell = self._vcell  # same memory, same version counter
-        view = self.__dict__.get("_view_of")
-        if view is not None:
-            t._view_of = view  # the same copy of a view: writes to it are refused alike
+        if "_view" in self.__dict__:
+            views.alias_view(self, t)  # the same view of the same base
         return t
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
@@ -251,7 +252,23 @@ class Tensor(OpMethods, Array):
         return (_rebuild_tensor, (download(self, "pickle"), self.dtype.name, self.requires_grad))
 
     def contiguous(self) -> "Tensor":
-        return self
+        """``self`` when its layout is contiguous, else a contiguous copy (torch's rule)."""
+        return self if views.is_contiguous(self) else views.copy_of(self)
+
+    def is_contiguous(self) -> bool:
+        return views.is_contiguous(self)
+
+    def stride(self, dim: int | None = None):
+        """Strides in elements, as torch reports them (a view's are its base's memory layout)."""
+        strides = views.layout(self)[1]
+        return strides if dim is None else strides[dim]
+
+    def storage_offset(self) -> int:
+        return views.layout(self)[0]
+
+    def data_ptr(self) -> int:
+        """Address of the first element (a view: inside its base's memory, as in torch)."""
+        return views.data_ptr(self)
 
     # ------------------------------------------------------------- in-place (version counter)
     def _check_inplace(self, name: str) -> None:
@@ -265,7 +282,10 @@ class Tensor(OpMethods, Array):
     def _write(self, name: str, make_value) -> "Tensor":
         """Overwrite this tensor's storage with ``make_value()`` (built from its current value)."""
         _refuse_while_recording(name)
-        refuse_write_to_view_copy(self, name)
+        if views.has_views(self):  # a view, or a tensor with live views: they see the write
+            views.check_view_write(self, name, differentiable=False)
+            self._check_inplace(name)
+            return views.write(self, name, lambda old, _: make_value(), None, record=False)
         self._check_inplace(name)
         with ENGINE.exclusive("inplace"):
             if self._status != COMPUTED:
@@ -291,8 +311,9 @@ class Tensor(OpMethods, Array):
         copy of the old value, so gradients flow through the in-place op.
         """
         _refuse_while_recording(name)
-        refuse_write_to_view_copy(self, name)
         _check_inplace_operand(self, name, other, closed, cast_ok)
+        if views.has_views(self):
+            return self._inplace_with_views(name, other, compute)
         if not (is_grad_enabled() and (self.requires_grad or getattr(other, "requires_grad", False))):
             return self._write(name, lambda: compute(self, other))
         if self.requires_grad and self.grad_fn is None:
@@ -312,6 +333,16 @@ class Tensor(OpMethods, Array):
         self._version += 1
         self._rebase(v)
         return self
+
+    def _inplace_with_views(self, name: str, other, compute) -> "Tensor":
+        """``_inplace`` for a view or a tensor with live views (tensor/views.py keeps them in step)."""
+        root = views.record_of(self).root if "_view" in self.__dict__ else self
+        record = is_grad_enabled() and (self.requires_grad or root.requires_grad
+                                        or getattr(other, "requires_grad", False))
+        views.check_view_write(self, name, differentiable=True)
+        if record and self.requires_grad and self.grad_fn is None:
+            raise RuntimeError(_leaf_inplace_message(name))
+        return views.write(self, name, compute, other, record)
 
     def _rebase(self, v: "Tensor") -> None:
         """Make ``self`` (now holding ``v``'s value) the output of ``v``'s tape node."""
@@ -342,7 +373,8 @@ class Tensor(OpMethods, Array):
             raise ValueError(f"copy_: source shape {arr.shape} cannot be broadcast to {self.shape}") from None
         _check_int_range("copy_", arr, self.dtype)
         _refuse_while_recording("copy_")
-        refuse_write_to_view_copy(self, "copy_")
+        if "_view" in self.__dict__:  # through the view's write path, as a tensor source
+            return self.copy_(tensor(arr, dtype=self.dtype, device=self.device))
         self._check_inplace("copy_")
         with ENGINE.lock:
             ENGINE.drain("inplace")  # queued nodes may read this storage: they run first
@@ -350,6 +382,7 @@ class Tensor(OpMethods, Array):
                 raise RuntimeError("copy_: this tensor has no value (its graph failed)")
             upload_into(self, host_array(arr, self.dtype), "copy_()")
         self._version += 1
+        views.refresh_views(self)
         return self
 
     def add_(self, other, alpha: float = 1.0) -> "Tensor":
@@ -411,15 +444,17 @@ class Tensor(OpMethods, Array):
     @property
     def data(self) -> "Tensor":
         """This tensor's value without history: an alias of the same memory (``requires_grad``
-        False). Writes through it change this tensor. Unlike torch, they also bump the shared
-        version counter, so a backward that saved this tensor raises instead of using new values.
+        False, no ``grad_fn``). Writes through it change this tensor and its views. As in torch it
+        has its own version counter: backward's saved-tensor check does not see those writes.
 
         >>> import ggmlgrad as gg
         >>> p = gg.tensor([1.0, 2.0], requires_grad=True)
         >>> _ = p.data.mul_(2); p.tolist()
         [2.0, 4.0]
         """
-        return self.detach()
+        t = self.detach()
+        views.data_alias(self, t)
+        return t
 
     @data.setter
     def data(self, value: "Tensor") -> None:
@@ -438,6 +473,7 @@ class Tensor(OpMethods, Array):
             ENGINE.drain("inplace")  # queued nodes read the old memory, and value gets its own
             if value._status != COMPUTED:
                 raise RuntimeError("data: the new value has no value (its graph failed)")
+            views.detach_views(self)  # its views keep the old memory's values
             self._init_array(value.shape, value.dtype, value.device)
             self._storage, self._error = value._storage, value._error
         self._version += 1  # nodes that saved this tensor hold the old value: they raise at backward
@@ -507,15 +543,17 @@ class Tensor(OpMethods, Array):
     # ------------------------------------------------------------- methods
     def reshape(self, *shape):
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        return mark_view_copy(op.reshape(self, shape=tuple(shape)), self, "reshape()")
+        out = op.reshape(self, shape=tuple(shape))
+        return views.reshape_view(out, self, out.shape, "reshape", must_view=False)
 
     def view(self, *shape):
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        return mark_view_copy(op.reshape(self, shape=tuple(shape)), self, "view()")
+        out = op.reshape(self, shape=tuple(shape))
+        return views.reshape_view(out, self, out.shape, "view", must_view=True)
 
     def permute(self, *axes):
         axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
-        return mark_view_copy(op.permute(self, axes=tuple(axes)), self, "permute()")
+        return views.permute_view(op.permute(self, axes=tuple(axes)), self, tuple(axes))
 
     def pow(self, exponent):
         return pow(self, exponent)
@@ -571,27 +609,6 @@ class Tensor(OpMethods, Array):
                                 unbiased=unbiased, axis=axis))
 
 
-def mark_view_copy(result, base: "Tensor", name: str):
-    """Mark the result(s) of a view op: torch returns a view sharing ``base``'s memory, ggmlgrad a
-    copy, so an in-place write to them, which torch would show in ``base``, is refused rather
-    than silently lost (:func:`refuse_write_to_view_copy`). ``name`` says which op made it."""
-    for t in (result if isinstance(result, (tuple, list)) else (result,)):
-        if t is not base:
-            t._view_of = name
-    return result
-
-
-def refuse_write_to_view_copy(t: "Tensor", name: str) -> None:
-    """RuntimeError for an in-place write to a view op's result. Refused whether or not the base
-    still lives: its liveness depends on the garbage collector and on graph mode's queue, and the
-    same program must raise the same errors in every mode."""
-    view = t.__dict__.get("_view_of")
-    if view is not None:
-        raise RuntimeError(
-            f"{name}: this tensor came from {view} of another tensor, which in torch is a view sharing "
-            f"its memory; in ggmlgrad it is a copy, so the write would not reach that tensor. Write to "
-            f"the base itself (e.g. x[i] = v, x.copy_(...)), or .clone() the copy first if the base "
-            f"should stay unchanged")
 
 
 # ---------------------------------------------------------------------- in-place rules (torch's)
