@@ -16,7 +16,8 @@ from .engine import (CaptureError, GraphError, GraphMemoryError, PendingError, b
 from .engine import DType as dtype  # noqa: N813  (torch-style `gg.dtype`)
 from .runtime import Device, devices, get_device, set_device, set_num_threads, get_num_threads
 from .runtime.budget import set_memory_limit
-from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled, tensor, as_tensor
+from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled, tensor
+from .tensor.interop import as_tensor, from_dlpack, from_numpy
 from .tensor.creation import (arange, eye, full, full_like, linspace, manual_seed, ones, ones_like, rand, randint,
                               randn, zeros, zeros_like)
 from .tensor.functional import *  # noqa: F401,F403

@@ -12,7 +12,7 @@ from ..ops import op
 from ..ops.registry import REGISTRY
 from ..ops.shapes import check_ndim
 from ..runtime import Device, resolve_device
-from . import tape
+from . import interop, tape
 from .grad_mode import is_grad_enabled, no_grad
 from .int_reduce import int_reduce, is_int
 
@@ -89,18 +89,24 @@ class Tensor(Array):
         return self.shape[0]
 
     # ------------------------------------------------------------- host reads (sync points)
-    def numpy(self) -> np.ndarray:
-        """A NumPy copy the caller owns (drains the queue if this tensor is pending)."""
-        return download(self, "numpy()")
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The value as NumPy (drains the queue if this tensor is pending). A float32, float16 or int32
+        tensor on a host device gives a view of its memory, as torch: writes to either side show in
+        the other (tensor/interop.py has the rule); other dtypes and GPU tensors give a copy. A tensor
+        that requires grad (torch raises) gives a copy, or a view with ``force=True``."""
+        return interop.numpy(self, force)
 
     def __array__(self, dtype=None, copy=None):
-        """NumPy's protocol. The result is always a fresh host copy (device memory is not handed
-        out), so ``copy=False`` raises ValueError, as NumPy 2 asks of objects that cannot avoid one."""
-        if copy is False:
-            raise ValueError("Tensor.__array__: a ggmlgrad tensor cannot be viewed by NumPy without a copy "
-                             "(np.asarray(t, copy=False)); use np.asarray(t) or t.numpy()")
-        a = download(self, "__array__")
-        return a.astype(dtype, copy=False) if dtype is not None else a
+        """NumPy 2's protocol: a view of host memory where possible (as ``numpy()``); ``copy=True``
+        a new array; ``copy=False`` raises ValueError when a copy cannot be avoided."""
+        return interop.array(self, dtype, copy)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """The DLPack protocol (host memory only; see tensor/interop.py)."""
+        return interop.to_dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return interop.dlpack_device(self)
 
     def item(self) -> float | int:
         if self.numel_ != 1:
