@@ -6,7 +6,7 @@ import numpy as np
 from ..runtime import Device, Storage
 from .array import Array, COMPUTED, FAILED
 from .counters import COUNTERS
-from .dtypes import DType, bf16_to_f32, bfloat16, f32_to_bf16
+from .dtypes import DType, bf16_to_f32, bfloat16, f32_to_bf16, to_bool_storage
 from .errors import PendingError
 from .queue import ENGINE, no_value_message
 
@@ -15,6 +15,8 @@ def host_array(data: np.ndarray, dtype: DType) -> np.ndarray:
     """``data`` converted to the bytes ``dtype`` stores, C-contiguous."""
     if dtype is bfloat16:
         return f32_to_bf16(np.asarray(data, dtype=np.float32))
+    if dtype.is_bool:
+        return to_bool_storage(data)
     return np.ascontiguousarray(data, dtype=dtype.np_dtype)
 
 
@@ -56,6 +58,8 @@ def download(a: Array, site: str) -> np.ndarray:
     COUNTERS.download_bytes[site] += n
     if a.dtype is bfloat16:
         return bf16_to_f32(out)
+    if a.dtype.is_bool:
+        return out != 0   # float32 0/1 storage → np.bool_
     return out
 
 

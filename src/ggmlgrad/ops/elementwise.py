@@ -5,6 +5,7 @@ import math
 
 from .._ggml import consts, lib
 from ..engine import DType, float32, int32
+from ..engine.dtypes import bool_
 from . import fast_math
 from .build import expand, is_view
 from .registry import define, op, same_device, same_float
@@ -255,6 +256,10 @@ def _cast(ctx, nodes, inputs, out, dtype):
     those go through float32. float → int32 truncates toward zero."""
     src = inputs[0].dtype
     node = nodes[0]
+    if dtype is bool_:          # non-zero (NaN too) → 1.0, as torch's .bool()
+        return nonzero01(ctx, _as_f32(ctx, node, src))
+    if src is bool_:
+        src = float32           # its storage
     if src is not dtype and float32 not in (src, dtype) and int32 in (src, dtype):
         node = lib.cast(ctx, node, consts.TYPE_F32)
     return lib.cast(ctx, node, dtype.ggml_type)
@@ -337,7 +342,7 @@ _CMP_FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "
 
 
 def _as_f32(ctx, node, dtype):
-    return node if dtype is float32 else lib.cast(ctx, node, consts.TYPE_F32)
+    return node if dtype.ggml_type == consts.TYPE_F32 else lib.cast(ctx, node, consts.TYPE_F32)   # bool is f32 0/1
 
 
 def _check_cmp_dtype(name, *xs):
@@ -365,7 +370,8 @@ def _cmp_from_diff(ctx, d, s, kind: str):
 
 
 def _infer_cmp(name):
-    return _infer_binary(name, check_dtypes=_check_cmp_dtype)
+    infer = _infer_binary(name, check_dtypes=_check_cmp_dtype)
+    return lambda a, b: (infer(a, b)[0], bool_)      # torch.bool (stored as float32 0/1)
 
 
 def _cmp_builder(kind):
@@ -386,7 +392,7 @@ def _cmp_builder(kind):
 
 for _kind in _CMP_KINDS:
     define(_kind, infer=_infer_cmp(_kind), differentiable=False, elementwise=True,
-           doc=f"elementwise a {_kind} b as float32 0/1 (no gradient)")(_cmp_builder(_kind))
+           doc=f"elementwise a {_kind} b as bool (no gradient)")(_cmp_builder(_kind))
 
 
 def _infer_cmp_scalar(a, kind, c):
@@ -395,7 +401,7 @@ def _infer_cmp_scalar(a, kind, c):
         raise ValueError(f"compare_scalar: kind must be one of {_CMP_KINDS}, got {kind!r}")
     if isinstance(c, bool) or not isinstance(c, (int, float)):
         raise TypeError(f"compare_scalar: the scalar must be a real number, got {c!r}")
-    return a.shape, float32
+    return a.shape, bool_
 
 
 @define("compare_scalar", elementwise=True, infer=_infer_cmp_scalar, differentiable=False)
@@ -529,6 +535,8 @@ def _where_backward(g, n):
 
 
 def _cond01(ctx, node, cond, shape):
+    if cond.dtype is bool_:     # already exactly 0/1
+        return full_node(ctx, node, cond.shape, shape)
     return nonzero01(ctx, full_node(ctx, _as_f32(ctx, node, cond.dtype), cond.shape, shape))
 
 

@@ -12,7 +12,7 @@ from ..ops import op
 from ..ops.registry import REGISTRY
 from ..ops.shapes import check_ndim
 from ..runtime import Device, resolve_device
-from . import interop, tape
+from . import bool_ops, interop, tape
 from .grad_mode import is_grad_enabled, no_grad
 from .int_reduce import int_reduce, is_int
 
@@ -137,7 +137,7 @@ class Tensor(Array):
             return f"tensor(<failed: no value>, shape={self.shape})"
         body = np.array2string(download(self, "repr"), separator=", ", prefix="tensor(")
         extra = []
-        if self.dtype is not float32:
+        if self.dtype is not float32 and not self.dtype.is_bool:
             extra.append(f"dtype={self.dtype.name}")
         if self.device.kind != "cpu":
             extra.append(f"device='{self.device.name}'")
@@ -227,6 +227,10 @@ class Tensor(Array):
         """float64 in torch; float32 here (``gg.float64 is gg.float32``: no double precision)."""
         return self.to(float32)
 
+    def bool(self) -> "Tensor":
+        """torch.bool: non-zero (NaN too) → True."""
+        return self.to(dtypes.bool_)
+
     def half(self) -> "Tensor":
         return self.to(dtypes.float16)
 
@@ -234,6 +238,8 @@ class Tensor(Array):
         return self.to(device="cpu")
 
     def clone(self) -> "Tensor":
+        if not self.dtype.is_float:      # bool (float32 0/1 storage) and int32
+            return bool_ops.clone(self)
         return op.clone(self)
 
     def __deepcopy__(self, memo) -> "Tensor":
@@ -242,7 +248,7 @@ class Tensor(Array):
             raise RuntimeError("deepcopy: only leaf tensors (created by the user, not by an op) can be "
                                "deep-copied; detach() first")
         with no_grad():
-            t = op.clone(self)
+            t = self.clone()
         t.requires_grad = self.requires_grad
         memo[id(self)] = t
         if self.grad is not None:
@@ -497,6 +503,8 @@ class Tensor(Array):
         return remainder(o, self)
 
     def __neg__(self):
+        if self.dtype.is_bool:
+            return bool_ops.negate(self)
         if self.dtype is int32:
             return mul(self, -1)
         return op.neg(self)
@@ -585,6 +593,65 @@ class Tensor(Array):
 
     lt, le, gt, ge, eq, ne = __lt__, __le__, __gt__, __ge__, __eq__, __ne__
 
+    # ------------------------------------------------------------- logical / bitwise (tensor/bool_ops.py)
+    def __and__(self, o):
+        return bool_ops.bitwise("and", self, o)
+
+    def __or__(self, o):
+        return bool_ops.bitwise("or", self, o)
+
+    def __xor__(self, o):
+        return bool_ops.bitwise("xor", self, o)
+
+    def __rand__(self, o):
+        return bool_ops.bitwise("and", o, self)
+
+    def __ror__(self, o):
+        return bool_ops.bitwise("or", o, self)
+
+    def __rxor__(self, o):
+        return bool_ops.bitwise("xor", o, self)
+
+    def __invert__(self):
+        return bool_ops.invert(self)
+
+    def logical_and(self, o):
+        return bool_ops.logical_and(self, o)
+
+    def logical_or(self, o):
+        return bool_ops.logical_or(self, o)
+
+    def logical_xor(self, o):
+        return bool_ops.logical_xor(self, o)
+
+    def logical_not(self):
+        return bool_ops.logical_not(self)
+
+    def isnan(self):
+        return bool_ops.isnan(self)
+
+    def isinf(self):
+        return bool_ops.isinf(self)
+
+    def isfinite(self):
+        return bool_ops.isfinite(self)
+
+    def any(self, dim=None, keepdim: bool = False):
+        """True where any element (along ``dim``) is non-zero (bool)."""
+        return bool_ops.to_bool(self).amax(dim, keepdim) if self.numel_ else bool_ops.empty_reduce(self, dim, False)
+
+    def all(self, dim=None, keepdim: bool = False):
+        """True where every element (along ``dim``) is non-zero (bool)."""
+        return bool_ops.to_bool(self).amin(dim, keepdim) if self.numel_ else bool_ops.empty_reduce(self, dim, True)
+
+    def masked_fill(self, mask, value):
+        """``value`` where the bool ``mask`` is True, else this tensor (torch.Tensor.masked_fill)."""
+        return bool_ops.masked_fill(self, mask, value)
+
+    def masked_fill_(self, mask, value):
+        bool_ops.check_mask("masked_fill_", self, mask)
+        return self._write("masked_fill_", lambda: bool_ops.masked_fill(self, mask, value))
+
     # ------------------------------------------------------------- math (function forms in functional.py)
     def clamp(self, min=None, max=None):  # noqa: A002  (torch names)
         """Limit to [min, max]; either side optional; bounds may be numbers or tensors."""
@@ -625,12 +692,16 @@ class Tensor(Array):
     def argmax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
         """Index (int32) of the first maximum along ``dim``, or in the flattened tensor."""
         keepdim = _keepdim(keepdim, keepdims)
+        if self.dtype.is_bool:
+            raise RuntimeError("argmax(): does not support bool input")
         if is_int(self):
             return int_reduce("argmax", self, _axis(axis, dim), keepdim)
         return op.argmax(self, axis=_axis(axis, dim), keepdim=keepdim)
 
     def argmin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
         keepdim = _keepdim(keepdim, keepdims)
+        if self.dtype.is_bool:
+            raise RuntimeError("argmin(): does not support bool input")
         if is_int(self):
             return int_reduce("argmin", self, _axis(axis, dim), keepdim)
         return op.argmin(self, axis=_axis(axis, dim), keepdim=keepdim)
@@ -752,6 +823,9 @@ def _check_inplace_operand(t: Tensor, name: str, other, closed: bool, cast_ok: b
     shape (``other`` may only broadcast up to it) and an integer ``t`` takes no float result."""
     if other is None:
         return
+    if not cast_ok and t.dtype.is_bool and bool_ops.result_category(t, other) != 0:
+        raise RuntimeError(f"{name}: result type can't be cast to the desired output type Bool (an in-place op "
+                           f"keeps the tensor's dtype); use the out-of-place op")
     if not cast_ok and not t.dtype.is_float and (not closed or _is_float_operand(other)):
         raise RuntimeError(f"{name}: result type Float can't be cast to the desired output type Int "
                            f"(an in-place op keeps the tensor's dtype, {t.dtype.name}); use the out-of-place op")
@@ -830,7 +904,7 @@ def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> T
         if arr.dtype == np.float16:
             d = dtypes.float16
         if arr.dtype.kind == "b":
-            d = float32
+            d = dtypes.bool_
     else:
         d = dtypes.from_any(dtype)
     _check_int_range("tensor", arr, d)
@@ -868,6 +942,8 @@ def _integer_arithmetic(name: str, closed: bool):
             if (opdef is not None and isinstance(a, Tensor) and isinstance(b, Tensor)
                     and a.dtype is float32 and b.dtype is float32):
                 return tape.apply(opdef, (a, b), {})
+            if (isinstance(a, Tensor) and a.dtype.is_bool) or (isinstance(b, Tensor) and b.dtype.is_bool):
+                return bool_ops.arithmetic(name, a, b, fn)   # torch's bool promotion (tensor/bool_ops.py)
             a_int = isinstance(a, Tensor) and a.dtype is int32
             b_int = isinstance(b, Tensor) and b.dtype is int32
             if not (a_int or b_int):
