@@ -168,6 +168,21 @@ def test_bool_host_round_trips_and_printing():
         b.add_(1)                                 # an int result cannot go into a bool tensor (torch)
 
 
+def test_bool_tensors_save_load_pickle_and_deepcopy(tmp_path):
+    import copy
+    import pickle
+    m = gg.tensor([[True, False, True]])
+    for ext in ("safetensors", "gguf"):
+        path = str(tmp_path / f"m.{ext}")
+        gg.save({"m": m, "a": np.array([False, True])}, path)
+        back = gg.load(path)
+        assert back["m"].dtype is gg.bool and back["m"].tolist() == m.tolist()
+        assert (back["m"] * 2.0).tolist() == [[2.0, 0.0, 2.0]]           # the storage holds 0/1
+        assert back["a"].dtype == np.bool_
+    for c in (pickle.loads(pickle.dumps(m)), copy.deepcopy(m)):
+        assert c.dtype is gg.bool and c.tolist() == m.tolist()
+
+
 def test_bool_tensors_have_no_gradient_and_masks_pass_gradients():
     x = gg.tensor([1.0, -2.0, 3.0], requires_grad=True)
     m = x > 0
