@@ -70,6 +70,15 @@ PROGRAMS = [
     ("any", lambda m: m.tensor(F).any(), lambda: np.any(F)),
     ("all_dim", lambda m: m.tensor([A, [True] * 4]).all(1), lambda: np.all([A, [True] * 4], axis=1)),
     ("max_dim_values", lambda m: m.tensor([A, B]).max(1).values, lambda: np.max([A, B], axis=1)),
+    # integer tensors: torch's integer arithmetic and reductions (int64 there, int32 here)
+    ("int_mul", lambda m: m.tensor(I) * m.tensor(I), lambda: np.array(I) * np.array(I)),
+    ("int_floordiv", lambda m: m.tensor(I) // 2, lambda: np.array(I) // 2),
+    ("int_remainder", lambda m: m.tensor(I) % 3, lambda: np.array(I) % 3),
+    ("int_max", lambda m: m.tensor([I, I[::-1]]).max(), lambda: np.max([I, I[::-1]])),
+    ("int_min_dim", lambda m: m.tensor([I, I[::-1]]).min(1).values, lambda: np.min([I, I[::-1]], axis=1)),
+    ("int_argmax", lambda m: m.tensor([I, I[::-1]]).argmax(1), lambda: np.argmax([I, I[::-1]], axis=1)),
+    ("int_sum", lambda m: m.tensor([I, I]).sum(0), lambda: np.sum([I, I], axis=0)),
+    ("int_true_div", lambda m: m.tensor(I) / 2, lambda: np.array(I) / 2),
     # conversions
     ("float", lambda m: m.tensor(A).float(), lambda: np.array(A, np.float32)),
     ("int", lambda m: m.tensor(A).int(), lambda: np.array(A, np.int32)),

@@ -336,7 +336,7 @@ def select_node(ctx, cond01, a_parts, b_parts):
     return lib.div(ctx, t, lib.sqrt(ctx, lib.scale_bias(ctx, code, -1.0, 1.0)))
 
 
-# ---------------------------------------------------------------- comparisons (float 0/1 results, no grad)
+# ---------------------------------------------------------------- comparisons (bool results: float 0/1 storage, no grad)
 _CMP_KINDS = ("lt", "le", "gt", "ge", "eq", "ne")
 _CMP_FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 

@@ -572,7 +572,7 @@ class Tensor(Array):
     def pow(self, exponent):
         return pow(self, exponent)
 
-    # ------------------------------------------------------------- comparisons (float 0/1, no grad)
+    # ------------------------------------------------------------- comparisons (bool results, no grad)
     def __lt__(self, o):
         return compare(self, o, "lt")
 
@@ -1054,7 +1054,7 @@ class MaxMin(tuple):
 
 
 def compare(a, b, kind: str):
-    """``a <kind> b`` (kind: lt, le, gt, ge, eq, ne) as a float32 0/1 tensor; scalars are op params."""
+    """``a <kind> b`` (kind: lt, le, gt, ge, eq, ne) as a bool tensor; scalars are op params."""
     if isinstance(a, Tensor) and _scalar(b):
         return op.compare_scalar(a, kind=kind, c=float(b))
     if isinstance(b, Tensor) and _scalar(a):
