@@ -88,6 +88,8 @@ PROGRAMS = [
     ("bool_from_lists", lambda m: m.tensor(A), lambda: np.array(A)),
     ("zeros_bool", lambda m: m.zeros(3, dtype=m.bool), lambda: np.zeros(3, bool)),
     ("full_bool", lambda m: m.full((2,), 3.0, dtype=m.bool), lambda: np.full(2, True)),
+    ("full_of_true", lambda m: m.full((2,), True), lambda: np.full(2, True)),
+    ("where_bool_branches", lambda m: m.where(m.tensor(A), m.tensor(B), m.tensor(A)), lambda: np.where(A, B, A)),
     # masks
     ("where_bool", lambda m: m.where(m.tensor(A), m.tensor(F), 0.0), lambda: np.where(A, F, 0.0)),
     ("where_mask_of_values", lambda m: m.where(m.tensor(F) > 0, m.tensor(F), -m.tensor(F)),

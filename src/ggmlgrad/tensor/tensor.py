@@ -1125,6 +1125,8 @@ def where(condition, a, b) -> Tensor:
     like = next((t for t in (condition, a, b) if isinstance(t, Tensor)), None)
     if like is None:
         raise TypeError("where: expected at least one Tensor")
+    if isinstance(a, Tensor) and a.dtype.is_bool and isinstance(b, Tensor) and b.dtype.is_bool:
+        return bool_ops.retag_bool(where(condition, bool_ops.as_float(a), bool_ops.as_float(b)))   # 0/1 stays 0/1
     condition = as_tensor(condition, device=like.device)
     if _scalar(a) and _scalar(b):
         b = op.fill_like(condition, c=float(b))
