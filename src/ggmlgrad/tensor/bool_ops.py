@@ -123,9 +123,7 @@ def logical_not(x):
     from .tensor import Tensor
     if not isinstance(x, Tensor):
         raise TypeError(f"logical_not: expected a Tensor, got {type(x).__name__}")
-    if x.dtype is bool_:
-        return op.compare_scalar(x, kind="eq", c=0.0)
-    return op.compare_scalar(to_bool(x), kind="eq", c=0.0)
+    return op.compare_scalar(x, kind="eq", c=0.0)      # NaN is non-zero: False, as torch
 
 
 def logical_and(a, b):
