@@ -80,7 +80,9 @@ def test_a_wrong_gradient_is_caught(monkeypatch):
 
 
 def test_an_invalid_op_must_raise():
-    prog = next(p for p in (fz.generate(3, i) for i in range(200)) if p.expect_error)
+    # one where no op reads a bool/int/half tensor (there a clear error is acceptable anywhere)
+    prog = next(p for p in (fz.generate(3, i) for i in range(200))
+                if p.expect_error and not fz._either_error(p, fz._kinds(p)[0]))
     assert prog.expect_error
     ops = fz.fuzz_ops()
     last = ops[prog.steps[-1].op]

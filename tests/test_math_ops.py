@@ -139,11 +139,11 @@ def test_argmax_ties_large_rows_and_ints(graph):
 
 
 @MODES
-def test_comparisons_are_float_masks_without_grad(graph):
+def test_comparisons_are_bool_masks_without_grad(graph):
     with gg.graph_mode(graph):
         x = _t([1.0, 2.0, 3.0], requires_grad=True)
         m = x > 1.5
-        assert m.dtype is gg.float32 and not m.requires_grad and m.grad_fn is None
+        assert m.dtype is gg.bool and not m.requires_grad and m.grad_fn is None    # torch.bool
         assert m.tolist() == [0, 1, 1]
         assert (x == x).tolist() == [1, 1, 1] and (x != 2).tolist() == [1, 0, 1]
         assert (x == None) is False and (x != "a") is True  # noqa: E711  (falls back to identity)

@@ -125,12 +125,13 @@ def test_dtype_names_and_errors():
 
 # ---------------------------------------------------------------------------- host reads
 @MODES
-def test_numpy_is_a_copy_and_host_reads(graph):
+def test_numpy_is_a_view_and_host_reads(graph):
     with gg.graph_mode(graph):
         t = gg.tensor([[1.5, -2.0], [3.0, 4.0]]) * 1
         a = t.numpy()
-        a[0, 0] = 100.0
-        assert t.tolist() == [[1.5, -2.0], [3.0, 4.0]]
+        a[0, 0] = 100.0                            # a view of the tensor's memory, as torch's
+        assert t.tolist() == [[100.0, -2.0], [3.0, 4.0]]
+        a[0, 0] = 1.5
         assert np.asarray(t).dtype == np.float32
         assert np.asarray(t, dtype=np.float64).dtype == np.float64
         assert np.array(t).tolist() == [[1.5, -2.0], [3.0, 4.0]]
@@ -229,10 +230,15 @@ def test_integer_arithmetic_stays_integer_like_torch(graph):
 def test_array_protocol_honours_numpy2_copy_argument():
     t = gg.tensor([1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="without a copy"):
-        np.asarray(t, copy=False)
-    a = np.asarray(t)
+        np.asarray(t.to("bfloat16"), copy=False)   # bfloat16 reads back as float32: a copy is needed
+    with pytest.raises(ValueError, match="without a copy"):
+        np.asarray(t, dtype=np.float64, copy=False)
+    a = np.asarray(t, copy=False)
     b = np.array(t, copy=True, dtype=np.float64)
+    c = np.array(t, copy=True)
     assert a.dtype == np.float32 and b.dtype == np.float64
     np.testing.assert_array_equal(b, [1.0, 2.0, 3.0])
-    a[0] = 9.0                                     # a copy: the tensor keeps its value
+    c[0] = 7.0                                     # a copy: the tensor keeps its value
     assert t.tolist() == [1.0, 2.0, 3.0]
+    a[0] = 9.0                                     # a view: the tensor shows it
+    assert t.tolist() == [9.0, 2.0, 3.0]

@@ -16,7 +16,9 @@ from .engine import (CaptureError, GraphError, GraphMemoryError, PendingError, b
 from .engine import DType as dtype  # noqa: N813  (torch-style `gg.dtype`)
 from .runtime import Device, devices, get_device, set_device, set_num_threads, get_num_threads
 from .runtime.budget import set_memory_limit
-from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled, tensor, as_tensor
+from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled, tensor
+from .tensor.interop import as_tensor, from_dlpack, from_numpy
+from .tensor.bool_ops import isfinite, isinf, isnan, logical_and, logical_not, logical_or, logical_xor
 from .tensor.creation import (arange, eye, full, full_like, linspace, manual_seed, ones, ones_like, rand, randint,
                               randn, zeros, zeros_like)
 from .tensor.functional import *  # noqa: F401,F403
@@ -35,3 +37,6 @@ from . import distributions, nn  # noqa: E402  (toolkit: gg.nn, gg.distributions
 def pending(t: Tensor) -> bool:
     """True while ``t``'s node is queued and not computed (graph mode)."""
     return t.is_pending
+
+
+from .engine.dtypes import bool_ as bool  # noqa: E402,A001  (torch's name; last: it shadows the builtin here)

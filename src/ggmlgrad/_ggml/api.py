@@ -103,7 +103,7 @@ _BASE = {
     "ggml_backend_sched_reset": "v:p", "ggml_backend_sched_alloc_graph": "b:pp", "ggml_backend_sched_reserve": "b:pp",
     "ggml_backend_sched_graph_compute": "i:pp", "ggml_backend_sched_get_n_splits": "i:p",
     "ggml_backend_sched_get_tensor_backend": "p:pp", "ggml_backend_sched_synchronize": "v:p",
-    "ggml_backend_cpu_buffer_type": "p:",
+    "ggml_backend_cpu_buffer_type": "p:", "ggml_backend_cpu_buffer_from_ptr": "p:pz",
 }
 _REGISTRY = {
     "ggml_backend_dev_count": "z:", "ggml_backend_dev_get": "p:z",

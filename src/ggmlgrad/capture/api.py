@@ -169,7 +169,7 @@ class _Recording:
         self.refs = recorder.refs
         # (start, stop, np dtype, shape) per downloaded output; bfloat16 ones go through unpack()
         self.out_layout = [(off, off + t.nbytes, t.dtype.np_dtype, t.shape, t) for off, t in downloads_at]
-        self._plain = all(t.dtype is not bfloat16 for _, t in downloads_at)
+        self._plain = all(t.dtype is not bfloat16 and not t.dtype.is_bool for _, t in downloads_at)
         self.index_checks = recorder.index_checks  # verified on every replay's download (engine/checks.py)
 
     def stale(self) -> str | None:

@@ -463,4 +463,6 @@ def unpack(raw: np.ndarray, offset: int, t: Tensor) -> np.ndarray:
     a = raw[offset:offset + n].view(t.dtype.np_dtype).reshape(t.shape)
     if t.dtype is bfloat16:
         return bf16_to_f32(a)
+    if t.dtype.is_bool:
+        return a != 0   # float32 0/1 storage → np.bool_
     return a

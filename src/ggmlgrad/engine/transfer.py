@@ -7,7 +7,7 @@ from .._ggml.nodes import read_array, write_array
 from ..runtime import Device, Storage
 from .array import Array, COMPUTED, FAILED
 from .context import current
-from .dtypes import DType, bf16_to_f32, bfloat16, f32_to_bf16
+from .dtypes import DType, bf16_to_f32, bfloat16, f32_to_bf16, to_bool_storage
 from .errors import PendingError
 from .queue import ENGINE, no_value_message
 
@@ -16,6 +16,8 @@ def host_array(data: np.ndarray, dtype: DType) -> np.ndarray:
     """``data`` converted to the bytes ``dtype`` stores, C-contiguous."""
     if dtype is bfloat16:
         return f32_to_bf16(np.asarray(data, dtype=np.float32))
+    if dtype.is_bool:
+        return to_bool_storage(data)
     return np.ascontiguousarray(data, dtype=dtype.np_dtype)
 
 
@@ -57,6 +59,8 @@ def download(a: Array, site: str) -> np.ndarray:
     c.counters.download_bytes[site] += n
     if a.dtype is bfloat16:
         return bf16_to_f32(out)
+    if a.dtype.is_bool:
+        return out != 0   # float32 0/1 storage → np.bool_
     return out
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from .._ggml import array_address
 from ..engine import dtypes
+from ..engine.dtypes import to_bool_storage
 from ..tensor import Tensor
 from . import gguf_file, safetensors_file
 from .errors import MAX_DIMS, CheckpointError, Entry, FileBytes
@@ -107,7 +108,7 @@ def _parsed_meta(meta: str, where: str) -> tuple[list, object]:
     return table, skeleton
 
 
-_TENSOR_DTYPES = ("float32", "float16", "bfloat16", "int32")
+_TENSOR_DTYPES = ("float32", "float16", "bfloat16", "int32", "bool")
 
 
 def _checked_spec(spec, by_name: dict, where: str) -> tuple[str, tuple]:
@@ -255,7 +256,7 @@ def _foreign(src: FileBytes, entries: list, device, where: str) -> dict:
     for e in entries:
         dt, raw = _narrowed(e.name, e.dtype, src.values(e, storage_np_dtype(e.dtype)), where)
         t = Tensor._blank(tuple(raw.shape), dtypes.from_any(dt), _device(device))
-        out[e.name] = new_from_host(t, raw, "load()")
+        out[e.name] = new_from_host(t, to_bool_storage(raw) if t.dtype.is_bool else raw, "load()")
     return out
 
 

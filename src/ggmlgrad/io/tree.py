@@ -7,6 +7,7 @@ import zlib
 import numpy as np
 
 from ..engine import ENGINE, DType, bfloat16, dtypes, new_from_host
+from ..engine.dtypes import to_bool_storage
 from ..tensor import Tensor
 
 MAX_NAME = 63           # GGUF (ggml) tensor names are at most 63 bytes
@@ -104,7 +105,7 @@ def unflatten(skeleton, table: list[dict], arrays: dict[str, np.ndarray], device
         else:
             dt = dtypes.from_any(spec["dtype"])
             t = Tensor._blank(tuple(spec["shape"]), dt, _device(device))
-            out = new_from_host(t, np.ascontiguousarray(raw), "load()")
+            out = new_from_host(t, to_bool_storage(raw) if dt.is_bool else np.ascontiguousarray(raw), "load()")
         made[i] = out
         return out
 

@@ -311,7 +311,7 @@ def _check_probabilities(fn: str, input: Tensor) -> None:
         return
     with no_grad():
         inside = (input >= 0.0) * (input <= 1.0)          # NaN compares false: outside
-        flag = op.cast(1.0 - inside, dtype=int32)
+        flag = op.cast(~inside, dtype=int32)                 # 1 where outside
     check_values(fn, flag, 0, 0, f"{fn}: all elements of input should be between 0 and 1 (or one is NaN; "
                                  f"use binary_cross_entropy_with_logits on logits)")
 

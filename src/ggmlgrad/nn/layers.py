@@ -9,6 +9,7 @@ import numpy as np
 from ..engine import dtypes, float32
 from ..tensor import Tensor
 from ..tensor import no_grad
+from ..tensor.bool_ops import as_float
 from ..tensor.creation import generator, zeros
 from ..ops import op
 from ..ops.decl import public_parameters
@@ -134,7 +135,7 @@ class Embedding(Module):
 
 def _not_padding(idx: Tensor, padding_idx: int) -> Tensor:
     """(..., 1) float: 1.0 where idx != padding_idx (a graph op on the int32 indices)."""
-    keep = op.compare_scalar(idx, kind="ne", c=float(padding_idx))
+    keep = as_float(op.compare_scalar(idx, kind="ne", c=float(padding_idx)))   # bool → its float 0/1
     return keep.reshape(tuple(idx.shape) + (1,))
 
 

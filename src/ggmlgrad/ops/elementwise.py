@@ -5,6 +5,7 @@ import math
 
 from .._ggml import consts, lib
 from ..engine import DType, float32, int32
+from ..engine.dtypes import bool_
 from . import decl, fast_math
 from .build import expand, is_view
 from .registry import define, op, same_device, same_float
@@ -277,6 +278,10 @@ def _cast(ctx, nodes, inputs, out, dtype):
     those go through float32. float → int32 truncates toward zero."""
     src = inputs[0].dtype
     node = nodes[0]
+    if dtype is bool_:          # non-zero (NaN too) → 1.0, as torch's .bool()
+        return nonzero01(ctx, _as_f32(ctx, node, src))
+    if src is bool_:
+        src = float32           # its storage
     if src is not dtype and float32 not in (src, dtype) and int32 in (src, dtype):
         node = lib.cast(ctx, node, consts.TYPE_F32)
     return lib.cast(ctx, node, dtype.ggml_type)
@@ -353,15 +358,15 @@ def select_node(ctx, cond01, a_parts, b_parts):
     return lib.div(ctx, t, lib.sqrt(ctx, lib.scale_bias(ctx, code, -1.0, 1.0)))
 
 
-# ---------------------------------------------------------------- comparisons (float 0/1 results, no grad)
+# ---------------------------------------------------------------- comparisons (bool results: float 0/1 storage, no grad)
 #: The dtype every comparison returns (the lt/le/gt/ge/eq/ne ops and compare_scalar): their one dtype policy.
-COMPARISON_DTYPE = float32
+COMPARISON_DTYPE = bool_  # torch.bool, stored as float32 0/1
 _CMP_KINDS = ("lt", "le", "gt", "ge", "eq", "ne")
 _CMP_FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 
 
 def _as_f32(ctx, node, dtype):
-    return node if dtype is float32 else lib.cast(ctx, node, consts.TYPE_F32)
+    return node if dtype.ggml_type == consts.TYPE_F32 else lib.cast(ctx, node, consts.TYPE_F32)   # bool is f32 0/1
 
 
 def _check_cmp_dtype(name, *xs):
@@ -410,7 +415,7 @@ def _cmp_builder(kind):
 
 for _kind in _CMP_KINDS:
     define(_kind, infer=_infer_cmp(_kind), differentiable=False, elementwise=True,
-           doc=f"elementwise a {_kind} b as float32 0/1 (no gradient)")(_cmp_builder(_kind))
+           doc=f"elementwise a {_kind} b as bool (no gradient)")(_cmp_builder(_kind))
 
 
 def _infer_cmp_scalar(a, kind, c):
@@ -553,6 +558,8 @@ def _where_backward(g, n):
 
 
 def _cond01(ctx, node, cond, shape):
+    if cond.dtype is bool_:     # already exactly 0/1
+        return full_node(ctx, node, cond.shape, shape)
     return nonzero01(ctx, full_node(ctx, _as_f32(ctx, node, cond.dtype), cond.shape, shape))
 
 

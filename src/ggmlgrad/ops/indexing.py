@@ -127,7 +127,7 @@ def _safe_index(ctx: int, node: int, size: int, wrap: bool = False, offsets: int
 
 
 def _out_dtype(x):
-    return int32 if x.dtype is int32 else float32
+    return x.dtype if x.dtype is int32 or x.dtype.is_bool else float32   # bool: its float32 0/1 rows
 
 
 def _zeros_like_shape(ctx: int, shape: tuple, dtype, src: int) -> int:

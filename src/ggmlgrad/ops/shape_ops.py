@@ -355,8 +355,8 @@ def _concat(ctx, nodes, inputs, out, axis, stack=False):
 # ---------------------------------------------------------------- slice_set (t[key] = v)
 def _infer_slice_set(x, *v, start, stop, step, fill=None):
     name = "slice_set"
-    if x.dtype.name not in ("float32", "int32"):
-        raise TypeError(f"{name}: only float32 and int32 tensors can be assigned into, got {x.dtype.name} "
+    if x.dtype.name not in ("float32", "int32", "bool"):
+        raise TypeError(f"{name}: only float32, int32 and bool tensors can be assigned into, got {x.dtype.name} "
                         f"(convert with .to(...) first)")
     sliced = _sliced_shape(name, x.shape, start, stop, step)
     if len(v) > 1 or (not v and fill is None) or (v and fill is not None):
@@ -395,8 +395,8 @@ def _slice_set(ctx, nodes, inputs, out, start, stop, step, fill=None):
     if len(nodes) > 1:
         src = reshape(ctx, nodes[1], sliced)
     else:
-        src = lib.fill(ctx, shape_only(ctx, sliced), float(fill))
-        if x.dtype.name != "float32":
+        src = lib.fill(ctx, shape_only(ctx, sliced), float(fill) if x.dtype.name != "bool" else float(fill != 0))
+        if x.dtype.name not in ("float32", "bool"):     # bool: float32 0/1 storage
             src = lib.cast(ctx, src, x.dtype.ggml_type)
     if not shape:
         return lib.cont(ctx, src)

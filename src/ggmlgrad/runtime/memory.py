@@ -203,6 +203,46 @@ class Storage:
             lib.backend_tensor_get(t, dst_addr, offset, nbytes)
 
 
+class HostStorage(Storage):
+    """Host memory that ggmlgrad does not own (a NumPy array, a DLPack producer's tensor), wrapped
+    as a ggml CPU buffer: tensors on it share that memory (``gg.from_numpy``, ``gg.from_dlpack``).
+    ``owner`` keeps the memory alive as long as this storage lives; nothing goes to the pool.
+
+    ggml wants a buffer's base aligned to 32 bytes: the buffer starts at the aligned address at or
+    below ``addr``, and the tensor's data at ``addr`` itself (ggml never writes outside a tensor).
+    """
+
+    __slots__ = ("owner",)
+
+    _ALIGN = 32
+
+    def __init__(self, device: Device, addr: int, nbytes: int, owner):
+        if not device.is_host:
+            raise ValueError(f"HostStorage: {device.name} is not a host device")
+        base = addr & ~(self._ALIGN - 1)
+        self.buffer = 0
+        buf = lib.backend_cpu_buffer_from_ptr(base, addr - base + nbytes)
+        if not buf:
+            raise MemoryError("ggmlgrad: ggml could not wrap host memory as a buffer")
+        self.device, self.nbytes, self.capacity = device, nbytes, 0
+        self.leaf, self.leaf_key = 0, None
+        self.buffer, self.data, self.owner = buf, addr, owner
+
+    def __del__(self) -> None:
+        buf = self.buffer
+        if buf:
+            self.buffer = 0
+            try:
+                if self.leaf:
+                    with _POOL.lock:
+                        _HEADERS.give(self.leaf)
+                        self.leaf = 0
+                lib.backend_buffer_free(buf)  # frees ggml's buffer record, not the wrapped memory
+            except Exception:  # interpreter shutdown
+                pass
+        self.owner = None
+
+
 _scratch_tensor: ScratchTensor | None = None
 
 

@@ -114,6 +114,8 @@ def full(shape, fill_value: float, dtype=None, device=None, requires_grad: bool 
     """
     if isinstance(fill_value, (str, bytes)) or not hasattr(fill_value, "__float__"):
         raise TypeError(f"full: fill_value must be a number, got {fill_value!r}")
+    if dtype is None and isinstance(fill_value, (bool, np.bool_)):
+        dtype = dtypes.bool_            # torch.full((2,), True) is a bool tensor
     if not isinstance(fill_value, (int, np.integer)):
         fill_value = float(fill_value)      # bools, NumPy scalars, 0-d tensors
     sizes = _shape((shape,) if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) else shape, "full")

@@ -47,12 +47,12 @@ def transpose(x: Tensor, dim0: int = -2, dim1: int = -1) -> Tensor:
 
 # ---------------------------------------------------------------------- comparisons (float32 0/1, no grad)
 def lt(a, b) -> Tensor:
-    """``a < b`` elementwise as float32 0/1 (no gradient). Built from ggml's step(a - b): exact for
-    finite values and infinities; a NaN operand gives 0 for lt/gt but 1 for le/ge/eq (0 for ne).
+    """``a < b`` elementwise as a bool tensor (no gradient). Built from ggml's step(a - b): exact for
+    finite values and infinities; a NaN operand gives False (True for ne), as IEEE and torch.
 
     >>> import ggmlgrad as gg
     >>> gg.lt(gg.tensor([1.0, 3.0]), 2.0).tolist()
-    [1.0, 0.0]
+    [True, False]
     """
     return _compare(a, b, "lt")
 

@@ -12,14 +12,15 @@ import numpy as np
 
 from ..engine import download, int32
 from ..ops.shapes import norm_axes, norm_axis
+from .bool_ops import reduce as bool_reduce
 
 _INT32 = np.iinfo(np.int32)
 _NP = {"sum": np.sum, "amax": np.max, "amin": np.min, "argmax": np.argmax, "argmin": np.argmin}
 
 
 def is_int(x) -> bool:
-    """True for an int32 tensor, whose reductions go through :func:`int_reduce`."""
-    return x.dtype is int32
+    """True for an int32 or bool tensor, whose reductions go through :func:`int_reduce`."""
+    return x.dtype is int32 or x.dtype.is_bool
 
 
 def _check(kind: str, x, axis, keepdim) -> tuple | int | None:
@@ -31,6 +32,8 @@ def _check(kind: str, x, axis, keepdim) -> tuple | int | None:
         axes = None if axis is None or not x.ndim else norm_axis(kind, axis, x.ndim)
     else:
         axes = tuple(norm_axes(kind, axis, x.ndim)) if x.ndim else None
+    if not x.ndim and axis is not None:
+        norm_axes(kind, axis, 1)       # a 0-d tensor takes dim 0 or -1 only (torch): IndexError otherwise
     if kind != "sum" and x.numel_ == 0:
         raise ValueError(f"{kind}: cannot reduce an empty tensor of shape {x.shape}")
     return axes
@@ -44,8 +47,14 @@ def int_reduce(kind: str, x, axis=None, keepdim: bool = False):
     >>> gg.tensor([2**24 + 1, 2**24, 3]).sum().item()
     33554435
     """
-    from .tensor import tensor   # the tensor layer builds the result
     axes = _check(kind, x, axis, keepdim)
+    if x.dtype.is_bool:          # on the device (tensor/bool_ops.py); huge sums exactly on the host
+        return bool_reduce(kind, x, axes, keepdim, lambda: _host_reduce(kind, x, axes, keepdim))
+    return _host_reduce(kind, x, axes, keepdim)
+
+
+def _host_reduce(kind: str, x, axes, keepdim: bool):
+    from .tensor import tensor   # the tensor layer builds the result
     a = download(x, f"{kind}() of an int32 tensor").astype(np.int64)
     if kind in ("argmax", "argmin"):
         if axes is None:

@@ -14,7 +14,7 @@ from ..ops.registry import REGISTRY
 from ..ops.shapes import check_ndim
 from ..ops.writes import write_value
 from ..runtime import Device, resolve_device
-from . import tape, views
+from . import bool_ops, interop, tape, views
 from .grad_mode import is_grad_enabled, no_grad
 from .int_reduce import int_reduce, is_int
 from .surfaces import OpMethods
@@ -95,18 +95,24 @@ class Tensor(OpMethods, Array):
         return self.shape[0]
 
     # ------------------------------------------------------------- host reads (sync points)
-    def numpy(self) -> np.ndarray:
-        """A NumPy copy the caller owns (drains the queue if this tensor is pending)."""
-        return download(self, "numpy()")
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The value as NumPy (drains the queue if this tensor is pending). A float32, float16 or int32
+        tensor on a host device gives a view of its memory, as torch: writes to either side show in
+        the other (tensor/interop.py has the rule); other dtypes and GPU tensors give a copy. A tensor
+        that requires grad (torch raises) gives a copy, or a view with ``force=True``."""
+        return interop.numpy(self, force)
 
     def __array__(self, dtype=None, copy=None):
-        """NumPy's protocol. The result is always a fresh host copy (device memory is not handed
-        out), so ``copy=False`` raises ValueError, as NumPy 2 asks of objects that cannot avoid one."""
-        if copy is False:
-            raise ValueError("Tensor.__array__: a ggmlgrad tensor cannot be viewed by NumPy without a copy "
-                             "(np.asarray(t, copy=False)); use np.asarray(t) or t.numpy()")
-        a = download(self, "__array__")
-        return a.astype(dtype, copy=False) if dtype is not None else a
+        """NumPy 2's protocol: a view of host memory where possible (as ``numpy()``); ``copy=True``
+        a new array; ``copy=False`` raises ValueError when a copy cannot be avoided."""
+        return interop.array(self, dtype, copy)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """The DLPack protocol (host memory only; see tensor/interop.py)."""
+        return interop.to_dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return interop.dlpack_device(self)
 
     def item(self) -> float | int:
         if self.numel_ != 1:
@@ -137,7 +143,7 @@ class Tensor(OpMethods, Array):
             return f"tensor(<failed: no value>, shape={self.shape})"
         body = np.array2string(download(self, "repr"), separator=", ", prefix="tensor(")
         extra = []
-        if self.dtype is not float32:
+        if self.dtype is not float32 and not self.dtype.is_bool:
             extra.append(f"dtype={self.dtype.name}")
         if self.device.kind != "cpu":
             extra.append(f"device='{self.device.name}'")
@@ -226,11 +232,20 @@ class Tensor(OpMethods, Array):
         """float64 in torch; float32 here (``gg.float64 is gg.float32``: no double precision)."""
         return self.to(float32)
 
+    def bool(self) -> "Tensor":
+        """torch.bool: non-zero (NaN too) → True."""
+        return self.to(dtypes.bool_)
+
     def half(self) -> "Tensor":
         return self.to(dtypes.float16)
 
     def cpu(self) -> "Tensor":
         return self.to(device="cpu")
+
+    def clone(self) -> "Tensor":
+        if not self.dtype.is_float:      # bool (float32 0/1 storage) and int32
+            return bool_ops.clone(self)
+        return op.clone(self)
 
     def __deepcopy__(self, memo) -> "Tensor":
         """A leaf copy with its own memory (``.grad`` copied too), as ``torch`` does."""
@@ -238,7 +253,7 @@ class Tensor(OpMethods, Array):
             raise RuntimeError("deepcopy: only leaf tensors (created by the user, not by an op) can be "
                                "deep-copied; detach() first")
         with no_grad():
-            t = op.clone(self)
+            t = self.clone()
         t.requires_grad = self.requires_grad
         memo[id(self)] = t
         if self.grad is not None:
@@ -528,6 +543,8 @@ class Tensor(OpMethods, Array):
         return remainder(o, self)
 
     def __neg__(self):
+        if self.dtype.is_bool:
+            return bool_ops.negate(self)
         if self.dtype is int32:
             return mul(self, -1)
         return op.neg(self)
@@ -558,7 +575,7 @@ class Tensor(OpMethods, Array):
     def pow(self, exponent):
         return pow(self, exponent)
 
-    # ------------------------------------------------------------- comparisons (float 0/1, no grad)
+    # ------------------------------------------------------------- comparisons (bool results, no grad)
     def __lt__(self, o):
         return compare(self, o, "lt")
 
@@ -578,6 +595,65 @@ class Tensor(OpMethods, Array):
         return compare(self, o, "ne")
 
     lt, le, gt, ge, eq, ne = __lt__, __le__, __gt__, __ge__, __eq__, __ne__
+
+    # ------------------------------------------------------------- logical / bitwise (tensor/bool_ops.py)
+    def __and__(self, o):
+        return bool_ops.bitwise("and", self, o)
+
+    def __or__(self, o):
+        return bool_ops.bitwise("or", self, o)
+
+    def __xor__(self, o):
+        return bool_ops.bitwise("xor", self, o)
+
+    def __rand__(self, o):
+        return bool_ops.bitwise("and", o, self)
+
+    def __ror__(self, o):
+        return bool_ops.bitwise("or", o, self)
+
+    def __rxor__(self, o):
+        return bool_ops.bitwise("xor", o, self)
+
+    def __invert__(self):
+        return bool_ops.invert(self)
+
+    def logical_and(self, o):
+        return bool_ops.logical_and(self, o)
+
+    def logical_or(self, o):
+        return bool_ops.logical_or(self, o)
+
+    def logical_xor(self, o):
+        return bool_ops.logical_xor(self, o)
+
+    def logical_not(self):
+        return bool_ops.logical_not(self)
+
+    def isnan(self):
+        return bool_ops.isnan(self)
+
+    def isinf(self):
+        return bool_ops.isinf(self)
+
+    def isfinite(self):
+        return bool_ops.isfinite(self)
+
+    def any(self, dim=None, keepdim: bool = False):
+        """True where any element (along ``dim``) is non-zero (bool)."""
+        return bool_ops.to_bool(self).amax(dim, keepdim) if self.numel_ else bool_ops.empty_reduce(self, dim, False)
+
+    def all(self, dim=None, keepdim: bool = False):
+        """True where every element (along ``dim``) is non-zero (bool)."""
+        return bool_ops.to_bool(self).amin(dim, keepdim) if self.numel_ else bool_ops.empty_reduce(self, dim, True)
+
+    def masked_fill(self, mask, value):
+        """``value`` where the bool ``mask`` is True, else this tensor (torch.Tensor.masked_fill)."""
+        return bool_ops.masked_fill(self, mask, value)
+
+    def masked_fill_(self, mask, value):
+        bool_ops.check_mask("masked_fill_", self, mask)
+        return self._write("masked_fill_", lambda: bool_ops.masked_fill(self, mask, value))
 
     # ------------------------------------------------------------- math (function forms in functional.py)
     def clamp(self, min=None, max=None):  # noqa: A002  (torch names)
@@ -603,6 +679,23 @@ class Tensor(OpMethods, Array):
 
     def min(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
         return extreme(self, _axis(axis, dim), _keepdim(keepdim, keepdims), "min")
+
+    def argmax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+        """Index (int32) of the first maximum along ``dim``, or in the flattened tensor."""
+        keepdim = _keepdim(keepdim, keepdims)
+        if self.dtype.is_bool:
+            raise RuntimeError("argmax(): does not support bool input")
+        if is_int(self):
+            return int_reduce("argmax", self, _axis(axis, dim), keepdim)
+        return op.argmax(self, axis=_axis(axis, dim), keepdim=keepdim)
+
+    def argmin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+        keepdim = _keepdim(keepdim, keepdims)
+        if self.dtype.is_bool:
+            raise RuntimeError("argmin(): does not support bool input")
+        if is_int(self):
+            return int_reduce("argmin", self, _axis(axis, dim), keepdim)
+        return op.argmin(self, axis=_axis(axis, dim), keepdim=keepdim)
 
     def std(self, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None, keepdims=None):
         return op.sqrt(self.var(dim, correction=correction, keepdim=_keepdim(keepdim, keepdims),
@@ -651,6 +744,9 @@ def _check_inplace_operand(t: Tensor, name: str, other, closed: bool, cast_ok: b
     shape (``other`` may only broadcast up to it) and an integer ``t`` takes no float result."""
     if other is None:
         return
+    if not cast_ok and t.dtype.is_bool and bool_ops.result_category(t, other) != 0:
+        raise RuntimeError(f"{name}: result type can't be cast to the desired output type Bool (an in-place op "
+                           f"keeps the tensor's dtype); use the out-of-place op")
     if not cast_ok and not t.dtype.is_float and (not closed or _is_float_operand(other)):
         raise RuntimeError(f"{name}: result type Float can't be cast to the desired output type Int "
                            f"(an in-place op keeps the tensor's dtype, {t.dtype.name}); use the out-of-place op")
@@ -729,7 +825,7 @@ def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> T
         if arr.dtype == np.float16:
             d = dtypes.float16
         if arr.dtype.kind == "b":
-            d = float32
+            d = dtypes.bool_
     else:
         d = dtypes.from_any(dtype)
     _check_int_range("tensor", arr, d)
@@ -767,6 +863,8 @@ def _integer_arithmetic(name: str, closed: bool):
             if (opdef is not None and isinstance(a, Tensor) and isinstance(b, Tensor)
                     and a.dtype is float32 and b.dtype is float32):
                 return tape.apply(opdef, (a, b), {})
+            if (isinstance(a, Tensor) and a.dtype.is_bool) or (isinstance(b, Tensor) and b.dtype.is_bool):
+                return bool_ops.arithmetic(name, a, b, fn)   # torch's bool promotion (tensor/bool_ops.py)
             a_int = isinstance(a, Tensor) and a.dtype is int32
             b_int = isinstance(b, Tensor) and b.dtype is int32
             if not (a_int or b_int):
@@ -877,7 +975,7 @@ class MaxMin(tuple):
 
 
 def compare(a, b, kind: str):
-    """``a <kind> b`` (kind: lt, le, gt, ge, eq, ne) as a float32 0/1 tensor; scalars are op params."""
+    """``a <kind> b`` (kind: lt, le, gt, ge, eq, ne) as a bool tensor; scalars are op params."""
     if isinstance(a, Tensor) and _scalar(b):
         return op.compare_scalar(a, kind=kind, c=float(b))
     if isinstance(b, Tensor) and _scalar(a):
@@ -948,6 +1046,8 @@ def where(condition, a, b) -> Tensor:
     like = next((t for t in (condition, a, b) if isinstance(t, Tensor)), None)
     if like is None:
         raise TypeError("where: expected at least one Tensor")
+    if isinstance(a, Tensor) and a.dtype.is_bool and isinstance(b, Tensor) and b.dtype.is_bool:
+        return bool_ops.retag_bool(where(condition, bool_ops.as_float(a), bool_ops.as_float(b)))   # 0/1 stays 0/1
     condition = as_tensor(condition, device=like.device)
     if _scalar(a) and _scalar(b):
         b = op.fill_like(condition, c=float(b))

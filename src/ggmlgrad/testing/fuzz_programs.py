@@ -1054,6 +1054,7 @@ class _Gen:
             self.vals[ref] = out
             in_kinds = {self.kinds[r] for r in refs}
             self.kinds[ref] = ("half" if fop.half_out else "int" if out.dtype.kind in "iu" else
+                               "bool" if _BOOL_OUT.match(fop.name) else
                                "half" if "half" in in_kinds and fop.name != "to_float" else "f32")
             return True
         return True
@@ -1257,14 +1258,18 @@ def _step_operands(prog: Program, step: Step, vals: list) -> list:
     return [prog.inputs[r[1]].astype(np.float64) if r[0] == "i" else vals[r[1]] for r in step.args]
 
 
+# Comparisons give bool tensors (torch.bool): most float ops refuse them, as torch's do.
+_BOOL_OUT = re.compile(r"(cmp_(scalar_|fn_)?(lt|le|gt|ge|eq|ne)(_nonfinite)?|eq_c|gt_c)$")
+
+
 def _either_error(prog: Program, kinds: dict) -> bool:
-    """True if some op reads an int32 or half-precision tensor (other than as an index): a clear error is
-    then acceptable instead of values (ggmlgrad computes in float32)."""
+    """True if some op reads an int32, bool or half-precision tensor (other than as an index): a clear
+    error is then acceptable instead of values (ggmlgrad computes in float32)."""
     ops = fuzz_ops()
     vals: list = []
     for s in prog.steps:
         for r, kind in zip(s.args, ops[s.op].operands):
-            if not kind.startswith("idx:") and kinds.get(tuple(r)) in ("int", "half"):
+            if not kind.startswith("idx:") and kinds.get(tuple(r)) in ("int", "half", "bool"):
                 return True
         operands = _step_operands(prog, s, vals)
         if (ops[s.op].reducing or s.op in _EXTREMES) and any(v.size == 0 for v in operands):
@@ -1294,7 +1299,8 @@ def _kinds(prog: Program) -> tuple[dict, list]:
             vals.append(None)
             break
         in_k = {kinds[tuple(r)] for r in s.args}
-        kinds[("s", k)] = ("half" if fop.half_out else "int" if fop.name in ("argmax",) else
+        kinds[("s", k)] = ("half" if fop.half_out else "int" if fop.name in ("argmax", "cmp_reflected_scalar") else
+                           "bool" if _BOOL_OUT.match(fop.name) else
                            "half" if "half" in in_k and fop.name != "to_float" else "f32")
     return kinds, vals
 

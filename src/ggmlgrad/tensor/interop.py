@@ -1,0 +1,257 @@
+"""Zero-copy interop on host devices: ``from_numpy``, ``as_tensor``, ``Tensor.numpy()``, DLPack.
+
+The aliasing rule (as torch's): a tensor from ``gg.from_numpy(a)`` / ``gg.from_dlpack(x)`` and an
+array from ``t.numpy()`` share memory with their source, so a write through either side shows
+in the other. Each keeps the memory alive. In-place ops on the tensor (``add_``, ``t[i] = v``,
+``copy_``, optimizer steps) write that memory; an op that gives the tensor other memory
+(``t.data = u``, ``module.to(device)``) ends the sharing, as in torch.
+
+Graph mode: ``t.numpy()`` computes the queue first, so the array holds the value. A queued op
+reads shared memory when the queue computes, so a write through NumPy after an op was queued on
+the tensor is seen by that op (eager mode: not): read the result (or ``gg.graph_mode(False)``)
+before writing through NumPy.
+
+Only memory that ggmlgrad can use as it is can be shared: C-contiguous float32, float16 and
+int32 data. Other dtypes (float64, int64, bool, ...) raise TypeError in ``from_numpy`` and
+``from_dlpack`` (torch would share them; ggmlgrad stores them differently): copy with
+``gg.tensor``. ``t.numpy()`` of a bool or bfloat16 tensor, or of a tensor on a GPU, is a copy.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from .._ggml import dlpack
+from ..engine import COMPUTED, ENGINE, FAILED, DType, PendingError, bfloat16, download, dtypes, float16, float32, int32
+from ..engine.counters import COUNTERS
+from ..engine.queue import no_value_message
+from ..ops.shapes import check_ndim
+from ..runtime import HostStorage, Storage, cpu_device, resolve_device
+
+# dtypes whose storage NumPy can view as it is, and their DLPack (code, bits)
+_SHAREABLE_NP = {np.dtype(np.float32): float32, np.dtype(np.float16): float16, np.dtype(np.int32): int32}
+_DL_CODES = {float32: (dlpack.CODE_FLOAT, 32), float16: (dlpack.CODE_FLOAT, 16),
+             bfloat16: (dlpack.CODE_BFLOAT, 16), int32: (dlpack.CODE_INT, 32)}
+_DL_DTYPES = {v: k for k, v in _DL_CODES.items()}
+_DL_DEVICE_CODES = {"cpu": 1, "cuda": 2, "opencl": 4, "vulkan": 7, "metal": 8, "sycl": 14, "webgpu": 15}
+
+
+# ---------------------------------------------------------------------- host memory → tensor
+def _wrap_host(addr: int, shape: tuple, dtype: DType, owner, site: str):
+    """A computed CPU tensor whose storage is the host memory at ``addr`` (kept alive by ``owner``)."""
+    from .tensor import Tensor   # tensor.py imports this module
+    check_ndim(site, shape)
+    dev = cpu_device()
+    t = Tensor._blank(shape, dtype, dev)
+    nbytes = t.nbytes
+    t._storage = HostStorage(dev, addr, nbytes, owner) if nbytes else Storage(dev, 1)
+    t._status = COMPUTED
+    return t
+
+
+def _share_error(site: str, what: str, hint: str) -> TypeError:
+    return TypeError(f"{site}: cannot share memory of {what}: ggmlgrad shares only C-contiguous float32, float16 "
+                     f"and int32 data. {hint}")
+
+
+def from_numpy(a: np.ndarray):
+    """A CPU tensor sharing ``a``'s memory, as ``torch.from_numpy``: writes to either show in the
+    other, and the tensor keeps ``a`` alive. ``a`` must be a C-contiguous float32, float16 or int32
+    array (others raise TypeError: ``gg.tensor(a)`` copies, converting float64 → float32 and
+    int64 → int32).
+
+    >>> import numpy as np, ggmlgrad as gg
+    >>> a = np.zeros(3, np.float32); t = gg.from_numpy(a); a[0] = 5
+    >>> t.tolist()
+    [5.0, 0.0, 0.0]
+    """
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"from_numpy: expected np.ndarray (got {type(a).__name__})")
+    d = _SHAREABLE_NP.get(a.dtype)
+    if d is None:
+        raise _share_error("from_numpy", f"a {a.dtype} array",
+                           "Copy it with gg.tensor(a) (float64 → float32, int64 → int32, bool → bool).")
+    if not a.flags.c_contiguous or not a.flags.aligned:
+        raise ValueError("from_numpy: ggmlgrad tensors are C-contiguous; this array is a strided (or unaligned) "
+                         "view. Use gg.from_numpy(np.ascontiguousarray(a)) (a copy) or gg.tensor(a)")
+    if not a.flags.writeable:
+        warnings.warn("from_numpy: the given NumPy array is not writable; the tensor shares its memory, so an "
+                      "in-place write to the tensor is undefined behaviour (torch warns alike)", UserWarning,
+                      stacklevel=2)
+    return _wrap_host(a.ctypes.data, tuple(int(s) for s in a.shape), d, a, "from_numpy")
+
+
+def as_tensor(data, dtype=None, device=None):
+    """``torch.as_tensor``: ``data`` itself when it is already a tensor of that dtype and device;
+    a NumPy array of a shareable dtype on a host device shares its memory (:func:`from_numpy`);
+    anything else is copied (:func:`ggmlgrad.tensor`).
+
+    >>> import numpy as np, ggmlgrad as gg
+    >>> a = np.ones(2, np.float32); gg.as_tensor(a).add_(1); a.tolist()
+    [2.0, 2.0]
+    """
+    from .tensor import Tensor, tensor
+    d = None if dtype is None else dtypes.from_any(dtype)
+    if isinstance(data, Tensor):
+        return data.to(device=device if device is not None else data.device, dtype=d)
+    dev = resolve_device(device)
+    if (isinstance(data, np.ndarray) and dev is cpu_device() and _SHAREABLE_NP.get(data.dtype) is not None
+            and (d is None or d is _SHAREABLE_NP[data.dtype]) and data.flags.c_contiguous and data.flags.aligned
+            and data.flags.writeable):
+        return from_numpy(data)
+    return tensor(data, dtype=d, device=dev)
+
+
+# ---------------------------------------------------------------------- tensor → host memory
+def _value_site(t, site: str) -> None:
+    """Make ``t`` computed (drain the queue if it is pending), as every host read does."""
+    if t._status != COMPUTED:
+        if t._status != FAILED:
+            ENGINE.drain("read")
+        if t._status != COMPUTED:
+            raise PendingError(t._error or no_value_message(t))
+    if ENGINE.guard is not None:
+        ENGINE.guard.on_download(site)
+
+
+def _plain_memory(t) -> bool:
+    """Whether ``t`` (computed) lives in memory of its own on a host device, which NumPy and DLPack
+    consumers may view (not a capture recording's packed block, which replays rewrite)."""
+    s = t._storage
+    return t.device.is_host and (type(s) is Storage or type(s) is HostStorage)
+
+
+_NP_VIEW = {float32: "<f4", float16: "<f2", int32: "<i4"}
+
+
+class _HostView:
+    """What a NumPy view of a tensor's memory hangs on: keeps the storage alive."""
+
+    __slots__ = ("storage", "__array_interface__")
+
+    def __init__(self, storage, shape: tuple, typestr: str):
+        self.storage = storage
+        self.__array_interface__ = {"data": (storage.data, False), "shape": shape, "typestr": typestr,
+                                    "version": 3}
+
+
+def host_view(t, site: str) -> np.ndarray | None:
+    """A NumPy array viewing ``t``'s memory (computed first), or None when it cannot be viewed."""
+    if t.dtype not in _NP_VIEW or not t.device.is_host:
+        return None
+    _value_site(t, site)
+    if not _plain_memory(t):
+        return None
+    COUNTERS.downloads[site] += 1
+    if not t.numel_:
+        return np.empty(t.shape, dtype=_NP_VIEW[t.dtype])
+    return np.asarray(_HostView(t._storage, t.shape, _NP_VIEW[t.dtype]))
+
+
+def numpy(t, force: bool = False) -> np.ndarray:
+    """``t.numpy()``: a view of a host tensor's memory (float32, float16, int32), a copy otherwise.
+
+    torch refuses ``numpy()`` of a tensor that requires grad (a write through the array would bypass
+    autograd); ggmlgrad gives a copy of it instead (a snapshot, as before), or a view with
+    ``force=True`` (torch's ``force``)."""
+    if t.requires_grad and not force:
+        return download(t, "numpy()")
+    a = host_view(t, "numpy()")
+    return a if a is not None else download(t, "numpy()")
+
+
+def array(t, dtype=None, copy=None) -> np.ndarray:
+    """NumPy 2's ``__array__``: ``copy=None`` a view where possible (as :func:`numpy`), ``copy=True``
+    always a new array, ``copy=False`` a view or ValueError."""
+    if copy is not True:
+        a = None if t.requires_grad else host_view(t, "__array__")
+        if a is not None and (dtype is None or np.dtype(dtype) == a.dtype):
+            return a
+        if copy is False:
+            raise ValueError(f"Tensor.__array__: a {t.dtype.name} tensor on {t.device.name} cannot be viewed by "
+                             f"NumPy{'' if dtype is None else f' as {np.dtype(dtype)}'} without a copy "
+                             f"(copy=False); use np.asarray(t) or t.numpy()")
+    a = download(t, "__array__")
+    return a if dtype is None else a.astype(dtype, copy=False)
+
+
+# ---------------------------------------------------------------------- DLPack
+def dlpack_device(t) -> tuple[int, int]:
+    """``(device_type, device_id)`` of DLPack: ``(1, 0)`` (kDLCPU) for host memory."""
+    if t.device.is_host:
+        return (dlpack.KDL_CPU, 0)
+    return (_DL_DEVICE_CODES.get(t.device.kind, 12), t.device.index)
+
+
+def to_dlpack(t, stream=None, max_version=None, dl_device=None, copy=None):
+    """``t.__dlpack__(...)`` (array API / NumPy 2): a capsule over ``t``'s host memory, versioned
+    when the consumer passes ``max_version >= (1, 0)``. ``copy=True`` exports a copy;
+    ``copy=False`` raises BufferError when sharing is impossible (a bool tensor)."""
+    if t.requires_grad:
+        raise RuntimeError("Can't export a tensor that requires grad to DLPack; use tensor.detach()")
+    if stream is not None and stream != -1:
+        raise BufferError(f"__dlpack__: stream must be None for a CPU tensor, got {stream!r}")
+    if dl_device is not None and tuple(dl_device) != (dlpack.KDL_CPU, 0):
+        raise BufferError(f"__dlpack__: can export only to the CPU (kDLCPU, 0), not {tuple(dl_device)}")
+    if not t.device.is_host:
+        raise BufferError(f"__dlpack__: only host tensors can be exported; this one is on {t.device.name} "
+                          f"(use t.cpu())")
+    versioned = max_version is not None and tuple(max_version)[0] >= 1
+    code = _DL_CODES.get(t.dtype)
+    if code is not None:
+        src = t.detach().clone() if copy is True else t    # a copy keeps the dtype (bfloat16 bits too)
+        _value_site(src, "__dlpack__")
+        if _plain_memory(src):
+            return dlpack.export_capsule(src._storage.data if src.numel_ else 0, src.shape, *code, src._storage,
+                                         versioned, copied=copy is True)
+    if copy is False:
+        raise BufferError(f"__dlpack__: a {t.dtype.name} tensor cannot be exported without a copy (copy=False)")
+    a = download(t, "__dlpack__")
+    return dlpack.export_capsule(a.ctypes.data if a.size else 0, a.shape, *_np_code(a.dtype), a, versioned,
+                                 copied=True)
+
+
+def _np_code(nd: np.dtype) -> tuple[int, int]:
+    kind = {"f": dlpack.CODE_FLOAT, "i": dlpack.CODE_INT, "u": dlpack.CODE_UINT, "b": dlpack.CODE_BOOL}[nd.kind]
+    return kind, nd.itemsize * 8
+
+
+def from_dlpack(x):
+    """``torch.from_dlpack`` / ``np.from_dlpack``: a CPU tensor sharing the memory of ``x`` (an
+    object with ``__dlpack__``, e.g. a NumPy array or a torch CPU tensor, or a DLPack capsule).
+    C-contiguous float32, float16, bfloat16 and int32 data only (TypeError otherwise: copy with
+    ``gg.tensor(np.from_dlpack(x))``).
+
+    >>> import numpy as np, ggmlgrad as gg
+    >>> a = np.arange(3, dtype=np.float32); gg.from_dlpack(a).mul_(2); a.tolist()
+    [0.0, 2.0, 4.0]
+    """
+    from .tensor import Tensor
+    if isinstance(x, Tensor):
+        return x.detach()
+    if hasattr(x, "__dlpack__"):
+        if hasattr(x, "__dlpack_device__"):
+            dev = tuple(x.__dlpack_device__())
+            if int(dev[0]) != dlpack.KDL_CPU:
+                raise BufferError(f"from_dlpack: only CPU memory (kDLCPU) can be shared, got device {dev}")
+        try:
+            capsule = x.__dlpack__(max_version=dlpack.VERSION)
+        except TypeError:          # a producer older than the array API 2023 standard
+            capsule = x.__dlpack__()
+    else:
+        capsule = x
+    imp = dlpack.import_capsule(capsule)
+    if imp.device_type != dlpack.KDL_CPU:
+        raise BufferError(f"from_dlpack: only CPU memory (kDLCPU) can be shared, got device type {imp.device_type}")
+    d = _DL_DTYPES.get((imp.code, imp.bits)) if imp.lanes == 1 else None
+    if d is None:
+        raise _share_error("from_dlpack", f"DLPack dtype (code {imp.code}, {imp.bits} bits, {imp.lanes} lanes)",
+                           "Copy it with gg.tensor(np.from_dlpack(x)).")
+    if not imp.contiguous:
+        raise ValueError("from_dlpack: ggmlgrad tensors are C-contiguous; this one is strided. Make it contiguous "
+                         "first (x.contiguous() in torch, np.ascontiguousarray in NumPy)")
+    if imp.read_only:
+        warnings.warn("from_dlpack: the producer marked this memory read-only; the tensor shares it, so an in-place "
+                      "write to the tensor is undefined behaviour", UserWarning, stacklevel=2)
+    return _wrap_host(imp.data, imp.shape, d, imp, "from_dlpack")
