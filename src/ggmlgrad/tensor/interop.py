@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 
 from .._ggml import dlpack
-from ..engine import COMPUTED, ENGINE, FAILED, DType, PendingError, bfloat16, download, dtypes, float16, float32, int32
+from ..engine import COMPUTED, ENGINE, FAILED, active_observer, DType, PendingError, bfloat16, download, dtypes, float16, float32, int32
 from ..engine.counters import COUNTERS
 from ..engine.queue import no_value_message
 from ..ops.shapes import check_ndim
@@ -111,8 +111,9 @@ def _value_site(t, site: str) -> None:
             ENGINE.drain("read")
         if t._status != COMPUTED:
             raise PendingError(t._error or no_value_message(t))
-    if ENGINE.guard is not None:
-        ENGINE.guard.on_download(site)
+    observer = active_observer()
+    if observer is not None:
+        observer.on_download(site)
 
 
 def _plain_memory(t) -> bool:
