@@ -141,9 +141,14 @@ _unary("floor", lib.floor, lambda g, n: None, expose=decl.expose(   # piecewise 
     example=">>> gg.floor(gg.tensor([1.5, -1.5])).tolist()\n[1.0, -2.0]"))
 _unary("square", lib.sqr, lambda g, n: op.mul(op.scale(g, c=2.0), n.inputs[0]), expose=decl.expose(
     "square", *_MATH, doc="x * x elementwise.", example=">>> gg.square(gg.tensor([3.0])).tolist()\n[9.0]"))
-_unary("clone", lib.cont, lambda g, n: g, expose=decl.expose(
-    "clone", "method", doc="A copy with its own memory; gradients flow back to the original.",
-    example=">>> x = gg.tensor([1.0]); x.clone().tolist()\n[1.0]"))
+def _infer_clone(a):
+    """Any dtype (bool, int32, the half types too): a copy keeps its source's dtype, as in torch."""
+    return a.shape, a.dtype
+
+
+define("clone", infer=_infer_clone, backward=lambda g, n: g, elementwise=True, expose=decl.expose(
+    "clone", "method", doc="A copy with its own memory (same dtype); gradients flow back to the original.",
+    example=">>> x = gg.tensor([1.0]); x.clone().tolist()\n[1.0]"))(lambda ctx, nodes, inputs, out: lib.cont(ctx, nodes[0]))
 
 
 def _pow_scalar_backward(g, n):

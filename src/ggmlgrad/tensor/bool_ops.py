@@ -215,13 +215,6 @@ def _float(x):
     return x if x.dtype is float32 else op.cast(x, dtype=float32)
 
 
-def clone(x):
-    """A copy of a bool or int32 tensor in its own memory (op.clone is float32-only)."""
-    if x.dtype is bool_:
-        return retag_bool(op.clone(as_float(x)))
-    return op.cast(x, dtype=x.dtype)
-
-
 # ---------------------------------------------------------------------- masks
 def check_mask(name: str, x, mask) -> None:
     from .tensor import Tensor

@@ -22,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from .._ggml import dlpack
+from .._ggml import array_address, dlpack
 from ..engine import COMPUTED, ENGINE, FAILED, active_observer, DType, PendingError, bfloat16, download, dtypes, float16, float32, int32
 from ..engine.counters import COUNTERS
 from ..engine.queue import no_value_message
@@ -79,7 +79,7 @@ def from_numpy(a: np.ndarray):
         warnings.warn("from_numpy: the given NumPy array is not writable; the tensor shares its memory, so an "
                       "in-place write to the tensor is undefined behaviour (torch warns alike)", UserWarning,
                       stacklevel=2)
-    return _wrap_host(a.ctypes.data, tuple(int(s) for s in a.shape), d, a, "from_numpy")
+    return _wrap_host(array_address(a), tuple(int(s) for s in a.shape), d, a, "from_numpy")
 
 
 def as_tensor(data, dtype=None, device=None):
@@ -209,7 +209,7 @@ def to_dlpack(t, stream=None, max_version=None, dl_device=None, copy=None):
     if copy is False:
         raise BufferError(f"__dlpack__: a {t.dtype.name} tensor cannot be exported without a copy (copy=False)")
     a = download(t, "__dlpack__")
-    return dlpack.export_capsule(a.ctypes.data if a.size else 0, a.shape, *_np_code(a.dtype), a, versioned,
+    return dlpack.export_capsule(array_address(a) if a.size else 0, a.shape, *_np_code(a.dtype), a, versioned,
                                  copied=True)
 
 

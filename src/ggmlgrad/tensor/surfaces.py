@@ -79,9 +79,9 @@ def make_surface(opdef: OpDef, kind: str, name: str) -> Callable:
         params_expr = f"_args({call})"
     else:
         params_expr = f"{{{', '.join(repr(p.name) + ': ' + p.name for p in params)}}}"
-    if opdef.expose.host_int32:   # int32: reduced exactly on the host (tensor/int_reduce.py)
+    if opdef.expose.host_int32:   # int32 exactly on the host, bool on the device (tensor/int_reduce.py)
         source = (f"def {name}({first}{sig}):\n    params = {params_expr}\n"
-                  f"    if {first}.dtype is _int32:\n"
+                  f"    if {first}.dtype is _int32 or {first}.dtype.is_bool:\n"
                   f"        return _int_reduce({opdef.name!r}, {first}, params['axis'], params['keepdim'])\n"
                   f"    return _apply(_opdef, ({first},), params)\n")
     else:

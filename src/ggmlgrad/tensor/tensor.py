@@ -242,11 +242,6 @@ class Tensor(OpMethods, Array):
     def cpu(self) -> "Tensor":
         return self.to(device="cpu")
 
-    def clone(self) -> "Tensor":
-        if not self.dtype.is_float:      # bool (float32 0/1 storage) and int32
-            return bool_ops.clone(self)
-        return op.clone(self)
-
     def __deepcopy__(self, memo) -> "Tensor":
         """A leaf copy with its own memory (``.grad`` copied too), as ``torch`` does."""
         if self.grad_fn is not None:
