@@ -675,23 +675,6 @@ class Tensor(OpMethods, Array):
     def min(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
         return extreme(self, _axis(axis, dim), _keepdim(keepdim, keepdims), "min")
 
-    def argmax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
-        """Index (int32) of the first maximum along ``dim``, or in the flattened tensor."""
-        keepdim = _keepdim(keepdim, keepdims)
-        if self.dtype.is_bool:
-            raise RuntimeError("argmax(): does not support bool input")
-        if is_int(self):
-            return int_reduce("argmax", self, _axis(axis, dim), keepdim)
-        return op.argmax(self, axis=_axis(axis, dim), keepdim=keepdim)
-
-    def argmin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
-        keepdim = _keepdim(keepdim, keepdims)
-        if self.dtype.is_bool:
-            raise RuntimeError("argmin(): does not support bool input")
-        if is_int(self):
-            return int_reduce("argmin", self, _axis(axis, dim), keepdim)
-        return op.argmin(self, axis=_axis(axis, dim), keepdim=keepdim)
-
     def std(self, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None, keepdims=None):
         return op.sqrt(self.var(dim, correction=correction, keepdim=_keepdim(keepdim, keepdims),
                                 unbiased=unbiased, axis=axis))
