@@ -254,7 +254,7 @@ _EXACT_COUNT = 1 << 24     # float32 counts of 0/1 values are exact up to here
 
 
 def reduce(kind: str, x, axis, keepdim: bool, host_reduce):
-    """sum / amax / amin of a bool tensor (argmax/argmin raise, as in torch), on the device (no sync point, so it
+    """sum / amax / amin of a bool tensor and argmax / argmin (for max(dim)'s indices), on the device (no sync point, so it
     works in graph mode and in captures): sum counts as int32 (torch: int64), amax/amin give bool."""
     f = as_float(x)
     if kind == "sum":
@@ -263,5 +263,5 @@ def reduce(kind: str, x, axis, keepdim: bool, host_reduce):
         return op.cast(op.sum(f, axis=axis, keepdim=keepdim), dtype=int32)
     if kind in ("amax", "amin"):
         return retag_bool((op.amax if kind == "amax" else op.amin)(f, axis=axis, keepdim=keepdim))
-    raise RuntimeError(f"{kind}(): does not support bool input")   # torch: not implemented for 'Bool'
+    return (op.argmax if kind == "argmax" else op.argmin)(f, axis=axis, keepdim=keepdim)
 

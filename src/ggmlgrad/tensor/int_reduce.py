@@ -39,15 +39,18 @@ def _check(kind: str, x, axis, keepdim) -> tuple | int | None:
     return axes
 
 
-def int_reduce(kind: str, x, axis=None, keepdim: bool = False):
+def int_reduce(kind: str, x, axis=None, keepdim: bool = False, *, bool_indices: bool = False):
     """``kind`` ("sum", "amax", "amin", "argmax", "argmin") of an int32 tensor, exactly, as torch
-    (argmax: the first extreme; a flattened index when ``axis`` is None).
+    (argmax: the first extreme; a flattened index when ``axis`` is None). Of a bool tensor, argmax and
+    argmin raise as in torch, except for ``max(dim)``/``min(dim)``'s indices (``bool_indices``).
 
     >>> import ggmlgrad as gg
     >>> gg.tensor([2**24 + 1, 2**24, 3]).sum().item()
     33554435
     """
     axes = _check(kind, x, axis, keepdim)
+    if x.dtype.is_bool and kind in ("argmax", "argmin") and not bool_indices:
+        raise RuntimeError(f"{kind}(): does not support bool input")   # torch: not implemented for 'Bool'
     if x.dtype.is_bool:          # on the device (tensor/bool_ops.py); huge sums exactly on the host
         return bool_reduce(kind, x, axes, keepdim, lambda: _host_reduce(kind, x, axes, keepdim))
     return _host_reduce(kind, x, axes, keepdim)

@@ -1004,7 +1004,7 @@ def extreme(x: Tensor, dim, keepdim: bool, kind: str):
     if not isinstance(dim, int) or isinstance(dim, bool):
         raise TypeError(f"{kind}: dim must be an int (use amax/amin for several axes), got {dim!r}")
     if is_int(x):
-        return MaxMin(int_reduce("a" + kind, x, dim, keepdim), int_reduce("arg" + kind, x, dim, keepdim))
+        return MaxMin(int_reduce("a" + kind, x, dim, keepdim), int_reduce("arg" + kind, x, dim, keepdim, bool_indices=True))
     values = op.extreme_dim(x, axis=dim, keepdim=keepdim, negate=kind == "min")   # grad to the first extreme
     indices = op.argmax(x, axis=dim, keepdim=keepdim) if kind == "max" else op.argmin(x, axis=dim, keepdim=keepdim)
     return MaxMin(values, indices)
