@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 from typing import Iterable, Iterator, Mapping
 
+from . import replay
 from .module import WATCH, Module
 
 
@@ -60,6 +61,9 @@ class Sequential(Module):
         m = mods.pop(_norm_index(index, len(mods)))
         _renumber(self, mods)
         return m
+
+
+replay.register(Sequential)  # replayed when every module in it is (nn/replay.py)
 
 
 def _read(container: Module) -> "collections.OrderedDict[str, Module]":

@@ -33,6 +33,10 @@ class _Watch:
 
 WATCH = _Watch()
 
+# Built-in module types whose forward is pure ops on one argument and their parameters → the call
+# that may replay their recorded records (nn/replay.py registers them).
+REPLAYED: dict = {}
+
 
 class Parameter(Tensor):
     """A tensor that a :class:`Module` registers as a learnable parameter (``requires_grad=True``).
@@ -220,6 +224,9 @@ class Module:
     def __call__(self, *args, **kwargs):
         if WATCH.observer is not None:
             WATCH.observer.saw(self)  # a capture recording depends on this module's structure
+        replayed = REPLAYED.get(type(self))
+        if replayed is not None and len(args) == 1 and not kwargs:
+            return replayed(self, args[0])
         return self.forward(*args, **kwargs)
 
     # ------------------------------------------------------------------ traversal
