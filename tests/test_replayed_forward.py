@@ -234,3 +234,18 @@ def test_parameter_as_argument_is_not_replayed_as_the_argument():
         np.testing.assert_allclose(got, w @ w.T + b, rtol=1e-5, atol=1e-5)
         x = _obs(11, (3, 3))
         np.testing.assert_allclose(lin(gg.tensor(x)).numpy(), x @ w.T + b, rtol=1e-5, atol=1e-5)
+
+
+def test_deepcopy_has_its_own_calls():
+    import copy
+    net = _mlp()
+    x = _obs(12)
+    _call(net, x, "graph")
+    target = copy.deepcopy(net)
+    assert "_replay_cache" not in target.__dict__
+    with gg.no_grad():
+        net[0].weight.copy_(gg.tensor(_obs(13, (16, 4))))
+    for _ in range(2):
+        np.testing.assert_allclose(_call(target, x, "graph"), _ref(target, x), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(_call(net, x, "graph"), _ref(net, x), rtol=1e-5, atol=1e-5)
+    assert not np.allclose(_ref(target, x), _ref(net, x))

@@ -440,7 +440,8 @@ class Module:
         new = type(self).__new__(type(self))
         memo[id(self)] = new
         for k, v in self.__dict__.items():
-            object.__setattr__(new, k, copy.deepcopy(v, memo))
+            if k != "_replay_cache":  # replayable calls of the original (nn/replay.py): not the copy's
+                object.__setattr__(new, k, copy.deepcopy(v, memo))
         return new
 
     def __dir__(self):

@@ -20,7 +20,11 @@ from ..tensor.grad_mode import _enabled
 from .module import REPLAYED, WATCH
 
 _is = operator.is_
-_local = threading.local()  # depth: > 0 while a call is recorded as a segment (inner calls run plainly)
+class _Depth(threading.local):
+    depth = 0  # > 0 inside a call that runs its layers for a reason that holds for all of them
+
+
+_local = _Depth()
 
 
 class _Entry:
@@ -61,24 +65,22 @@ def _needs_tape(entry: _Entry) -> bool:
 def call(m, x):
     """``m(x)`` for a module of a type in ``module.REPLAYED``: a replayed segment when the call is
     identical to a recorded one, else the module's forward (recorded as a segment when it can be)."""
-    if getattr(_local, "depth", 0) or WATCH.observer is not None or not isinstance(x, Tensor):
+    if _local.depth or not isinstance(x, Tensor):
         return m.forward(x)
     c = context.current()
-    if c.observer is not None or c.check:
-        return m.forward(x)
     grad = _enabled.get()
-    if grad and x.requires_grad:
-        return m.forward(x)
+    if WATCH.observer is not None or c.observer is not None or c.check or (grad and x.requires_grad):
+        return _plain(m, x)
     key = (x.shape, x.dtype, x.device, c.graph, c.precision)
     cache = m.__dict__.get("_replay_cache")
     entry = cache.get(key) if cache is not None else None
     if entry is not None and grad and _needs_tape(entry):
-        return m.forward(x)
+        return _plain(m, x)
     if entry is None or not entry.current():
         entry = _Entry(m)
         m.__dict__["_replay_cache"][key] = entry
         if grad and _needs_tape(entry):
-            return m.forward(x)
+            return _plain(m, x)
     seg = entry.seg
     if seg is not None:
         e = ENGINE.current
@@ -95,6 +97,16 @@ def call(m, x):
     return _record(m, x, c, entry)
 
 
+def _plain(m, x):
+    """``m.forward(x)`` with the modules inside running their layers too (capture, check mode,
+    autograd: what made ``m`` run its layers holds for them), without asking each again."""
+    _local.depth += 1
+    try:
+        return m.forward(x)
+    finally:
+        _local.depth -= 1
+
+
 def _record(m, x, c, entry: _Entry):
     """Run ``m.forward(x)`` recording lazily (in eager mode too, then computed by one drain) and
     keep its records as ``entry``'s segment."""
@@ -104,7 +116,7 @@ def _record(m, x, c, entry: _Entry):
         if mark is None:
             return m.forward(x)
         token = None if c.graph else context.push(graph_set=True)
-        _local.depth = getattr(_local, "depth", 0) + 1
+        _local.depth += 1
         try:
             out = m.forward(x)
             seg = fwd.take(e, mark, x, out, {id(p) for p in entry.params})
