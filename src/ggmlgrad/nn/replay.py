@@ -10,7 +10,6 @@ observable. Check mode, capture recordings and autograd always run the layers th
 """
 from __future__ import annotations
 
-import operator
 import threading
 
 from ..engine import ENGINE, context
@@ -19,7 +18,6 @@ from ..tensor import Tensor
 from ..tensor.grad_mode import _enabled
 from .module import REPLAYED, WATCH
 
-_is = operator.is_
 class _Depth(threading.local):
     depth = 0  # > 0 inside a call that runs its layers for a reason that holds for all of them
 
@@ -38,7 +36,11 @@ class _Entry:
         for sm in mods:
             sm.__dict__.setdefault("_replay_cache", {})  # before the snapshot: it is one of the dict's values
         self.epoch = WATCH.epoch
-        self.dicts = tuple((sm.__dict__, tuple(sm.__dict__.values())) for sm in mods)
+        # Per module: its dict, the dict's size and its public attributes (a patched forward, an
+        # activation's slope); the private ones are the stores and the training flag (epoch above).
+        self.dicts = tuple((sm.__dict__, len(sm.__dict__), tuple((k, v) for k, v in sm.__dict__.items()
+                                                                if not k.startswith("_")))
+                           for sm in mods)
         self.params = tuple(m.parameters())
         self.seg = None
         self.out_shape = self.out_dtype = None
@@ -49,9 +51,12 @@ class _Entry:
         """Whether nothing the segment depends on changed since it was recorded."""
         if self.epoch != WATCH.epoch:
             return False
-        for d, vals in self.dicts:
-            if len(d) != len(vals) or not all(map(_is, d.values(), vals)):
+        for d, n, public in self.dicts:
+            if len(d) != n:
                 return False
+            for k, v in public:
+                if d.get(k) is not v:
+                    return False
         return True
 
 
