@@ -5,6 +5,7 @@ import collections
 from typing import Iterable, Iterator, Mapping
 
 from ..engine.context import current as _context
+from . import replay
 from .module import WATCH, Module
 
 
@@ -61,6 +62,9 @@ class Sequential(Module):
         m = mods.pop(_norm_index(index, len(mods)))
         _renumber(self, mods)
         return m
+
+
+replay.register(Sequential)  # replayed when every module in it is (nn/replay.py)
 
 
 def _read(container: Module) -> "collections.OrderedDict[str, Module]":

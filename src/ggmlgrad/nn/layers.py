@@ -17,6 +17,7 @@ from ..ops.registry import REGISTRY
 from ..tensor.surfaces import compile_function
 from . import functional as F
 from . import init
+from . import replay
 from .module import Module, Parameter
 
 
@@ -242,3 +243,5 @@ class LogSoftmax(Module):
 _ = float32
 
 
+# Pure forwards: an identical call replays its recorded records (nn/replay.py).
+replay.register(Linear, Softmax, LogSoftmax, *_GENERATED.values())

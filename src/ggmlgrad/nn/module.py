@@ -35,6 +35,10 @@ class _Watch:
 
 WATCH = _Watch()
 
+# Built-in module types whose forward is pure ops on one argument and their parameters → the call
+# that may replay their recorded records (nn/replay.py registers them).
+REPLAYED: dict = {}
+
 
 class Parameter(Tensor):
     """A tensor that a :class:`Module` registers as a learnable parameter (``requires_grad=True``).
@@ -225,6 +229,9 @@ class Module:
         obs = _context().module_observer
         if obs is not None:
             obs.saw(self)  # a capture recording depends on this module's structure
+        replayed = REPLAYED.get(type(self))
+        if replayed is not None and len(args) == 1 and not kwargs:
+            return replayed(self, args[0])
         return self.forward(*args, **kwargs)
 
     # ------------------------------------------------------------------ traversal
@@ -438,7 +445,8 @@ class Module:
         new = type(self).__new__(type(self))
         memo[id(self)] = new
         for k, v in self.__dict__.items():
-            object.__setattr__(new, k, copy.deepcopy(v, memo))
+            if k != "_replay_cache":  # replayable calls of the original (nn/replay.py): not the copy's
+                object.__setattr__(new, k, copy.deepcopy(v, memo))
         return new
 
     def __dir__(self):

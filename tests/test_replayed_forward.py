@@ -1,0 +1,251 @@
+"""Replayed forwards of built-in modules (nn/replay.py, engine/forward.py): an identical call appends
+the records of an earlier call again. Values against NumPy float64; every change that must end a
+replay is a test that fails when a stale segment is used; compute counters for eager mode."""
+import numpy as np
+import pytest
+
+import ggmlgrad as gg
+from ggmlgrad.engine import ENGINE
+
+MODES = ["eager", "graph", "check"]
+
+
+def _mode(name):
+    return gg.graph_mode(name != "eager", check=name == "check")
+
+
+def _mlp(n_in=4, hidden=16, n_out=3):
+    return gg.nn.Sequential(gg.nn.Linear(n_in, hidden), gg.nn.Tanh(), gg.nn.Linear(hidden, hidden), gg.nn.ReLU(),
+                            gg.nn.Linear(hidden, n_out))
+
+
+def _ref(net, x):
+    """The network's forward in NumPy float64 from its current parameters."""
+    h = np.asarray(x, np.float64)
+    for m in net:
+        if isinstance(m, gg.nn.Linear):
+            h = h @ m.weight.numpy().astype(np.float64).T + m.bias.numpy().astype(np.float64)
+        elif isinstance(m, gg.nn.Tanh):
+            h = np.tanh(h)
+        elif isinstance(m, gg.nn.ReLU):
+            h = np.maximum(h, 0)
+        elif isinstance(m, gg.nn.LeakyReLU):
+            h = np.where(h > 0, h, h * m.negative_slope)
+        else:
+            raise AssertionError(type(m))
+    return h
+
+
+def _obs(seed, shape=(4, 4)):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _call(net, x, mode):
+    with gg.no_grad(), _mode(mode):
+        return net(gg.tensor(x)).numpy()
+
+
+def _replays(net) -> int:
+    """How many segments the net's cache holds (0: its calls run the layers)."""
+    return sum(e.seg is not None for e in net.__dict__.get("_replay_cache", {}).values())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_values_over_repeated_calls(mode):
+    net = _mlp()
+    for seed in range(4):  # the first call records, the next ones replay (outside check mode)
+        x = _obs(seed)
+        np.testing.assert_allclose(_call(net, x, mode), _ref(net, x), rtol=1e-5, atol=1e-5)
+    assert _replays(net) == (0 if mode == "check" else 1)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_actor_and_critic_on_one_input_then_one_read(mode):
+    actor, critic = _mlp(n_out=2), _mlp(n_out=1)
+    for seed in range(3):
+        x = _obs(seed)
+        with gg.no_grad(), _mode(mode):
+            t = gg.tensor(x)
+            h = t * 2.0  # a pending argument in graph mode
+            a, v, v2 = actor(t), critic(t), critic(h)
+            got = a.numpy(), v.numpy(), v2.numpy()
+        np.testing.assert_allclose(got[0], _ref(actor, x), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got[1], _ref(critic, x), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got[2], _ref(critic, 2 * x), rtol=1e-5, atol=1e-5)
+
+
+def test_eager_call_is_one_compute():
+    net = _mlp()
+    x = _obs(0)
+    _call(net, x, "eager")
+    gg.reset_counters()
+    _call(net, x, "eager")
+    assert gg.counters()["computes"] == 1  # five layers' ops, one drain (plain eager: one per op)
+
+
+def test_check_mode_checks_each_op():
+    net = _mlp()
+    x = _obs(0)
+    for _ in range(2):
+        gg.reset_counters()
+        _call(net, x, "check")
+        assert gg.counters()["computes"] == 5
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_parameter_values_written_in_place_are_read(mode):
+    net = _mlp()
+    x = _obs(1)
+    _call(net, x, mode)
+    with gg.no_grad():
+        net[0].weight.copy_(gg.tensor(_obs(5, (16, 4))))
+    np.testing.assert_allclose(_call(net, x, mode), _ref(net, x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_parameter_replaced(mode):
+    net = _mlp()
+    x = _obs(1)
+    _call(net, x, mode)
+    net[2].weight = gg.nn.Parameter(gg.tensor(_obs(6, (16, 16))))
+    np.testing.assert_allclose(_call(net, x, mode), _ref(net, x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_parameter_data_reshaped(mode):
+    net = _mlp()
+    x = _obs(1)
+    _call(net, x, mode)
+    last = net[4]
+    last.weight.data = gg.tensor(_obs(7, (5, 16)))  # same Parameter objects, new shapes
+    last.bias.data = gg.tensor(_obs(8, (5,)))
+    got = _call(net, x, mode)
+    assert got.shape == (4, 5)
+    np.testing.assert_allclose(got, _ref(net, x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_module_replaced_and_appended(mode):
+    net = _mlp()
+    x = _obs(2)
+    _call(net, x, mode)
+    net.add_module("3", gg.nn.Tanh())  # replaces the ReLU in its place
+    net.append(gg.nn.ReLU())
+    np.testing.assert_allclose(_call(net, x, mode), _ref(net, x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_activation_attribute_changed(mode):
+    net = gg.nn.Sequential(gg.nn.Linear(4, 8), gg.nn.LeakyReLU(0.01), gg.nn.Linear(8, 2))
+    x = _obs(3)
+    _call(net, x, mode)
+    net[1].negative_slope = 0.5  # a plain attribute: no module epoch moves
+    np.testing.assert_allclose(_call(net, x, mode), _ref(net, x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_forward_patched_on_instance(mode):
+    lin = gg.nn.Linear(4, 2)
+    x = _obs(4)
+    _call(lin, x, mode)
+    lin.forward = lambda inp: inp * 3.0
+    np.testing.assert_allclose(_call(lin, x, mode), 3.0 * x, rtol=1e-6)
+
+
+def test_requires_grad_turned_on_records_the_tape():
+    net = _mlp(n_out=1)
+    for p in net.parameters():
+        p.requires_grad_(False)
+    x = _obs(5)
+    for _ in range(2):
+        out = net(gg.tensor(x))  # grad enabled, nothing requires it: replayed
+        assert not out.requires_grad
+    w = net[4].weight
+    w.requires_grad_(True)
+    out = net(gg.tensor(x))
+    assert out.requires_grad
+    out.sum().backward()
+    # d(sum)/dW_last = sum over the batch of the last hidden activations
+    h = np.maximum(np.tanh(x.astype(np.float64) @ net[0].weight.numpy().T + net[0].bias.numpy())
+                   @ net[2].weight.numpy().T + net[2].bias.numpy(), 0)
+    np.testing.assert_allclose(w.grad.numpy(), h.sum(0, keepdims=True), rtol=1e-4, atol=1e-5)
+
+
+def test_training_flag_reaches_dropout():
+    gg.manual_seed(0)
+    net = gg.nn.Sequential(gg.nn.Linear(4, 64), gg.nn.Dropout(0.5))
+    x = _obs(6)
+    net.eval()
+    a, b = _call(net, x, "graph"), _call(net, x, "graph")
+    np.testing.assert_allclose(a, b)
+    net.train()
+    c = _call(net, x, "graph")
+    assert (c == 0).sum() > 0 and not np.allclose(c, a)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_new_input_shape_and_bad_input(mode):
+    net = _mlp()
+    for rows in (4, 3, 4):
+        x = _obs(rows, (rows, 4))
+        np.testing.assert_allclose(_call(net, x, mode), _ref(net, x), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError) as replayed:
+        _call(net, _obs(0, (4, 5)), mode)
+    with pytest.raises(ValueError) as plain:
+        with gg.no_grad(), _mode(mode):
+            net[0].forward(gg.tensor(_obs(0, (4, 5))))
+    assert str(replayed.value) == str(plain.value)
+
+
+def test_matmul_precision_in_the_records():
+    net = _mlp()
+    x = _obs(7)
+    _call(net, x, "graph")
+    with gg.no_grad(), gg.graph_mode(True):
+        prev = gg.matmul_precision("f32")
+        try:
+            out = net(gg.tensor(x))
+            precs = {rec[5] for rec in ENGINE.lazy}
+            np.testing.assert_allclose(out.numpy(), _ref(net, x), rtol=1e-5, atol=1e-5)
+        finally:
+            gg.matmul_precision(prev)
+    assert "f32" in precs
+
+
+def test_capture_runs_the_layers():
+    net = _mlp()
+    x = _obs(8)
+    _call(net, x, "graph")
+    f = gg.capture(lambda t: net(t))
+    for seed in (8, 9):
+        x = _obs(seed)
+        np.testing.assert_allclose(np.asarray(f(gg.tensor(x))), _ref(net, x), rtol=1e-5, atol=1e-5)
+    with gg.no_grad():
+        net[0].weight.copy_(gg.tensor(_obs(10, (16, 4))))
+    np.testing.assert_allclose(np.asarray(f(gg.tensor(x))), _ref(net, x), rtol=1e-5, atol=1e-5)
+
+
+def test_parameter_as_argument_is_not_replayed_as_the_argument():
+    lin = gg.nn.Linear(3, 3)
+    with gg.no_grad(), gg.graph_mode(True):
+        for _ in range(2):
+            got = lin(lin.weight).numpy()
+        w, b = lin.weight.numpy().astype(np.float64), lin.bias.numpy().astype(np.float64)
+        np.testing.assert_allclose(got, w @ w.T + b, rtol=1e-5, atol=1e-5)
+        x = _obs(11, (3, 3))
+        np.testing.assert_allclose(lin(gg.tensor(x)).numpy(), x @ w.T + b, rtol=1e-5, atol=1e-5)
+
+
+def test_deepcopy_has_its_own_calls():
+    import copy
+    net = _mlp()
+    x = _obs(12)
+    _call(net, x, "graph")
+    target = copy.deepcopy(net)
+    assert "_replay_cache" not in target.__dict__
+    with gg.no_grad():
+        net[0].weight.copy_(gg.tensor(_obs(13, (16, 4))))
+    for _ in range(2):
+        np.testing.assert_allclose(_call(target, x, "graph"), _ref(target, x), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(_call(net, x, "graph"), _ref(net, x), rtol=1e-5, atol=1e-5)
+    assert not np.allclose(_ref(target, x), _ref(net, x))
