@@ -94,7 +94,7 @@ def call(m, x):
                 out = Tensor._blank(entry.out_shape, entry.out_dtype, x.device)
                 fwd.replay(e, seg, x, out)
                 if not c.graph:
-                    e._drain_locked("eager")
+                    e.drain("eager")
                 return out
         return m.forward(x)
     if entry.fails >= 3:
@@ -130,7 +130,7 @@ def _record(m, x, c, entry: _Entry):
             if token is not None:
                 context.pop(token)
                 if len(e):
-                    e._drain_locked("eager")  # what the call queued is computed before it returns, as in eager mode
+                    e.drain("eager")  # what the call queued is computed before it returns, as in eager mode
         if seg is None:
             entry.fails += 1
         else:
