@@ -3,18 +3,17 @@ from __future__ import annotations
 
 import collections
 import copy
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from ..engine import COMPUTED, ENGINE, PENDING, dtypes
+from ..engine import ENGINE, PENDING, dtypes
 from ..engine.context import current as _context
-from ..engine.plans import Exact
-from ..ops.registry import write
 from ..runtime import resolve_device
 from ..tensor import Tensor, no_grad
-from ..tensor.tensor import _from_numpy, _refuse_while_recording
-from ..tensor.views import refresh_views_of
+from ..tensor.tensor import _from_numpy
+from .module_state import IncompatibleKeys, ModuleStateMethods  # noqa: F401  (IncompatibleKeys: imported from here)
+from .traversal import TraversalMethods
 
 
 _MISSING = object()
@@ -81,16 +80,11 @@ class Parameter(Tensor):
         return memo[id(self)]
 
 
-class IncompatibleKeys(NamedTuple):
-    missing_keys: list
-    unexpected_keys: list
-
-
 def _is_tensor(x) -> bool:
     return isinstance(x, Tensor)
 
 
-class Module:
+class Module(TraversalMethods, ModuleStateMethods):
     """Base class of layers: register parameters, buffers and submodules by attribute assignment.
 
     >>> import ggmlgrad as gg
@@ -234,80 +228,6 @@ class Module:
             return replayed(self, args[0])
         return self.forward(*args, **kwargs)
 
-    # ------------------------------------------------------------------ traversal
-    def named_modules(self, memo: set | None = None, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
-        memo = set() if memo is None else memo
-        if id(self) in memo:
-            return
-        memo.add(id(self))
-        yield prefix, self
-        for name, m in self._modules.items():
-            if m is not None:
-                yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name)
-
-    def modules(self) -> Iterator["Module"]:
-        for _, m in self.named_modules():
-            yield m
-
-    def named_children(self) -> Iterator[tuple[str, "Module"]]:
-        seen = set()
-        for name, m in self._modules.items():
-            if m is not None and id(m) not in seen:
-                seen.add(id(m))
-                yield name, m
-
-    def children(self) -> Iterator["Module"]:
-        for _, m in self.named_children():
-            yield m
-
-    def _named(self, store: str, recurse: bool, prefix: str = ""):
-        seen: set[int] = set()
-        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
-        for mp, m in mods:
-            for name, t in getattr(m, store).items():
-                if t is None or id(t) in seen:
-                    continue
-                seen.add(id(t))
-                yield (f"{mp}.{name}" if mp else name), t
-
-    def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
-        """(name, parameter) pairs, dotted names, each parameter once (shared ones by their first name)."""
-        return self._named("_parameters", recurse, prefix)
-
-    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
-        for _, p in self.named_parameters(recurse=recurse):
-            yield p
-
-    def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
-        return self._named("_buffers", recurse, prefix)
-
-    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
-        for _, b in self.named_buffers(recurse=recurse):
-            yield b
-
-    def get_submodule(self, target: str) -> "Module":
-        """The submodule at dotted path ``target`` ("" is the module itself)."""
-        m = self
-        for part in target.split(".") if target else ():
-            child = m._modules.get(part)
-            if child is None:
-                raise AttributeError(f"{type(m).__name__} has no submodule {part!r} (looking up {target!r})")
-            m = child
-        return m
-
-    def get_parameter(self, target: str) -> Parameter:
-        mod, _, name = target.rpartition(".")
-        p = self.get_submodule(mod)._parameters.get(name)
-        if p is None:
-            raise AttributeError(f"no parameter {target!r}")
-        return p
-
-    def apply(self, fn: Callable[["Module"], None]) -> "Module":
-        for m in self.children():
-            m.apply(fn)
-        fn(self)
-        return self
-
     # ------------------------------------------------------------------ modes and grads
     def train(self, mode: bool = True) -> "Module":
         if not isinstance(mode, bool):
@@ -359,65 +279,6 @@ class Module:
     def cpu(self) -> "Module":
         return self.to("cpu")
 
-    # ------------------------------------------------------------------ state dicts
-    def state_dict(self, prefix: str = "", keep_vars: bool = False) -> "collections.OrderedDict[str, Tensor]":
-        """Ordered name → tensor for every parameter and persistent buffer (shared storage, no copy)."""
-        out: collections.OrderedDict[str, Tensor] = collections.OrderedDict()
-        self._save_state(out, prefix.rstrip("."), keep_vars)
-        return out
-
-    def _save_state(self, out, prefix: str, keep_vars: bool) -> None:
-        # Like PyTorch: no de-duplication here, so a module shared twice is saved under both names.
-        def key(name):
-            return f"{prefix}.{name}" if prefix else name
-        for name, p in self._parameters.items():
-            if p is not None:
-                out[key(name)] = p if keep_vars else p.detach()
-        for name, b in self._buffers.items():
-            if b is not None and name not in self._non_persistent:
-                out[key(name)] = b if keep_vars else b.detach()
-        for name, m in self._modules.items():
-            if m is not None:
-                m._save_state(out, key(name), keep_vars)
-
-    def _state_targets(self) -> "collections.OrderedDict[str, Tensor]":
-        return self.state_dict(keep_vars=True)
-
-    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
-        """Copy values into the existing parameters and buffers, in place.
-
-        Everything is validated first (names, shapes, dtypes); on any problem it
-        raises and the model is unchanged. With ``strict=False`` missing and
-        unexpected keys are allowed and returned; present keys are still checked.
-        """
-        _refuse_while_recording("load_state_dict")  # an in-place write: never frozen into a replay
-        if not hasattr(state_dict, "keys"):
-            raise TypeError(f"load_state_dict: expected a mapping, got {type(state_dict).__name__}")
-        targets = self._state_targets()
-        missing = [k for k in targets if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in targets]
-        errors = []
-        if strict:
-            if missing:
-                errors.append(f"missing keys: {missing}")
-            if unexpected:
-                errors.append(f"unexpected keys: {unexpected}")
-        plan = []
-        for name, target in targets.items():
-            if name not in state_dict:
-                continue
-            value = state_dict[name]
-            problem = _check_value(name, target, value)
-            if problem:
-                errors.append(problem)
-            else:
-                plan.append((target, value))
-        if errors:
-            raise RuntimeError(f"load_state_dict for {type(self).__name__}: nothing was loaded:\n  "
-                               + "\n  ".join(errors))
-        _write_all(plan)
-        return IncompatibleKeys(missing, unexpected)
-
     # ------------------------------------------------------------------ repr
     def extra_repr(self) -> str:
         return ""
@@ -451,50 +312,6 @@ class Module:
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules))
-
-
-def _check_value(name: str, target: Tensor, value) -> str | None:
-    """Why ``value`` cannot be loaded into ``target`` (None when it can). As torch's ``copy_``,
-    any float or integer value casts to a float target (float64 → float32 included); an
-    integer target takes integers only (in int32's range: no float truncation, no wrapping)."""
-    if isinstance(value, Tensor):
-        shape, is_float = tuple(value.shape), value.dtype.is_float
-    elif isinstance(value, np.ndarray):
-        if value.dtype == object or value.dtype.kind not in "biuf":
-            return f"{name}: NumPy dtype {value.dtype} cannot be loaded"
-        shape, is_float = tuple(value.shape), value.dtype.kind == "f"
-    else:
-        return f"{name}: expected a Tensor or NumPy array, got {type(value).__name__}"
-    if shape != tuple(target.shape):
-        return f"{name}: shape {shape} does not match the model's {tuple(target.shape)}"
-    if is_float and not target.dtype.is_float:
-        return f"{name}: a float value cannot be loaded into the model's {target.dtype.name} tensor"
-    if isinstance(value, np.ndarray) and not target.dtype.is_float and value.size \
-            and (value.max() > 2**31 - 1 or value.min() < -2**31):
-        return f"{name}: integer values do not fit in the model's int32 tensor"
-    return None
-
-
-def _write_all(plan) -> None:
-    """Copy validated values into their targets with ONE ``load_state_dict`` write op (one graph
-    compute, after a drain, so no queued read can see a half-loaded model). Tensor values are
-    cast to the target's dtype on the device, NumPy arrays on the host as they upload (torch's
-    copy_ rules either way)."""
-    pairs: list[Tensor] = []
-    for t, v in plan:
-        if not isinstance(v, Tensor):
-            v = _from_numpy(np.asarray(v), t.dtype, t.device, False)
-        elif v.device is not t.device:
-            v = v.to(device=t.device)
-        if v._storage is not t._storage or v._status != COMPUTED:   # loading a tensor into itself: nothing
-            pairs += (t, v)
-    if not pairs:
-        return
-    with no_grad(), ENGINE.exclusive("load_state_dict"):
-        write("load_state_dict", tuple(pairs), Exact(((2, ()),) * (len(pairs) // 2)))
-    for t in pairs[::2]:
-        t._version += 1
-    refresh_views_of(pairs[::2])  # live views of the targets show the new values
 
 
 def _copy_tensor(t: Tensor) -> Tensor:

@@ -22,8 +22,6 @@ snapshots (clones), not references to the live state, and ``step`` is an int.
 """
 from __future__ import annotations
 
-import copy
-import math
 from collections.abc import Iterable, MutableMapping
 from typing import Any, Callable
 
@@ -37,6 +35,8 @@ from ..tensor import Tensor, no_grad
 from ..tensor.views import refresh_views_of
 from ..tensor.grad_mode import enable_grad
 from ..tensor.tensor import _refuse_while_recording as refuse_while_recording
+from .capture_update import CaptureMethods, CaptureUpdate  # noqa: F401  (CaptureUpdate is imported from here)
+from .state_dict import StateDictMethods, _zeros_f32
 
 _HPARAM_SITE = "optimizer.hparams"
 _F32 = np.dtype(np.float32)
@@ -67,7 +67,7 @@ class _State(MutableMapping):
         return len(self._d)
 
 
-class Optimizer:
+class Optimizer(StateDictMethods, CaptureMethods):
     """Base class. Subclasses define ``_validate_group``, ``_state_tensor_keys``,
     ``_group_hparams`` and ``_update_rule`` (the write op that updates a parameter).
 
@@ -331,44 +331,6 @@ class Optimizer:
             self._layouts[key] = layout
         return layout
 
-    # --- capture
-    def capture_update(self) -> "CaptureUpdate":
-        """The optimizer's side of a captured training step (what ``gg.capture_step`` uses).
-
-        Creates any state the current options need (a momentum buffer turned on since the last
-        step), so call it outside a recording. See :class:`CaptureUpdate`.
-
-        >>> import ggmlgrad as gg
-        >>> w = gg.tensor([1.0, 2.0], requires_grad=True)
-        >>> opt = gg.optim.SGD([w], lr=0.5)
-        >>> upd = opt.capture_update()
-        >>> [a.tolist() for a in upd.hparams()]        # lr, weight decay, momentum, first-step damping
-        [[0.5, 0.0, 0.0, 1.0]]
-        """
-        return CaptureUpdate(self)
-
-    def _hparams_of_groups(self) -> list[np.ndarray]:
-        out = []
-        states = self.state._d
-        for group in self.param_groups:
-            step = max(states[id(p)][1]["step"] for p in group["params"])
-            out.append(self._group_hparams(group, step + 1))  # float32 (SGD, Adam); replays cast as they copy
-        return out
-
-    def _advance_params(self, params: list[Tensor]) -> None:
-        states = self.state._d
-        for p in params:
-            states[id(p)][1]["step"] += 1
-
-    def _signature(self) -> tuple:
-        """Everything that shapes the update graph (not its input values).
-
-        Capture calls this before recording, so state a group option now needs (a momentum
-        buffer turned on after construction) is created here, outside any recording."""
-        self._before_step()
-        return tuple((tuple((id(p), p.shape, p.dtype.name) for p in g["params"]), self._group_structure(g))
-                     for g in self.param_groups)
-
     def _group_structure(self, group: dict) -> tuple:
         return ()
 
@@ -382,209 +344,6 @@ class Optimizer:
         keyword options (hashable values: they key the cached plan that replays the update)."""
         raise NotImplementedError
 
-    # ------------------------------------------------------------------ state dicts
-    def state_dict(self) -> dict:
-        """``{"state": {index: {"step": int, name: Tensor}}, "param_groups": [{..., "params": [index]}]}``.
-
-        Tensors are device snapshots (clones), so later steps do not change a saved dict.
-        """
-        index = {id(p): i for i, p in enumerate(self.flat_params())}
-        groups = []
-        for g in self.param_groups:
-            d = {k: copy.deepcopy(v) for k, v in g.items() if k != "params"}
-            d["params"] = [index[id(p)] for p in g["params"]]
-            groups.append(d)
-        state = {}
-        with no_grad(), graph_mode(True):    # all snapshots in one graph, even in eager mode
-            for p in self.flat_params():
-                st = self.state[p]
-                state[index[id(p)]] = {k: (v.clone() if isinstance(v, Tensor) else copy.deepcopy(v))
-                                       for k, v in st.items()}
-        return {"state": state, "param_groups": groups}
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        """Restore groups' options, step counters and state tensors (bit-exact for float32 state).
-
-        Everything is validated before anything is written: a refused dict leaves the
-        optimizer unchanged. State tensors are written in place (one graph compute).
-        """
-        name = f"{type(self).__name__}.load_state_dict"
-        refuse_while_recording(name)
-        if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
-            raise ValueError(f"{name}: expected a dict with 'state' and 'param_groups'")
-        groups_in = state_dict["param_groups"]
-        if len(groups_in) != len(self.param_groups):
-            raise ValueError(f"{name}: the state dict has {len(groups_in)} parameter groups, "
-                             f"the optimizer has {len(self.param_groups)}")
-        new_groups = []
-        id_to_param: dict[int, Tensor] = {}
-        for gi, (mine, theirs) in enumerate(zip(self.param_groups, groups_in)):
-            if not isinstance(theirs, dict) or "params" not in theirs:
-                raise ValueError(f"{name}: parameter group {gi} is not a dict with 'params'")
-            if len(theirs["params"]) != len(mine["params"]):
-                raise ValueError(f"{name}: parameter group {gi} has {len(theirs['params'])} parameters in the "
-                                 f"state dict and {len(mine['params'])} in the optimizer")
-            g = {}
-            for k, v in theirs.items():
-                if k == "params":
-                    continue
-                if isinstance(mine.get(k), tuple) and isinstance(v, list):
-                    v = tuple(v)
-                g[k] = copy.deepcopy(v)
-            for k, v in mine.items():   # options the saved group lacks keep their current values
-                if k != "params" and k not in g:
-                    g[k] = copy.deepcopy(v)
-            try:
-                self._validate_group(g)
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"{name}: parameter group {gi}: {e}") from None
-            new_groups.append(g)
-            for p, idx in zip(mine["params"], theirs["params"]):
-                id_to_param[int(idx)] = p
-        states_in = state_dict["state"]
-        if not isinstance(states_in, dict):
-            raise ValueError(f"{name}: 'state' must be a dict keyed by parameter index")
-        planned: list[tuple[Tensor, dict, dict]] = []   # (param, new host values, {key: source tensor})
-        group_of = {id(p): g for g, mine in zip(new_groups, self.param_groups) for p in mine["params"]}
-        for key, st in states_in.items():
-            try:
-                idx = int(key)
-            except (TypeError, ValueError):
-                raise ValueError(f"{name}: state key {key!r} is not a parameter index") from None
-            if idx not in id_to_param:
-                raise ValueError(f"{name}: state for parameter index {idx}, which no group lists")
-            p = id_to_param[idx]
-            planned.append((p, *self._check_state_entry(name, idx, p, st, group_of[id(p)])))
-        with_state = {id(p) for p, _, _ in planned}
-        # Validated: now write. Tensors first (one exclusive graph), then host values.
-        uploads = []
-        for p, _, tensors in planned:
-            for k, src in tensors.items():
-                uploads.append((p, k, src))
-        fresh = {}
-        with no_grad(), graph_mode(True):
-            for p in self.flat_params():
-                if id(p) not in with_state:
-                    fresh[id(p)] = self._fresh_state(p, group_of[id(p)])
-            for p, _, tensors in planned:   # a state key the new options need but the live state lacks
-                st = self.state[p]
-                for k in tensors:
-                    if k not in st:
-                        st[k] = _zeros_f32(p)
-        pairs: list[Tensor] = []
-        for p, k, src in uploads:
-            dst = self.state[p][k]
-            if src is not dst:
-                pairs += (dst, src if src.device is dst.device else src.to(device=dst.device))
-        if pairs:
-            with ENGINE.exclusive("load_state_dict"):
-                write("load_state_dict", tuple(pairs), Exact(((2, ()),) * (len(pairs) // 2)))
-        for p, host, tensors in planned:
-            st = self.state[p]
-            for k in list(st):
-                if k != "step" and k not in tensors:
-                    del st[k]
-            st.update(host)
-        for p in self.flat_params():
-            if id(p) in fresh:
-                self.state[p] = fresh[id(p)]
-        for mine, g in zip(self.param_groups, new_groups):
-            params = mine["params"]
-            mine.clear()
-            mine.update(g)
-            mine["params"] = params
-
-    def _check_state_entry(self, name: str, idx: int, p: Tensor, st, group: dict) -> tuple[dict, dict]:
-        if not isinstance(st, dict):
-            raise ValueError(f"{name}: state of parameter {idx} is not a dict")
-        host, tensors = {}, {}
-        step = st.get("step", 0)
-        if isinstance(step, Tensor):
-            step = step.item()
-        if isinstance(step, np.ndarray):
-            step = step.item()
-        if isinstance(step, bool) or not isinstance(step, (int, float, np.integer, np.floating)) \
-                or float(step) != math.floor(float(step)) or step < 0:
-            raise ValueError(f"{name}: parameter {idx}: 'step' must be a non-negative integer, got {step!r}")
-        host["step"] = int(step)
-        for k in self._state_tensor_keys(group):
-            if k not in st:
-                raise ValueError(f"{name}: parameter {idx}: missing state {k!r}")
-            v = st[k]
-            if isinstance(v, np.ndarray):
-                if v.dtype.kind != "f":
-                    raise ValueError(f"{name}: parameter {idx}: state {k!r} has dtype {v.dtype}; expected float")
-                v = _host_tensor(v, p)
-            if not isinstance(v, Tensor):
-                raise ValueError(f"{name}: parameter {idx}: state {k!r} must be a Tensor or array, "
-                                 f"got {type(v).__name__}")
-            if v.shape != p.shape:
-                raise ValueError(f"{name}: parameter {idx}: state {k!r} has shape {v.shape}, "
-                                 f"the parameter has shape {p.shape}")
-            if not v.dtype.is_float:
-                raise ValueError(f"{name}: parameter {idx}: state {k!r} has dtype {v.dtype.name}; expected float")
-            tensors[k] = v
-        return host, tensors
-
-
-class CaptureUpdate:
-    """What a captured training step needs from its optimizer (see :meth:`Optimizer.capture_update`).
-
-    A recording keeps one, and per replay calls :meth:`hparams` (the values to upload), computes
-    the update that :meth:`queue` recorded, then calls :meth:`advance`:
-
-    - ``params``: the optimizer's parameters (all groups, in order) when it was made;
-    - ``signature``: the update graph's structure then (:meth:`changed` compares the current one);
-    - :meth:`hparams`: one float32 array per group with every number the update reads for the
-      NEXT step (lr, betas, eps, weight decay, bias corrections, SGD's first-step damping ...);
-    - :meth:`queue`: queues the update write ops on ``grads`` (parallel to ``params``, None: not
-      updated) and device hyperparameter tensors (one per group, shaped as :meth:`hparams`);
-      uploads nothing and reads nothing back;
-    - :meth:`advance`: after a successful update, the step counter of every parameter the
-      queued update writes goes up by one.
-
-    >>> import numpy as np, ggmlgrad as gg
-    >>> from ggmlgrad.engine import ENGINE
-    >>> w = gg.tensor([1.0, 2.0], requires_grad=True)
-    >>> upd = gg.optim.SGD([w], lr=0.5).capture_update()
-    >>> hps = [gg.tensor(a) for a in upd.hparams()]
-    >>> with ENGINE.exclusive("optimizer"):
-    ...     upd.queue([gg.tensor([2.0, 2.0])], hps)
-    >>> upd.advance(); w.tolist()
-    [0.0, 1.0]
-    """
-
-    def __init__(self, optimizer: Optimizer) -> None:
-        self.optimizer = optimizer
-        self.signature = optimizer._signature()
-        self.params = optimizer.flat_params()
-        self._updated: list[Tensor] = []
-
-    def changed(self) -> bool:
-        """Whether the parameter set or the update's structure changed since this was made."""
-        return self.optimizer._signature() != self.signature
-
-    def hparams(self) -> list[np.ndarray]:
-        """One float32 array per parameter group: the hyperparameters of the next step."""
-        return self.optimizer._hparams_of_groups()
-
-    def queue(self, grads: list, hparams: list) -> None:
-        """Queue the update (inside ``ENGINE.exclusive`` or a capture recording's hold)."""
-        opt = self.optimizer
-        params = self.params
-        if len(grads) != len(params):
-            raise ValueError(f"capture_update: {len(grads)} grads for {len(params)} parameters")
-        if len(hparams) != len(opt.param_groups):
-            raise ValueError(f"capture_update: {len(hparams)} hyperparameter tensors for "
-                             f"{len(opt.param_groups)} groups")
-        if self.changed():
-            raise RuntimeError("capture_update: the optimizer's parameters or options changed since "
-                               "capture_update() was called; call it again")
-        self._updated = opt._queue_update_each(params, grads, list(hparams))
-
-    def advance(self) -> None:
-        """Count one more step for every parameter the queued update writes."""
-        self.optimizer._advance_params(self._updated)
 
 
 # ---------------------------------------------------------------------- helpers
@@ -612,18 +371,8 @@ def _split_names(params: list) -> tuple[list, list | None]:
     return [p[1] for p in params], [p[0] for p in params]
 
 
-def _zeros_f32(p: Tensor) -> Tensor:
-    """A float32 zero tensor shaped like ``p``, made on the device (a graph op, no upload)."""
-    z = op.fill_like(p, c=0.0)
-    return z if z.dtype is float32 else op.cast(z, dtype=float32)
-
 
 def _hparam_tensor(values: np.ndarray, like: Tensor) -> Tensor:
     arr = np.ascontiguousarray(values, dtype=np.float32)
     t = Tensor._blank(arr.shape, float32, like.device)
     return new_from_host(t, arr, _HPARAM_SITE)
-
-
-def _host_tensor(arr: np.ndarray, like: Tensor) -> Tensor:
-    from ..tensor import tensor
-    return tensor(np.ascontiguousarray(arr, dtype=np.float32), device=like.device)

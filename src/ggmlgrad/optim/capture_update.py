@@ -1,0 +1,112 @@
+"""The optimizer's side of a captured training step: ``Optimizer.capture_update()`` and :class:`CaptureUpdate`."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..tensor import Tensor
+
+if TYPE_CHECKING:
+    from .optimizer import Optimizer
+
+
+class CaptureMethods:
+    """Gives ``gg.capture_step`` the update's signature, next hyperparameters and step counting."""
+
+    def capture_update(self) -> "CaptureUpdate":
+        """The optimizer's side of a captured training step (what ``gg.capture_step`` uses).
+
+        Creates any state the current options need (a momentum buffer turned on since the last
+        step), so call it outside a recording. See :class:`CaptureUpdate`.
+
+        >>> import ggmlgrad as gg
+        >>> w = gg.tensor([1.0, 2.0], requires_grad=True)
+        >>> opt = gg.optim.SGD([w], lr=0.5)
+        >>> upd = opt.capture_update()
+        >>> [a.tolist() for a in upd.hparams()]        # lr, weight decay, momentum, first-step damping
+        [[0.5, 0.0, 0.0, 1.0]]
+        """
+        return CaptureUpdate(self)
+
+    def _hparams_of_groups(self) -> list[np.ndarray]:
+        out = []
+        states = self.state._d
+        for group in self.param_groups:
+            step = max(states[id(p)][1]["step"] for p in group["params"])
+            out.append(self._group_hparams(group, step + 1))  # float32 (SGD, Adam); replays cast as they copy
+        return out
+
+    def _advance_params(self, params: list[Tensor]) -> None:
+        states = self.state._d
+        for p in params:
+            states[id(p)][1]["step"] += 1
+
+    def _signature(self) -> tuple:
+        """Everything that shapes the update graph (not its input values).
+
+        Capture calls this before recording, so state a group option now needs (a momentum
+        buffer turned on after construction) is created here, outside any recording."""
+        self._before_step()
+        return tuple((tuple((id(p), p.shape, p.dtype.name) for p in g["params"]), self._group_structure(g))
+                     for g in self.param_groups)
+
+
+class CaptureUpdate:
+    """What a captured training step needs from its optimizer (see :meth:`Optimizer.capture_update`).
+
+    A recording keeps one, and per replay calls :meth:`hparams` (the values to upload), computes
+    the update that :meth:`queue` recorded, then calls :meth:`advance`:
+
+    - ``params``: the optimizer's parameters (all groups, in order) when it was made;
+    - ``signature``: the update graph's structure then (:meth:`changed` compares the current one);
+    - :meth:`hparams`: one float32 array per group with every number the update reads for the
+      NEXT step (lr, betas, eps, weight decay, bias corrections, SGD's first-step damping ...);
+    - :meth:`queue`: queues the update write ops on ``grads`` (parallel to ``params``, None: not
+      updated) and device hyperparameter tensors (one per group, shaped as :meth:`hparams`);
+      uploads nothing and reads nothing back;
+    - :meth:`advance`: after a successful update, the step counter of every parameter the
+      queued update writes goes up by one.
+
+    >>> import numpy as np, ggmlgrad as gg
+    >>> from ggmlgrad.engine import ENGINE
+    >>> w = gg.tensor([1.0, 2.0], requires_grad=True)
+    >>> upd = gg.optim.SGD([w], lr=0.5).capture_update()
+    >>> hps = [gg.tensor(a) for a in upd.hparams()]
+    >>> with ENGINE.exclusive("optimizer"):
+    ...     upd.queue([gg.tensor([2.0, 2.0])], hps)
+    >>> upd.advance(); w.tolist()
+    [0.0, 1.0]
+    """
+
+    def __init__(self, optimizer: Optimizer) -> None:
+        self.optimizer = optimizer
+        self.signature = optimizer._signature()
+        self.params = optimizer.flat_params()
+        self._updated: list[Tensor] = []
+
+    def changed(self) -> bool:
+        """Whether the parameter set or the update's structure changed since this was made."""
+        return self.optimizer._signature() != self.signature
+
+    def hparams(self) -> list[np.ndarray]:
+        """One float32 array per parameter group: the hyperparameters of the next step."""
+        return self.optimizer._hparams_of_groups()
+
+    def queue(self, grads: list, hparams: list) -> None:
+        """Queue the update (inside ``ENGINE.exclusive`` or a capture recording's hold)."""
+        opt = self.optimizer
+        params = self.params
+        if len(grads) != len(params):
+            raise ValueError(f"capture_update: {len(grads)} grads for {len(params)} parameters")
+        if len(hparams) != len(opt.param_groups):
+            raise ValueError(f"capture_update: {len(hparams)} hyperparameter tensors for "
+                             f"{len(opt.param_groups)} groups")
+        if self.changed():
+            raise RuntimeError("capture_update: the optimizer's parameters or options changed since "
+                               "capture_update() was called; call it again")
+        self._updated = opt._queue_update_each(params, grads, list(hparams))
+
+    def advance(self) -> None:
+        """Count one more step for every parameter the queued update writes."""
+        self.optimizer._advance_params(self._updated)

@@ -1,0 +1,151 @@
+"""Host reads and conversions of a Tensor: NumPy/DLPack interop, Python scalars, repr, dtype/device, copies."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..engine import FAILED, download, dtypes, float32, int32
+from ..ops import op
+from ..runtime import resolve_device
+from . import interop
+from .grad_mode import no_grad
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+
+class ConversionMethods:
+    """Turns a tensor into host values, other dtypes or devices, copies and pickles."""
+
+    __slots__ = ()
+
+    # ------------------------------------------------------------- host reads (sync points)
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The value as NumPy (drains the queue if this tensor is pending). A float32, float16 or int32
+        tensor on a host device gives a view of its memory, as torch: writes to either side show in
+        the other (tensor/interop.py has the rule); other dtypes and GPU tensors give a copy. A tensor
+        that requires grad (torch raises) gives a copy, or a view with ``force=True``."""
+        return interop.numpy(self, force)
+
+    def __array__(self, dtype=None, copy=None):
+        """NumPy 2's protocol: a view of host memory where possible (as ``numpy()``); ``copy=True``
+        a new array; ``copy=False`` raises ValueError when a copy cannot be avoided."""
+        return interop.array(self, dtype, copy)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """The DLPack protocol (host memory only; see tensor/interop.py)."""
+        return interop.to_dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return interop.dlpack_device(self)
+
+    def item(self) -> float | int:
+        if self.numel_ != 1:
+            raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
+        return download(self, "item()").reshape(()).item()
+
+    def tolist(self):
+        return download(self, "tolist()").tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype is not int32:
+            raise TypeError("only integer tensors can be used as an index")
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self.numel_ != 1:
+            raise ValueError(f"the truth value of a tensor with {self.numel_} elements is ambiguous")
+        return bool(self.item())
+
+    def __repr__(self) -> str:
+        if self._status == FAILED:
+            return f"tensor(<failed: no value>, shape={self.shape})"
+        body = np.array2string(download(self, "repr"), separator=", ", prefix="tensor(")
+        extra = []
+        if self.dtype is not float32 and not self.dtype.is_bool:
+            extra.append(f"dtype={self.dtype.name}")
+        if self.device.kind != "cpu":
+            extra.append(f"device='{self.device.name}'")
+        if self.grad_fn is not None:
+            extra.append(f"grad_fn=<{self.grad_fn.name}Backward>")
+        elif self.requires_grad:
+            extra.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extra) + ")"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        if self.numel_ == 1 and spec:
+            return format(self.item(), spec)
+        return repr(self)
+
+    # ------------------------------------------------------------- dtype / device
+    def to(self, target=None, dtype=None, device=None) -> "Tensor":
+        """``t.to("float16")``, ``t.to(gg.int32)``, ``t.to("cpu")``, ``t.to(device=..., dtype=...)``."""
+        if target is not None:
+            try:
+                dtype = dtypes.from_any(target)
+            except TypeError:
+                device = target
+        t = self
+        if device is not None and resolve_device(device) is not t.device:
+            d = resolve_device(device)
+            # Cross-device copies go through the host; no gradient flows across.
+            from .tensor import _from_numpy  # tensor.py imports this module
+            t = _from_numpy(download(t, "to(device)"), t.dtype, d, requires_grad=False)
+        if dtype is not None:
+            d = dtypes.from_any(dtype)
+            if d is not t.dtype:
+                t = op.cast(t, dtype=d)
+        return t
+
+    def float(self) -> "Tensor":
+        return self.to(float32)
+
+    def int(self) -> "Tensor":
+        return self.to(int32)
+
+    def long(self) -> "Tensor":
+        """int64 in torch; int32 storage here (``gg.int64 is gg.int32``, see engine/dtypes.py)."""
+        return self.to(int32)
+
+    def double(self) -> "Tensor":
+        """float64 in torch; float32 here (``gg.float64 is gg.float32``: no double precision)."""
+        return self.to(float32)
+
+    def bool(self) -> "Tensor":
+        """torch.bool: non-zero (NaN too) → True."""
+        return self.to(dtypes.bool_)
+
+    def half(self) -> "Tensor":
+        return self.to(dtypes.float16)
+
+    def cpu(self) -> "Tensor":
+        return self.to(device="cpu")
+
+    def __deepcopy__(self, memo) -> "Tensor":
+        """A leaf copy with its own memory (``.grad`` copied too), as ``torch`` does."""
+        if self.grad_fn is not None:
+            raise RuntimeError("deepcopy: only leaf tensors (created by the user, not by an op) can be "
+                               "deep-copied; detach() first")
+        with no_grad():
+            t = self.clone()
+        t.requires_grad = self.requires_grad
+        memo[id(self)] = t
+        if self.grad is not None:
+            t.grad = self.grad.__deepcopy__(memo)
+        return t
+
+    def __reduce_ex__(self, protocol):
+        """Pickle by value (the device memory itself cannot travel)."""
+        if self.grad_fn is not None:
+            raise RuntimeError("pickle: only leaf tensors can be pickled; detach() first")
+        from .tensor import _rebuild_tensor  # tensor.py imports this module; pickles name tensor.py's
+        return (_rebuild_tensor, (download(self, "pickle"), self.dtype.name, self.requires_grad))
