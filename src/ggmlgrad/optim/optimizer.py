@@ -331,10 +331,11 @@ class Optimizer(StateDictMethods, CaptureMethods):
             self._layouts[key] = layout
         return layout
 
+    # ------------------------------------------------------------------ subclass hooks
     def _group_structure(self, group: dict) -> tuple:
+        """What of ``group`` shapes the update graph (part of the capture signature)."""
         return ()
 
-    # subclass hooks
     def _group_hparams(self, group: dict, step: int) -> np.ndarray:
         raise NotImplementedError
 
@@ -343,7 +344,6 @@ class Optimizer(StateDictMethods, CaptureMethods):
         that updates ``p``, its target group being ``(p, grad, hparams, *state_tensors)``, and its
         keyword options (hashable values: they key the cached plan that replays the update)."""
         raise NotImplementedError
-
 
 
 # ---------------------------------------------------------------------- helpers

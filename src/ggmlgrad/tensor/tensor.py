@@ -97,6 +97,7 @@ class Tensor(InplaceMethods, ConversionMethods, LogicalMethods, OpMethods, Array
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    # ------------------------------------------------------------- autograd
     def backward(self, gradient: "Tensor | None" = None, retain_graph: bool = False) -> None:
         """Queue the gradient nodes; ``.grad`` of each leaf accumulates (graph mode: computed later)."""
         if not self.requires_grad:
@@ -135,6 +136,7 @@ class Tensor(InplaceMethods, ConversionMethods, LogicalMethods, OpMethods, Array
     def retain_grad(self) -> None:
         self._retains_grad = True
 
+    # ------------------------------------------------------------- memory layout
     def contiguous(self) -> "Tensor":
         """``self`` when its layout is contiguous, else a contiguous copy (torch's rule)."""
         return self if views.is_contiguous(self) else views.copy_of(self)
@@ -285,7 +287,6 @@ class Tensor(InplaceMethods, ConversionMethods, LogicalMethods, OpMethods, Array
     def std(self, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None, keepdims=None):
         return op.sqrt(self.var(dim, correction=correction, keepdim=_keepdim(keepdim, keepdims),
                                 unbiased=unbiased, axis=axis))
-
 
 
 # ---------------------------------------------------------------------- conversion helpers
