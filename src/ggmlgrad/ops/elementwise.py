@@ -532,7 +532,7 @@ def _minmax_backward_op(ctx, nodes, inputs, out, sign):
     """g * (1 - [a loses] - 0.5 [a == b]): a's share of maximum's (sign 1) / minimum's (-1) gradient.
     Comparisons with NaN are false, so a NaN pair gives g to both (torch)."""
     g, na, nb = nodes
-    a, b = inputs[1], inputs[2]
+    a = inputs[1]
     fa = full_node(ctx, na, a.shape, out.shape)
     d = lib.sub(ctx, fa, nb)                                         # a - b
     loses = lib.step(ctx, lib.neg(ctx, d) if sign > 0 else d)

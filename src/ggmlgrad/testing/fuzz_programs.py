@@ -843,7 +843,7 @@ class Program:
     weights: list = dataclasses.field(default_factory=list)   # loss weights per step (backward)
 
     def describe(self) -> str:
-        lines = [f"# inputs: " + ", ".join(f"i{k}{list(a.shape)}:{a.dtype}{'*' if k in self.grad_inputs else ''}"
+        lines = ["# inputs: " + ", ".join(f"i{k}{list(a.shape)}:{a.dtype}{'*' if k in self.grad_inputs else ''}"
                                           for k, a in enumerate(self.inputs))]
         for k, s in enumerate(self.steps):
             args = ", ".join(f"{r[0]}{r[1]}" for r in s.args)
