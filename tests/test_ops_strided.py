@@ -41,7 +41,8 @@ def _base_array(arr: np.ndarray, k: int) -> np.ndarray:
     base = np.empty(arr.shape[:-1] + (2 * arr.shape[-1],) if arr.ndim else (2,), arr.dtype)
     base[..., 0::2] = arr
     # a decoy that an op reading the wrong element would pick up (a valid index for index tensors)
-    base[..., 1::2] = arr if arr.dtype.kind in "iub" else np.asarray(arr, np.float64) * -3.0 + 11.0
+    with np.errstate(all="ignore"):  # NaN/inf samples make NaN/inf decoys (float16 ones overflow)
+        base[..., 1::2] = arr if arr.dtype.kind in "iub" else np.asarray(arr, np.float64) * -3.0 + 11.0
     return base
 
 
