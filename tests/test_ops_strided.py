@@ -4,7 +4,7 @@ Every sample of every entry (the NaN/±inf ones included) runs again with each t
 (index and int tensors too) replaced by a non-contiguous view holding the same values: a step-2
 view ``base[..., 0]`` of a base with a decoy value beside each element, or, for every other
 sample of rank >= 2, a transposed view ``base.transpose(-2, -1)``. The forward is compared
-with NumPy float64 in eager mode, graph mode and inside ``gg.capture``; for the first sample of
+with NumPy float64 in eager mode, graph mode, check mode and inside ``gg.capture``; for the first sample of
 each differentiable entry the gradient must reach the base: the base's gradient is the view's
 (finite differences of the reference) scattered into it, zero on the decoys.
 """
@@ -110,7 +110,7 @@ def _run(info, sample, k, mode, weight, diff):
         for _ in range(2):
             res = captured(w, *bases)
     else:
-        with gg.graph_mode(mode == "graph"):
+        with gg.graph_mode(mode != "eager", check=mode == "check"):
             res = fn(gg.tensor(w), *[_tensor(b) for b in bases])
     res = _host(res) if not diff else tuple(_host(r) for r in res)
     if not diff:
@@ -124,7 +124,7 @@ def _host(x):
 
 
 @pytest.mark.parametrize("info,sample,k", list(_cases()))
-@pytest.mark.parametrize("mode", ["eager", "graph", "capture"])
+@pytest.mark.parametrize("mode", ["eager", "graph", "check", "capture"])
 def test_strided_forward_and_grad(info, sample, k, mode):
     ref_args = _ref_inputs(sample)
     expected = np.asarray(info.ref(*ref_args, **sample.kwargs), dtype=np.float64)
