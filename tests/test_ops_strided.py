@@ -119,7 +119,7 @@ def _run(info, sample, k, mode, weight, diff):
 
 
 def _host(x):
-    # .numpy(), not np.asarray: a 0-d bool tensor's __array__ gives NumPy a scalar, which it refuses
+    # .numpy(), as tests/test_ops.py reads results
     return x.numpy() if isinstance(x, gg.Tensor) else x
 
 
@@ -212,3 +212,11 @@ def test_capture_step_replay_refreshes_live_views_of_parameters():
                 np.testing.assert_array_equal(got, want)
             for got, want in zip(cv + cp, ev + ep):          # and match the uncaptured run
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_zero_dim_bool_converts_to_numpy_array():
+    """np.asarray of a 0-d bool tensor (a comparison of a 0-d view) is a 0-d array, as in torch."""
+    base = gg.tensor([0.5, 2.0])
+    for t, want in ((base[0] == 0.5, True), (base[1] < 0.0, False)):
+        a = np.asarray(t)
+        assert isinstance(a, np.ndarray) and a.shape == () and a.dtype == np.bool_ and bool(a) is want
