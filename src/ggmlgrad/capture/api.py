@@ -29,6 +29,7 @@ from ..engine import ENGINE, CaptureError, bfloat16, dtypes, float32, int32, mod
 from ..engine.checks import verify_replay
 from ..runtime import Device, resolve_device
 from ..tensor import Tensor, no_grad
+from ..tensor.views import refresh_views_of
 from ..ops import op
 from ..nn.module import WATCH
 from .recording import Download, Recorder, fill_noise, put_arg, unpack
@@ -628,6 +629,7 @@ class CapturedStep(Captured):
                     f"the loss for inf/nan.")
         g2.compute()
         rec.update.advance()  # the step counters of the parameters this recording's update writes
+        refresh_views_of(rec.params)  # live views of a parameter show the update (a length check each when none)
         result = rec.out_spec.build(outs[:rec.n_user_outputs])
         if rec.norm_index is not None:
             return result, outs[rec.norm_index]

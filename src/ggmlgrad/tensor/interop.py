@@ -173,7 +173,7 @@ def array(t, dtype=None, copy=None) -> np.ndarray:
             raise ValueError(f"Tensor.__array__: a {t.dtype.name} tensor on {t.device.name} cannot be viewed by "
                              f"NumPy{'' if dtype is None else f' as {np.dtype(dtype)}'} without a copy "
                              f"(copy=False); use np.asarray(t) or t.numpy()")
-    a = download(t, "__array__")
+    a = np.asarray(download(t, "__array__"))  # a 0-d bool download is a NumPy scalar: NumPy wants an array
     return a if dtype is None else a.astype(dtype, copy=False)
 
 
