@@ -29,11 +29,9 @@ static inline float scale_by_exp2(float y, int32_t n) {
     return y * bits_to_float((a + 127) << 23) * bits_to_float((b + 127) << 23);
 }
 
-static inline float gk_exp(float x) {
-    const float hi = 88.72283935546875f, lo = -103.972084045410f;
+/* exp(xc) for xc already clamped to [lo, hi] of gk_exp (finite, no NaN): the shared core. */
+static inline float gk_exp_clamped(float xc) {
     const float shifter = 12582912.0f;     /* 1.5 * 2^23: t's low mantissa bits hold round(x log2 e) */
-    float xc = x < hi ? x : hi;            /* NaN becomes hi here (a finite detour): fixed last */
-    xc = xc > lo ? xc : lo;
     float t = xc * 1.44269504088896341f + shifter;
     float n = t - shifter;
     float r = xc - n * 0.693359375f;       /* ln2 split: n*C1 is exact */
@@ -44,7 +42,14 @@ static inline float gk_exp(float x) {
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
-    float y = scale_by_exp2(p * r * r + r + 1.0f, float_to_bits(t) - float_to_bits(shifter));
+    return scale_by_exp2(p * r * r + r + 1.0f, float_to_bits(t) - float_to_bits(shifter));
+}
+
+static inline float gk_exp(float x) {
+    const float hi = 88.72283935546875f, lo = -103.972084045410f;
+    float xc = x < hi ? x : hi;            /* NaN becomes hi here (a finite detour): fixed last */
+    xc = xc > lo ? xc : lo;
+    float y = gk_exp_clamped(xc);
     y = x > hi ? INFINITY : y;
     y = x < lo ? 0.0f : y;
     return x == x ? y : x;
@@ -54,19 +59,8 @@ static inline float gk_exp(float x) {
  * keep (it comes out finite here), which saves five of gk_exp's operations an element. */
 static inline float gk_exp_nonpos(float x) {
     const float lo = -103.972084045410f;
-    const float shifter = 12582912.0f;
     float xc = x > lo ? x : lo;            /* NaN becomes lo */
-    float t = xc * 1.44269504088896341f + shifter;
-    float n = t - shifter;
-    float r = xc - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    float y = scale_by_exp2(p * r * r + r + 1.0f, float_to_bits(t) - float_to_bits(shifter));
+    float y = gk_exp_clamped(xc);
     return x > lo ? y : 0.0f;
 }
 

@@ -145,15 +145,19 @@ class Storage:
             self.buffer = 0  # what __del__ reads of a storage that never got memory
             raise
 
+    def _release_leaf(self) -> None:
+        """Give this storage's reused leaf header back (see :meth:`leaf_header`)."""
+        if self.leaf:
+            with _POOL.lock:
+                _HEADERS.give(self.leaf)
+                self.leaf = 0
+
     def __del__(self) -> None:
         buf = self.buffer
         if buf:
             self.buffer = 0
             try:
-                if self.leaf:
-                    with _POOL.lock:
-                        _HEADERS.give(self.leaf)
-                        self.leaf = 0
+                self._release_leaf()
                 _POOL.give(self.device.dev_ptr, buf, self.data, self.capacity)
             except Exception:  # interpreter shutdown: the OS reclaims it
                 pass
@@ -233,10 +237,7 @@ class HostStorage(Storage):
         if buf:
             self.buffer = 0
             try:
-                if self.leaf:
-                    with _POOL.lock:
-                        _HEADERS.give(self.leaf)
-                        self.leaf = 0
+                self._release_leaf()
                 lib.backend_buffer_free(buf)  # frees ggml's buffer record, not the wrapped memory
             except Exception:  # interpreter shutdown
                 pass
