@@ -18,6 +18,7 @@ from .runtime import Device, devices, get_device, set_device, set_num_threads, g
 from .runtime.budget import set_memory_limit
 from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled, tensor
 from .tensor.interop import as_tensor, from_dlpack, from_numpy
+from .tensor.mask_index import argwhere, masked_select, nonzero
 from .tensor.bool_ops import isfinite, isinf, isnan, logical_and, logical_not, logical_or, logical_xor
 from .tensor.creation import (arange, eye, full, full_like, linspace, manual_seed, ones, ones_like, rand, randint,
                               randn, zeros, zeros_like)

@@ -25,7 +25,7 @@ from ..ops.shapes import check_ndim
 from . import functional_shape as F
 from .functional_shape import IndexRangeError
 from .grad_mode import is_grad_enabled
-from . import views
+from . import mask_index, views
 from .tensor import Tensor
 
 
@@ -116,6 +116,8 @@ def _parse(x: Tensor, key):
 
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]`` with NumPy basic indexing plus one integer index tensor/list (see module doc)."""
+    if mask_index.has_mask(key):  # data-dependent shape: the mask is read (tensor/mask_index.py)
+        return mask_index.getitem(x, key, _check_key_item)
     start, stop, step, out_shape, sliced_shape, adv = _parse(x, key)
     if adv is None:   # one op: the slice lays its result out with ints dropped and Nones added
         shape = tuple(out_shape)
@@ -149,10 +151,11 @@ def setitem(x: Tensor, key, value) -> None:
     >>> x.tolist()
     [[1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]]
     """
+    if mask_index.has_mask(key):
+        return mask_index.setitem(x, key, value, _check_key_item)
     start, stop, step, out_shape, sliced_shape, adv = _parse(x, key)
-    if adv is not None:
-        raise TypeError("indexing: assignment through an index tensor/list is not supported (only ints, "
-                        "slices, None and ...)")
+    if adv is not None:  # an index tensor/list: the positions are read on the host (tensor/mask_index.py)
+        return mask_index.setitem(x, key, value, _check_key_item)
     params = dict(start=start, stop=stop, step=step)
     if isinstance(value, (bool, np.bool_)) or _is_int(value) or isinstance(value, (float, np.floating)):
         if x.requires_grad and is_grad_enabled():
@@ -287,12 +290,28 @@ def reshape_as(self: Tensor, other: Tensor) -> Tensor:
     return op.reshape(self, shape=other.shape)
 
 
+def masked_select(self: Tensor, mask: Tensor) -> Tensor:
+    return mask_index.masked_select(self, mask)
+
+
+def nonzero(self: Tensor, *, as_tuple: bool = False):
+    return mask_index.nonzero(self, as_tuple=as_tuple)
+
+
+def argwhere(self: Tensor) -> Tensor:
+    return mask_index.argwhere(self)
+
+
+for _f in (masked_select, nonzero, argwhere):
+    _f.__doc__ = getattr(mask_index, _f.__name__).__doc__
+
 _METHODS = {
     "__getitem__": getitem, "__setitem__": setitem, "__iter__": _iter, "squeeze": squeeze, "unsqueeze": unsqueeze,
     "flatten": flatten, "expand": expand, "expand_as": expand_as, "broadcast_to": broadcast_to,
     "transpose": transpose, "swapaxes": transpose, "split": split, "chunk": chunk, "narrow": narrow,
     "gather": gather, "index_select": index_select, "movedim": movedim, "repeat": repeat,
     "unflatten": unflatten, "reshape_as": reshape_as, "view_as": reshape_as,
+    "masked_select": masked_select, "nonzero": nonzero, "argwhere": argwhere,
 }
 
 def _squeeze_view(self: Tensor, dim=None) -> Tensor:
