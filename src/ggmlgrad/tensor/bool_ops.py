@@ -265,3 +265,18 @@ def reduce(kind: str, x, axis, keepdim: bool, host_reduce):
         return retag_bool((op.amax if kind == "amax" else op.amin)(f, axis=axis, keepdim=keepdim))
     return (op.argmax if kind == "argmax" else op.argmin)(f, axis=axis, keepdim=keepdim)
 
+
+
+# ---------------------------------------------------------------------- joins
+def promoted(ts: list) -> list:
+    """``ts`` in one dtype, torch's ``result_type`` of them (cat/stack): bool < int32 < float; mixed
+    float dtypes (float16/bfloat16 storage with float32) join in float32. One dtype: unchanged."""
+    first = ts[0].dtype
+    if all(t.dtype is first for t in ts):
+        return ts
+    top = max(_category(t) for t in ts)
+    floats = {t.dtype for t in ts if _category(t) == _FLOAT}
+    target = (bool_ if top == _BOOL else int32 if top == _INT
+              else floats.pop() if len(floats) == 1 else float32)
+    return [t if t.dtype is target else as_float(t) if target is float32 and t.dtype is bool_
+            else op.cast(t, dtype=target) for t in ts]

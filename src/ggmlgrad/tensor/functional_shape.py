@@ -21,6 +21,7 @@ from ..engine import int32
 from ..ops import op
 from ..ops.shape_ops import MAX_CONCAT_INPUTS
 from ..ops.shapes import int_sizes, numel
+from . import bool_ops
 from .tensor import Tensor, tensor
 
 __all__ = ["cat", "concat", "concatenate", "stack", "split", "chunk", "squeeze", "unsqueeze", "flatten",
@@ -207,14 +208,16 @@ def movedim(x: Tensor, source: int, destination: int) -> Tensor:
 
 
 # ---------------------------------------------------------------- join / split
-def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    """Concatenate along an existing dimension (any number of tensors).
+def cat(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -> Tensor:
+    """Concatenate along an existing dimension (any number of tensors; ``axis`` is ``dim``'s NumPy
+    name). Mixed dtypes promote as torch's (bool < int32 < float32).
 
     >>> import ggmlgrad as gg
     >>> gg.cat([gg.ones(2, 1), gg.zeros(2, 3)], dim=1).shape
     (2, 4)
     """
-    ts = _tensors("cat", tensors)
+    dim = dim if axis is None else axis
+    ts = bool_ops.promoted(_tensors("cat", tensors))
     if len(ts) == 1:
         _dim("cat", dim, ts[0].ndim)
         return op.reshape(ts[0], shape=ts[0].shape)   # a copy, as every result
@@ -233,14 +236,15 @@ concat = cat
 concatenate = cat
 
 
-def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+def stack(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -> Tensor:
     """Join equal-shape tensors along a new dimension ``dim``.
 
     >>> import ggmlgrad as gg
     >>> gg.stack([gg.ones(3), gg.zeros(3)], dim=1).shape
     (3, 2)
     """
-    ts = _tensors("stack", tensors)
+    dim = dim if axis is None else axis
+    ts = bool_ops.promoted(_tensors("stack", tensors))
     first = ts[0].shape
     for t in ts[1:]:
         if t.shape != first:
