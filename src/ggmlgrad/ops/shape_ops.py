@@ -8,7 +8,7 @@ from a 0-element view of an input: ggml's allocator aborts on 0-byte tensors it 
 allocate itself."""
 from __future__ import annotations
 
-from .._ggml import lib, node_type
+from .._ggml import consts, lib, node_type
 from ..engine import float32
 from .build import expand, permute, reshape, shape_only
 from .registry import define, op, same_float
@@ -355,9 +355,9 @@ def _concat(ctx, nodes, inputs, out, axis, stack=False):
 # ---------------------------------------------------------------- slice_set (t[key] = v)
 def _infer_slice_set(x, *v, start, stop, step, fill=None):
     name = "slice_set"
-    if x.dtype.name not in ("float32", "int32", "bool"):
-        raise TypeError(f"{name}: only float32, int32 and bool tensors can be assigned into, got {x.dtype.name} "
-                        f"(convert with .to(...) first)")
+    if x.dtype.name not in ("float32", "int32", "bool", "float16", "bfloat16"):
+        raise TypeError(f"{name}: only float32, float16, bfloat16, int32 and bool tensors can be assigned into, "
+                        f"got {x.dtype.name} (convert with .to(...) first)")
     sliced = _sliced_shape(name, x.shape, start, stop, step)
     if len(v) > 1 or (not v and fill is None) or (v and fill is not None):
         raise ValueError(f"{name}: give exactly one of a value tensor or `fill`")
@@ -387,17 +387,26 @@ def _slice_set_backward(g, n):
 def _slice_set(ctx, nodes, inputs, out, start, stop, step, fill=None):
     """A copy of ``x`` with ``x[start:stop:step]`` replaced by ``v`` (or the constant ``fill``), via ggml_set."""
     x = inputs[0]
-    es = x.dtype.itemsize
     shape, start, step = tuple(x.shape), tuple(start), tuple(step)
     sliced = _lens(start, stop, step)
     if numel(sliced) == 0:
         return lib.cont(ctx, nodes[0])
+    if x.dtype.name in ("float16", "bfloat16"):
+        # ggml_set has no float16/bfloat16 kernel: set in float32 (exact both ways) and cast back
+        f32 = [lib.cast(ctx, nd, consts.TYPE_F32) for nd in nodes]
+        return lib.cast(ctx, _set_region(ctx, f32, shape, start, stop, step, sliced, fill, "float32", 4),
+                        x.dtype.ggml_type)
+    return _set_region(ctx, nodes, shape, start, stop, step, sliced, fill, x.dtype.name, x.dtype.itemsize)
+
+
+def _set_region(ctx, nodes, shape, start, stop, step, sliced, fill, dtype_name: str, es: int):
+    """``nodes[0]`` with the region ``start:stop:step`` replaced by ``nodes[1]`` or ``fill`` (ggml_set)."""
     if len(nodes) > 1:
         src = reshape(ctx, nodes[1], sliced)
     else:
-        src = lib.fill(ctx, shape_only(ctx, sliced), float(fill) if x.dtype.name != "bool" else float(fill != 0))
-        if x.dtype.name not in ("float32", "bool"):     # bool: float32 0/1 storage
-            src = lib.cast(ctx, src, x.dtype.ggml_type)
+        src = lib.fill(ctx, shape_only(ctx, sliced), float(fill) if dtype_name != "bool" else float(fill != 0))
+        if dtype_name == "int32":     # bool: float32 0/1 storage
+            src = lib.cast(ctx, src, consts.TYPE_I32)
     if not shape:
         return lib.cont(ctx, src)
     if not _inner_stage(shape, step, sliced):

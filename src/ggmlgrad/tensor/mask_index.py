@@ -155,6 +155,8 @@ def _fill(old: Tensor, mask: Tensor, value) -> Tensor:
     from . import bool_ops
     if isinstance(value, (bool, np.bool_)) and not old.dtype.is_bool:
         value = int(value)
+    if old.dtype.is_float and old.dtype is not float32:  # float16/bfloat16 storage: fill in float32
+        return op.cast(bool_ops.masked_fill(op.cast(old, dtype=float32), mask, value), dtype=old.dtype)
     return bool_ops.masked_fill(old, mask, value)
 
 
