@@ -27,7 +27,7 @@ _COMMON = textwrap.dedent("""
         else:
             with gg.graph_mode(mode != "eager", check=(mode == "check")):
                 out = f(*[gg.tensor(a) for a in args])
-                out = tuple(o.numpy() for o in out) if isinstance(out, tuple) else out.numpy()
+                out = tuple(o.detach().numpy() for o in out) if isinstance(out, tuple) else out.detach().numpy()
         return tuple(np.asarray(o) for o in out) if isinstance(out, tuple) else (np.asarray(out),)
 
     def same(got, ref, what):
@@ -62,8 +62,8 @@ _BROADCAST_SCRIPT = _COMMON + textwrap.dedent("""
                 t = gg.tensor(x)
                 r = gg.broadcast_to(t, dst)
                 r.add_(1.0)
-                np.testing.assert_array_equal(t.numpy(), x + 1.0)
-                np.testing.assert_array_equal(r.numpy(), np.broadcast_to(x, dst) + 1.0)
+                np.testing.assert_array_equal(t.detach().numpy(), x + 1.0)
+                np.testing.assert_array_equal(r.detach().numpy(), np.broadcast_to(x, dst) + 1.0)
 
         # Backward: the gradient of sum(broadcast_to(x) * w) against central finite differences.
         w = rng.standard_normal(dst)
@@ -83,7 +83,7 @@ _BROADCAST_SCRIPT = _COMMON + textwrap.dedent("""
         p = gg.tensor(x.copy(), requires_grad=True)
         step = gg.capture_step(lambda wt: (p.expand_as(wt) * wt).sum(), gg.optim.SGD([p], lr=1.0))
         step(w.astype(np.float32))
-        np.testing.assert_allclose(x - p.numpy(), fd, rtol=1e-4, atol=1e-4)  # SGD, lr 1: x - grad
+        np.testing.assert_allclose(x - p.detach().numpy(), fd, rtol=1e-4, atol=1e-4)  # SGD, lr 1: x - grad
     print("BROADCAST-OK")
 """)
 
@@ -145,10 +145,10 @@ _CAPTURE_EMPTY_SCRIPT = _COMMON + textwrap.dedent("""
             gg.nn.utils.clip_grad_norm_([w1, e1], 1.0)
             opt1.step()
             l2, _norm = step(batch)
-            np.testing.assert_allclose(l2, l1.numpy(), rtol=1e-5, atol=1e-6, equal_nan=True)
-            np.testing.assert_allclose(w2.numpy(), w1.numpy(), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(l2, l1.detach().numpy(), rtol=1e-5, atol=1e-6, equal_nan=True)
+            np.testing.assert_allclose(w2.detach().numpy(), w1.detach().numpy(), rtol=1e-5, atol=1e-6)
             np.testing.assert_allclose(w2.grad.numpy(), w1.grad.numpy(), rtol=1e-5, atol=1e-6)
-            assert e2.numpy().shape == (0,) and e2.grad.shape == (0,)
+            assert e2.detach().numpy().shape == (0,) and e2.grad.shape == (0,)
     print("CAPTURE-EMPTY-OK")
 """)
 

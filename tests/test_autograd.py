@@ -323,7 +323,7 @@ def test_storage_dtype_leaf_used_twice_accumulates_its_gradient(dtype, graph):
         loss = (wf * wf).sum() + (w.float() * 3.0).sum()   # two paths into w
         loss.backward()
         assert w.grad.dtype.name == dtype
-        w32 = w.float().numpy().astype(np.float64)
+        w32 = w.float().detach().numpy().astype(np.float64)
         np.testing.assert_allclose(w.grad.float().numpy(), 2 * w32 + 3.0, rtol=1e-2)
         loss2 = (w.float() * 2.0).sum()
         loss2.backward()                                    # accumulates into the existing grad

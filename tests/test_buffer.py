@@ -118,7 +118,7 @@ def test_captured_step_samples_minibatches_from_device_buffers():
         assert abs(loss - ref.item()) < 1e-6
     assert step.n_recordings == 1
     for a, b in zip(ps, qs):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=0, atol=1e-6)
 
 
 def test_write_drains_queued_reads_first():

@@ -77,14 +77,14 @@ def test_forward_equals_graph_mode_and_costs_one_compute_one_upload_one_download
         d = _delta(before, gg.counters())
         with gg.graph_mode(True):
             ref = f(gg.tensor(X[i]), gg.tensor(X[i][:, :2]))
-        np.testing.assert_allclose(got["out"], ref["out"].numpy(), rtol=0, atol=1e-6)
-        np.testing.assert_allclose(got["both"][0], ref["both"][0].numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got["out"], ref["out"].detach().numpy(), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(got["both"][0], ref["both"][0].detach().numpy(), rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(got["both"][1], X[i][:, :2] * 2.0, rtol=0, atol=0)
         assert got["const"] == 7 and isinstance(got["both"], tuple)
         assert d == (1, 1, 1), d
     assert cf.n_recordings == 1
     # numerical reference independent of ggmlgrad
-    w1, b1, w2, b2 = (p.numpy().astype(np.float64) for p in ps)
+    w1, b1, w2, b2 = (p.detach().numpy().astype(np.float64) for p in ps)
     ref64 = np.tanh(X[2] @ w1.T + b1) @ w2.T + b2
     np.testing.assert_allclose(got["out"], ref64, rtol=1e-5, atol=1e-5)
 
@@ -187,9 +187,9 @@ def test_captured_step_equals_graph_mode(opt_name, clip, use_sched):
         if clip < 1:
             assert min(norms) > clip     # the clip really acted
     for a, b in zip(ps_a, ps_b):
-        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=0, atol=1e-6)
     for b, init in zip(ps_b, _params(3)):   # and training moved the weights
-        assert np.abs(b.numpy() - init.numpy()).max() > 1e-3
+        assert np.abs(b.detach().numpy() - init.detach().numpy()).max() > 1e-3
     assert [opt_b.state[p]["step"] for p in ps_b] == [10] * len(ps_b)
 
 
@@ -211,7 +211,7 @@ def test_set_changes_the_clip_limit_without_recording_again():
             opt_a.step()
     assert step.n_recordings == 1
     for a, b in zip(ps_a, ps_b):
-        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=0, atol=1e-6)
     with pytest.raises(ValueError):
         step.set(max_grad_norm=-1.0)
 
@@ -222,7 +222,7 @@ def test_nonfinite_grad_norm_raises_and_changes_nothing_then_next_step_works():
     opt = gg.optim.Adam(ps, lr=0.05)
     step = gg.capture_step(lambda x, y: _loss(ps, x, y), opt, max_grad_norm=1.0)
     step(X[0], Y[0])
-    weights = [p.numpy() for p in ps]
+    weights = [p.detach().numpy().copy() for p in ps]
     moments = [(opt.state[p]["exp_avg"].numpy(), opt.state[p]["exp_avg_sq"].numpy()) for p in ps]
     steps = [opt.state[p]["step"] for p in ps]
     bad = X[1].copy()
@@ -230,7 +230,7 @@ def test_nonfinite_grad_norm_raises_and_changes_nothing_then_next_step_works():
     with pytest.raises(RuntimeError, match="gradient norm is (nan|inf)"):
         step(bad, Y[1])
     for p, w in zip(ps, weights):
-        np.testing.assert_array_equal(p.numpy(), w)
+        np.testing.assert_array_equal(p.detach().numpy(), w)
     for p, (m, v) in zip(ps, moments):
         np.testing.assert_array_equal(opt.state[p]["exp_avg"].numpy(), m)
         np.testing.assert_array_equal(opt.state[p]["exp_avg_sq"].numpy(), v)
@@ -243,7 +243,7 @@ def test_nonfinite_grad_norm_raises_and_changes_nothing_then_next_step_works():
     (l1, _), (l2, _) = step(X[2], Y[2]), step_r(X[2], Y[2])
     assert float(l1) == float(l2)
     for a, b in zip(ps, ps_r):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
     assert step.n_recordings == 1
 
 
@@ -256,7 +256,7 @@ def test_two_batch_sizes_two_recordings_both_correct():
     for _ in range(2):
         for x in (a, b):
             with gg.graph_mode(True):
-                ref = _mlp(ps, gg.tensor(x)).numpy()
+                ref = _mlp(ps, gg.tensor(x)).detach().numpy().copy()
             np.testing.assert_allclose(f(x), ref, rtol=0, atol=1e-6)
     assert f.n_recordings == 2 and f.recordings == 2
 
@@ -340,13 +340,13 @@ def test_optimizer_parameter_set_change_records_again():
     opt = gg.optim.SGD(ps[:2], lr=0.1)
     step = gg.capture_step(lambda x, y: _loss(ps, x, y), opt)
     step(X[0], Y[0])
-    w_last = ps[2].numpy()
+    w_last = ps[2].detach().numpy().copy()
     step(X[1], Y[1])
-    np.testing.assert_array_equal(ps[2].numpy(), w_last)     # not optimized yet
+    np.testing.assert_array_equal(ps[2].detach().numpy(), w_last)     # not optimized yet
     opt.add_param_group({"params": ps[2:]})
     step(X[2], Y[2])
     assert step.n_recordings == 2
-    assert np.abs(ps[2].numpy() - w_last).max() > 0
+    assert np.abs(ps[2].detach().numpy() - w_last).max() > 0
 
 
 def test_matmul_precision_is_part_of_the_signature():
@@ -489,7 +489,7 @@ def test_dropout_in_a_captured_step_fresh_mask_each_replay_same_seed_same_run():
                     loss.backward()
                     opt.step()
                 losses.append(loss.item())
-        return np.array(losses), [p.numpy() for p in qs]
+        return np.array(losses), [p.detach().numpy().copy() for p in qs]
 
     l1, w1 = run(True)
     l2, w2 = run(True)
@@ -513,7 +513,7 @@ def test_grads_hold_the_last_captured_step_gradients():
     step(X[0], Y[0])
     got = [p.grad.numpy() for p in ps]
     with gg.graph_mode(True):
-        qs = [gg.tensor(p.numpy(), requires_grad=True) for p in ps]
+        qs = [gg.tensor(p.detach().numpy().copy(), requires_grad=True) for p in ps]
         _loss(qs, gg.tensor(X[0]), gg.tensor(Y[0])).backward()
     for g, q in zip(got, qs):
         np.testing.assert_allclose(g, q.grad.numpy(), rtol=0, atol=1e-7)
@@ -537,7 +537,7 @@ def test_step_with_structured_outputs_and_objects_as_arguments():
     step = gg.capture_step(loss_fn, opt)
     X, Y = _data(2)
     with gg.graph_mode(True):
-        ref_pred = _mlp(m.ps, gg.tensor(X[0])).numpy()
+        ref_pred = _mlp(m.ps, gg.tensor(X[0])).detach().numpy().copy()
     out = step(m, X[0], Y[0])
     assert set(out) == {"loss", "pred"} and out["loss"].shape == ()
     np.testing.assert_allclose(out["pred"], ref_pred, rtol=0, atol=1e-6)
@@ -650,7 +650,7 @@ def test_load_state_dict_into_a_module_is_seen_without_recording_again():
     model.load_state_dict(other.state_dict())
     after = f(x)
     with gg.graph_mode(True):
-        ref = other(gg.tensor(x)).numpy()
+        ref = other(gg.tensor(x)).detach().numpy().copy()
     np.testing.assert_allclose(after, ref, rtol=0, atol=1e-6)
     assert np.abs(after - before).max() > 1e-3 and f.n_recordings == 1
 

@@ -20,7 +20,7 @@ def _net(seed: int = 0, p: float = 0.5):
 
 
 def _np(t) -> np.ndarray:
-    return t.numpy().astype(np.float64)
+    return t.detach().numpy().astype(np.float64)
 
 
 def _eval_ref(net, x, weights=None) -> np.ndarray:
@@ -40,7 +40,7 @@ Y = np.random.default_rng(4).standard_normal((5, 16, 3)).astype(np.float32)
 
 def _uncaptured(net, x):
     with gg.graph_mode(True):
-        return net(gg.tensor(x)).numpy()
+        return net(gg.tensor(x)).detach().numpy().copy()
 
 
 # ---------------------------------------------------------------------------- train()/eval()
@@ -95,7 +95,7 @@ def test_captured_step_follows_train_and_eval_and_matches_uncaptured():
                 net.eval()
             if i == 4:
                 net.train()
-            before = [p.numpy() for p in net.parameters()]
+            before = [p.detach().numpy().copy() for p in net.parameters()]
             if captured:
                 losses.append(float(step(X[i], Y[i])))
             else:
@@ -107,7 +107,7 @@ def test_captured_step_follows_train_and_eval_and_matches_uncaptured():
                 losses.append(loss.item())
             if not net.training:   # eval steps: the loss is the deterministic forward's (before the update)
                 evals.append((losses[-1], _loss_ref(net, X[i], Y[i], [b.astype(np.float64) for b in before])))
-        return np.array(losses), [p.numpy() for p in net.parameters()], evals, step
+        return np.array(losses), [p.detach().numpy().copy() for p in net.parameters()], evals, step
 
     l1, w1, ev1, step = run(True)
     l2, w2, _, _ = run(False)
@@ -186,7 +186,7 @@ def _twin_steps(change, n_before=2, n_after=3):
     (l1, n1, step), (l2, n2, _) = out
     np.testing.assert_allclose(l1, l2, rtol=0, atol=1e-5)
     for (name, a), b in zip(n1.named_parameters(), n2.parameters()):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=0, atol=1e-5, err_msg=name)
     return n1, step
 
 
@@ -194,18 +194,18 @@ def test_captured_step_trains_a_replaced_parameter_like_an_uncaptured_step():
     def replace(net, opt):
         net[3].weight = gg.nn.Parameter(gg.randn(3, 8) * 0.3)
         opt.add_param_group({"params": [net[3].weight]})
-        replace.new = net[3].weight.numpy()
+        replace.new = net[3].weight.detach().numpy().copy()
     net, step = _twin_steps(replace)
-    assert np.abs(net[3].weight.numpy() - replace.new).max() > 1e-3   # the new one is trained
+    assert np.abs(net[3].weight.detach().numpy() - replace.new).max() > 1e-3   # the new one is trained
     assert step.n_recordings == 2
 
 
 def test_captured_step_with_a_replaced_parameter_the_optimizer_does_not_hold():
     def replace(net, opt):
         net[3].weight = gg.nn.Parameter(gg.randn(3, 8) * 0.3)
-        replace.new = net[3].weight.numpy()
+        replace.new = net[3].weight.detach().numpy().copy()
     net, step = _twin_steps(replace)
-    np.testing.assert_array_equal(net[3].weight.numpy(), replace.new)  # used, not trained (as uncaptured)
+    np.testing.assert_array_equal(net[3].weight.detach().numpy(), replace.new)  # used, not trained (as uncaptured)
     assert step.n_recordings == 2
 
 
@@ -377,7 +377,7 @@ def test_plain_tensor_attributes_count_when_read_not_when_written():
 
 def test_captured_step_follows_frozen_parameters_like_an_uncaptured_step():
     def freeze(net, opt):
-        freeze.before = [p.numpy() for p in net[0].parameters()]
+        freeze.before = [p.detach().numpy().copy() for p in net[0].parameters()]
         for p in net[0].parameters():
             p.requires_grad = False
     net, step = _twin_steps(freeze)

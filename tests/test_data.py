@@ -114,4 +114,4 @@ def test_training_loop_with_loader():
             opt.zero_grad()
             ((xb @ w - yb) ** 2).mean().backward()
             opt.step()
-    np.testing.assert_allclose(w.numpy(), true_w, atol=1e-3)
+    np.testing.assert_allclose(w.detach().numpy(), true_w, atol=1e-3)

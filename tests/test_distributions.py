@@ -30,10 +30,10 @@ def test_categorical_logits_log_prob_entropy_and_grads(graph):
     value = np.array([0, 4, 2, 2], np.int32)
     lp = d.log_prob(gg.tensor(value))
     logp = np_log_softmax(f64(logits))
-    np.testing.assert_allclose(lp.numpy(), logp[np.arange(4), value], atol=1e-5)
+    np.testing.assert_allclose(lp.detach().numpy(), logp[np.arange(4), value], atol=1e-5)
     ent = d.entropy()
-    np.testing.assert_allclose(ent.numpy(), -(np.exp(logp) * logp).sum(-1), atol=1e-5)
-    np.testing.assert_allclose(d.probs.numpy(), np.exp(logp), atol=1e-6)
+    np.testing.assert_allclose(ent.detach().numpy(), -(np.exp(logp) * logp).sum(-1), atol=1e-5)
+    np.testing.assert_allclose(d.probs.detach().numpy(), np.exp(logp), atol=1e-6)
     (lp.sum() + ent.sum()).backward()
     p = np.exp(logp)
     onehot = np.eye(5)[value]
@@ -54,8 +54,8 @@ def test_categorical_masked_logits_give_finite_log_prob_entropy_and_grads(graph)
         logp = np_log_softmax(f64(logits))
         p = np.exp(logp)
         plogp = np.where(p > 0, p * logp, 0.0)
-    np.testing.assert_allclose(lp.numpy(), logp[np.arange(3), value], atol=1e-6)
-    np.testing.assert_allclose(ent.numpy(), -plogp.sum(-1), atol=1e-6)
+    np.testing.assert_allclose(lp.detach().numpy(), logp[np.arange(3), value], atol=1e-6)
+    np.testing.assert_allclose(ent.detach().numpy(), -plogp.sum(-1), atol=1e-6)
     (lp.sum() + ent.sum()).backward()
     h = -plogp.sum(-1, keepdims=True)
     with np.errstate(invalid="ignore"):
@@ -124,17 +124,17 @@ def test_normal_log_prob_entropy_and_grads(graph):
     lp = d.log_prob(gg.tensor(x.astype(np.float32)))
     mu, sg, xx = f64(loc), f64(scale), f64(x)
     ref = -((xx - mu) ** 2) / (2 * sg ** 2) - np.log(sg) - 0.5 * math.log(2 * math.pi)
-    np.testing.assert_allclose(lp.numpy(), ref, atol=1e-5)
+    np.testing.assert_allclose(lp.detach().numpy(), ref, atol=1e-5)
     ent = d.entropy()
     assert ent.shape == (3, 2)
-    np.testing.assert_allclose(ent.numpy(), np.broadcast_to(0.5 + 0.5 * math.log(2 * math.pi) + np.log(sg), (3, 2)),
+    np.testing.assert_allclose(ent.detach().numpy(), np.broadcast_to(0.5 + 0.5 * math.log(2 * math.pi) + np.log(sg), (3, 2)),
                                atol=1e-6)
     lp.sum().backward()
     np.testing.assert_allclose(lt.grad.numpy(), (xx - mu) / sg ** 2, atol=1e-5)
     np.testing.assert_allclose(st.grad.numpy(), ((xx - mu) ** 2 / sg ** 3 - 1 / sg).sum(0), atol=1e-4)
-    np.testing.assert_allclose(d.mean.numpy(), mu, atol=0)
-    np.testing.assert_allclose(d.stddev.numpy(), np.broadcast_to(sg, (3, 2)), atol=0)
-    np.testing.assert_allclose(d.variance.numpy(), np.broadcast_to(sg ** 2, (3, 2)), atol=1e-6)
+    np.testing.assert_allclose(d.mean.detach().numpy(), mu, atol=0)
+    np.testing.assert_allclose(d.stddev.detach().numpy(), np.broadcast_to(sg, (3, 2)), atol=0)
+    np.testing.assert_allclose(d.variance.detach().numpy(), np.broadcast_to(sg ** 2, (3, 2)), atol=1e-6)
 
 
 def test_normal_rsample_reparameterised(graph):
@@ -144,7 +144,7 @@ def test_normal_rsample_reparameterised(graph):
     s = Normal(lt, st).rsample((4,))
     assert s.shape == (4, 2) and s.requires_grad
     s.sum().backward()
-    eps = (s.numpy() - np.array([1.0, -2.0])) / np.array([0.5, 2.0])
+    eps = (s.detach().numpy().copy() - np.array([1.0, -2.0])) / np.array([0.5, 2.0])
     np.testing.assert_allclose(lt.grad.numpy(), [4.0, 4.0], atol=1e-6)      # d/dloc = 1 per sample
     np.testing.assert_allclose(st.grad.numpy(), eps.sum(0), atol=1e-5)      # d/dscale = eps
 

@@ -19,20 +19,20 @@ _EMPTY_SCRIPT = textwrap.dedent("""
     for graph in (False, True):
         with gg.graph_mode(graph):
             x = gg.zeros(0, 3, requires_grad=True)
-            assert ((x * 2.0) * 3.0).numpy().shape == (0, 3)
+            assert ((x * 2.0) * 3.0).detach().numpy().shape == (0, 3)
             assert float(x.sum()) == 0.0
-            assert x.sum(1).numpy().shape == (0,)
-            np.testing.assert_array_equal(x.sum(0).numpy(), np.zeros(3))
+            assert x.sum(1).detach().numpy().shape == (0,)
+            np.testing.assert_array_equal(x.sum(0).detach().numpy(), np.zeros(3))
             np.testing.assert_array_equal((gg.zeros(3, 0) @ gg.zeros(0, 4)).numpy(), np.zeros((3, 4)))
             (x * x).sum().backward()
             assert x.grad.shape == (0, 3)
             assert gg.cat([gg.zeros(0, 3), gg.ones(2, 3)]).numpy().sum() == 6.0
             assert np.isnan(x.mean().item())
-            assert np.isnan(x.mean(0).numpy()).all()
+            assert np.isnan(x.mean(0).detach().numpy()).all()
             w = gg.zeros(4, 0, requires_grad=True)
             b = gg.ones(4, requires_grad=True)
             y = gg.linear(gg.zeros(2, 0), w, b)
-            np.testing.assert_array_equal(y.numpy(), np.ones((2, 4)))
+            np.testing.assert_array_equal(y.detach().numpy(), np.ones((2, 4)))
             y.sum().backward()
             np.testing.assert_array_equal(b.grad.numpy(), np.full(4, 2.0))
             assert w.grad.shape == (4, 0)
@@ -58,8 +58,8 @@ def test_deepcopy_owns_its_memory(graph):
         b = copy.deepcopy(a)
         with gg.no_grad():
             b.add_(10.0)
-        np.testing.assert_array_equal(a.numpy(), [1.0, 2.0, 3.0])
-        np.testing.assert_array_equal(b.numpy(), [11.0, 12.0, 13.0])
+        np.testing.assert_array_equal(a.detach().numpy(), [1.0, 2.0, 3.0])
+        np.testing.assert_array_equal(b.detach().numpy(), [11.0, 12.0, 13.0])
         assert b.requires_grad and b.is_leaf
         np.testing.assert_array_equal(b.grad.numpy(), [2.0, 4.0, 6.0])
         assert b.grad is not a.grad
@@ -96,6 +96,6 @@ def test_linear_with_zero_in_features_has_gradients_in_every_mode(graph):
         b = gg.tensor([1.0, 2.0, 3.0], requires_grad=True)
         y = gg.linear(x, w, b)
         (y * 2.0).sum().backward()
-        np.testing.assert_array_equal(y.numpy(), np.broadcast_to([1.0, 2.0, 3.0], (1, 4, 3)))
+        np.testing.assert_array_equal(y.detach().numpy(), np.broadcast_to([1.0, 2.0, 3.0], (1, 4, 3)))
         np.testing.assert_array_equal(b.grad.numpy(), [8.0, 8.0, 8.0])
         assert x.grad.shape == (1, 4, 0) and w.grad.shape == (3, 0)

@@ -237,7 +237,7 @@ def test_manual_sgd_under_graph_mode_matches_eager():
                     for p in params:
                         p.sub_(p.grad * 0.1)
                 losses.append(loss.item())
-        return losses, [p.numpy() for p in params]
+        return losses, [p.detach().numpy().copy() for p in params]
 
     l_eager, p_eager = train(False)
     l_graph, p_graph = train(True)
@@ -490,7 +490,7 @@ def _grads_of(fn, graph: bool):
     with gg.graph_mode(graph):
         out, leaves = fn()
         out.backward()
-        return out.numpy(), [p.grad.numpy() for p in leaves]
+        return out.detach().numpy().copy(), [p.grad.detach().numpy().copy() for p in leaves]
 
 
 def _residual_block():
@@ -574,7 +574,7 @@ def test_ppo_loss_graph_mode_matches_eager():
 def test_ppo_loss_value_against_numpy():
     nets, params, b = _ppo_setup()
     loss = _ppo_loss(nets, b).item()
-    P = [p.numpy().astype(np.float64) for p in params]
+    P = [p.detach().numpy().astype(np.float64) for p in params]
     h = np.tanh(np.tanh(b["obs"].numpy() @ P[0].T + P[1]) @ P[2].T + P[3])
     logits = h @ P[4].T + P[5]
     z = logits - logits.max(-1, keepdims=True)
@@ -591,7 +591,7 @@ def test_ppo_loss_value_against_numpy():
 def _ppo_train(graph: bool, steps: int, fused=None):
     nets, params, batch = _ppo_setup()
     opt = gg.optim.Adam(params, lr=3e-3, fused=fused)
-    w0 = params[0].numpy()
+    w0 = params[0].detach().numpy().copy()
     losses, computes = [], []
     with gg.graph_mode(graph):
         for _ in range(steps):
@@ -602,7 +602,7 @@ def _ppo_train(graph: bool, steps: int, fused=None):
                 opt.step()
                 losses.append(loss.item())
                 computes.append(c.n)
-    return losses, [p.numpy() for p in params], w0, computes
+    return losses, [p.detach().numpy().copy() for p in params], w0, computes
 
 
 def test_ppo_training_step_compute_counts():
@@ -661,20 +661,20 @@ def test_optimizer_step_and_load_state_dict_are_sync_points():
         with Computes() as c:
             net.load_state_dict(state)
             assert c.drains("load_state_dict") >= 1 and not gg.pending(y)
-        assert np.abs(y.numpy()).max() > 0  # y kept the value of the old weights
-        assert np.abs(net(x).numpy()).max() == 0.0
+        assert np.abs(y.detach().numpy()).max() > 0  # y kept the value of the old weights
+        assert np.abs(net(x).detach().numpy()).max() == 0.0
 
 
 def test_write_ordering_with_load_state_dict():
     gg.manual_seed(5)
     net = gg.nn.Linear(4, 3)
-    w_old, b_old = net.weight.numpy().astype(np.float64), net.bias.numpy().astype(np.float64)
+    w_old, b_old = net.weight.detach().numpy().astype(np.float64), net.bias.detach().numpy().astype(np.float64)
     xv = _rng(6).standard_normal((2, 4)).astype(np.float32)
     with gg.graph_mode(True):
         y = net(gg.tensor(xv))
         net.load_state_dict({"weight": gg.ones(3, 4), "bias": gg.zeros(3)})
-        np.testing.assert_allclose(y.numpy(), xv @ w_old.T + b_old, rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(net(gg.tensor(xv)).numpy(), np.repeat(xv.sum(1, keepdims=True), 3, 1),
+        np.testing.assert_allclose(y.detach().numpy(), xv @ w_old.T + b_old, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(net(gg.tensor(xv)).detach().numpy(), np.repeat(xv.sum(1, keepdims=True), 3, 1),
                                    rtol=1e-5, atol=1e-6)
 
 

@@ -94,7 +94,7 @@ def _run(mode: str, fn, index: np.ndarray, captured=None) -> np.ndarray:
     if mode == "capture":
         return np.asarray(captured(index))
     with gg.graph_mode(mode != "eager", check=mode == "check"):
-        return fn(gg.tensor(index)).numpy()
+        return fn(gg.tensor(index)).detach().numpy().copy()
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -189,7 +189,7 @@ def _loss(model, tokens, target):
 
 
 def _state(model, opt):
-    params = [p.numpy().copy() for p in model.parameters()]
+    params = [p.detach().numpy().copy() for p in model.parameters()]
     st = opt.state_dict()["state"]
     moments = {k: {n: (np.asarray(v.numpy()).copy() if isinstance(v, gg.Tensor) else v) for n, v in s.items()}
                for k, s in st.items()}
@@ -232,9 +232,9 @@ def test_capture_step_bad_index_changes_nothing_and_the_next_step_is_right(clip)
         gg.nn.utils.clip_grad_norm_(ref_model.parameters(), clip)
     ref_opt.step()
     loss = out[0] if clip is not None else out
-    np.testing.assert_allclose(loss, ref.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(loss, ref.detach().numpy(), rtol=1e-5)
     for p, q in zip(model.parameters(), ref_model.parameters()):
-        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
     assert step.n_recordings == 1
 
 
@@ -266,7 +266,7 @@ def test_graph_mode_optimizer_step_with_a_bad_target_updates_nothing():
         loss.backward()
         opt.step()
         assert np.isfinite(loss.item())
-    assert not np.array_equal(model[0].weight.numpy(), kept[0][0])
+    assert not np.array_equal(model[0].weight.detach().numpy(), kept[0][0])
 
 
 def test_backward_of_checked_ops_adds_no_checks():

@@ -110,8 +110,8 @@ def test_resume_from_file_equals_continue(tmp_path, ext):
     sched2 = gg.optim.lr_scheduler.CosineAnnealingLR(opt2, T_max=20)
     sched2.load_state_dict(ck["sched"])
     train(w2, b2, opt2, sched2, 6)
-    np.testing.assert_array_equal(w2.numpy(), w.numpy())
-    np.testing.assert_array_equal(b2.numpy(), b.numpy())
+    np.testing.assert_array_equal(w2.detach().numpy(), w.detach().numpy())
+    np.testing.assert_array_equal(b2.detach().numpy(), b.detach().numpy())
 
 
 @FORMATS

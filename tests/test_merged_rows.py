@@ -189,7 +189,7 @@ def test_linear_bias_added_on_merged_rows(graph, n, d_in, d_out):
     (out * out).sum().backward()
     h64 = x64 @ w64.T + b64
     out64 = np.maximum(h64, 0) @ v64.T
-    np.testing.assert_allclose(h.numpy(), h64, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(h.detach().numpy(), h64, rtol=1e-4, atol=1e-4)
     gh = (2 * out64 @ v64) * (h64 > 0)
     np.testing.assert_allclose(b.grad.numpy(), gh.sum(0), rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(w.grad.numpy(), gh.T @ x64, rtol=1e-4, atol=1e-3)

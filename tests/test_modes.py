@@ -136,7 +136,7 @@ def test_matmul_precision_api():
         b = np.random.default_rng(1).standard_normal((7, 3)).astype(np.float32)
         x = gg.tensor(a, requires_grad=True)
         y = x @ gg.tensor(b)
-        np.testing.assert_allclose(y.numpy(), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(y.detach().numpy(), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
         y.sum().backward()  # backward matmuls are built under the same precision
         np.testing.assert_allclose(x.grad.numpy(), np.ones((5, 3)) @ b.T, rtol=1e-5, atol=1e-5)
     finally:

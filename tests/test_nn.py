@@ -115,16 +115,16 @@ def test_zero_grad_and_requires_grad():
 def test_to_device_keeps_parameter_identity():
     m = nn.Linear(2, 2)
     w = m.weight
-    before = w.numpy()
+    before = w.detach().numpy().copy()
     assert m.to("cpu") is m and m.weight is w
-    np.testing.assert_array_equal(m.weight.numpy(), before)
+    np.testing.assert_array_equal(m.weight.detach().numpy(), before)
 
 
 def test_parameter_wraps_and_shares_storage():
     x = gg.tensor([1.0, 2.0])
     p = nn.Parameter(x)
     assert isinstance(p, gg.Tensor) and p.requires_grad and p.is_leaf
-    np.testing.assert_array_equal(p.numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(p.detach().numpy(), [1.0, 2.0])
     assert repr(p).startswith("Parameter containing:\ntensor([1., 2.]")
     assert not nn.Parameter(x, requires_grad=False).requires_grad
 
@@ -157,7 +157,7 @@ def test_state_dict_round_trip(graph):
         assert ka == kb
         np.testing.assert_array_equal(va.numpy(), vb.numpy())
     x = t(np.random.default_rng(0).standard_normal((5, 3)))
-    np.testing.assert_array_equal(a(x).numpy(), b(x).numpy())
+    np.testing.assert_array_equal(a(x).detach().numpy(), b(x).detach().numpy())
     # NumPy arrays load too, and parameters stay the same objects (optimizers keep working).
     w = b.fc1.weight
     b.load_state_dict({k: v.numpy() for k, v in a.state_dict().items()})
@@ -204,7 +204,7 @@ def test_load_state_dict_non_strict_reports_keys():
     state["fc1.bias"] = gg.tensor(new_bias)
     res = m.load_state_dict(state, strict=False)
     assert res.missing_keys == ["head.weight"] and res.unexpected_keys == ["bogus"]
-    np.testing.assert_array_equal(m.fc1.bias.numpy(), new_bias)
+    np.testing.assert_array_equal(m.fc1.bias.detach().numpy(), new_bias)
     bad = dict(state, **{"fc1.bias": gg.zeros(5)})
     with pytest.raises(RuntimeError, match="shape"):
         m.load_state_dict(bad, strict=False)
@@ -220,7 +220,7 @@ def test_linear_forward_backward(graph):
     xt = t(x, grad=True)
     out = lin(xt)
     x64 = f32(x).astype(np.float64)
-    np.testing.assert_allclose(out.numpy(), x64 @ p["weight"].T + p["bias"], atol=1e-5)
+    np.testing.assert_allclose(out.detach().numpy(), x64 @ p["weight"].T + p["bias"], atol=1e-5)
     g = rng.standard_normal((2, 5, 4))
     (out * t(g)).sum().backward()
     g64 = f32(g).astype(np.float64)
@@ -232,7 +232,7 @@ def test_linear_forward_backward(graph):
 def test_linear_default_init_matches_pytorch_bounds():
     gg.manual_seed(3)
     lin = nn.Linear(50, 400)
-    w, b = lin.weight.numpy(), lin.bias.numpy()
+    w, b = lin.weight.detach().numpy().copy(), lin.bias.detach().numpy().copy()
     bound = 1 / math.sqrt(50)
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.95 * bound
     assert abs(w.std() - bound / math.sqrt(3)) < 0.01 * bound * 3
@@ -242,10 +242,10 @@ def test_linear_default_init_matches_pytorch_bounds():
 def test_embedding_repeated_indices_accumulate(graph):
     gg.manual_seed(4)
     emb = nn.Embedding(5, 3)
-    w = emb.weight.numpy()
+    w = emb.weight.detach().numpy().copy()
     idx = np.array([[1, 3, 1], [4, 1, 0]], np.int32)
     out = emb(gg.tensor(idx, dtype=gg.int32))
-    np.testing.assert_array_equal(out.numpy(), w[idx])
+    np.testing.assert_array_equal(out.detach().numpy(), w[idx])
     g = np.random.default_rng(1).standard_normal((2, 3, 3))
     (out * t(g)).sum().backward()
     expected = np.zeros((5, 3))
@@ -256,18 +256,18 @@ def test_embedding_repeated_indices_accumulate(graph):
 def test_embedding_padding_idx(graph):
     gg.manual_seed(5)
     emb = nn.Embedding(4, 2, padding_idx=2)
-    w = emb.weight.numpy()
+    w = emb.weight.detach().numpy().copy()
     np.testing.assert_array_equal(w[2], [0.0, 0.0])
     idx = gg.tensor([2, 1, 2, 0], dtype=gg.int32)
     out = emb(idx)
-    np.testing.assert_array_equal(out.numpy(), w[[2, 1, 2, 0]])
+    np.testing.assert_array_equal(out.detach().numpy(), w[[2, 1, 2, 0]])
     out.sum().backward()
     np.testing.assert_array_equal(emb.weight.grad.numpy(), [[1, 1], [1, 1], [0, 0], [0, 0]])
 
 
 def test_embedding_initialised_standard_normal():
     gg.manual_seed(6)
-    w = nn.Embedding(1000, 20).weight.numpy()
+    w = nn.Embedding(1000, 20).weight.detach().numpy().copy()
     assert abs(w.mean()) < 0.02 and abs(w.std() - 1.0) < 0.02
 
 
@@ -287,7 +287,7 @@ def test_layernorm_module(graph):
         return (x64 - mu) / np.sqrt(var + 1e-4) * p["weight"] + p["bias"]
     xt = t(x, grad=True)
     out = ln(xt)
-    np.testing.assert_allclose(out.numpy(), ref(), atol=3e-5)
+    np.testing.assert_allclose(out.detach().numpy(), ref(), atol=3e-5)
     g = rng.standard_normal(x.shape)
     g64 = f32(g).astype(np.float64)
     (out * t(g)).sum().backward()
@@ -322,7 +322,7 @@ def test_activation_modules(graph, name, ref):
     x64 = f32(x).astype(np.float64)
     xt = t(x, grad=True)
     out = getattr(nn, name)()(xt)
-    np.testing.assert_allclose(out.numpy(), ref(x64), atol=1e-4)
+    np.testing.assert_allclose(out.detach().numpy(), ref(x64), atol=1e-4)
     g = np.random.default_rng(10).standard_normal((3, 4))
     (out * t(g)).sum().backward()
     np.testing.assert_allclose(xt.grad.numpy(), numeric_grad(lambda: ref(x64), x64, f32(g).astype(np.float64)),
@@ -400,9 +400,9 @@ def test_mha_forward_and_gradients(graph, flash, masks):
     for need_weights in (False, True):
         out, w = mha(qt, kt, vt, need_weights=need_weights, **kwargs)
         ref_out, ref_w = np_mha(p, q, k, v, 2, add, causal)
-        np.testing.assert_allclose(out.numpy(), ref_out, atol=3e-5)
+        np.testing.assert_allclose(out.detach().numpy(), ref_out, atol=3e-5)
         if need_weights:
-            np.testing.assert_allclose(w.numpy(), ref_w, atol=3e-5)
+            np.testing.assert_allclose(w.detach().numpy(), ref_w, atol=3e-5)
         else:
             assert w is None
     g = rng.standard_normal(ref_out.shape)
@@ -424,15 +424,15 @@ def test_mha_seq_first_and_unbatched_and_float_mask(graph):
     seq_first.load_state_dict(mha.state_dict())
     out, w = seq_first(t(q.transpose(1, 0, 2)), t(k.transpose(1, 0, 2)), t(v.transpose(1, 0, 2)))
     ref_out, ref_w = np_mha(p, q, k, v, 2)
-    np.testing.assert_allclose(out.numpy(), ref_out.transpose(1, 0, 2), atol=3e-5)
-    np.testing.assert_allclose(w.numpy(), ref_w, atol=3e-5)
+    np.testing.assert_allclose(out.detach().numpy(), ref_out.transpose(1, 0, 2), atol=3e-5)
+    np.testing.assert_allclose(w.detach().numpy(), ref_w, atol=3e-5)
     out1, w1 = mha(t(q[0]), t(k[0]), t(v[0]))
-    np.testing.assert_allclose(out1.numpy(), ref_out[0], atol=3e-5)
+    np.testing.assert_allclose(out1.detach().numpy(), ref_out[0], atol=3e-5)
     assert w1.shape == (3, 4)
     bias = np.random.default_rng(4).standard_normal((2 * 2, 3, 4))  # (B*H, L, S) float mask: added
     out2, _ = mha(t(q), t(k), t(v), attn_mask=t(bias), need_weights=False)
     add = f32(bias).astype(np.float64).reshape(2, 2, 3, 4)
-    np.testing.assert_allclose(out2.numpy(), np_mha(p, q, k, v, 2, add)[0], atol=3e-5)
+    np.testing.assert_allclose(out2.detach().numpy(), np_mha(p, q, k, v, 2, add)[0], atol=3e-5)
     _, wh = mha(t(q), t(k), t(v), average_attn_weights=False)
     assert wh.shape == (2, 2, 3, 4)
 
@@ -458,8 +458,8 @@ def test_mha_dropout_on_weights_in_training_only():
     a, _ = mha(t(q), t(k), t(v), need_weights=False)
     mha.eval()
     b, _ = mha(t(q), t(k), t(v), need_weights=False)
-    np.testing.assert_allclose(b.numpy(), np_mha(params64(mha), q, k, v, 2)[0], atol=3e-5)
-    assert not np.allclose(a.numpy(), b.numpy())
+    np.testing.assert_allclose(b.detach().numpy(), np_mha(params64(mha), q, k, v, 2)[0], atol=3e-5)
+    assert not np.allclose(a.detach().numpy(), b.detach().numpy())
 
 
 # ---------------------------------------------------------------- init
@@ -504,9 +504,9 @@ def test_calculate_gain_and_seeded_init():
     with pytest.raises(ValueError):
         nn.init.calculate_gain("swish")
     gg.manual_seed(14)
-    a = nn.Linear(4, 4).weight.numpy()
+    a = nn.Linear(4, 4).weight.detach().numpy().copy()
     gg.manual_seed(14)
-    np.testing.assert_array_equal(a, nn.Linear(4, 4).weight.numpy())
+    np.testing.assert_array_equal(a, nn.Linear(4, 4).weight.detach().numpy())
     with pytest.raises(ValueError):
         nn.init.xavier_uniform_(gg.zeros(3))
 
@@ -537,7 +537,7 @@ def test_deepcopy_gives_independent_module(graph):
     assert [n for n, _ in c.named_parameters()] == [n for n, _ in m.named_parameters()]
     for (n, p), q in zip(m.named_parameters(), c.parameters()):
         assert isinstance(q, nn.Parameter) and q is not p and q.requires_grad
-        np.testing.assert_array_equal(q.numpy(), p.numpy())
+        np.testing.assert_array_equal(q.detach().numpy(), p.detach().numpy())
         np.testing.assert_array_equal(q.grad.numpy(), p.grad.numpy())
     before = _snapshot(m)
     with gg.no_grad():
@@ -554,14 +554,14 @@ def test_load_state_dict_from_tensors_is_one_compute(graph_on):
     gg.manual_seed(17)
     src, dst = MLP(), MLP()
     state = src.state_dict()
-    old = dst.fc1.weight.numpy().copy()
+    old = dst.fc1.weight.detach().numpy().copy()
     with gg.graph_mode(graph_on):
         pending = dst.fc1.weight * 2.0          # a queued read of the old weight must see the old value
         gg.reset_counters()
         dst.load_state_dict(state)
         c = gg.counters()
         assert c["computes"] == (2 if graph_on else 1) and c["uploads"] == 0   # (graph: the queued read first)
-    np.testing.assert_array_equal(pending.numpy(), old * 2.0)
+    np.testing.assert_array_equal(pending.detach().numpy(), old * 2.0)
     for k, v in dst.state_dict().items():
         np.testing.assert_array_equal(v.numpy(), state[k].numpy(), err_msg=k)
     assert dst.fc1.weight._version > 0
@@ -596,7 +596,7 @@ def test_container_editing_and_lookup():
     with pytest.raises(AttributeError):
         m.get_submodule("block.7")
     out = m.apply(lambda mod: nn.init.zeros_(mod.weight) if isinstance(mod, nn.Linear) else None)
-    assert out is m and not m.fc1.weight.numpy().any()
+    assert out is m and not m.fc1.weight.detach().numpy().any()
 
 
 def test_layers_refuse_non_float32_dtype():

@@ -58,7 +58,7 @@ def _run_eager_or_graph(info, sample, graph, weight, diff):
     with gg.graph_mode(graph):
         args, _ = _to_gg(sample, requires_grad=bool(diff))
         out = info.fn(*args, **sample.kwargs)
-        got = out.numpy().astype(np.float64)
+        got = out.detach().numpy().astype(np.float64)
         if not diff:
             return got, {}
         (out * gg.tensor(weight.astype(np.float32))).sum().backward()

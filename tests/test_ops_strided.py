@@ -120,7 +120,7 @@ def _run(info, sample, k, mode, weight, diff):
 
 def _host(x):
     # .numpy(), as tests/test_ops.py reads results
-    return x.numpy() if isinstance(x, gg.Tensor) else x
+    return x.detach().numpy().copy() if isinstance(x, gg.Tensor) else x
 
 
 @pytest.mark.parametrize("info,sample,k", list(_cases()))
@@ -196,7 +196,7 @@ def _train(captured: bool):
             opt.zero_grad()
             loss_fn(gg.tensor(x), gg.tensor(y)).backward()
             opt.step()
-        seen.append(([v.numpy().copy() for v in views], [model.weight.numpy().copy(), model.bias.numpy().copy()]))
+        seen.append(([v.detach().numpy().copy() for v in views], [model.weight.detach().numpy().copy(), model.bias.detach().numpy().copy()]))
     return seen
 
 

@@ -112,7 +112,7 @@ def _train_vs_reference(cls, ref, kw, steps, graph, seed=0, before_step=None):
             opt.step()
             gw, gb = _ref_grads(x.astype(np.float64), y.astype(np.float64), rw, rb)
             rw, rb = ref.step(0, rw, gw), ref.step(1, rb, gb)
-        got_w, got_b = w.numpy(), b.numpy()
+        got_w, got_b = w.detach().numpy().copy(), b.detach().numpy().copy()
     return opt, w, got_w, got_b, rw, rb, w0
 
 
@@ -208,13 +208,13 @@ def test_param_groups_per_group_options_and_add_param_group():
         opt.step()
         gw, gb = _ref_grads(x.astype(np.float64), y.astype(np.float64), rw, rb)
         rw, rb = r0.step(0, rw, gw), r1.step(1, rb, gb)
-    np.testing.assert_allclose(w.numpy(), rw, atol=1e-5, rtol=1e-4)
-    np.testing.assert_allclose(b.numpy(), rb, atol=1e-5, rtol=1e-4)
+    np.testing.assert_allclose(w.detach().numpy(), rw, atol=1e-5, rtol=1e-4)
+    np.testing.assert_allclose(b.detach().numpy(), rb, atol=1e-5, rtol=1e-4)
     c = gg.tensor([1.0, 2.0], requires_grad=True)
     opt.add_param_group({"params": [c], "lr": 0.25})
     (c * c).sum().backward()
     opt.step()
-    np.testing.assert_allclose(c.numpy(), [0.5, 1.0], rtol=1e-6)
+    np.testing.assert_allclose(c.detach().numpy(), [0.5, 1.0], rtol=1e-6)
     with pytest.raises(ValueError, match="more than one parameter group"):
         opt.add_param_group({"params": [w]})
 
@@ -232,7 +232,7 @@ def test_param_without_grad_is_skipped_and_keeps_its_step():
     # b's first step now uses its own bias corrections (t=1): a plain lr-sized move
     ((a * a).sum() + (b * b).sum()).backward()
     opt.step()
-    np.testing.assert_allclose(b.numpy(), [2.9], rtol=1e-6)
+    np.testing.assert_allclose(b.detach().numpy(), [2.9], rtol=1e-6)
     assert opt.state[b]["step"] == 1 and opt.state[a]["step"] == 4
 
 
@@ -244,8 +244,8 @@ def test_gradient_accumulation():
         (_loss(gg.tensor(x[half]), gg.tensor(y[half]), w, b) * 0.5).backward()
     opt.step()
     gw, gb = _ref_grads(x.astype(np.float64), y.astype(np.float64), w0.astype(np.float64), b0.astype(np.float64))
-    np.testing.assert_allclose(w.numpy(), w0 - 0.1 * gw, atol=1e-6, rtol=1e-5)
-    np.testing.assert_allclose(b.numpy(), b0 - 0.1 * gb, atol=1e-6, rtol=1e-5)
+    np.testing.assert_allclose(w.detach().numpy(), w0 - 0.1 * gw, atol=1e-6, rtol=1e-5)
+    np.testing.assert_allclose(b.detach().numpy(), b0 - 0.1 * gb, atol=1e-6, rtol=1e-5)
 
 
 def test_zero_grad_modes():
@@ -309,17 +309,17 @@ def test_resume_equals_continue_bit_exact(cls, kw, graph):
         opt = cls([w, b], **kw)
         _train(opt, w, b, xt, yt, 7)
         sd = opt.state_dict()
-        saved_w, saved_b = w.numpy(), b.numpy()
+        saved_w, saved_b = w.detach().numpy().copy(), b.detach().numpy().copy()
         _train(opt, w, b, xt, yt, 5)
-        cont_w, cont_b = w.numpy(), b.numpy()
+        cont_w, cont_b = w.detach().numpy().copy(), b.detach().numpy().copy()
         # a fresh run resumed from the snapshot
         w2, b2 = gg.tensor(saved_w, requires_grad=True), gg.tensor(saved_b, requires_grad=True)
         opt2 = cls([w2, b2], **kw)
         opt2.load_state_dict(sd)
         assert opt2.state[w2]["step"] == 7
         _train(opt2, w2, b2, xt, yt, 5)
-        np.testing.assert_array_equal(w2.numpy(), cont_w)
-        np.testing.assert_array_equal(b2.numpy(), cont_b)
+        np.testing.assert_array_equal(w2.detach().numpy(), cont_w)
+        np.testing.assert_array_equal(b2.detach().numpy(), cont_b)
 
 
 def test_state_dict_is_a_snapshot_and_has_torch_layout():
@@ -404,7 +404,7 @@ def test_clipped_grads_are_what_the_optimizer_uses():
     (w * gg.tensor([3.0, 4.0])).sum().backward()      # grad (3, 4), norm 5
     clip_grad_norm_([w], 1.0)
     opt.step()
-    np.testing.assert_allclose(w.numpy(), [3.0 - 0.6, 4.0 - 0.8], rtol=1e-5)
+    np.testing.assert_allclose(w.detach().numpy(), [3.0 - 0.6, 4.0 - 0.8], rtol=1e-5)
 
 
 def test_clip_grad_norm_nonfinite():
@@ -448,7 +448,7 @@ def test_capture_contract_methods_reproduce_step():
                 upd.queue([p.grad for p in upd.params], hps)
                 assert gg.counters()["uploads"] == before
             upd.advance()
-        runs.append((w.numpy(), b.numpy(), opt.state[w]["step"]))
+        runs.append((w.detach().numpy(), b.detach().numpy(), opt.state[w]["step"]))
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
     assert runs[0][2] == runs[1][2] == 4
@@ -516,7 +516,7 @@ def test_float16_empty_and_0d_parameters(cls, kw):
         rh = rh.astype(np.float16).astype(np.float64)      # the parameter is stored as float16
     assert h.dtype is gg.float16 and empty.shape == (0, 3) and s.shape == ()
     np.testing.assert_allclose(s.item(), rs, rtol=1e-5)
-    np.testing.assert_allclose(h.numpy().astype(np.float64), rh, rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(h.detach().numpy().astype(np.float64), rh, rtol=2e-3, atol=2e-3)
 
 
 def test_capture_update_queue_checks_its_arguments():
@@ -561,7 +561,7 @@ def test_single_step_from_loaded_state_eps_placement(cls, fused):
     v = b2 * v0 + (1 - b2) * g * g
     t = 6
     expected = p - lr / (1 - b1 ** t) * m / (np.sqrt(v) / math.sqrt(1 - b2 ** t) + eps)
-    np.testing.assert_allclose(w.numpy(), expected, rtol=2e-6, atol=2e-7)
+    np.testing.assert_allclose(w.detach().numpy(), expected, rtol=2e-6, atol=2e-7)
     np.testing.assert_allclose(opt.state[w]["exp_avg"].numpy(), m, rtol=1e-5, atol=1e-9)
     np.testing.assert_allclose(opt.state[w]["exp_avg_sq"].numpy(), v, rtol=1e-5, atol=1e-12)
     assert opt.state[w]["step"] == 6
@@ -595,6 +595,6 @@ def test_captured_step_with_schedulers_equals_plain_steps(make_opt, make_sched):
         if captured:
             assert step.n_recordings == 1
         assert opt.state[w]["step"] == 10
-        finals.append((w.numpy(), b.numpy()))
+        finals.append((w.detach().numpy(), b.detach().numpy()))
     np.testing.assert_allclose(finals[1][0], finals[0][0], rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(finals[1][1], finals[0][1], rtol=1e-6, atol=1e-6)

@@ -135,7 +135,7 @@ def test_graph_plan_replays_a_repeated_drain_with_new_values():
             loss, h = _mlp_loss(tx, tw1, gg.tensor(b1), gg.tensor(w2))
             loss.backward()
             assert gg.pending(loss) and gg.pending(tw1.grad)
-            got = (loss.item(), h.numpy(), tw1.grad.numpy())
+            got = (loss.item(), h.detach().numpy().copy(), tw1.grad.detach().numpy().copy())
         x64, w164 = x.astype(np.float64), w1.astype(np.float64)
         pre = x64 @ w164 + b1
         h64 = np.maximum(pre, 0)
@@ -242,7 +242,7 @@ def test_optimizer_update_plan_follows_replaced_state_tensors(graph):
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
         ref_w = ref_w - 0.1 * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
-        np.testing.assert_allclose(w.numpy(), ref_w, rtol=1e-5, atol=2e-5)  # float32 steps
+        np.testing.assert_allclose(w.detach().numpy(), ref_w, rtol=1e-5, atol=2e-5)  # float32 steps
         np.testing.assert_allclose(opt.state[w]["exp_avg"].numpy(), m, rtol=1e-5, atol=2e-5)
 
 

@@ -264,7 +264,7 @@ def _state(model, opt) -> list:
     out = []
     for p in model.parameters():
         st = opt.state[p]
-        out += [p.numpy().copy(), st["exp_avg"].numpy().copy(), st["exp_avg_sq"].numpy().copy(), st["step"]]
+        out += [p.detach().numpy().copy(), st["exp_avg"].detach().numpy().copy(), st["exp_avg_sq"].detach().numpy().copy(), st["step"]]
     return out
 
 

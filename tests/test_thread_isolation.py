@@ -101,7 +101,7 @@ def _train(mode: str, seed: int, steps: int, barrier: threading.Barrier | None =
                     barrier.wait(_TIMEOUT)  # every thread has a forward+backward queued now
                 opt.step()
             losses.append(loss.item())
-    return np.array(losses), [p.numpy() for p in ps]
+    return np.array(losses), [p.detach().numpy().copy() for p in ps]
 
 
 # ---------------------------------------------------------------------------- own queue, own errors
@@ -281,7 +281,7 @@ def test_training_one_shared_model_with_a_lock_equals_the_serial_run():
             _loss(ps_ref, gg.tensor(X[i]), gg.tensor(Y[i])).backward()
             opt_ref.step()
     for a, b in zip(ps, ps_ref):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
     assert sorted(order) == list(range(2 * steps))
 
 

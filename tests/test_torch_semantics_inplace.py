@@ -591,7 +591,7 @@ def test_load_state_dict_casts_host_arrays(mode):
     m = _WithCounter()
     w = np.arange(4.0).reshape(2, 2) / 3        # float64
     m.load_state_dict({"fc.weight": w, "fc.bias": np.array([1, 2], np.int64), "count": np.array([7], np.int64)})
-    np.testing.assert_allclose(m.fc.weight.numpy(), w, rtol=1e-7)
+    np.testing.assert_allclose(m.fc.weight.detach().numpy(), w, rtol=1e-7)
     assert m.fc.bias.tolist() == [1.0, 2.0] and m.count.tolist() == [7]
     assert m.fc.weight.dtype is gg.float32 and m.count.dtype is gg.int32
 

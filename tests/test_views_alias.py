@@ -437,14 +437,14 @@ def test_data_is_a_detached_alias(mode):
     assert not d.requires_grad and d.grad_fn is None and d.data_ptr() == p.data_ptr()
     tau = 0.25
     tp.data.copy_(tau * p.data + (1 - tau) * tp.data)          # the soft-update idiom
-    np.testing.assert_allclose(tp.numpy(), [0.25, 0.5, 3.0 * 0.25 + 4.5])
+    np.testing.assert_allclose(tp.detach().numpy(), [0.25, 0.5, 3.0 * 0.25 + 4.5])
     row = p[1:]                                               # a view of p (made with grad on)
     d[1:].mul_(10.0)                                          # a view of the alias: p and its view see it
-    np.testing.assert_allclose(p.numpy(), [1.0, 20.0, 30.0])
-    np.testing.assert_allclose(row.numpy(), [20.0, 30.0])
+    np.testing.assert_allclose(p.detach().numpy(), [1.0, 20.0, 30.0])
+    np.testing.assert_allclose(row.detach().numpy(), [20.0, 30.0])
     with gg.no_grad():
         p[0] -= 1.0                                           # a manual update through a view
-    np.testing.assert_allclose(p.numpy(), [0.0, 20.0, 30.0])
+    np.testing.assert_allclose(p.detach().numpy(), [0.0, 20.0, 30.0])
     assert p.is_leaf and p.requires_grad
 
 
@@ -526,7 +526,7 @@ def test_views_of_parameters_follow_load_state_dict(mode):
     lin = gg.nn.Linear(3, 2)
     row = lin.weight[1]
     lin.load_state_dict({"weight": gg.tensor(W), "bias": gg.zeros(2)})
-    np.testing.assert_allclose(row.numpy(), W[1].astype(np.float32))
+    np.testing.assert_allclose(row.detach().numpy(), W[1].astype(np.float32))
 
 
 def test_int_views_alias_and_copy(mode):

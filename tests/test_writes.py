@@ -160,7 +160,7 @@ def test_updates_match_numpy_float64_in_every_mode(case, mode):
                 opt.zero_grad()
                 (w * gg.tensor(g)).sum().backward()
                 opt.step()
-        got = w.numpy()
+        got = w.detach().numpy().copy()
     kw = dict(options, lr=lrs)
     kw.pop("fused", None)
     if ref is _adam_ref:
@@ -190,7 +190,7 @@ def test_optimizer_write_ops_match_torch():
             topt.step()
             w.grad = gg.tensor(g)
             opt.step()
-        np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=2e-5, atol=2e-6, err_msg=name)
+        np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), rtol=2e-5, atol=2e-6, err_msg=name)
 
 
 def test_capture_update_is_the_optimizers_whole_capture_protocol():
@@ -208,7 +208,7 @@ def test_capture_update_is_the_optimizers_whole_capture_protocol():
     assert opt.state[w]["step"] == 0          # counted only when the caller says the update ran
     upd.advance()
     assert opt.state[w]["step"] == 1
-    np.testing.assert_allclose(w.numpy(), _sgd_ref([1.0, -1.0], [np.array([2.0, 4.0])], 0.5, momentum=0.9),
+    np.testing.assert_allclose(w.detach().numpy(), _sgd_ref([1.0, -1.0], [np.array([2.0, 4.0])], 0.5, momentum=0.9),
                                rtol=1e-6)
     opt.param_groups[0]["momentum"] = 0.0     # a structural change: a recording must record again
     assert upd.changed()
@@ -245,9 +245,9 @@ def test_capture_replays_follow_state_loaded_between_them():
         one()
         m.load_state_dict(model_sd)
         opt.load_state_dict(opt_sd)
-        np.testing.assert_array_equal(m.weight.numpy(), snapshot["weight"])
+        np.testing.assert_array_equal(m.weight.detach().numpy(), snapshot["weight"])
         one()
-        runs.append((x, m.weight.numpy(), m.bias.numpy(), opt.state[m.weight]["step"]))
+        runs.append((x, m.weight.detach().numpy(), m.bias.detach().numpy(), opt.state[m.weight]["step"]))
         if captured:
             assert step.recordings == 1
     np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-6, atol=1e-7)
@@ -396,12 +396,12 @@ def test_module_load_state_dict_casts_as_torch_in_every_mode(mode):
 def test_module_load_state_dict_errors_are_the_same_in_every_mode():
     def bad(key, value):
         net = _Net()
-        before = net.lin.weight.numpy()
+        before = net.lin.weight.detach().numpy().copy()
         sd = dict(_state(np.random.default_rng(0)), **{key: value})
         try:
             net.load_state_dict(sd)
         finally:
-            np.testing.assert_array_equal(net.lin.weight.numpy(), before)   # nothing was loaded
+            np.testing.assert_array_equal(net.lin.weight.detach().numpy(), before)   # nothing was loaded
     programs = {"shape": lambda: bad("lin.weight", gg.ones(3, 2)),
                 "float-into-int": lambda: bad("count", gg.tensor([1.5, 2.0])),
                 "int-range": lambda: bad("count", np.array([2**40, 0]))}
@@ -438,7 +438,7 @@ def test_writes_inside_a_capture_are_refused_at_the_users_line():
     naming the write and this file (never the engine's drain), and nothing changes."""
     m = gg.nn.Linear(2, 2)
     opt = gg.optim.SGD(m.parameters(), lr=0.1)
-    w0 = m.weight.numpy()
+    w0 = m.weight.detach().numpy().copy()
     sd, opt_sd = {k: v.clone() for k, v in m.state_dict().items()}, opt.state_dict()
 
     def stepping(x):
@@ -452,7 +452,7 @@ def test_writes_inside_a_capture_are_refused_at_the_users_line():
         with pytest.raises(gg.CaptureError, match=rf"{name} at .*test_writes.py:\d+"):
             gg.capture(fn)(np.ones((1, 2), np.float32))
         m.zero_grad()
-    np.testing.assert_array_equal(m.weight.numpy(), w0)
+    np.testing.assert_array_equal(m.weight.detach().numpy(), w0)
     assert opt.state[m.weight]["step"] == 0
 
 
@@ -462,7 +462,7 @@ def test_module_load_state_dict_of_tensors_and_arrays_is_one_compute():
     before = gg.counters()["computes"]
     net.load_state_dict(sd)
     assert gg.counters()["computes"] - before == 1
-    np.testing.assert_array_equal(net.lin.bias.numpy(), sd["lin.bias"].astype(np.float32))
+    np.testing.assert_array_equal(net.lin.bias.detach().numpy(), sd["lin.bias"].astype(np.float32))
 
 
 def _group(opname, p=(2, 3), g=None, hp=None, state=None, hp_dtype="float32", state_dtype="float32"):

@@ -82,7 +82,7 @@ class Buffer:
 
     # ------------------------------------------------------------------ writes
     def write(self, rows, offset: int | None = None) -> None:
-        arr = rows.numpy() if isinstance(rows, Tensor) else np.asarray(rows)
+        arr = rows.detach().numpy() if isinstance(rows, Tensor) else np.asarray(rows)
         if arr.shape == self.row_shape:
             arr = arr.reshape((1,) + self.row_shape)
         if arr.ndim != len(self.shape) or tuple(arr.shape[1:]) != self.row_shape:

@@ -434,7 +434,7 @@ def put_arg(slot: InputSlot, value) -> None:
             COUNTERS.downloads["capture input"] += 1
             COUNTERS.download_bytes["capture input"] += slot.nbytes
             return
-        value = value.numpy()
+        value = value.detach().numpy()
     if slot.dtype is bfloat16:
         slot.view[...] = f32_to_bf16(np.asarray(value, np.float32)).reshape(slot.shape)
     else:

@@ -19,7 +19,7 @@ class Dataset:
 
 def _host(x, i: int) -> np.ndarray:
     if isinstance(x, Tensor):
-        return x.numpy()            # one read at construction: batches are sliced on the host
+        return x.detach().numpy()            # one read at construction: batches are sliced on the host
     arr = np.asarray(x)
     if arr.dtype == object or arr.dtype.kind not in "biuf":
         raise TypeError(f"TensorDataset: array {i} has dtype {arr.dtype}; expected numbers")

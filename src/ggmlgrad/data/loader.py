@@ -24,7 +24,7 @@ def _collate(samples: list, device):
     if isinstance(first, dict):
         return {k: _collate([s[k] for s in samples], device) for k in first}
     if isinstance(first, Tensor):
-        return _to_tensor(np.stack([s.numpy() for s in samples]), device)
+        return _to_tensor(np.stack([s.detach().numpy() for s in samples]), device)
     return _to_tensor(np.stack([np.asarray(s) for s in samples]), device)
 
 

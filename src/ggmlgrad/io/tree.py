@@ -24,7 +24,7 @@ class Leaf:
 
 def tensor_bits(t: Tensor) -> np.ndarray:
     """The exact stored bits of ``t`` (bfloat16 as uint16 patterns)."""
-    a = t.numpy()
+    a = t.detach().numpy()
     if t.dtype is bfloat16:
         return (np.ascontiguousarray(a, np.float32).view(np.uint32) >> 16).astype(np.uint16)
     return np.ascontiguousarray(a)

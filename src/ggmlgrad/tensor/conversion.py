@@ -25,7 +25,8 @@ class ConversionMethods:
         """The value as NumPy (drains the queue if this tensor is pending). A float32, float16 or int32
         tensor on a host device gives a view of its memory, as torch: writes to either side show in
         the other (tensor/interop.py has the rule); other dtypes and GPU tensors give a copy. A tensor
-        that requires grad (torch raises) gives a copy, or a view with ``force=True``."""
+        that requires grad raises RuntimeError (torch's rule: use ``t.detach().numpy()``), or gives a
+        view with ``force=True``."""
         return interop.numpy(self, force)
 
     def __array__(self, dtype=None, copy=None):

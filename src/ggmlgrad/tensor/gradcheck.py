@@ -92,7 +92,7 @@ def gradcheck(fn: Callable[..., Tensor], inputs: Sequence, eps: float = 1e-3, at
     def objective(args) -> float:
         with no_grad():
             res = _as_outputs(fn(*args))
-            return float(sum(np.sum(r.numpy().astype(np.float64) * v) for r, v in zip(res, cot32)))
+            return float(sum(np.sum(r.detach().numpy().astype(np.float64) * v) for r, v in zip(res, cot32)))
 
     ok = True
     messages = []

@@ -153,11 +153,10 @@ def host_view(t, site: str) -> np.ndarray | None:
 def numpy(t, force: bool = False) -> np.ndarray:
     """``t.numpy()``: a view of a host tensor's memory (float32, float16, int32), a copy otherwise.
 
-    torch refuses ``numpy()`` of a tensor that requires grad (a write through the array would bypass
-    autograd); ggmlgrad gives a copy of it instead (a snapshot, as before), or a view with
-    ``force=True`` (torch's ``force``)."""
+    A tensor that requires grad raises as in torch (a write through the array would bypass
+    autograd): use ``t.detach().numpy()``, or ``force=True`` (torch's ``force``) for a view."""
     if t.requires_grad and not force:
-        return download(t, "numpy()")
+        raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
     a = host_view(t, "numpy()")
     return a if a is not None else download(t, "numpy()")
 

@@ -1134,7 +1134,7 @@ def _body(prog: Program, xs: list, ws: list, terms: list):
 def _read(t) -> np.ndarray | None:
     if t is None:
         return None
-    a = t.numpy() if hasattr(t, "numpy") else np.asarray(t)
+    a = t.detach().numpy() if hasattr(t, "detach") else np.asarray(t)
     return np.asarray(a).astype(np.float64)
 
 
