@@ -50,9 +50,19 @@ def _wrap_host(addr: int, shape: tuple, dtype: DType, owner, site: str):
     return t
 
 
-def _share_error(site: str, what: str, hint: str) -> TypeError:
+def _share_error(site: str, what: str, hint: str, wide: str | None = None) -> TypeError:
+    """``wide``: "float64" or "int64", whose memory the dtype rule (float64 means float32, int64 means
+    int32: 4-byte storage) makes impossible to share: the message names the rule."""
+    rule = "" if wide is None else (
+        f" By ggmlgrad's dtype rule {wide} means {_NARROW[wide]} (stored in 4 bytes), so {wide} memory cannot be "
+        f"shared without a copy (README, Limitations).")
     return TypeError(f"{site}: cannot share memory of {what}: ggmlgrad shares only C-contiguous float32, float16 "
-                     f"and int32 data. {hint}")
+                     f"and int32 data.{rule} {hint}")
+
+
+_NARROW = {"float64": "float32", "int64": "int32"}
+_COPY_HINT = ("Copy it with gg.tensor(a) or gg.as_tensor(a) (float64 → float32, int64 → int32, bool → bool; "
+              "the tensor does not share memory with the array).")
 
 
 def from_numpy(a: np.ndarray):
@@ -70,8 +80,8 @@ def from_numpy(a: np.ndarray):
         raise TypeError(f"from_numpy: expected np.ndarray (got {type(a).__name__})")
     d = _SHAREABLE_NP.get(a.dtype)
     if d is None:
-        raise _share_error("from_numpy", f"a {a.dtype} array",
-                           "Copy it with gg.tensor(a) (float64 → float32, int64 → int32, bool → bool).")
+        raise _share_error("from_numpy", f"a {a.dtype} array", _COPY_HINT,
+                           a.dtype.name if a.dtype.name in _NARROW else None)
     if not a.flags.c_contiguous or not a.flags.aligned:
         raise ValueError("from_numpy: ggmlgrad tensors are C-contiguous; this array is a strided (or unaligned) "
                          "view. Use gg.from_numpy(np.ascontiguousarray(a)) (a copy) or gg.tensor(a)")
@@ -246,8 +256,9 @@ def from_dlpack(x):
         raise BufferError(f"from_dlpack: only CPU memory (kDLCPU) can be shared, got device type {imp.device_type}")
     d = _DL_DTYPES.get((imp.code, imp.bits)) if imp.lanes == 1 else None
     if d is None:
+        wide = {(dlpack.CODE_FLOAT, 64): "float64", (dlpack.CODE_INT, 64): "int64"}.get((imp.code, imp.bits))
         raise _share_error("from_dlpack", f"DLPack dtype (code {imp.code}, {imp.bits} bits, {imp.lanes} lanes)",
-                           "Copy it with gg.tensor(np.from_dlpack(x)).")
+                           "Copy it with gg.tensor(np.from_dlpack(x)).", wide if imp.lanes == 1 else None)
     if not imp.contiguous:
         raise ValueError("from_dlpack: ggmlgrad tensors are C-contiguous; this one is strided. Make it contiguous "
                          "first (x.contiguous() in torch, np.ascontiguousarray in NumPy)")
