@@ -5,8 +5,10 @@ steps along any axis, ``None``/newaxis and ``...``; plus ONE integer index (an i
 tensor, a list or an int array) combined with slices, which selects along its axis
 (``index_select``; negative values count from the end). Basic indexing and the view
 methods (view, reshape, transpose, narrow, split, ...) return views that alias ``t``
-(tensor/views.py); an index tensor gives a copy, as in torch. Negative steps and boolean
-masks raise (a mask's result shape depends on the data, which would need a device read).
+(tensor/views.py); an index tensor gives a copy, as in torch. Negative steps raise. Boolean
+masks (``x[mask]``, ``x[:, mask]``) and assignment through an index (``x[mask] = v``,
+``x[[0, 2]] = v``) read the mask/index on the host (tensor/mask_index.py): the result's shape
+depends on the data, so in graph mode that is a sync point, in a capture a CaptureError.
 
 >>> import ggmlgrad as gg
 >>> x = gg.arange(12.0).reshape(3, 4)
@@ -139,7 +141,8 @@ def getitem(x: Tensor, key) -> Tensor:
 
 
 def setitem(x: Tensor, key, value) -> None:
-    """``x[key] = value`` for basic keys (ints, slices with positive steps, None, ...): an in-place
+    """``x[key] = value`` for basic keys (ints, slices with positive steps, None, ...; a mask or an
+    index tensor/list: tensor/mask_index.py): an in-place
     write (version bump) that reaches ``x``'s views. With grad on and ``x`` or ``value`` requiring
     grad it is ``x[key].copy_(value)``, differentiable as in torch (or torch's error: ``x`` a leaf
     that requires grad). ``value``: a number (an op parameter, nothing uploaded), or a tensor/array
