@@ -25,6 +25,7 @@ from ..engine.dtypes import bool_
 from ..ops import op
 from ..ops.shapes import check_ndim
 from .functional_shape import IndexRangeError
+from .grad_mode import is_grad_enabled
 from .tensor import Tensor, tensor
 
 _DATA_DEPENDENT = ("its result shape depends on the values (data-dependent shape), which a replay cannot "
@@ -97,10 +98,26 @@ def positions(x: Tensor, key, check_item) -> np.ndarray:
 def _gather(x: Tensor, pos: np.ndarray) -> Tensor:
     """The elements of ``x`` at the flat positions ``pos``, in ``pos``'s shape (differentiable)."""
     check_ndim("indexing", pos.shape)
+    x = _history_alias(x)
     flat = x if x.ndim == 1 else op.reshape(x, shape=(x.numel_,))
     idx = tensor(pos.reshape(-1).astype(np.int32), dtype=int32, device=x.device)
     out = op.index_select(flat, idx, axis=0)
     return out if out.shape == pos.shape else op.reshape(out, shape=pos.shape)
+
+
+def _history_alias(x: Tensor) -> Tensor:
+    """``x`` for a gather whose backward needs only ``x``'s shape: a non-leaf ``x`` as an alias of its
+    memory with its autograd history but a version counter of its own, so a later in-place write to
+    ``x`` (``x[mask] += v``) does not invalidate the gather's gradient (torch's index backward saves
+    no values either). Leaves, tensors without history and tensors that retain their grad (it
+    accumulates on the tensor itself) are used as they are."""
+    if x.grad_fn is None or x._retains_grad or not is_grad_enabled():
+        return x
+    from .bool_ops import as_float
+    a = as_float(x)      # a float32-tagged alias of the same memory (queued or computed)
+    a.dtype = x.dtype
+    a.requires_grad, a.grad_fn = True, x.grad_fn
+    return a
 
 
 def getitem(x: Tensor, key, check_item) -> Tensor:
