@@ -46,7 +46,10 @@ def is_mask(k) -> bool:
 def has_mask(key) -> bool:
     """Whether ``x[key]`` holds a boolean mask (cheap: a type test per key item)."""
     if isinstance(key, tuple):
-        return any(is_mask(k) for k in key if isinstance(k, (Tensor, np.ndarray, list)))
+        for k in key:
+            if isinstance(k, (Tensor, np.ndarray, list)) and is_mask(k):
+                return True
+        return False
     return isinstance(key, (Tensor, np.ndarray, list)) and is_mask(key)
 
 

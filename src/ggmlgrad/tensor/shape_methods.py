@@ -45,13 +45,9 @@ def _check_key_item(k) -> None:
         raise TypeError("indexing: boolean indices (masks) are not supported: the result shape would "
                         "depend on the data; use gg.where / multiplication by a mask instead")
     if isinstance(k, Tensor) and k.dtype is not int32:
-        raise TypeError(f"indexing: index tensors must be int32 (got {k.dtype.name}); boolean/float masks "
-                        f"are not supported")
+        raise TypeError(f"indexing: index tensors must be int32 or bool (got {k.dtype.name})")
     if isinstance(k, (list, np.ndarray)):
         arr = np.asarray(k)
-        if arr.dtype.kind == "b":
-            raise TypeError("indexing: boolean masks are not supported (the result shape would depend on "
-                            "the data)")
         if arr.size and arr.dtype.kind not in "iu":
             raise TypeError(f"indexing: index lists/arrays must hold integers, got dtype {arr.dtype}")
     if not (k is None or k is Ellipsis or isinstance(k, slice) or _is_int(k) or _advanced(k)):
