@@ -14,7 +14,6 @@ before reads queued ahead of it.
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
 from typing import Callable
 
 from .._ggml import lib
@@ -146,24 +145,13 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
         self.effects.append(node)
         self.labels.append(label)
 
-    @contextmanager
-    def exclusive(self, reason: str):
+    def exclusive(self, reason: str) -> "_Exclusive":
         """Drain, let the body queue reads and writes, drain them as their own graph.
 
         Used for in-place writes and optimizer steps: anything queued before
         computes first, so the writes cannot be reordered before earlier reads.
         """
-        with self.lock:
-            self.drain(reason)
-            self._hold += 1
-            try:
-                yield self
-            except BaseException:
-                self._hold -= 1
-                self._discard()
-                raise
-            self._hold -= 1
-            self.drain(reason)
+        return _Exclusive(self, reason)
 
     def hold(self) -> None:
         """Queue without draining until :meth:`release` (a capture recording's optimizer update
@@ -220,6 +208,40 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
     def release_contexts(self, ctx_list: list[int]) -> None:
         for ctx in ctx_list:
             lib.free(ctx)
+
+
+class _Exclusive:
+    """:meth:`Engine.exclusive`'s context manager: a class, not a generator (~2 us less per
+    optimizer step and in-place write). Holds the lock for the whole block."""
+
+    __slots__ = ("engine", "reason")
+
+    def __init__(self, engine: Engine, reason: str) -> None:
+        self.engine = engine
+        self.reason = reason
+
+    def __enter__(self) -> Engine:
+        e = self.engine
+        e.lock.acquire()
+        try:
+            e._drain_locked(self.reason)
+        except BaseException:
+            e.lock.release()
+            raise
+        e._hold += 1
+        return e
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        e = self.engine
+        try:
+            e._hold -= 1
+            if exc_type is not None:
+                e._discard()
+            else:
+                e._drain_locked(self.reason)
+        finally:
+            e.lock.release()
+        return False
 
 
 # Every thread has its own Engine (its queue and drains; modes and observers are in .context): see .local.
