@@ -128,10 +128,18 @@ class RecordQueue:
             self.device = out.device
         lazy = self.lazy
         epoch = self.epoch
-        self._sign(build, out.shape, out.dtype, prec, params, len(inputs))
+        shape, dtype = out.shape, out.dtype
+        sig = self._sig
+        if sig is not None:  # _sign, inlined (every graph-mode op)
+            try:
+                fp = freeze_params(params) if params else ()
+            except TypeError:  # an unhashable parameter (e.g. a tensor): this queue gets no plan
+                self._sig = None
+            else:
+                sig += (build, shape, dtype, prec, fp, len(inputs))
         ins = self._lazy_inputs(inputs)
         j = len(lazy)
-        lazy.append((build, ins, params, out.shape, out.dtype, prec, _Pending(j, out.shape, out.dtype, out.device)))
+        lazy.append((build, ins, params, shape, dtype, prec, _Pending(j, shape, dtype, out.device)))
         out._node = -1 - j
         out._epoch = epoch
         out._status = PENDING
@@ -146,7 +154,8 @@ class RecordQueue:
         return out
 
     def _sign(self, build, shape, dtype, prec, params, n_inputs: int) -> None:
-        """Extend the plan key with one record's header (its inputs follow, see _lazy_inputs)."""
+        """Extend the plan key with one record's header (its inputs follow, see _lazy_inputs;
+        :meth:`_record_lazy` has its own copy)."""
         sig = self._sig
         if sig is None:
             return
