@@ -79,10 +79,15 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
                 if c.graph and not c.check:
                     return self._record_lazy(out, label, build, inputs, work, params, c.precision)
                 if not (self.lazy or self.roots or self.effects):
-                    # Eager or check mode: the queue is this one record, drained at once (the drain
-                    # computes it with its op's cached plan when there is one).
-                    self.one = (out, label, build, inputs, work, params, c)
-                    self._drain_locked("check" if c.graph else "eager")
+                    # Eager or check mode: the queue is this one record, drained at once: computed
+                    # with its op's cached plan when there is one (what _drain_locked does first
+                    # with a queue of one record, called here directly: every eager op passes here).
+                    reason = "check" if c.graph else "eager"
+                    if self._fail_next is None and self._drain_one((out, label, build, inputs, work, params, c),
+                                                                   reason):
+                        return out
+                    self._build_record(out, label, build, inputs, work, params)
+                    self._drain_locked(reason)
                     return out
             self._build_record(out, label, build, inputs, work, params)
             if self._hold == 0:
