@@ -50,7 +50,7 @@ class ExecContext:
     """
 
     __slots__ = ("graph_set", "check_set", "graph", "check", "precision", "observer", "module_observer",
-                 "recorder", "noise", "counters", "op_plans", "graph_plans", "segment_plans")
+                 "recorder", "noise", "counters", "op_plans", "graph_plans", "segment_plans", "_with_modes")
 
     def __init__(self, graph_set: bool | None = None, check_set: bool | None = None, precision: str = "default",
                  observer=None, module_observer=None, recorder=None, noise=None, counters=COUNTERS, op_plans=OP_PLANS,
@@ -69,6 +69,7 @@ class ExecContext:
         self.op_plans = op_plans
         self.graph_plans = graph_plans
         self.segment_plans = segment_plans
+        self._with_modes: dict = {}  # (graph_set, check_set) -> the copy with_modes made (see there)
 
     def _copy(self) -> "ExecContext":
         new = _blank(ExecContext)  # attribute by attribute: modes change on every graph_mode block
@@ -77,14 +78,24 @@ class ExecContext:
         new.module_observer = self.module_observer
         new.counters, new.op_plans = self.counters, self.op_plans
         new.graph_plans, new.segment_plans = self.graph_plans, self.segment_plans
+        new._with_modes = {}
         return new
 
     def with_modes(self, graph_set: bool | None, check_set: bool | None) -> "ExecContext":
-        """A copy with graph and check mode set (None: the environment decides)."""
+        """A copy with graph and check mode set (None: the environment decides).
+
+        Made once per context and pair of settings, then reused: contexts never change once made,
+        and a ``with gg.graph_mode(True)`` around every training step would copy one each time."""
+        key = (graph_set, check_set)
+        new = self._with_modes.get(key)
+        if new is not None:
+            return new
         new = self._copy()
         new.graph_set, new.check_set = graph_set, check_set
         new.graph = env_flag("GGMLGRAD_GRAPH") if graph_set is None else graph_set
         new.check = env_flag("GGMLGRAD_GRAPH_CHECK") if check_set is None else check_set
+        if len(self._with_modes) < 9:  # 3 x 3 settings at most
+            self._with_modes[key] = new
         return new
 
     def replace(self, **changes) -> "ExecContext":

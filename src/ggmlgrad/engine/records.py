@@ -128,10 +128,18 @@ class RecordQueue:
             self.device = out.device
         lazy = self.lazy
         epoch = self.epoch
-        self._sign(build, out.shape, out.dtype, prec, params, len(inputs))
+        shape, dtype = out.shape, out.dtype
+        sig = self._sig
+        if sig is not None:  # _sign, inlined (every graph-mode op)
+            try:
+                fp = freeze_params(params) if params else ()
+            except TypeError:  # an unhashable parameter (e.g. a tensor): this queue gets no plan
+                self._sig = None
+            else:
+                sig += (build, shape, dtype, prec, fp, len(inputs))
         ins = self._lazy_inputs(inputs)
         j = len(lazy)
-        lazy.append((build, ins, params, out.shape, out.dtype, prec, _Pending(j, out.shape, out.dtype, out.device)))
+        lazy.append((build, ins, params, shape, dtype, prec, _Pending(j, shape, dtype, out.device)))
         out._node = -1 - j
         out._epoch = epoch
         out._status = PENDING
@@ -146,7 +154,8 @@ class RecordQueue:
         return out
 
     def _sign(self, build, shape, dtype, prec, params, n_inputs: int) -> None:
-        """Extend the plan key with one record's header (its inputs follow, see _lazy_inputs)."""
+        """Extend the plan key with one record's header (its inputs follow, see _lazy_inputs;
+        :meth:`_record_lazy` has its own copy)."""
         sig = self._sig
         if sig is None:
             return
@@ -161,40 +170,59 @@ class RecordQueue:
         """Inputs as a lazy record holds them: computed tensors themselves (their memory must
         live until the drain), lazily recorded results as their queue entry's stand-in. Extends
         the plan key with them."""
+        sig = self._sig
+        if sig is None:
+            return self._unsigned_inputs(inputs)
         lazy = self.lazy
         epoch = self.epoch
-        sig = self._sig
+        slot_of = self._sig_slot
+        slot = slot_of.get  # hoisted: an optimizer's update record has ~5 inputs per parameter
+        leaves = self._sig_leaves
         ins = []
+        add = ins.append
         try:
             for x in inputs:
                 st = x._status
                 if st == COMPUTED:
-                    ins.append(x)
-                    if sig is not None:
-                        slot = self._sig_slot.get(id(x))
-                        if slot is not None:
-                            sig.append(-1 - slot)
-                        elif x._storage is None or not x.numel_:
-                            self._sig = sig = None  # empty memory: no plan
-                        else:
-                            slot = self._sig_slot[id(x)] = len(self._sig_leaves)
-                            self._sig_leaves.append(x)
-                            sig += (-1 - slot, x.shape, x.dtype)
-                elif st == PENDING and x._epoch == epoch:
-                    n = x._node
-                    if n < 0:
-                        p = lazy[-1 - n][6]
-                        ins.append(p)
-                        if sig is not None:
-                            sig.append(p.index)
-                    else:  # a built node: the ordinary drain
-                        ins.append(x)
-                        self._sig = sig = None
-                else:
-                    self.node_of(x)  # raises the error of a failed or discarded input, at this call
+                    add(x)
+                    s = slot(id(x))
+                    if s is not None:
+                        sig.append(-1 - s)
+                    elif x._storage is None or not x.numel_:
+                        self._sig = None  # empty memory: no plan
+                        ins += self._unsigned_inputs(inputs[len(ins):])
+                        return ins
+                    else:
+                        s = slot_of[id(x)] = len(leaves)
+                        leaves.append(x)
+                        sig += (-1 - s, x.shape, x.dtype)
+                elif st == PENDING and x._epoch == epoch and x._node < 0:
+                    p = lazy[-1 - x._node][6]
+                    add(p)
+                    sig.append(p.index)
+                else:  # a built node (the ordinary drain), or a failed or discarded input
+                    self._sig = None
+                    ins += self._unsigned_inputs(inputs[len(ins):])
+                    return ins
         except BaseException:
             self._sig = None  # the key has a header without its record
             raise
+        return ins
+
+    def _unsigned_inputs(self, inputs) -> list:
+        """:meth:`_lazy_inputs` of a queue that has no plan key."""
+        lazy = self.lazy
+        epoch = self.epoch
+        ins = []
+        for x in inputs:
+            st = x._status
+            if st == COMPUTED:
+                ins.append(x)
+            elif st == PENDING and x._epoch == epoch:
+                n = x._node
+                ins.append(lazy[-1 - n][6] if n < 0 else x)  # a built node: the ordinary drain
+            else:
+                self.node_of(x)  # raises the error of a failed or discarded input, at this call
         return ins
 
     def _plan_signature(self):

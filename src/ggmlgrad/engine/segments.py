@@ -85,6 +85,11 @@ class Segments:
                 return None
         return refs
 
+    def refs_state(self) -> tuple[int, dict]:
+        """(epoch, slot by id of computed tensor): what :meth:`queue_refs` reads, for a caller that
+        inlines it over many arrays (autograd's backward key reads every tape input)."""
+        return self.epoch, self._sig_slot
+
     def result_index(self, a: Array) -> int | None:
         """The index of the lazy record of this queue whose result ``a`` is, or None."""
         if a._status != PENDING or a._epoch != self.epoch or a._node >= 0:

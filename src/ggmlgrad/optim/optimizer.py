@@ -259,10 +259,10 @@ class Optimizer(StateDictMethods, CaptureMethods):
             out.append(tensors)
         return out
 
-    def _queue_update_each(self, params, grads, hparams: list) -> list[Tensor]:
+    def _queue_update_each(self, params, grads, hparams: list) -> tuple[Tensor, ...]:
         """Queue every parameter's update: ONE write op per update rule (a step of an MLP is one or
         two records, not one per parameter: the queue's per-record cost is paid every step)."""
-        layout = self._update_layout(params, grads)
+        layout, updated = self._update_layout(params, grads)
         states = self.state._d
         # A group whose parameters share a step count (the usual case) has one hparams tensor.
         hparams = [next(iter(h.values())) if type(h) is dict and len(h) == 1 else h for h in hparams]
@@ -279,11 +279,11 @@ class Optimizer(StateDictMethods, CaptureMethods):
                 else:
                     inputs += tensors
             write(opname, tuple(inputs), parts, work)
-        return [p for p, g in zip(params, grads) if g is not None]
+        return updated
 
     def _update_layout(self, params, grads) -> tuple:
-        """Per write op: (op name, [(param index, group index, state keys, None or the state
-        tensors themselves)], parts, work).
+        """(per write op: (op name, [(param index, group index, state keys, None or the state
+        tensors themselves)], parts, work); the parameters that have a gradient).
 
         The layout depends only on which parameters (and dtypes) have gradients and on each
         group's ``_group_structure`` (the options ``_update_rule`` reads), so it is kept per
@@ -323,8 +323,9 @@ class Optimizer(StateDictMethods, CaptureMethods):
                 batch[1].append((n_inputs, items) if all(type(v) is bool for _, v in items)
                                 else (n_inputs, items, tuple([(k, freeze(v)) for k, v in items])))
                 batch[2] += self._FLOPS_PER_ELEMENT * p.numel_  # lets big updates use threads
-        layout = tuple((opname, tuple(entries), Exact(parts), work)
-                       for opname, (entries, parts, work) in batches.items())
+        layout = (tuple((opname, tuple(entries), Exact(parts), work)
+                        for opname, (entries, parts, work) in batches.items()),
+                  tuple([p for p, g in zip(params, grads) if g is not None]))
         if cacheable:
             if len(self._layouts) >= 8:
                 self._layouts.clear()
