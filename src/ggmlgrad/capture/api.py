@@ -118,6 +118,8 @@ class _OutSpec:
 
     def __init__(self, value, tensors: list):
         self.tree = self._flatten(value, tensors)
+        # A function returning one tensor: its output is the result as is (no tree walk per replay).
+        self.single = self.tree[1] if self.tree[0] == "T" else None
 
     def _flatten(self, x, tensors):
         if isinstance(x, Tensor):
@@ -137,6 +139,8 @@ class _OutSpec:
                         f"constants, or tuples/lists/dicts of them")
 
     def build(self, arrays: list):
+        if self.single is not None:
+            return arrays[self.single]
         return self._build(self.tree, arrays)
 
     def _build(self, node, arrays):
@@ -260,6 +264,7 @@ class Captured:
         # Calls from several threads take turns: a replay stages, uploads and downloads through
         # buffers of its recording, and a recording must finish before its first replay.
         self._call_lock = threading.RLock()
+        self._flat_args = False  # set by _key: the last call's arguments were all plain tensors/arrays
 
     @staticmethod
     def _names(fn) -> list[str]:
@@ -274,6 +279,7 @@ class Captured:
         # One pass, plain Tensors and arrays inline (a replay's first cost; _describe for the rest).
         dev = None
         parts = []
+        flat = not kwargs  # every argument a plain Tensor or array: the arguments are the leaves
         for a in args:
             t = type(a)
             if t is Tensor:
@@ -283,9 +289,11 @@ class Captured:
             elif t is np.ndarray:
                 parts.append((_ARRAY, a.shape, _DT.get(a.dtype) or _slot_dtype(a.dtype).name))
             else:
+                flat = False
                 parts.append(_describe(a))
                 if dev is None and isinstance(a, Tensor):
                     dev = a.device
+        self._flat_args = flat  # read by _call right after (calls take turns: _call_lock)
         if dev is None:
             dev = resolve_device(None)
         kw = tuple((k, _describe(v)) for k, v in kwargs.items()) if kwargs else ()
@@ -402,8 +410,8 @@ class Captured:
                 rec = None
             else:
                 self._cache.move_to_end(key)
-        if not kwargs and all(type(a) is np.ndarray or type(a) is Tensor for a in args):
-            leaves = list(args)  # flat arguments: the leaves are the arguments
+        if self._flat_args:
+            leaves = list(args)
         else:
             leaves = []
             _leaves(args, leaves)
