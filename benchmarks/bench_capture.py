@@ -15,7 +15,7 @@ How it measures (so that a number holds from run to run):
 - The sides are interleaved at block level: in every round, for every workload, each worker runs
   one block of calls in turn (the order rotates per round), so load that comes and goes hits
   every column alike. A block lasts about ``--block`` seconds; the garbage collector is off
-  during a block (collected before it), for every side.
+  during a block (collected before it, setup's objects frozen), for every side.
 - Per block: the median wall time of a call and the process CPU time per call (all threads of
   the worker: JAX's and OpenBLAS's workers count). The table shows the median over ``--rounds``
   blocks, and for gg/JAX the median and the range of the per-round ratios (each pair of blocks ran
@@ -317,6 +317,10 @@ def worker(framework: str, acts, threads: int | None) -> None:
         for lb in labels(acts):
             fns[lb] = make(framework, lb)
         per_call = {lb: warm_up(fn) for lb, fn in fns.items()}
+        # What setup made lives for the whole run: out of the collector's way (a full collection
+        # took 0.35 s in the JAX worker, so collecting before every block dominated the run).
+        gc.collect()
+        gc.freeze()
         reply = {"ok": True, "per_call": per_call, "build": build_line(framework)}
     except ImportError as e:
         reply = {"ok": False, "why": str(e)}
