@@ -104,6 +104,10 @@ def main() -> None:
                            capture_output=True, text=True, env={**os.environ, **env}, check=True)
         runs[label] = json.loads([ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
     k, g = runs["kernels"], runs["ggml"]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import ggmlgrad as gg
+    from common import header
+    print(header(gg))
     print(f"build {k['build']}; vector kernels: {k['kernels']} (the 'kernels' column), one thread")
     print("µs per captured call of one activation node (minus a captured x*1 of the same shape); "
           "max error in float32 ulp against NumPy float64")

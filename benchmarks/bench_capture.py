@@ -1,24 +1,40 @@
 """Captured training step and captured forward vs JAX jit and PyTorch eager (when installed).
 
-    PYTHONPATH=src python benchmarks/bench_capture.py [--rounds 3] [--repeat 3] [--breakdown]
+    PYTHONPATH=src python benchmarks/bench_capture.py [--rounds 7] [--block 0.1] [--threads 1] [--profile]
 
 Workloads (issues 5 and 14): Adam training steps of MLPs 4-32-32-2 (batch 32), 64-64-64-8 (batch
 256), 784-256-10 (batch 128), and a batch-1 forward of 784-256-10, each with ReLU, tanh and GELU
 between the layers (``--activations`` picks some; ``gelu_tanh`` adds GELU's tanh approximation).
-Each framework is measured in its own process, the processes taking turns for ``--rounds``
-rounds; prints the median over rounds of the time per call (in each process the median over
-``--repeat`` blocks of the per-call median), the ratio ggmlgrad / JAX jit and that ratio's range
-over the rounds.
-Goals: <= 0.6x, 0.8x, 1.0x, 0.8x of JAX jit. ``--breakdown`` times each stage of the replay path.
+Goals: <= 0.6x, 0.8x, 1.0x, 0.8x of JAX jit (tanh rows).
+
+How it measures (so that a number holds from run to run):
+- Each framework lives in its own worker process for the whole run (a framework's idle worker
+  threads, OpenBLAS's, Eigen's, OpenMP's, kept spinning and slowed whichever ran next in one
+  process). Every workload is built and warmed up once per worker (JAX compiles, ggmlgrad records
+  and its thread tuner settles) before any timing.
+- The sides are interleaved at block level: in every round, for every workload, each worker runs
+  one block of calls in turn (the order rotates per round), so load that comes and goes hits
+  every column alike. A block lasts about ``--block`` seconds; the garbage collector is off
+  during a block (collected before it, setup's objects frozen), for every side.
+- Per block: the median wall time of a call and the process CPU time per call (all threads of
+  the worker: JAX's and OpenBLAS's workers count). The table shows the median over ``--rounds``
+  blocks, and for gg/JAX the median and the range of the per-round ratios (each pair of blocks ran
+  side by side in time).
 
 Every side gets the same work and its idiomatic fast path: inputs already where the computation
-needs them (ggmlgrad tensors, JAX device arrays, torch tensors), the loss read back to the host
-(``np.asarray``/``.item()``), JAX with synchronous CPU dispatch, a jitted step whose optimizer is
-optax's Adam with the parameter and optimizer state donated.
+needs them (ggmlgrad tensors, JAX device arrays from ``jax.device_put``, torch tensors), outputs
+read back to the host the same way (``np.asarray`` / ``.numpy()`` / ``.item()``), JAX with
+synchronous CPU dispatch (``jax_cpu_enable_async_dispatch`` off), a jitted step whose optimizer is
+optax's Adam with the parameter and optimizer state donated. JAX's weights are stored (in, out)
+as in flax's ``Dense`` (``x @ w``): with torch's (out, in) layout, ``x @ w.T`` inside a jitted
+multi-layer function made XLA materialise the transposed 784x256 weight on every call (a copy
+fusion), which alone took the batch-1 forward from ~20 µs to 110-220 µs. ggmlgrad and torch keep
+their own (out, in) layout, the one their ``linear`` reads without a copy.
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -28,7 +44,10 @@ import time
 
 import numpy as np
 
-import ggmlgrad as gg
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import header, profile  # noqa: E402  (also puts the checkout's src on the path)
+
+import ggmlgrad as gg  # noqa: E402
 
 CONFIGS = [("4-32-32-2", (4, 32, 32, 2), 32), ("64-64-64-8", (64, 64, 64, 8), 256),
            ("784-256-10", (784, 256, 10), 128)]
@@ -51,25 +70,6 @@ def _data(sizes, batch, seed=1):
     x = r.standard_normal((batch, sizes[0])).astype(np.float32)
     y = r.integers(0, sizes[-1], batch).astype(np.int32)
     return x, np.eye(sizes[-1], dtype=np.float32)[y]
-
-
-def _time(fn, steps: int, repeat: int, block_s: float = 0.8) -> float:
-    """Median µs per call: the median over ``repeat`` blocks of each block's per-call median; a
-    block lasts about ``block_s`` (at most ``steps`` calls)."""
-    t0 = time.perf_counter()
-    for _ in range(10):
-        fn()
-    per_call = (time.perf_counter() - t0) / 10
-    count = max(5, min(steps, int(block_s / max(per_call, 1e-7))))
-    meds = []
-    for _ in range(repeat):
-        ts = []
-        for _ in range(count):
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-        meds.append(statistics.median(ts))
-    return statistics.median(meds) * 1e6
 
 
 # ---------------------------------------------------------------------------- ggmlgrad
@@ -128,7 +128,7 @@ def jax_step(sizes, batch, act="relu"):
     import jax.numpy as jnp
     import optax
 
-    params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in _init(sizes)]
+    params = _jax_params(jnp, sizes)
     tx = optax.adam(LR)
 
     def loss(p, x, y):
@@ -149,14 +149,25 @@ def jax_step(sizes, batch, act="relu"):
     return run
 
 
+def _jax_params(jnp, sizes):
+    """The same initial weights, stored (in, out) as flax's ``Dense`` does (see the module docstring)."""
+    return [(jax_put(jnp, np.ascontiguousarray(w.T)), jax_put(jnp, b)) for w, b in _init(sizes)]
+
+
+def jax_put(jnp, a):
+    import jax
+    return jax.device_put(jnp.asarray(a))
+
+
 def _jax_mlp(p, x, act="relu"):
-    """The benchmark MLP's forward in JAX (``act`` between layers; GELU exact, as torch's default)."""
+    """The benchmark MLP's forward in JAX (``act`` between layers; GELU exact, as torch's default);
+    weights are (in, out)."""
     import jax
     f = {"relu": jax.nn.relu, "tanh": jax.numpy.tanh, "gelu": lambda h: jax.nn.gelu(h, approximate=False),
          "gelu_tanh": lambda h: jax.nn.gelu(h, approximate=True)}[act]
     h = x
     for i, (w, b) in enumerate(p):
-        h = h @ w.T + b
+        h = h @ w + b
         if i < len(p) - 1:
             h = f(h)
     return h
@@ -165,7 +176,7 @@ def _jax_mlp(p, x, act="relu"):
 def jax_forward(sizes, act="relu"):
     jax = _jax()
     import jax.numpy as jnp
-    params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in _init(sizes)]
+    params = _jax_params(jnp, sizes)
     fwd = jax.jit(lambda p, x: _jax_mlp(p, x, act))
     x = jax.device_put(_data(sizes, 1)[0])
     return lambda: np.asarray(fwd(params, x))
@@ -179,7 +190,6 @@ def _torch_act(torch, act):
 
 def torch_step(sizes, batch, act="relu"):
     import torch
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
     layers = []
     for i, (w, b) in enumerate(_init(sizes)):
         lin = torch.nn.Linear(w.shape[1], w.shape[0])
@@ -208,6 +218,9 @@ def torch_forward(sizes, act="relu"):
     layers = []
     for i, (w, b) in enumerate(_init(sizes)):
         lin = torch.nn.Linear(w.shape[1], w.shape[0])
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(w))
+            lin.bias.copy_(torch.from_numpy(b))
         layers.append(lin)
         if i < len(sizes) - 2:
             layers.append(_torch_act(torch, act))
@@ -221,57 +234,7 @@ def torch_forward(sizes, act="relu"):
     return run
 
 
-def _maybe(make, *a):
-    try:
-        return make(*a)
-    except ImportError:
-        return None
-
-
-# ---------------------------------------------------------------------------- replay breakdown
-def breakdown(step, args, n: int = 2000, budget_s: float = 4.0) -> dict[str, float]:
-    """Per-stage median time (µs) of the captured-step replay path, mirroring CapturedStep._run."""
-    from ggmlgrad.engine import ENGINE
-    t0 = time.perf_counter()
-    step(*args)
-    n = max(5, min(n, int(budget_s / max(time.perf_counter() - t0, 1e-7))))
-    rec = step._cache[step._key(args, {})]
-    stages = dict.fromkeys(["signature+lookup", "stale checks", "pack args", "optimizer hparams", "upload",
-                            "compute fwd+bwd", "download+unpack", "compute update", "optimizer advance",
-                            "output structure"], 0.0)
-    pc = time.perf_counter
-    samples = {k: [] for k in stages}
-    for _ in range(n):
-        t0 = pc()
-        key = step._key(args, {})
-        r = step._cache.get(key)
-        t1 = pc()
-        step._stale(r)
-        ENGINE.drain_if_queued("capture")
-        t2 = pc()
-        rec.stage_args(list(args))
-        t3 = pc()
-        for slot, a in zip(rec.hparam_slots, rec.update.hparams()):
-            slot.view[...] = a
-        t4 = pc()
-        rec.inputs.upload()
-        t5 = pc()
-        rec.graphs[0].compute()
-        t6 = pc()
-        outs = rec.outputs(rec.download())
-        t7 = pc()
-        rec.graphs[1].compute()
-        t8 = pc()
-        rec.update.advance()
-        t9 = pc()
-        rec.out_spec.build(outs[:rec.n_user_outputs])
-        t10 = pc()
-        for k, a, b in zip(stages, (t0, t1, t2, t3, t4, t5, t6, t7, t8, t9), (t1, t2, t3, t4, t5, t6, t7, t8, t9, t10)):
-            samples[k].append(b - a)
-    # medians: robust to the load spikes of a shared machine
-    return {k: statistics.median(v) * 1e6 for k, v in samples.items()}
-
-
+# ---------------------------------------------------------------------------- workers
 MAKERS = {  # framework -> (training step maker, forward maker)
     "ggmlgrad": (lambda sizes, batch, act: gg_step(sizes, batch, act)[0], gg_forward),
     "jax": (jax_step, jax_forward),
@@ -284,83 +247,231 @@ def labels(acts) -> list[str]:
             for kind, name, batch in [("train", n, b) for n, _, b in CONFIGS] + [("forward", CONFIGS[2][0], 1)]]
 
 
-def measure(framework: str, steps: int, repeat: int, acts) -> dict | None:
-    """µs per call of every workload for one framework (None when it is not installed)."""
+def make(framework: str, label: str):
+    """The call that ``label`` times for ``framework``."""
+    kind, name, act, batch = label.split()
+    sizes = dict((n, s) for n, s, _ in CONFIGS)[name]
     make_step, make_forward = MAKERS[framework]
-    out = {}
+    return make_step(sizes, int(batch[1:]), act) if kind == "train" else make_forward(sizes, act)
+
+
+def pin_threads(framework: str, n: int | None) -> None:
+    """Every side on ``n`` threads (None: each framework's default). Call before importing JAX."""
+    if n is None:
+        return
+    if framework == "jax":
+        if n != 1:
+            raise SystemExit("--threads: JAX can be pinned to 1 thread only (XLA's Eigen pool)")
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                   " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
+    elif framework == "torch":
+        import torch
+        torch.set_num_threads(n)
+    gg.set_num_threads(n)
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        os.environ.setdefault(var, str(n))
+
+
+def warm_up(fn, min_calls: int = 60, min_s: float = 0.3) -> float:
+    """Run ``fn`` until it is steady (JAX compiled, ggmlgrad recorded and its thread tuner decided);
+    returns the seconds a call took at the end."""
+    t0 = time.perf_counter()
+    calls = 0
+    while calls < min_calls or time.perf_counter() - t0 < min_s:
+        fn()
+        calls += 1
+    t1 = time.perf_counter()
+    for _ in range(10):
+        fn()
+    return (time.perf_counter() - t1) / 10
+
+
+def block(fn, count: int, limit_s: float) -> tuple[float, float]:
+    """(median wall seconds of a call, process CPU seconds per call) over ``count`` calls, or fewer
+    (at least 5) when they take longer than ``limit_s`` (a burst of load must not stall the run)."""
+    gc.collect()
+    gc.disable()
     try:
-        for act in acts:
-            for name, sizes, batch in CONFIGS:
-                out[f"train {name} {act} b{batch}"] = _time(make_step(sizes, batch, act), steps, repeat)
-            out[f"forward {CONFIGS[2][0]} {act} b1"] = _time(make_forward(CONFIGS[2][1], act), steps, repeat)
-    except ImportError:
-        return None
-    return out
+        ts = []
+        pc = time.perf_counter
+        c0, start = time.process_time(), pc()
+        for i in range(count):
+            t0 = pc()
+            fn()
+            ts.append(pc() - t0)
+            if i >= 4 and t0 - start > limit_s:
+                break
+        cpu = (time.process_time() - c0) / len(ts)
+    finally:
+        gc.enable()
+    return statistics.median(ts), cpu
+
+
+def worker(framework: str, acts, threads: int | None) -> None:
+    """Serve the parent: one JSON request a line on stdin, one JSON reply a line on stdout."""
+    pin_threads(framework, threads)
+    out = sys.stdout
+    sys.stdout = sys.stderr  # nothing but replies on the pipe
+    fns: dict = {}
+    try:
+        for lb in labels(acts):
+            fns[lb] = make(framework, lb)
+        per_call = {lb: warm_up(fn) for lb, fn in fns.items()}
+        # What setup made lives for the whole run: out of the collector's way (a full collection
+        # took 0.35 s in the JAX worker, so collecting before every block dominated the run).
+        gc.collect()
+        gc.freeze()
+        reply = {"ok": True, "per_call": per_call, "build": build_line(framework)}
+    except ImportError as e:
+        reply = {"ok": False, "why": str(e)}
+    out.write(json.dumps(reply) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        req = json.loads(line)
+        wall, cpu = block(fns[req["label"]], req["count"], req["limit"])
+        out.write(json.dumps([wall, cpu]) + "\n")
+        out.flush()
+
+
+def build_line(framework: str) -> str:
+    if framework == "ggmlgrad":
+        return header(gg)
+    if framework == "jax":
+        import jax
+        import jaxlib
+        import optax
+        return (f"jax {jax.__version__} (jaxlib {jaxlib.__version__}, optax {optax.__version__}), "
+                f"{jax.devices()[0].platform}, async dispatch {jax.config.values.get('jax_cpu_enable_async_dispatch')}, "
+                f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}")
+    import torch
+    return f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+
+
+class Worker:
+    def __init__(self, framework: str, acts, threads: int | None):
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", framework, "--activations", ",".join(acts)]
+        if threads is not None:
+            cmd += ["--threads", str(threads)]
+        self.framework = framework
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def ready(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.framework} worker died while setting up (see its stderr above)")
+        return json.loads(line)
+
+    def run(self, label: str, count: int, limit_s: float) -> tuple[float, float]:
+        self.proc.stdin.write(json.dumps({"label": label, "count": count, "limit": limit_s}) + "\n")
+        self.proc.stdin.flush()
+        return tuple(json.loads(self.proc.stdout.readline()))
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+# ---------------------------------------------------------------------------- the table
+def _us(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.1f}" if v < 1000 else f"{v:.0f}"
+
+
+def report(LABELS, times: dict, cpu: dict) -> None:
+    fws = [fw for fw in MAKERS if fw in times]
+    head = f"{'workload':<30}" + "".join(f"{fw + ' µs':>12}" for fw in fws)
+    head += f"{'gg/jax':>8}{'per round':>12}{'cpu gg/jax':>11}" if "jax" in fws else ""
+    head += f"{'gg/torch':>9}" if "torch" in fws else ""
+    print(head)
+    for lb in LABELS:
+        med = {fw: statistics.median(times[fw][lb]) * 1e6 for fw in fws}
+        row = f"{lb:<30}" + "".join(f"{_us(med[fw]):>12}" for fw in fws)
+        if "jax" in fws:
+            rs = [g / j for g, j in zip(times["ggmlgrad"][lb], times["jax"][lb])]
+            cr = statistics.median(cpu["ggmlgrad"][lb]) / statistics.median(cpu["jax"][lb])
+            row += f"{statistics.median(rs):8.2f}{f'{min(rs):.2f}-{max(rs):.2f}':>12}{cr:11.2f}"
+        if "torch" in fws:
+            row += f"{med['ggmlgrad'] / med['torch']:9.2f}"
+        print(row)
+    print("\nµs: median over rounds of each block's median call (wall). gg/jax: median of the per-round "
+          "ratios, 'per round' their range;\ncpu gg/jax: the ratio of process CPU time per call (all threads) "
+          "of the two sides.")
+    spreads = {fw: max((max(v) - min(v)) / statistics.median(v) for v in times[fw].values()) for fw in fws}
+    print("largest run-to-run spread of a workload over the rounds ((max - min) / median): "
+          + ", ".join(f"{fw} {100 * v:.0f}%" for fw, v in spreads.items()))
+
+
+def run_all(acts, rounds: int, block_s: float, threads: int | None) -> None:
+    LABELS = labels(acts)
+    workers = [Worker(fw, acts, threads) for fw in MAKERS]   # set up side by side
+    live, per_call = [], {}
+    for w in workers:
+        r = w.ready()
+        if r["ok"]:
+            live.append(w)
+            per_call[w.framework] = r["per_call"]
+            print(f"[{w.framework}] {r['build']}")
+        else:
+            print(f"[{w.framework}] not measured: {r['why']}")
+            w.close()
+    print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; threads "
+          f"{threads if threads is not None else 'each framework default'}; {rounds} rounds of "
+          f"~{block_s} s blocks")
+    counts = {w.framework: {lb: max(5, int(block_s / max(per_call[w.framework][lb], 1e-7))) for lb in LABELS}
+              for w in live}
+    times = {w.framework: {lb: [] for lb in LABELS} for w in live}
+    cpu = {w.framework: {lb: [] for lb in LABELS} for w in live}
+    t0 = time.perf_counter()
+    for r in range(rounds):
+        for lb in LABELS:
+            k = r % len(live)
+            for w in live[k:] + live[:k]:  # who goes first rotates
+                wall, c = w.run(lb, counts[w.framework][lb], 3 * block_s)
+                times[w.framework][lb].append(wall)
+                cpu[w.framework][lb].append(c)
+    for w in live:
+        w.close()
+    print(f"timed for {time.perf_counter() - t0:.0f} s; load {os.getloadavg()[0]:.1f}\n")
+    report(LABELS, times, cpu)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=2000, help="most calls per block (a block lasts ~0.8 s)")
-    ap.add_argument("--repeat", type=int, default=3, help="blocks per workload in each process")
-    ap.add_argument("--rounds", type=int, default=3, help="processes per framework, taking turns")
-    ap.add_argument("--breakdown", action="store_true")
+    ap.add_argument("--rounds", type=int, default=7, help="blocks per workload and framework (default 7)")
+    ap.add_argument("--block", type=float, default=0.1, help="seconds a block lasts (default 0.1)")
+    ap.add_argument("--threads", type=int, help="pin every framework to this many threads (JAX: 1 only)")
+    ap.add_argument("--profile", action="store_true",
+                    help="cProfile of ggmlgrad's captured steps (calls per step, own time) instead of the table")
     ap.add_argument("--activations", default=",".join(DEFAULT_ACTIVATIONS),
                     help=f"comma-separated, of {', '.join(ACTIVATIONS)} (default: {','.join(DEFAULT_ACTIVATIONS)})")
-    ap.add_argument("--only", choices=sorted(MAKERS), help=argparse.SUPPRESS)  # a child process
+    ap.add_argument("--worker", choices=sorted(MAKERS), help=argparse.SUPPRESS)
     a = ap.parse_args()
     acts = [x for x in a.activations.split(",") if x]
     if not acts or any(x not in ACTIVATIONS for x in acts):
         ap.error(f"--activations takes names from {', '.join(ACTIVATIONS)}")
-    if a.only:
-        print("RESULT " + json.dumps(measure(a.only, a.steps, a.repeat, acts)))
-        return
-    from ggmlgrad.runtime import executor_for, get_device, get_num_threads
-    info = gg.info()
-    print(f"ggmlgrad {gg.__version__}; ggml {info['ggml_version']} {info['build']}, vector kernels "
-          f"{info.get('vector_kernels', False)} [{info['library_dir']}]; backends {executor_for(get_device()).backend_names}; "
-          f"threads {get_num_threads() or 'auto'}; {os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}")
-    LABELS = labels(acts)
-    # Each framework runs in its own process, the processes taking turns round by round: in one
-    # process a framework's idle worker threads (OpenBLAS's, Eigen's, OpenMP's) spin on and slow
-    # the next framework, while taking turns spreads this VM's speed drift over every column.
-    runs: dict = {fw: [] for fw in MAKERS}
-    for _ in range(a.rounds):
-        for fw in MAKERS:
-            res = subprocess.run([sys.executable, __file__, "--only", fw, "--steps", str(a.steps),
-                                  "--repeat", str(a.repeat), "--activations", ",".join(acts)],
-                                 capture_output=True, text=True, check=True)
-            line = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-            got = json.loads(line[len("RESULT "):])
-            if got is not None:
-                runs[fw].append(got)
-    med = {fw: ({lb: statistics.median(r[lb] for r in rs) for lb in LABELS} if rs else None)
-           for fw, rs in runs.items()}
+    if a.worker:
+        worker(a.worker, acts, a.threads)
+    elif a.profile:
+        profile_steps(acts, a.threads)
+    else:
+        run_all(acts, a.rounds, a.block, a.threads)
 
-    def spread(lb: str) -> str:
-        if not runs["jax"]:
-            return "-"
-        rs = [g[lb] / j[lb] for g, j in zip(runs["ggmlgrad"], runs["jax"])]
-        return f"{min(rs):.2f}-{max(rs):.2f}"
 
-    print(f"{'workload':<31}{'ggmlgrad µs':>12}{'jax jit µs':>12}{'torch µs':>12}{'gg/jax':>8}"
-          f"{'per round':>11}{'gg/torch':>9}")
-    for lb in LABELS:
-        g = med["ggmlgrad"][lb]
-        j = med["jax"][lb] if med["jax"] else None
-        t = med["torch"][lb] if med["torch"] else None
-        fj = f"{j:12.1f}" if j else f"{'-':>12}"
-        ft = f"{t:12.1f}" if t else f"{'-':>12}"
-        rj = f"{g / j:8.2f}" if j else f"{'-':>8}"
-        rt = f"{g / t:9.2f}" if t else f"{'-':>9}"
-        print(f"{lb:<31}{g:12.1f}{fj}{ft}{rj}{spread(lb):>11}{rt}")
-    if a.breakdown:
+def profile_steps(acts, threads: int | None) -> None:
+    """Deterministic proxies of the replay path's cost: Python calls per captured step and their own time."""
+    pin_threads("ggmlgrad", threads)
+    print(header(gg))
+    for act in acts:
         for name, sizes, batch in CONFIGS:
-            _, step, args = gg_step(sizes, batch)
-            st = breakdown(step, args)
-            total = sum(st.values())
-            print(f"\nreplay breakdown, train {name} (total {total:.1f} µs):")
-            for k, v in st.items():
-                print(f"  {k:<22}{v:8.1f} µs  {100 * v / total:5.1f}%")
+            run, _, _ = gg_step(sizes, batch, act)
+            warm_up(run)
+            c0, n = time.process_time(), 300
+            for _ in range(n):
+                run()
+            us = (time.process_time() - c0) / n * 1e6
+            print(f"\ntrain {name} {act} b{batch}: {us:.1f} µs CPU a step; cProfile per step:")
+            print(profile(run, n, top=15))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,13 @@ import cProfile
 import pstats
 import time
 
-import ggmlgrad as gg
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import header  # noqa: E402  (also puts the checkout's src on the path)
+
+import ggmlgrad as gg  # noqa: E402
 
 
 def _per_op_us(fn, n: int, repeat: int = 5) -> tuple[float, float]:
@@ -75,7 +81,8 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="cProfile the graph-mode recording path")
     args = ap.parse_args()
     n = args.n
-    print(f"ggmlgrad {gg.__version__}; n={n} ops per measurement (best of 5); us/op: wall  cpu")
+    print(header(gg))
+    print(f"n={n} ops per measurement (best of 5); us/op: wall  cpu")
     rows = [
         ("graph mode: record x*1.0 (no grad)", record_chain, n),
         ("graph mode: record a+b (no grad)", record_binary, n),

@@ -101,13 +101,15 @@ def profile(fn: Callable[[], object], number: int, top: int = 25) -> str:
     pr.disable()
     s = io.StringIO()
     st = pstats.Stats(pr, stream=s)
+    total = sum(nc for (_, nc, _, _, _) in st.stats.values()) / number
     st.sort_stats("tottime")
     rows = []
     for (file, line, name), (cc, nc, tt, ct, _) in sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:top]:
         short = file.split("/src/")[-1] if "/src/" in file else os.path.basename(file)
         rows.append([f"{short}:{line}:{name}", f"{nc / number:.1f}", f"{tt / number * 1e6:.2f}",
                      f"{ct / number * 1e6:.2f}"])
-    return table(["function", "calls/iter", "own µs/iter", "cum µs/iter"], rows)
+    return (f"{total:.0f} Python function calls per call\n"
+            + table(["function", "calls/iter", "own µs/iter", "cum µs/iter"], rows))
 
 
 def header(gg) -> str:

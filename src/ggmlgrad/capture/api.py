@@ -25,9 +25,12 @@ from typing import Callable
 
 import numpy as np
 
-from ..engine import ENGINE, CaptureError, bfloat16, dtypes, float32, int32, modes
+from .._ggml import host_copy
+from .._ggml.nodes import host_view
+from ..engine import COMPUTED, COUNTERS, ENGINE, CaptureError, bfloat16, dtypes, float32, int32, modes
 from ..engine.checks import verify_replay
 from ..runtime import Device, resolve_device
+from ..runtime.faults import ARMED as _FAULTS
 from ..tensor import Tensor, no_grad
 from ..tensor.views import refresh_views_of
 from ..ops import op
@@ -115,6 +118,8 @@ class _OutSpec:
 
     def __init__(self, value, tensors: list):
         self.tree = self._flatten(value, tensors)
+        # A function returning one tensor: its output is the result as is (no tree walk per replay).
+        self.single = self.tree[1] if self.tree[0] == "T" else None
 
     def _flatten(self, x, tensors):
         if isinstance(x, Tensor):
@@ -134,6 +139,8 @@ class _OutSpec:
                         f"constants, or tuples/lists/dicts of them")
 
     def build(self, arrays: list):
+        if self.single is not None:
+            return arrays[self.single]
         return self._build(self.tree, arrays)
 
     def _build(self, node, arrays):
@@ -172,6 +179,21 @@ class _Recording:
         self.out_layout = [(off, off + t.nbytes, t.dtype.np_dtype, t.shape, t) for off, t in downloads_at]
         self._plain = all(t.dtype is not bfloat16 and not t.dtype.is_bool for _, t in downloads_at)
         self.index_checks = recorder.index_checks  # verified on every replay's download (engine/checks.py)
+        # In host memory the outputs are read as one NumPy copy each of typed views made here, the
+        # replay's download (no ctypes call, no byte buffer to slice, view and reshape per replay).
+        self.host_outputs = None
+        if dl_bytes and block.device.is_host and self._plain and not self.index_checks:
+            raw = host_view(block, dl_bytes)
+            self.host_outputs = [raw[a:b].view(dt).reshape(shape) for a, b, dt, shape, _ in self.out_layout]
+
+    def read_outputs(self) -> list:
+        """Download (once) and return every output as a fresh array, for a recording without index checks."""
+        views = self.host_outputs
+        if views is None or _FAULTS:
+            return self.outputs(self.download())
+        COUNTERS.downloads["capture"] += 1
+        COUNTERS.download_bytes["capture"] += self.dl_bytes
+        return [v.copy() for v in views]
 
     def stale(self) -> str | None:
         """Why this recording can no longer be replayed (a referenced tensor replaced), or None."""
@@ -185,8 +207,15 @@ class _Recording:
 
     def stage_args(self, leaves: list) -> None:
         for slot, v in zip(self.arg_slots, leaves):
-            if type(v) is np.ndarray:
+            t = type(v)
+            if t is np.ndarray:
                 np.copyto(slot.view, v, casting="unsafe")
+            elif t is Tensor and v._status == COMPUTED and v.dtype is slot.dtype and v._storage.device.is_host \
+                    and not _FAULTS:
+                # put_arg's copy of a computed host tensor, without its four calls down to the memmove
+                host_copy(slot.host.addr, v._storage.data, slot.nbytes)
+                COUNTERS.downloads["capture input"] += 1
+                COUNTERS.download_bytes["capture input"] += slot.nbytes
             else:
                 put_arg(slot, v)
         if self.noise_slots:
@@ -235,6 +264,7 @@ class Captured:
         # Calls from several threads take turns: a replay stages, uploads and downloads through
         # buffers of its recording, and a recording must finish before its first replay.
         self._call_lock = threading.RLock()
+        self._flat_args = False  # set by _key: the last call's arguments were all plain tensors/arrays
 
     @staticmethod
     def _names(fn) -> list[str]:
@@ -246,17 +276,28 @@ class Captured:
 
     # -- signature
     def _key(self, args: tuple, kwargs: dict) -> tuple:
+        # One pass, plain Tensors and arrays inline (a replay's first cost; _describe for the rest).
         dev = None
+        parts = []
+        flat = not kwargs  # every argument a plain Tensor or array: the arguments are the leaves
         for a in args:
-            if isinstance(a, Tensor):
-                dev = a.device
-                break
+            t = type(a)
+            if t is Tensor:
+                parts.append((_ARRAY, a.shape, a.dtype.name))
+                if dev is None:
+                    dev = a.device
+            elif t is np.ndarray:
+                parts.append((_ARRAY, a.shape, _DT.get(a.dtype) or _slot_dtype(a.dtype).name))
+            else:
+                flat = False
+                parts.append(_describe(a))
+                if dev is None and isinstance(a, Tensor):
+                    dev = a.device
+        self._flat_args = flat  # read by _call right after (calls take turns: _call_lock)
         if dev is None:
             dev = resolve_device(None)
-        parts = tuple((_ARRAY, a.shape, _DT.get(a.dtype) or _slot_dtype(a.dtype).name) if type(a) is np.ndarray
-                      else _describe(a) for a in args)
         kw = tuple((k, _describe(v)) for k, v in kwargs.items()) if kwargs else ()
-        return (parts, kw, dev.name, modes.precision()) + self._extra_key() + (self._mode_key(),)
+        return (tuple(parts), kw, dev.name, modes.precision()) + self._extra_key() + (self._mode_key(),)
 
     def _extra_key(self) -> tuple:
         return ()
@@ -369,7 +410,7 @@ class Captured:
                 rec = None
             else:
                 self._cache.move_to_end(key)
-        if not kwargs and all(type(a) is np.ndarray for a in args):
+        if self._flat_args:
             leaves = list(args)
         else:
             leaves = []
@@ -460,9 +501,10 @@ class Captured:
         rec.stage_args(leaves)
         rec.inputs.upload()
         rec.graphs[0].compute()
+        if not rec.index_checks:
+            return rec.out_spec.build(rec.read_outputs())
         raw = rec.download()
-        if rec.index_checks:
-            verify_replay(rec.index_checks, raw)
+        verify_replay(rec.index_checks, raw)
         return rec.out_spec.build(rec.outputs(raw))
 
     # -- management
@@ -610,11 +652,13 @@ class CapturedStep(Captured):
         rec.inputs.upload()
         g1, g2 = rec.graphs
         g1.compute()
-        raw = rec.download()
         if rec.index_checks:
+            raw = rec.download()
             verify_replay(rec.index_checks, raw, "raised by a captured step before its update: weights, "
                           "optimizer state and step counters are unchanged")
-        outs = rec.outputs(raw)
+            outs = rec.outputs(raw)
+        else:
+            outs = rec.read_outputs()
         if self._last_rec is not rec:
             for p, g in zip(rec.params, rec.grads):
                 p.grad = g
