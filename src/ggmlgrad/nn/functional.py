@@ -40,32 +40,22 @@ from ..ops import nn_ops, op
 from ..ops.indexing import check_values
 from ..ops.registry import same_float
 from ..tensor import Tensor, as_tensor, no_grad, tensor
-from ..tensor.surfaces import functional_entries
+from ..ops.decl import public as _public
+from ..tensor.surfaces import functional_entries, install_functions as _install_functions
 from ..distributions.noise import draw_noise
 
-__all__ = [
-    "linear", "dropout", "layer_norm", "embedding", "one_hot", "scaled_dot_product_attention",
-    "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits", "huber_loss", "smooth_l1_loss", "normalize",
-]
+# linear (tensor/functional.py) and relu, tanh, sigmoid, gelu, silu, leaky_relu, softplus, elu, softmax,
+# log_softmax (generated from the op declarations: every op whose declaration exposes "nn.functional",
+# see ops/decl.py); the composites below declare their names with ops/decl.py's public().
+_GENERATED = functional_entries()
+globals().update(_GENERATED)
+__all__ = sorted(_GENERATED)
 
 _REDUCTIONS = ("none", "mean", "sum")
 
 
-# ---------------------------------------------------------------- activations
-def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``input @ weight.T + bias`` (weight is (out_features, in_features))."""
-    return op.linear(input, weight, bias) if bias is not None else op.linear(input, weight)
-
-
-# relu, tanh, sigmoid, gelu, silu, leaky_relu, softplus, elu, softmax, log_softmax: generated from the
-# op declarations (every op whose declaration exposes "nn.functional"; see ops/decl.py)
-_GENERATED = functional_entries()
-globals().update(_GENERATED)
-__all__ += sorted(_GENERATED)
-
-
 # ---------------------------------------------------------------- dropout, normalisation, embedding
+@_public(functional="dropout")
 def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by 1/(1-p); identity when not training.
 
@@ -81,6 +71,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     return input * mask
 
 
+@_public(functional="layer_norm")
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
     """Normalise over the trailing ``normalized_shape`` axes, then ``* weight + bias``."""
@@ -100,17 +91,20 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
     return y
 
 
+@_public(functional="normalize")
 def normalize(input: Tensor, p: float = 2.0, dim: int = -1, eps: float = 1e-12) -> Tensor:
     """``x / max(||x||_p, eps)`` along ``dim``."""
     norm = (op.abs(input) ** p).sum(axis=dim, keepdim=True) ** (1.0 / p)
     return input / op.clamp(norm, lo=eps)
 
 
+@_public(functional="embedding")
 def embedding(input: Tensor, weight: Tensor) -> Tensor:
     """Rows of ``weight`` picked by the int32 ``input`` indices (gradients of repeated rows add up)."""
     return op.embedding(weight, _index(input))
 
 
+@_public(functional="one_hot")
 def one_hot(tensor_: Tensor, num_classes: int = -1) -> Tensor:
     """float32 one-hot rows (PyTorch returns int64; here float32, ready for arithmetic).
 
@@ -164,6 +158,7 @@ def _is_binary_mask(mask) -> bool:
     return np.asarray(mask).dtype == np.bool_
 
 
+@_public(functional="scaled_dot_product_attention")
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  training: bool = True) -> Tensor:
@@ -227,6 +222,7 @@ def _pair(fn: str, input: Tensor, target) -> tuple[Tensor, Tensor]:
     return input, target
 
 
+@_public(functional="mse_loss")
 def mse_loss(input: Tensor, target, reduction: str = "mean") -> Tensor:
     """mean((input - target)^2) (or sum / none)."""
     _check_reduction("mse_loss", reduction)
@@ -234,12 +230,14 @@ def mse_loss(input: Tensor, target, reduction: str = "mean") -> Tensor:
     return _reduce(op.square(input - target), reduction)
 
 
+@_public(functional="l1_loss")
 def l1_loss(input: Tensor, target, reduction: str = "mean") -> Tensor:
     _check_reduction("l1_loss", reduction)
     input, target = _pair("l1_loss", input, target)
     return _reduce(op.abs(input - target), reduction)
 
 
+@_public(functional="huber_loss")
 def huber_loss(input: Tensor, target, reduction: str = "mean", delta: float = 1.0) -> Tensor:
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); d = input - target."""
     _check_reduction("huber_loss", reduction)
@@ -251,6 +249,7 @@ def huber_loss(input: Tensor, target, reduction: str = "mean", delta: float = 1.
     return _reduce(op.square(m) * 0.5 + (a - m) * delta, reduction)
 
 
+@_public(functional="smooth_l1_loss")
 def smooth_l1_loss(input: Tensor, target, reduction: str = "mean", beta: float = 1.0) -> Tensor:
     """huber_loss(delta=beta) / beta; plain L1 for beta = 0."""
     _check_reduction("smooth_l1_loss", reduction)
@@ -261,6 +260,7 @@ def smooth_l1_loss(input: Tensor, target, reduction: str = "mean", beta: float =
     return huber_loss(input, target, reduction, delta=beta) * (1.0 / beta)
 
 
+@_public(functional="binary_cross_entropy_with_logits")
 def binary_cross_entropy_with_logits(input: Tensor, target, weight: Tensor | None = None,
                                      reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
     """-[pos_weight * y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))], stable for any |x|."""
@@ -273,6 +273,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target, weight: Tensor | Non
     return _reduce(loss, reduction)
 
 
+@_public(functional="binary_cross_entropy")
 def binary_cross_entropy(input: Tensor, target, weight: Tensor | None = None, reduction: str = "mean") -> Tensor:
     """-[y log p + (1 - y) log(1 - p)] for probabilities p (logs clamped at -100, as PyTorch).
 
@@ -364,6 +365,7 @@ def _class_targets(fn: str, logits: Tensor, target, ignore_index: int):
     return op.one_hot(target, num_classes=logits.shape[-1], ignore_index=ignore_index)
 
 
+@_public(functional="cross_entropy")
 def cross_entropy(input: Tensor, target, weight: Tensor | None = None, ignore_index: int = -100,
                   reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
     """Cross-entropy of logits ``input`` (N, C) / (C,) / (N, C, d...) against class indices or probabilities.
@@ -423,6 +425,7 @@ def cross_entropy(input: Tensor, target, weight: Tensor | None = None, ignore_in
     return _reduce(op.softmax_cross_entropy(logits, q), reduction)
 
 
+@_public(functional="nll_loss")
 def nll_loss(input: Tensor, target, weight: Tensor | None = None, ignore_index: int = -100,
              reduction: str = "mean") -> Tensor:
     """-input[i, target[i]] (``input`` holds log-probabilities), with ``ignore_index`` and class weights."""
@@ -449,3 +452,7 @@ def nll_loss(input: Tensor, target, weight: Tensor | None = None, ignore_index: 
 
 
 _ = nn_ops
+
+
+# every declared gg.nn.functional entry (these composites, linear, ...): ops/decl.py's public()
+__all__ += [name for name in _install_functions(globals(), "functional") if name not in __all__]

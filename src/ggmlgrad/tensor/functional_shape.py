@@ -19,13 +19,14 @@ import numpy as np
 
 from ..engine import int32
 from ..ops import op
+from ..ops.decl import public
 from ..ops.shape_ops import MAX_CONCAT_INPUTS
 from ..ops.shapes import int_sizes, numel
 from .tensor import Tensor, tensor
 
-__all__ = ["cat", "concat", "concatenate", "stack", "split", "chunk", "squeeze", "unsqueeze", "flatten",
-           "broadcast_to", "expand", "narrow", "gather", "index_select", "embedding", "take_along_axis",
-           "swapaxes", "movedim", "slice_scatter", "tile", "unflatten"]
+# The gg.* functions declared here (ops/decl.py: public): cat (concat, concatenate), stack, gather,
+# index_select, take_along_axis, embedding, slice_scatter, tile. squeeze, flatten, split, ... here return
+# copies: the public forms are the views of tensor/shape_methods.py, built on these.
 
 
 # ---------------------------------------------------------------- helpers
@@ -170,6 +171,7 @@ def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
     return op.reshape(x, shape=x.shape[:d] + sizes + x.shape[d + 1:])
 
 
+@public(function="tile")
 def tile(x: Tensor, reps) -> Tensor:
     """NumPy ``tile``: the whole tensor repeated ``reps`` times per dim (``Tensor.repeat`` in PyTorch).
 
@@ -207,6 +209,7 @@ def movedim(x: Tensor, source: int, destination: int) -> Tensor:
 
 
 # ---------------------------------------------------------------- join / split
+@public(function=("cat", "concat", "concatenate"))
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Concatenate along an existing dimension (any number of tensors).
 
@@ -229,10 +232,7 @@ def _grouped(ts: list, join):
     return join(ts)
 
 
-concat = cat
-concatenate = cat
-
-
+@public(function="stack")
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Join equal-shape tensors along a new dimension ``dim``.
 
@@ -278,6 +278,7 @@ def _slice_axis(x: Tensor, d: int, b: int, e: int) -> Tensor:
     return op.slice(x, start=start, stop=stop, step=(1,) * x.ndim)
 
 
+@public(function="slice_scatter")
 def slice_scatter(x: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None,
                   step: int = 1) -> Tensor:
     """A copy of ``x`` with ``x[..., start:end:step, ...]`` (along ``dim``) replaced by ``src``
@@ -355,6 +356,7 @@ def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 
 
 # ---------------------------------------------------------------- index tensors
+@public(method="index_select", function="index_select")
 def index_select(x: Tensor, dim: int, index) -> Tensor:
     """Entries of ``x`` along ``dim`` at the positions in a 1-D int32 ``index`` (repeats allowed).
 
@@ -369,6 +371,7 @@ def index_select(x: Tensor, dim: int, index) -> Tensor:
     return op.index_select(x, _index_tensor("index_select", index, x.device), axis=dim)
 
 
+@public(method="gather", function="gather")
 def gather(x: Tensor, dim: int, index) -> Tensor:
     """PyTorch gather: ``out[i][j] = x[i][index[i][j]]`` for ``dim=1`` (index int32, same ndim as ``x``;
     along the other dims ``index`` may be smaller than ``x``).
@@ -396,11 +399,18 @@ def gather(x: Tensor, dim: int, index) -> Tensor:
     return op.gather(x, index, axis=d)
 
 
+@public(function="take_along_axis")
 def take_along_axis(x: Tensor, indices, axis: int) -> Tensor:
-    """NumPy ``take_along_axis`` (no broadcasting of ``indices``): ``gather(x, axis, indices)``."""
+    """NumPy ``take_along_axis`` (no broadcasting of ``indices``): ``gather(x, axis, indices)``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.take_along_axis(gg.tensor([[1., 2.], [3., 4.]]), gg.tensor([[1], [0]]), 1).tolist()
+    [[2.0], [3.0]]
+    """
     return gather(x, axis, indices)
 
 
+@public(function="embedding")
 def embedding(weight: Tensor, indices) -> Tensor:
     """Rows of ``weight`` (num_embeddings, dim) for int32 ``indices`` of any shape up to 3-D
     (``torch.embedding`` argument order). Repeated indices accumulate their gradients.
