@@ -147,7 +147,12 @@ def broadcast_to(x: Tensor, shape) -> Tensor:
 
 
 def expand(x: Tensor, *sizes) -> Tensor:
-    """PyTorch ``x.expand(*sizes)``: ``broadcast_to`` taking sizes as arguments or one sequence."""
+    """PyTorch ``x.expand(*sizes)``: ``broadcast_to`` taking sizes as arguments or one sequence.
+
+    >>> import ggmlgrad as gg
+    >>> gg.expand(gg.ones(3, 1), 3, 4).shape
+    (3, 4)
+    """
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
     return broadcast_to(x, sizes)
@@ -187,7 +192,12 @@ def tile(x: Tensor, reps) -> Tensor:
 
 
 def swapaxes(x: Tensor, axis0: int, axis1: int) -> Tensor:
-    """Swap two dimensions (``Tensor.transpose(dim0, dim1)``); a copy, not a view."""
+    """Swap two dimensions (``Tensor.transpose(dim0, dim1)``); a copy, not a view.
+
+    >>> import ggmlgrad as gg
+    >>> gg.swapaxes(gg.ones(2, 3), 0, 1).shape
+    (3, 2)
+    """
     _check_tensor("transpose", x)
     if x.ndim < 2:
         _dim("transpose", axis0, x.ndim)
@@ -200,7 +210,12 @@ def swapaxes(x: Tensor, axis0: int, axis1: int) -> Tensor:
 
 
 def movedim(x: Tensor, source: int, destination: int) -> Tensor:
-    """Move dimension ``source`` to position ``destination``."""
+    """Move dimension ``source`` to position ``destination``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.movedim(gg.ones(2, 3, 4), 0, -1).shape
+    (3, 4, 2)
+    """
     _check_tensor("movedim", x)
     s, d = _dim("movedim", source, x.ndim), _dim("movedim", destination, x.ndim)
     axes = [i for i in range(x.ndim) if i != s]
@@ -257,7 +272,12 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 
 
 def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
-    """``x`` restricted to ``start:start+length`` along ``dim``."""
+    """``x`` restricted to ``start:start+length`` along ``dim``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.narrow(gg.arange(5.0), 0, 1, 2).tolist()
+    [1.0, 2.0]
+    """
     _check_tensor("narrow", x)
     d = _dim("narrow", dim, x.ndim)
     n = x.shape[d]

@@ -352,8 +352,14 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     return views.permute_view(out, input, tuple(axes))
 
 
-@public(method="swapaxes", function="swapaxes", doc=F.swapaxes.__doc__)
+@public(method="swapaxes", function="swapaxes")
 def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
+    """``input`` with dimensions ``axis0`` and ``axis1`` swapped, a view (torch.swapaxes).
+
+    >>> import ggmlgrad as gg
+    >>> gg.swapaxes(gg.ones(2, 3), 0, 1).shape
+    (3, 2)
+    """
     return transpose(input, axis0, axis1)
 
 
