@@ -17,7 +17,6 @@ from ggmlgrad.ops.decl import PUBLIC, public
 from ggmlgrad.tensor import surfaces
 from ggmlgrad.tensor.conversion import ConversionMethods
 from ggmlgrad.tensor.inplace import InplaceMethods
-from ggmlgrad.tensor.logical import LogicalMethods
 
 # Tensor API that is not an op front end: autograd, memory layout, sizes (written in tensor.py).
 TENSOR_API = {"backward", "detach", "requires_grad_", "retain_grad", "contiguous", "is_contiguous", "stride",
@@ -25,14 +24,10 @@ TENSOR_API = {"backward", "detach", "requires_grad_", "retain_grad", "contiguous
 # Mixins of hand-written Tensor methods that are not op forwards: in-place writes (each a Tensor._write
 # with version/alias/capture checks), host conversions and device/dtype moves.
 NON_OP_MIXINS = (InplaceMethods, ConversionMethods)
-# Still hand-written: the bool/logical methods (&, |, ^, ~, logical_*, isnan, any, all, masked_fill)
-# forward to tensor/bool_ops.py, which another helper (semgaps) is changing this session.
-STILL_HAND_WRITTEN = (LogicalMethods,)
 # gg.* functions that are not op front ends: creation, modes, devices, capture, io, grad modes, interop.
 GG_API_MODULES = ("ggmlgrad.engine", "ggmlgrad.runtime", "ggmlgrad.capture", "ggmlgrad.io", "ggmlgrad.info",
                   "ggmlgrad.tensor.creation", "ggmlgrad.tensor.interop", "ggmlgrad.tensor.grad_mode",
-                  "ggmlgrad.tensor.gradcheck", "ggmlgrad.tensor.tensor:tensor", "ggmlgrad:pending",
-                  "ggmlgrad.tensor.bool_ops")   # bool_ops: STILL_HAND_WRITTEN's functions (semgaps)
+                  "ggmlgrad.tensor.gradcheck", "ggmlgrad.tensor.tensor:tensor", "ggmlgrad:pending")
 
 
 def _generated(fn) -> bool:
@@ -47,11 +42,11 @@ def _declared(kind: str, name: str, fn) -> bool:
 
 def test_every_public_tensor_method_comes_from_a_declaration():
     allowed = set(TENSOR_API)
-    for mixin in NON_OP_MIXINS + STILL_HAND_WRITTEN:
+    for mixin in NON_OP_MIXINS:
         allowed |= set(vars(mixin))
     by_hand = []
     for cls in gg.Tensor.__mro__:
-        if cls in (object, Array) or cls in NON_OP_MIXINS + STILL_HAND_WRITTEN:
+        if cls in (object, Array) or cls in NON_OP_MIXINS:
             continue   # object; Array (the engine's base: shape, dtype, device)
         for name, value in vars(cls).items():
             fn = value.fget if isinstance(value, property) else value
@@ -184,10 +179,9 @@ def test_a_declared_method_that_is_also_written_by_hand_is_an_error(probe):
 
 
 def test_declared_front_ends_have_docstrings_whose_examples_run():
-    indexing = {"getitem", "setitem", "_iter"}   # documented in tensor/shape_methods.py's module docstring
     for p in PUBLIC:
-        if p.fn.__name__ in indexing:
-            continue
+        if p.fn.__module__ == "ggmlgrad.tensor.bool_ops" or p.fn.__name__ in ("getitem", "setitem", "_iter"):
+            continue   # another helper's code this session (indexing: examples in shape_methods' module doc)
         doc = p.fn.__doc__ or ""
         assert ">>>" in doc, f"{p.fn.__module__}.{p.fn.__qualname__}: no example in its docstring"
         runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)

@@ -224,7 +224,6 @@ def movedim(x: Tensor, source: int, destination: int) -> Tensor:
 
 
 # ---------------------------------------------------------------- join / split
-@public(function=("cat", "concat", "concatenate"))
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Concatenate along an existing dimension (any number of tensors).
 
@@ -247,7 +246,10 @@ def _grouped(ts: list, join):
     return join(ts)
 
 
-@public(function="stack")
+concat = cat
+concatenate = cat
+
+
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Join equal-shape tensors along a new dimension ``dim``.
 
@@ -441,3 +443,8 @@ def embedding(weight: Tensor, indices) -> Tensor:
     """
     _check_tensor("embedding", weight)
     return op.embedding(weight, _index_tensor("embedding", indices, weight.device))
+
+
+# cat and stack are declared here, apart from their code (another change touches their bodies).
+public(function=("cat", "concat", "concatenate"))(cat)
+public(function="stack")(stack)

@@ -240,7 +240,8 @@ def reshape(input: Tensor, *shape) -> Tensor:
     >>> gg.arange(6.0).reshape(2, -1).shape
     (2, 3)
     """
-    out = op.reshape(input, shape=_sizes(shape))
+    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape   # _sizes, inline
+    out = op.reshape(input, shape=tuple(shape))
     return views.reshape_view(out, input, out.shape, "reshape", must_view=False)
 
 
@@ -252,7 +253,8 @@ def view(input: Tensor, *shape) -> Tensor:
     >>> gg.arange(6.0).view(3, 2).shape
     (3, 2)
     """
-    out = op.reshape(input, shape=_sizes(shape))
+    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape   # _sizes, inline
+    out = op.reshape(input, shape=tuple(shape))
     return views.reshape_view(out, input, out.shape, "view", must_view=True)
 
 
@@ -264,7 +266,7 @@ def permute(input: Tensor, *axes) -> Tensor:
     >>> gg.ones(2, 3, 4).permute(2, 0, 1).shape
     (4, 2, 3)
     """
-    axes = _sizes(axes)
+    axes = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes   # _sizes, inline
     return views.permute_view(op.permute(input, axes=axes), input, axes)
 
 

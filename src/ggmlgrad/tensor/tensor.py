@@ -18,15 +18,16 @@ from .conversion import ConversionMethods
 from .inplace import InplaceMethods, _check_int_range
 from .inplace import _refuse_while_recording  # noqa: F401  (nn/module.py and optim import it from here)
 from .int_reduce import int_reduce, is_int
-from .logical import LogicalMethods
 from .surfaces import OpMethods
 
 
-class Tensor(InplaceMethods, ConversionMethods, LogicalMethods, OpMethods, Array):
+class Tensor(InplaceMethods, ConversionMethods, OpMethods, Array):
     """An n-d array (at most 4-D) on a ggml device, with autograd. Its op methods (``x.relu()``,
-    ``x.softmax(dim)``, ...) come from the op declarations (:class:`.surfaces.OpMethods`); in-place
-    writes, host conversions and logical methods from the mixins of tensor/inplace.py,
-    tensor/conversion.py and tensor/logical.py (listed first: hand-written methods win).
+    ``x.softmax(dim)``, ...) come from the op declarations (:class:`.surfaces.OpMethods`); its
+    operators and front-end methods (``a + b``, ``x.max(dim)``, ``x.view(...)``, ``x & y``) are
+    installed from their ``public()`` declarations (tensor/tensor.py, functional.py, shape_methods.py,
+    logical.py); in-place writes and host conversions come from the mixins of tensor/inplace.py and
+    tensor/conversion.py.
 
     >>> import ggmlgrad as gg
     >>> x = gg.tensor([[1.0, 2.0]], requires_grad=True)
