@@ -265,3 +265,14 @@ def test_max_min_have_the_three_torch_call_forms_on_every_surface():
         np.testing.assert_array_equal(indices.numpy(), n.argmax(1))
         np.testing.assert_array_equal(call(gg.tensor([6.0, 6.0])).numpy(), np.maximum(n, 6.0))
     assert gg.Tensor.max is gg.max and gg.Tensor.clip is gg.clamp and F.linear is gg.linear
+
+
+def test_surfaces_add_no_wrapper_layer():
+    """The recording hot path (``a + b``, ``x @ w``, ``x.clamp()``) calls the front end itself: a method,
+    operator, gg.* or F entry IS the declared function; only a reflection or a rebound method adds one call."""
+    for p in PUBLIC:
+        direct = [("method", n) for n in p.dunder + (p.method if p.self_at == 0 else ())]
+        direct += [("function", n) for n in p.function] + [("functional", n) for n in p.functional]
+        for kind, name in direct:
+            assert surfaces.INSTALLED[kind, name] is p.fn, (kind, name)
+    assert gg.Tensor.__add__ is gg.add and gg.Tensor.__matmul__ is gg.matmul and gg.Tensor.clamp is gg.clamp

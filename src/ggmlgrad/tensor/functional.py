@@ -13,9 +13,9 @@ import operator as _operator
 from ..engine.dtypes import double, float64, int64, long
 from ..ops import op
 from ..ops.decl import public
-from ..ops.reduce import axis_of as _axis
+from ..ops.reduce import axis_of as _axis, keepdim_of as _keepdim
 from .surfaces import functions
-from .tensor import Tensor, _keepdim, compare, extreme
+from .tensor import Tensor, compare, extreme
 
 __all__ = [
     # torch's wider dtype names: the same dtype objects as float32 / int32 (engine/dtypes.py)

@@ -9,7 +9,6 @@ import numpy as np
 from ..engine import ENGINE, FAILED, PENDING, Array, DType, dtypes, float32, host_array, int32, new_from_host
 from ..ops import op
 from ..ops.decl import public
-from ..ops.reduce import axis_of as _axis, keepdim_of as _keepdim
 from ..ops.registry import REGISTRY
 from ..ops.shapes import check_ndim
 from ..runtime import Device, resolve_device
