@@ -22,10 +22,7 @@ from .tensor.mask_index import argwhere, masked_select, nonzero
 from .tensor.bool_ops import isfinite, isinf, isnan, logical_and, logical_not, logical_or, logical_xor
 from .tensor.creation import (arange, eye, full, full_like, linspace, manual_seed, ones, ones_like, rand, randint,
                               randn, zeros, zeros_like)
-from .tensor.functional import *  # noqa: F401,F403
-from .tensor.functional_shape import *  # noqa: F401,F403
-from .tensor.shape_methods import FUNCTIONAL_VIEWS as _FUNCTIONAL_VIEWS
-globals().update(_FUNCTIONAL_VIEWS)  # gg.squeeze, gg.narrow, gg.split, ...: views, as the methods
+from .tensor.functional import *  # noqa: F401,F403  (the ops' generated function forms, dtype names)
 from .info import info
 from . import data  # noqa: E402  (toolkit: gg.data)
 from .io import save, load  # noqa: E402  (toolkit: gg.save / gg.load)
@@ -39,5 +36,11 @@ def pending(t: Tensor) -> bool:
     """True while ``t``'s node is queued and not computed (graph mode)."""
     return t.is_pending
 
+
+# gg.add, gg.cat, gg.max, gg.squeeze, ...: every front end that declares a "function" name
+# (ops/decl.py: public), installed last so declarations in every layer are in.
+from .tensor.surfaces import install_functions as _install_functions, install_methods as _install_methods  # noqa: E402
+_install_methods(Tensor)
+_install_functions(globals(), "function")
 
 from .engine.dtypes import bool_ as bool  # noqa: E402,A001  (torch's name; last: it shadows the builtin here)

@@ -40,36 +40,31 @@ from ..ops import nn_ops, op
 from ..ops.indexing import check_values
 from ..ops.registry import same_float
 from ..tensor import Tensor, as_tensor, no_grad, tensor
-from ..tensor.surfaces import functional_entries
+from ..ops.decl import public as _public
+from ..tensor.surfaces import functional_entries, install_functions as _install_functions
 from ..distributions.noise import draw_noise
 
-__all__ = [
-    "linear", "dropout", "layer_norm", "embedding", "one_hot", "scaled_dot_product_attention",
-    "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits", "huber_loss", "smooth_l1_loss", "normalize",
-]
+# linear (tensor/functional.py) and relu, tanh, sigmoid, gelu, silu, leaky_relu, softplus, elu, softmax,
+# log_softmax (generated from the op declarations: every op whose declaration exposes "nn.functional",
+# see ops/decl.py); the composites below declare their names with ops/decl.py's public().
+_GENERATED = functional_entries()
+globals().update(_GENERATED)
+__all__ = sorted(_GENERATED)
 
 _REDUCTIONS = ("none", "mean", "sum")
 
 
-# ---------------------------------------------------------------- activations
-def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``input @ weight.T + bias`` (weight is (out_features, in_features))."""
-    return op.linear(input, weight, bias) if bias is not None else op.linear(input, weight)
-
-
-# relu, tanh, sigmoid, gelu, silu, leaky_relu, softplus, elu, softmax, log_softmax: generated from the
-# op declarations (every op whose declaration exposes "nn.functional"; see ops/decl.py)
-_GENERATED = functional_entries()
-globals().update(_GENERATED)
-__all__ += sorted(_GENERATED)
-
-
 # ---------------------------------------------------------------- dropout, normalisation, embedding
+@_public(functional="dropout")
 def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by 1/(1-p); identity when not training.
 
     The mask comes from :func:`ggmlgrad.distributions.noise.draw_noise` (seeded generator), as a tensor.
+
+    >>> import ggmlgrad as gg
+    >>> import ggmlgrad.nn.functional as F
+    >>> F.dropout(gg.ones(3), p=0.5, training=False).tolist()
+    [1.0, 1.0, 1.0]
     """
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: probability must be in [0, 1], got {p!r}")
@@ -81,9 +76,16 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     return input * mask
 
 
+@_public(functional="layer_norm")
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
-    """Normalise over the trailing ``normalized_shape`` axes, then ``* weight + bias``."""
+    """Normalise over the trailing ``normalized_shape`` axes, then ``* weight + bias``.
+
+    >>> import ggmlgrad as gg
+    >>> import ggmlgrad.nn.functional as F
+    >>> [round(v, 3) for v in F.layer_norm(gg.tensor([1.0, 3.0]), 2).tolist()]
+    [-1.0, 1.0]
+    """
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if not ns or tuple(input.shape[len(input.shape) - len(ns):]) != ns:
         raise ValueError(f"layer_norm: normalized_shape {ns} does not match the trailing axes of {input.shape}")
@@ -100,21 +102,41 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
     return y
 
 
+@_public(functional="normalize")
 def normalize(input: Tensor, p: float = 2.0, dim: int = -1, eps: float = 1e-12) -> Tensor:
-    """``x / max(||x||_p, eps)`` along ``dim``."""
+    """``x / max(||x||_p, eps)`` along ``dim``.
+
+    >>> import ggmlgrad as gg
+    >>> import ggmlgrad.nn.functional as F
+    >>> [round(v, 4) for v in F.normalize(gg.tensor([3.0, 4.0]), dim=0).tolist()]
+    [0.6, 0.8]
+    """
     norm = (op.abs(input) ** p).sum(axis=dim, keepdim=True) ** (1.0 / p)
     return input / op.clamp(norm, lo=eps)
 
 
+@_public(functional="embedding")
 def embedding(input: Tensor, weight: Tensor) -> Tensor:
-    """Rows of ``weight`` picked by the int32 ``input`` indices (gradients of repeated rows add up)."""
+    """Rows of ``weight`` picked by the int32 ``input`` indices (gradients of repeated rows add up).
+
+    >>> import ggmlgrad as gg
+    >>> import ggmlgrad.nn.functional as F
+    >>> F.embedding(gg.tensor([2, 0]), gg.eye(3)).tolist()
+    [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+    """
     return op.embedding(weight, _index(input))
 
 
+@_public(functional="one_hot")
 def one_hot(tensor_: Tensor, num_classes: int = -1) -> Tensor:
     """float32 one-hot rows (PyTorch returns int64; here float32, ready for arithmetic).
 
     ``num_classes=-1`` (infer from the data) needs a host read and is refused in graph mode.
+
+    >>> import ggmlgrad as gg
+    >>> import ggmlgrad.nn.functional as F
+    >>> F.one_hot(gg.tensor([0, 2]), 3).tolist()
+    [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
     """
     idx = _index(tensor_)
     if num_classes == -1:
@@ -164,6 +186,7 @@ def _is_binary_mask(mask) -> bool:
     return np.asarray(mask).dtype == np.bool_
 
 
+@_public(functional="scaled_dot_product_attention")
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  training: bool = True) -> Tensor:
@@ -173,6 +196,12 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     tensor added to the scores; broadcast to (batch, heads, L, S). ``is_causal`` masks j > i.
     The forward runs ggml's flash attention for no / boolean masks (float masks: matmul + softmax);
     with ``dropout_p > 0`` the weights are materialised so the dropout mask can be applied.
+
+    >>> import ggmlgrad as gg
+    >>> import ggmlgrad.nn.functional as F
+    >>> q = gg.ones(1, 2, 4)
+    >>> F.scaled_dot_product_attention(q, q, q).shape
+    (1, 2, 4)
     """
     if query.ndim < 2 or query.ndim > 4:
         raise ValueError(f"scaled_dot_product_attention: query must have 2 to 4 dimensions, got {query.shape}")
@@ -227,21 +256,43 @@ def _pair(fn: str, input: Tensor, target) -> tuple[Tensor, Tensor]:
     return input, target
 
 
+@_public(functional="mse_loss")
 def mse_loss(input: Tensor, target, reduction: str = "mean") -> Tensor:
-    """mean((input - target)^2) (or sum / none)."""
+    """mean((input - target)^2) (or sum / none).
+
+    >>> import ggmlgrad as gg
+    >>> import ggmlgrad.nn.functional as F
+    >>> F.mse_loss(gg.tensor([1.0, 3.0]), gg.tensor([0.0, 0.0])).item()
+    5.0
+    """
     _check_reduction("mse_loss", reduction)
     input, target = _pair("mse_loss", input, target)
     return _reduce(op.square(input - target), reduction)
 
 
+@_public(functional="l1_loss")
 def l1_loss(input: Tensor, target, reduction: str = "mean") -> Tensor:
+    """mean(|input - target|) (or sum / none).
+
+    >>> import ggmlgrad as gg
+    >>> import ggmlgrad.nn.functional as F
+    >>> F.l1_loss(gg.tensor([1.0, -3.0]), gg.tensor([0.0, 0.0])).item()
+    2.0
+    """
     _check_reduction("l1_loss", reduction)
     input, target = _pair("l1_loss", input, target)
     return _reduce(op.abs(input - target), reduction)
 
 
+@_public(functional="huber_loss")
 def huber_loss(input: Tensor, target, reduction: str = "mean", delta: float = 1.0) -> Tensor:
-    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); d = input - target."""
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); d = input - target.
+
+    >>> import ggmlgrad as gg
+    >>> import ggmlgrad.nn.functional as F
+    >>> F.huber_loss(gg.tensor([0.5, 3.0]), gg.tensor([0.0, 0.0]), reduction="sum").item()
+    2.625
+    """
     _check_reduction("huber_loss", reduction)
     if not delta > 0:
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
@@ -251,8 +302,15 @@ def huber_loss(input: Tensor, target, reduction: str = "mean", delta: float = 1.
     return _reduce(op.square(m) * 0.5 + (a - m) * delta, reduction)
 
 
+@_public(functional="smooth_l1_loss")
 def smooth_l1_loss(input: Tensor, target, reduction: str = "mean", beta: float = 1.0) -> Tensor:
-    """huber_loss(delta=beta) / beta; plain L1 for beta = 0."""
+    """huber_loss(delta=beta) / beta; plain L1 for beta = 0.
+
+    >>> import ggmlgrad as gg
+    >>> import ggmlgrad.nn.functional as F
+    >>> F.smooth_l1_loss(gg.tensor([0.5, 3.0]), gg.tensor([0.0, 0.0]), reduction="sum", beta=1.0).item()
+    2.625
+    """
     _check_reduction("smooth_l1_loss", reduction)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
@@ -261,9 +319,16 @@ def smooth_l1_loss(input: Tensor, target, reduction: str = "mean", beta: float =
     return huber_loss(input, target, reduction, delta=beta) * (1.0 / beta)
 
 
+@_public(functional="binary_cross_entropy_with_logits")
 def binary_cross_entropy_with_logits(input: Tensor, target, weight: Tensor | None = None,
                                      reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
-    """-[pos_weight * y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))], stable for any |x|."""
+    """-[pos_weight * y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))], stable for any |x|.
+
+    >>> import ggmlgrad as gg
+    >>> import ggmlgrad.nn.functional as F
+    >>> round(F.binary_cross_entropy_with_logits(gg.tensor([0.0]), gg.tensor([1.0])).item(), 4)
+    0.6931
+    """
     _check_reduction("binary_cross_entropy_with_logits", reduction)
     input, target = _pair("binary_cross_entropy_with_logits", input, target)
     args = (input, target) + ((as_tensor(pos_weight, device=input.device),) if pos_weight is not None else ())
@@ -273,6 +338,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target, weight: Tensor | Non
     return _reduce(loss, reduction)
 
 
+@_public(functional="binary_cross_entropy")
 def binary_cross_entropy(input: Tensor, target, weight: Tensor | None = None, reduction: str = "mean") -> Tensor:
     """-[y log p + (1 - y) log(1 - p)] for probabilities p (logs clamped at -100, as PyTorch).
 
@@ -364,6 +430,7 @@ def _class_targets(fn: str, logits: Tensor, target, ignore_index: int):
     return op.one_hot(target, num_classes=logits.shape[-1], ignore_index=ignore_index)
 
 
+@_public(functional="cross_entropy")
 def cross_entropy(input: Tensor, target, weight: Tensor | None = None, ignore_index: int = -100,
                   reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
     """Cross-entropy of logits ``input`` (N, C) / (C,) / (N, C, d...) against class indices or probabilities.
@@ -373,6 +440,11 @@ def cross_entropy(input: Tensor, target, weight: Tensor | None = None, ignore_in
     Float targets of the input's shape are class probabilities. ``label_smoothing`` mixes the target with
     the uniform distribution, as PyTorch. A fused op computes the loss (stable log-softmax inside) and
     its gradient ``softmax(x) * sum(q) - q``.
+
+    >>> import ggmlgrad as gg
+    >>> import ggmlgrad.nn.functional as F
+    >>> round(F.cross_entropy(gg.tensor([[0.0, 0.0]]), gg.tensor([1])).item(), 4)
+    0.6931
     """
     _check_reduction("cross_entropy", reduction)
     if not 0.0 <= label_smoothing <= 1.0:
@@ -423,9 +495,16 @@ def cross_entropy(input: Tensor, target, weight: Tensor | None = None, ignore_in
     return _reduce(op.softmax_cross_entropy(logits, q), reduction)
 
 
+@_public(functional="nll_loss")
 def nll_loss(input: Tensor, target, weight: Tensor | None = None, ignore_index: int = -100,
              reduction: str = "mean") -> Tensor:
-    """-input[i, target[i]] (``input`` holds log-probabilities), with ``ignore_index`` and class weights."""
+    """-input[i, target[i]] (``input`` holds log-probabilities), with ``ignore_index`` and class weights.
+
+    >>> import ggmlgrad as gg
+    >>> import ggmlgrad.nn.functional as F
+    >>> F.nll_loss(gg.tensor([[-1.0, -2.0]]), gg.tensor([1])).item()
+    2.0
+    """
     _check_reduction("nll_loss", reduction)
     if input.ndim == 0:
         raise ValueError("nll_loss: input must have a class dimension")
@@ -449,3 +528,7 @@ def nll_loss(input: Tensor, target, weight: Tensor | None = None, ignore_index: 
 
 
 _ = nn_ops
+
+
+# every declared gg.nn.functional entry (these composites, linear, ...): ops/decl.py's public()
+__all__ += [name for name in _install_functions(globals(), "functional") if name not in __all__]

@@ -132,7 +132,7 @@ _unary("sqrt", lib.sqrt, lambda g, n: op.div(op.scale(g, c=0.5), n.output), save
     example=">>> gg.sqrt(gg.tensor([4.0])).tolist()\n[2.0]"))
 _unary("abs", lib.abs, lambda g, n: op.mul(g, op.sign(n.inputs[0])), expose=decl.expose(
     "abs", *_MATH, doc="|x| elementwise (gradient sign(x): 0 at 0, as torch).",
-    example=">>> gg.abs(gg.tensor([-1.5])).tolist()\n[1.5]"))
+    example=">>> gg.abs(gg.tensor([-1.5])).tolist()\n[1.5]", dunder=("__abs__",)))
 _unary("sign", lib.sgn, lambda g, n: None, expose=decl.expose(
     "sign", *_MATH, doc="-1, 0 or 1 by the sign of x (0 for NaN, as torch); no gradient flows.",
     example=">>> gg.sign(gg.tensor([-3.0, 0.0, 2.0])).tolist()\n[-1.0, 0.0, 1.0]"))

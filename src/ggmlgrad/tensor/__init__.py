@@ -3,6 +3,8 @@ from ..ops.registry import register_dispatch
 from . import tape
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tensor import Tensor, as_tensor, tensor
-from . import shape_methods  # noqa: F401  (attaches indexing/shape methods to Tensor)
+from . import functional, logical, shape_methods  # noqa: F401  (their front ends declare Tensor methods)
+from .surfaces import install_methods
 
 register_dispatch(tape.apply)  # op.NAME(...) in backward rules records through autograd
+install_methods(Tensor)  # operators, arithmetic, shape and view methods (ops/decl.py: public)

@@ -19,14 +19,15 @@ import numpy as np
 
 from ..engine import int32
 from ..ops import op
+from ..ops.decl import public
 from ..ops.shape_ops import MAX_CONCAT_INPUTS
 from ..ops.shapes import int_sizes, numel
 from . import bool_ops
 from .tensor import Tensor, tensor
 
-__all__ = ["cat", "concat", "concatenate", "stack", "split", "chunk", "squeeze", "unsqueeze", "flatten",
-           "broadcast_to", "expand", "narrow", "gather", "index_select", "embedding", "take_along_axis",
-           "swapaxes", "movedim", "slice_scatter", "tile", "unflatten"]
+# The gg.* functions declared here (ops/decl.py: public): cat (concat, concatenate), stack, gather,
+# index_select, take_along_axis, embedding, slice_scatter, tile. squeeze, flatten, split, ... here return
+# copies: the public forms are the views of tensor/shape_methods.py, built on these.
 
 
 # ---------------------------------------------------------------- helpers
@@ -147,7 +148,12 @@ def broadcast_to(x: Tensor, shape) -> Tensor:
 
 
 def expand(x: Tensor, *sizes) -> Tensor:
-    """PyTorch ``x.expand(*sizes)``: ``broadcast_to`` taking sizes as arguments or one sequence."""
+    """PyTorch ``x.expand(*sizes)``: ``broadcast_to`` taking sizes as arguments or one sequence.
+
+    >>> import ggmlgrad as gg
+    >>> gg.expand(gg.ones(3, 1), 3, 4).shape
+    (3, 4)
+    """
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
     return broadcast_to(x, sizes)
@@ -171,6 +177,7 @@ def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
     return op.reshape(x, shape=x.shape[:d] + sizes + x.shape[d + 1:])
 
 
+@public(function="tile")
 def tile(x: Tensor, reps) -> Tensor:
     """NumPy ``tile``: the whole tensor repeated ``reps`` times per dim (``Tensor.repeat`` in PyTorch).
 
@@ -186,7 +193,12 @@ def tile(x: Tensor, reps) -> Tensor:
 
 
 def swapaxes(x: Tensor, axis0: int, axis1: int) -> Tensor:
-    """Swap two dimensions (``Tensor.transpose(dim0, dim1)``); a copy, not a view."""
+    """Swap two dimensions (``Tensor.transpose(dim0, dim1)``); a copy, not a view.
+
+    >>> import ggmlgrad as gg
+    >>> gg.swapaxes(gg.ones(2, 3), 0, 1).shape
+    (3, 2)
+    """
     _check_tensor("transpose", x)
     if x.ndim < 2:
         _dim("transpose", axis0, x.ndim)
@@ -199,7 +211,12 @@ def swapaxes(x: Tensor, axis0: int, axis1: int) -> Tensor:
 
 
 def movedim(x: Tensor, source: int, destination: int) -> Tensor:
-    """Move dimension ``source`` to position ``destination``."""
+    """Move dimension ``source`` to position ``destination``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.movedim(gg.ones(2, 3, 4), 0, -1).shape
+    (3, 4, 2)
+    """
     _check_tensor("movedim", x)
     s, d = _dim("movedim", source, x.ndim), _dim("movedim", destination, x.ndim)
     axes = [i for i in range(x.ndim) if i != s]
@@ -261,7 +278,12 @@ def stack(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -
 
 
 def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
-    """``x`` restricted to ``start:start+length`` along ``dim``."""
+    """``x`` restricted to ``start:start+length`` along ``dim``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.narrow(gg.arange(5.0), 0, 1, 2).tolist()
+    [1.0, 2.0]
+    """
     _check_tensor("narrow", x)
     d = _dim("narrow", dim, x.ndim)
     n = x.shape[d]
@@ -282,6 +304,7 @@ def _slice_axis(x: Tensor, d: int, b: int, e: int) -> Tensor:
     return op.slice(x, start=start, stop=stop, step=(1,) * x.ndim)
 
 
+@public(function="slice_scatter")
 def slice_scatter(x: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None,
                   step: int = 1) -> Tensor:
     """A copy of ``x`` with ``x[..., start:end:step, ...]`` (along ``dim``) replaced by ``src``
@@ -359,6 +382,7 @@ def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 
 
 # ---------------------------------------------------------------- index tensors
+@public(method="index_select", function="index_select")
 def index_select(x: Tensor, dim: int, index) -> Tensor:
     """Entries of ``x`` along ``dim`` at the positions in a 1-D int32 ``index`` (repeats allowed).
 
@@ -373,6 +397,7 @@ def index_select(x: Tensor, dim: int, index) -> Tensor:
     return op.index_select(x, _index_tensor("index_select", index, x.device), axis=dim)
 
 
+@public(method="gather", function="gather")
 def gather(x: Tensor, dim: int, index) -> Tensor:
     """PyTorch gather: ``out[i][j] = x[i][index[i][j]]`` for ``dim=1`` (index int32, same ndim as ``x``;
     along the other dims ``index`` may be smaller than ``x``).
@@ -400,11 +425,18 @@ def gather(x: Tensor, dim: int, index) -> Tensor:
     return op.gather(x, index, axis=d)
 
 
+@public(function="take_along_axis")
 def take_along_axis(x: Tensor, indices, axis: int) -> Tensor:
-    """NumPy ``take_along_axis`` (no broadcasting of ``indices``): ``gather(x, axis, indices)``."""
+    """NumPy ``take_along_axis`` (no broadcasting of ``indices``): ``gather(x, axis, indices)``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.take_along_axis(gg.tensor([[1., 2.], [3., 4.]]), gg.tensor([[1], [0]]), 1).tolist()
+    [[2.0], [3.0]]
+    """
     return gather(x, axis, indices)
 
 
+@public(function="embedding")
 def embedding(weight: Tensor, indices) -> Tensor:
     """Rows of ``weight`` (num_embeddings, dim) for int32 ``indices`` of any shape up to 3-D
     (``torch.embedding`` argument order). Repeated indices accumulate their gradients.
@@ -415,3 +447,8 @@ def embedding(weight: Tensor, indices) -> Tensor:
     """
     _check_tensor("embedding", weight)
     return op.embedding(weight, _index_tensor("embedding", indices, weight.device))
+
+
+# cat and stack are declared here, apart from their code (another change touches their bodies).
+public(function=("cat", "concat", "concatenate"))(cat)
+public(function="stack")(stack)

@@ -1,69 +1,70 @@
-"""Logical and bitwise methods of a Tensor (``&``, ``|``, ``~``, ``isnan``, ``any``, ``masked_fill``)."""
+"""Logical and bitwise front ends of a Tensor (``&``, ``|``, ``~``, ``isnan``, ``any``, ``masked_fill``).
+
+Their code is in tensor/bool_ops.py; each public name is declared here once (ops/decl.py: public),
+and tensor/surfaces.py installs the ``Tensor`` methods and operators and the ``gg.*`` functions.
+
+>>> import ggmlgrad as gg
+>>> (gg.tensor([True, False]) & gg.tensor([True, True])).tolist()
+[True, False]
+"""
 from __future__ import annotations
 
+import operator as _operator
+
+from ..ops.decl import public
 from . import bool_ops
 
+for _name in ("logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf", "isfinite"):
+    public(method=_name, function=_name)(getattr(bool_ops, _name))
+public(dunder="__invert__")(bool_ops.invert)
+public(method="masked_fill")(bool_ops.masked_fill)
 
-class LogicalMethods:
-    """Logical, bitwise and NaN/inf tests on tensors, through tensor/bool_ops.py."""
 
-    __slots__ = ()
+def _declare_bitwise(kind: str, symbol: str) -> None:
+    """``__<kind>__`` and its reflection ``__r<kind>__``: ``bool_ops.bitwise(kind, ...)``."""
+    def bitwise(input, other):
+        return bool_ops.bitwise(kind, input, other)
+    bitwise.__name__ = bitwise.__qualname__ = f"__{kind}__"
+    bitwise.__doc__ = (f"``input {symbol} other``: {bool_ops.bitwise.__doc__}\n\n>>> import ggmlgrad as gg\n"
+                       f">>> (gg.tensor([True, False]) {symbol} True).tolist()\n"
+                       f"{[getattr(_operator, kind if kind == 'xor' else kind + '_')(v, True) for v in (True, False)]}")
+    public(dunder=f"__{kind}__", reflected=f"__r{kind}__")(bitwise)
 
-    # ------------------------------------------------------------- logical / bitwise (tensor/bool_ops.py)
-    def __and__(self, o):
-        return bool_ops.bitwise("and", self, o)
 
-    def __or__(self, o):
-        return bool_ops.bitwise("or", self, o)
+for _kind, _symbol in (("and", "&"), ("or", "|"), ("xor", "^")):
+    _declare_bitwise(_kind, _symbol)
 
-    def __xor__(self, o):
-        return bool_ops.bitwise("xor", self, o)
 
-    def __rand__(self, o):
-        return bool_ops.bitwise("and", o, self)
+@public(method="any")
+def any(input, dim=None, keepdim: bool = False):  # noqa: A001  (torch's name)
+    """True where any element (along ``dim``) is non-zero (bool).
 
-    def __ror__(self, o):
-        return bool_ops.bitwise("or", o, self)
+    >>> import ggmlgrad as gg
+    >>> gg.tensor([[0.0, 2.0], [0.0, 0.0]]).any(1).tolist()
+    [True, False]
+    """
+    return bool_ops.to_bool(input).amax(dim, keepdim) if input.numel_ else bool_ops.empty_reduce(input, dim, False)
 
-    def __rxor__(self, o):
-        return bool_ops.bitwise("xor", o, self)
 
-    def __invert__(self):
-        return bool_ops.invert(self)
+@public(method="all")
+def all(input, dim=None, keepdim: bool = False):  # noqa: A001  (torch's name)
+    """True where every element (along ``dim``) is non-zero (bool).
 
-    def logical_and(self, o):
-        return bool_ops.logical_and(self, o)
+    >>> import ggmlgrad as gg
+    >>> gg.tensor([[1.0, 2.0], [0.0, 1.0]]).all(1).tolist()
+    [True, False]
+    """
+    return bool_ops.to_bool(input).amin(dim, keepdim) if input.numel_ else bool_ops.empty_reduce(input, dim, True)
 
-    def logical_or(self, o):
-        return bool_ops.logical_or(self, o)
 
-    def logical_xor(self, o):
-        return bool_ops.logical_xor(self, o)
+@public(method="masked_fill_")
+def masked_fill_(input, mask, value):
+    """In-place ``masked_fill`` (a write: version bump, reaches views, refused where torch refuses).
 
-    def logical_not(self):
-        return bool_ops.logical_not(self)
-
-    def isnan(self):
-        return bool_ops.isnan(self)
-
-    def isinf(self):
-        return bool_ops.isinf(self)
-
-    def isfinite(self):
-        return bool_ops.isfinite(self)
-
-    def any(self, dim=None, keepdim: bool = False):
-        """True where any element (along ``dim``) is non-zero (bool)."""
-        return bool_ops.to_bool(self).amax(dim, keepdim) if self.numel_ else bool_ops.empty_reduce(self, dim, False)
-
-    def all(self, dim=None, keepdim: bool = False):
-        """True where every element (along ``dim``) is non-zero (bool)."""
-        return bool_ops.to_bool(self).amin(dim, keepdim) if self.numel_ else bool_ops.empty_reduce(self, dim, True)
-
-    def masked_fill(self, mask, value):
-        """``value`` where the bool ``mask`` is True, else this tensor (torch.Tensor.masked_fill)."""
-        return bool_ops.masked_fill(self, mask, value)
-
-    def masked_fill_(self, mask, value):
-        bool_ops.check_mask("masked_fill_", self, mask)
-        return self._write("masked_fill_", lambda: bool_ops.masked_fill(self, mask, value))
+    >>> import ggmlgrad as gg
+    >>> x = gg.tensor([1.0, 2.0])
+    >>> x.masked_fill_(gg.tensor([True, False]), 5.0).tolist()
+    [5.0, 2.0]
+    """
+    bool_ops.check_mask("masked_fill_", input, mask)
+    return input._write("masked_fill_", lambda: bool_ops.masked_fill(input, mask, value))

@@ -24,6 +24,7 @@ import numpy as np
 from ..engine import int32
 from ..ops import op
 from ..ops.shapes import check_ndim
+from ..ops.decl import public
 from . import functional_shape as F
 from .functional_shape import IndexRangeError
 from .grad_mode import is_grad_enabled
@@ -219,210 +220,238 @@ def _iter(x: Tensor):
     return (getitem(x, i) for i in range(x.shape[0]))
 
 
-# ---------------------------------------------------------------- methods
-def squeeze(self: Tensor, dim=None) -> Tensor:
-    return F.squeeze(self, dim)
+# ---------------------------------------------------------------- indexing operators (the code above)
+public(dunder="__getitem__")(getitem)
+public(dunder="__setitem__")(setitem)
+public(dunder="__iter__")(_iter)
 
 
-def unsqueeze(self: Tensor, dim: int) -> Tensor:
-    return F.unsqueeze(self, dim)
+# ---------------------------------------------------------------- views (tensor/views.py)
+# torch returns views (memory shared with the tensor) from these; each is declared once
+# (ops/decl.py: public) and installed as the Tensor method and, where torch has one, the gg function.
+def _sizes(sizes: tuple) -> tuple:
+    """``f(2, 3)`` and ``f((2, 3))`` alike (torch's variadic size arguments)."""
+    return tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else tuple(sizes)
 
 
-def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    return F.flatten(self, start_dim, end_dim)
+@public(method="reshape")
+def reshape(input: Tensor, *shape) -> Tensor:
+    """``input`` with a new shape (one entry may be -1): a view when the layout allows, else a copy.
+
+    >>> import ggmlgrad as gg
+    >>> gg.arange(6.0).reshape(2, -1).shape
+    (2, 3)
+    """
+    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape   # _sizes, inline
+    out = op.reshape(input, shape=tuple(shape))
+    return views.reshape_view(out, input, out.shape, "reshape", must_view=False)
 
 
-def expand(self: Tensor, *sizes) -> Tensor:
-    return F.expand(self, *sizes)
+@public(method="view")
+def view(input: Tensor, *shape) -> Tensor:
+    """``input`` with a new shape, always a view (an error where the layout does not allow one, as torch).
+
+    >>> import ggmlgrad as gg
+    >>> gg.arange(6.0).view(3, 2).shape
+    (3, 2)
+    """
+    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape   # _sizes, inline
+    out = op.reshape(input, shape=tuple(shape))
+    return views.reshape_view(out, input, out.shape, "view", must_view=True)
 
 
-def expand_as(self: Tensor, other: Tensor) -> Tensor:
-    return F.broadcast_to(self, other.shape)
+@public(method="permute")
+def permute(input: Tensor, *axes) -> Tensor:
+    """The dimensions of ``input`` reordered (a view).
+
+    >>> import ggmlgrad as gg
+    >>> gg.ones(2, 3, 4).permute(2, 0, 1).shape
+    (4, 2, 3)
+    """
+    axes = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes   # _sizes, inline
+    return views.permute_view(op.permute(input, axes=axes), input, axes)
 
 
-def broadcast_to(self: Tensor, shape) -> Tensor:
-    return F.broadcast_to(self, shape)
+@public(method="squeeze", function="squeeze", doc=F.squeeze.__doc__)
+def squeeze(input: Tensor, dim=None) -> Tensor:
+    return views.squeeze_view(F.squeeze(input, dim), input)
 
 
-def transpose(self: Tensor, dim0: int, dim1: int) -> Tensor:
-    return F.swapaxes(self, dim0, dim1)
+@public(method="unsqueeze", function="unsqueeze", doc=F.unsqueeze.__doc__)
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    out = F.unsqueeze(input, dim)
+    return views.unsqueeze_view(out, input, dim % out.ndim)
 
 
-def split(self: Tensor, split_size_or_sections, dim: int = 0):
-    return F.split(self, split_size_or_sections, dim)
+@public(method="flatten", function="flatten", doc=F.flatten.__doc__)
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    out = F.flatten(input, start_dim, end_dim)
+    return views.reshape_view(out, input, out.shape, "flatten", False)
 
 
-def chunk(self: Tensor, chunks: int, dim: int = 0):
-    return F.chunk(self, chunks, dim)
+@public(method="unflatten", function="unflatten", doc=F.unflatten.__doc__)
+def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
+    out = F.unflatten(input, dim, sizes)
+    return views.reshape_view(out, input, out.shape, "unflatten", False)
 
 
-def narrow(self: Tensor, dim: int, start: int, length: int) -> Tensor:
-    return F.narrow(self, dim, start, length)
+@public(method="view_as")
+def view_as(input: Tensor, other: Tensor) -> Tensor:
+    """``input.view(other.shape)``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.ones(6).view_as(gg.ones(2, 3)).shape
+    (2, 3)
+    """
+    out = op.reshape(input, shape=other.shape)
+    return views.reshape_view(out, input, out.shape, "view_as", True)
 
 
-def gather(self: Tensor, dim: int, index) -> Tensor:
-    return F.gather(self, dim, index)
+@public(method="reshape_as")
+def reshape_as(input: Tensor, other: Tensor) -> Tensor:
+    """``input.reshape(other.shape)``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.ones(6).reshape_as(gg.ones(3, 2)).shape
+    (3, 2)
+    """
+    out = op.reshape(input, shape=other.shape)
+    return views.reshape_view(out, input, out.shape, "reshape_as", False)
 
 
-def index_select(self: Tensor, dim: int, index) -> Tensor:
-    return F.index_select(self, dim, index)
+@public(method="expand", function="expand", doc=F.expand.__doc__)
+def expand(input: Tensor, *sizes) -> Tensor:
+    return views.expand_view(F.expand(input, *sizes), input)
 
 
-def movedim(self: Tensor, source: int, destination: int) -> Tensor:
-    return F.movedim(self, source, destination)
+@public(method="expand_as")
+def expand_as(input: Tensor, other: Tensor) -> Tensor:
+    """``input.expand(other.shape)`` (a view).
+
+    >>> import ggmlgrad as gg
+    >>> gg.ones(3, 1).expand_as(gg.ones(3, 4)).shape
+    (3, 4)
+    """
+    return views.expand_view(F.broadcast_to(input, other.shape), input)
 
 
-def repeat(self: Tensor, *sizes) -> Tensor:
-    """PyTorch ``repeat``: tile the tensor (at least one count per dimension)."""
-    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
-        sizes = tuple(sizes[0])
-    if len(sizes) < self.ndim:
-        raise ValueError(f"repeat: need at least {self.ndim} repeat counts for shape {self.shape}, got {sizes}")
-    return F.tile(self, sizes)
+@public(method="broadcast_to", function="broadcast_to", doc=F.broadcast_to.__doc__)
+def broadcast_to(input: Tensor, shape) -> Tensor:
+    return views.expand_view(F.broadcast_to(input, shape), input)
 
 
-def unflatten(self: Tensor, dim: int, sizes) -> Tensor:
-    return F.unflatten(self, dim, sizes)
+@public(method="transpose")
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    """``input`` with dimensions ``dim0`` and ``dim1`` swapped (a view; torch.Tensor.transpose).
 
-
-def reshape_as(self: Tensor, other: Tensor) -> Tensor:
-    return op.reshape(self, shape=other.shape)
-
-
-def masked_select(self: Tensor, mask: Tensor) -> Tensor:
-    return mask_index.masked_select(self, mask)
-
-
-def nonzero(self: Tensor, *, as_tuple: bool = False):
-    return mask_index.nonzero(self, as_tuple=as_tuple)
-
-
-def argwhere(self: Tensor) -> Tensor:
-    return mask_index.argwhere(self)
-
-
-for _f in (masked_select, nonzero, argwhere):
-    _f.__doc__ = getattr(mask_index, _f.__name__).__doc__
-
-_METHODS = {
-    "__getitem__": getitem, "__setitem__": setitem, "__iter__": _iter, "squeeze": squeeze, "unsqueeze": unsqueeze,
-    "flatten": flatten, "expand": expand, "expand_as": expand_as, "broadcast_to": broadcast_to,
-    "transpose": transpose, "swapaxes": transpose, "split": split, "chunk": chunk, "narrow": narrow,
-    "gather": gather, "index_select": index_select, "movedim": movedim, "repeat": repeat,
-    "unflatten": unflatten, "reshape_as": reshape_as, "view_as": reshape_as,
-    "masked_select": masked_select, "nonzero": nonzero, "argwhere": argwhere,
-}
-
-def _squeeze_view(self: Tensor, dim=None) -> Tensor:
-    return views.squeeze_view(F.squeeze(self, dim), self)
-
-
-def _unsqueeze_view(self: Tensor, dim: int) -> Tensor:
-    out = F.unsqueeze(self, dim)
-    return views.unsqueeze_view(out, self, dim % out.ndim)
-
-
-def _reshape_like(fn, must_view: bool, name: str):
-    def method(self, *args, **kwargs):
-        out = fn(self, *args, **kwargs)
-        return views.reshape_view(out, self, out.shape, name, must_view)
-    return method
-
-
-def _expand_view(fn):
-    def method(self, *args, **kwargs):
-        return views.expand_view(fn(self, *args, **kwargs), self)
-    return method
-
-
-def _transpose_view(self: Tensor, dim0: int, dim1: int) -> Tensor:
-    out = F.swapaxes(self, dim0, dim1)
-    axes = list(range(self.ndim))
-    if self.ndim >= 2:
-        a, b = dim0 % self.ndim, dim1 % self.ndim
+    >>> import ggmlgrad as gg
+    >>> gg.ones(2, 3, 4).transpose(0, 2).shape
+    (4, 3, 2)
+    """
+    out = F.swapaxes(input, dim0, dim1)
+    axes = list(range(input.ndim))
+    if input.ndim >= 2:
+        a, b = dim0 % input.ndim, dim1 % input.ndim
         axes[a], axes[b] = axes[b], axes[a]
-    return views.permute_view(out, self, tuple(axes))
+    return views.permute_view(out, input, tuple(axes))
 
 
-def t(self: Tensor) -> Tensor:
-    """The transpose of a tensor of at most 2 dims, a view (torch.Tensor.t)."""
-    if self.ndim > 2:
-        raise ValueError(f"t(): expects a tensor with <= 2 dimensions, got shape {self.shape}; use transpose or mT")
-    return _transpose_view(self, 0, self.ndim - 1) if self.ndim == 2 else _transpose_view(self, 0, 0)
+@public(method="swapaxes", function="swapaxes")
+def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
+    """``input`` with dimensions ``axis0`` and ``axis1`` swapped, a view (torch.swapaxes).
+
+    >>> import ggmlgrad as gg
+    >>> gg.swapaxes(gg.ones(2, 3), 0, 1).shape
+    (3, 2)
+    """
+    return transpose(input, axis0, axis1)
 
 
-def _movedim_view(self: Tensor, source: int, destination: int) -> Tensor:
-    out = F.movedim(self, source, destination)
-    s, d = source % self.ndim, destination % self.ndim
-    axes = [i for i in range(self.ndim) if i != s]
+@public(method="t")
+def t(input: Tensor) -> Tensor:
+    """The transpose of a tensor of at most 2 dims, a view (torch.Tensor.t).
+
+    >>> import ggmlgrad as gg
+    >>> gg.ones(2, 3).t().shape
+    (3, 2)
+    """
+    if input.ndim > 2:
+        raise ValueError(f"t(): expects a tensor with <= 2 dimensions, got shape {input.shape}; use transpose or mT")
+    return transpose(input, 0, input.ndim - 1) if input.ndim == 2 else transpose(input, 0, 0)
+
+
+@public(method="movedim", function="movedim", doc=F.movedim.__doc__)
+def movedim(input: Tensor, source: int, destination: int) -> Tensor:
+    out = F.movedim(input, source, destination)
+    s, d = source % input.ndim, destination % input.ndim
+    axes = [i for i in range(input.ndim) if i != s]
     axes.insert(d, s)
-    return views.permute_view(out, self, tuple(axes))
+    return views.permute_view(out, input, tuple(axes))
 
 
-def _split_view(self: Tensor, split_size_or_sections, dim: int = 0):
-    return views.axis_slice_views(split(self, split_size_or_sections, dim), self, dim % self.ndim, True)
+@public(method="split", function="split", doc=F.split.__doc__)
+def split(input: Tensor, split_size_or_sections, dim: int = 0):
+    return views.axis_slice_views(F.split(input, split_size_or_sections, dim), input, dim % input.ndim, True)
 
 
-def _chunk_view(self: Tensor, chunks: int, dim: int = 0):
-    return views.axis_slice_views(chunk(self, chunks, dim), self, dim % self.ndim, True)
+@public(method="chunk", function="chunk", doc=F.chunk.__doc__)
+def chunk(input: Tensor, chunks: int, dim: int = 0):
+    return views.axis_slice_views(F.chunk(input, chunks, dim), input, dim % input.ndim, True)
 
 
-def _narrow_view(self: Tensor, dim: int, start: int, length: int) -> Tensor:
-    out = narrow(self, dim, start, length)
-    d = dim % self.ndim
-    views.axis_slice_views((out,), self, d, False, first=start + self.shape[d] if start < 0 else start)
+@public(method="narrow", function="narrow", doc=F.narrow.__doc__)
+def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
+    out = F.narrow(input, dim, start, length)
+    d = dim % input.ndim
+    views.axis_slice_views((out,), input, d, False, first=start + input.shape[d] if start < 0 else start)
     return out
 
 
-def unbind(self: Tensor, dim: int = 0) -> tuple:
-    """The slices along ``dim``, each a view of ``self`` (torch.Tensor.unbind)."""
-    d = F._dim("unbind", dim, self.ndim)
+@public(method="unbind", function="unbind")
+def unbind(input: Tensor, dim: int = 0) -> tuple:
+    """The slices along ``dim``, each a view of ``input`` (torch.unbind).
+
+    >>> import ggmlgrad as gg
+    >>> [p.tolist() for p in gg.tensor([[1.0, 2.0], [3.0, 4.0]]).unbind(1)]
+    [[1.0, 3.0], [2.0, 4.0]]
+    """
+    d = F._dim("unbind", dim, input.ndim)
     pieces = []
-    for i in range(self.shape[d]):
+    for i in range(input.shape[d]):
         key = (slice(None),) * d + (i,)
-        start, stop, step, out_shape, _, _ = _parse(self, key)
-        out = op.slice(self, start=start, stop=stop, step=step, shape=tuple(out_shape))
-        views.index_view(out, self, key, start, stop, step, multi=True)
+        start, stop, step, out_shape, _, _ = _parse(input, key)
+        out = op.slice(input, start=start, stop=stop, step=step, shape=tuple(out_shape))
+        views.index_view(out, input, key, start, stop, step, multi=True)
         pieces.append(out)
     return tuple(pieces)
 
 
-def select(self: Tensor, dim: int, index: int) -> Tensor:
-    """``self`` indexed by ``index`` along ``dim``: a view (torch.Tensor.select)."""
-    d = F._dim("select", dim, self.ndim)
-    return getitem(self, (slice(None),) * d + (index,))
+@public(method="select", function="select")
+def select(input: Tensor, dim: int, index: int) -> Tensor:
+    """``input`` indexed by ``index`` along ``dim``: a view (torch.select).
+
+    >>> import ggmlgrad as gg
+    >>> gg.tensor([[1.0, 2.0], [3.0, 4.0]]).select(1, 0).tolist()
+    [1.0, 3.0]
+    """
+    d = F._dim("select", dim, input.ndim)
+    return getitem(input, (slice(None),) * d + (index,))
 
 
-# torch returns views (memory shared with the tensor) from these (tensor/views.py).
-_VIEW_METHODS = {
-    "squeeze": _squeeze_view, "unsqueeze": _unsqueeze_view,
-    "flatten": _reshape_like(flatten, False, "flatten"), "unflatten": _reshape_like(unflatten, False, "unflatten"),
-    "view_as": _reshape_like(reshape_as, True, "view_as"), "reshape_as": _reshape_like(reshape_as, False, "reshape_as"),
-    "expand": _expand_view(expand), "expand_as": _expand_view(expand_as), "broadcast_to": _expand_view(broadcast_to),
-    "transpose": _transpose_view, "swapaxes": _transpose_view, "movedim": _movedim_view,
-    "split": _split_view, "chunk": _chunk_view, "narrow": _narrow_view,
-    "unbind": unbind, "select": select, "t": t,
-}
-for _name, _fn in _VIEW_METHODS.items():
-    _fn.__name__ = _fn.__qualname__ = _name
-    _fn.__doc__ = _fn.__doc__ or getattr(F, _name, _METHODS.get(_name)).__doc__
-    _METHODS[_name] = _fn
+@public(method="repeat")
+def repeat(input: Tensor, *sizes) -> Tensor:
+    """PyTorch ``repeat``: tile the tensor (at least one count per dimension); a copy.
+
+    >>> import ggmlgrad as gg
+    >>> gg.tensor([1.0, 2.0]).repeat(2).tolist()
+    [1.0, 2.0, 1.0, 2.0]
+    """
+    sizes = _sizes(sizes)
+    if len(sizes) < input.ndim:
+        raise ValueError(f"repeat: need at least {input.ndim} repeat counts for shape {input.shape}, got {sizes}")
+    return F.tile(input, sizes)
 
 
-def _swapaxes_view(x: Tensor, axis0: int, axis1: int) -> Tensor:
-    return _transpose_view(x, axis0, axis1)
-
-
-_swapaxes_view.__doc__ = F.swapaxes.__doc__
-
-# gg.squeeze(x, ...) and friends return the same views as the methods (torch.squeeze etc. are views);
-# ggmlgrad/__init__.py exports these over functional_shape's copies.
-FUNCTIONAL_VIEWS = {name: _VIEW_METHODS[name] for name in (
-    "squeeze", "unsqueeze", "flatten", "unflatten", "narrow", "split", "chunk", "movedim", "broadcast_to",
-    "expand", "unbind", "select")}
-FUNCTIONAL_VIEWS["swapaxes"] = _swapaxes_view
-
-for _name, _fn in _METHODS.items():
-    # Never replace a method the Tensor class defines itself (its owner decides those).
-    if _name not in Tensor.__dict__:
-        setattr(Tensor, _name, _fn)
+# data-dependent shapes: the mask is read on the host (tensor/mask_index.py)
+for _name in ("masked_select", "nonzero", "argwhere"):
+    public(method=_name, function=_name)(getattr(mask_index, _name))

@@ -11,6 +11,14 @@ layer's ``apply`` directly: ``x.relu()`` costs one call less than a hand-written
 went through ``op.relu``. Adding an op with an ``expose`` to any ``ops/*.py`` file is all it
 takes to get its surfaces.
 
+Front ends that dispatch over several ops (``add``: scalar, int32 and bool paths; ``max``: three
+call forms; the view-returning shape methods; losses) are declared once with
+:func:`..ops.decl.public`; :func:`install` puts each on ``Tensor`` (methods and operators),
+``gg`` and ``gg.nn.functional`` under its declared names: the function itself (no wrapper), or
+for a reflected operator one generated call (``__radd__(self, other)`` → ``add(other, self)``).
+:data:`INSTALLED` records every surface installed, so a test can check that no public name is
+written by hand.
+
 >>> import ggmlgrad as gg
 >>> import inspect
 >>> str(inspect.signature(gg.Tensor.softplus))
@@ -24,7 +32,7 @@ import os
 from typing import Callable
 
 from ..engine import int32
-from ..ops.decl import FIRST_ARG, public_parameters
+from ..ops.decl import FIRST_ARG, PUBLIC, Public, public_parameters
 from ..ops.registry import REGISTRY, OpDef
 from .int_reduce import int_reduce
 from .tape import apply
@@ -100,13 +108,20 @@ def surfaces(kind: str) -> dict[str, Callable]:
     out: dict[str, Callable] = {}
     owner: dict[str, str] = {}
     for opdef in REGISTRY.values():
-        name = opdef.expose.names().get(kind) if opdef.expose is not None else None
-        if name is None:
-            continue
-        if name in out:
-            raise RuntimeError(f"ops {owner[name]!r} and {opdef.name!r} both expose {kind} {name!r}")
-        out[name], owner[name] = make_surface(opdef, kind, name), opdef.name
+        for name in _op_names(opdef, kind):
+            if name in out:
+                raise RuntimeError(f"ops {owner[name]!r} and {opdef.name!r} both expose {kind} {name!r}")
+            out[name], owner[name] = make_surface(opdef, kind, name), opdef.name
     return out
+
+
+def _op_names(opdef: OpDef, kind: str) -> tuple[str, ...]:
+    """The names ``opdef`` is exposed under on ``kind`` (a method's operator aliases included)."""
+    e = opdef.expose
+    if e is None:
+        return ()
+    name = e.names().get(kind)
+    return ((name,) if name else ()) + (e.dunder if kind == "method" else ())
 
 
 def _op_methods() -> type:
@@ -128,3 +143,81 @@ def functions() -> dict[str, Callable]:
 def functional_entries() -> dict[str, Callable]:
     """The generated ``gg.nn.functional`` entries."""
     return surfaces("functional")
+
+
+# ---------------------------------------------------------------------- public front ends (ops/decl.py: public)
+#: (kind, name) → the installed surface, kind "method" (Tensor methods and operators), "function"
+#: (gg.*) or "functional" (gg.nn.functional); every one comes from a declaration.
+INSTALLED: dict[tuple[str, str], Callable] = {}
+
+
+def rebound_method(fn: Callable, name: str, self_at: int) -> Callable:
+    """``name(self, <fn's other parameters>)`` calling ``fn`` with self as its parameter number
+    ``self_at`` (``__radd__(self, input)`` → ``add(input, self)``; ``where(self, condition, other)``
+    → ``where(condition, self, other)``): one generated call, signature spelled out."""
+    params = list(inspect.signature(fn).parameters.values())
+    if self_at >= len(params) or params[self_at].kind not in (params[self_at].POSITIONAL_ONLY,
+                                                              params[self_at].POSITIONAL_OR_KEYWORD):
+        raise ValueError(f"{name}: parameter {self_at} of {fn.__qualname__} cannot be self")
+    rest = params[:self_at] + params[self_at + 1:]
+    sig, _, defaults = _signature_source(rest)
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    positional[self_at] = "self"
+    call = positional + [f"{p.name}={p.name}" for p in params if p.kind is p.KEYWORD_ONLY]
+    source = f"def {name}(self{sig}):\n    return _fn({', '.join(call)})\n"
+    method = compile_function(source, name, {"_fn": fn, **defaults}, f"surface method {name}")
+    method.__doc__ = fn.__doc__
+    method.__module__ = _MODULES["method"]
+    method.__qualname__ = "Tensor." + name
+    return method
+
+
+def public_surfaces(kind: str) -> dict[str, Callable]:
+    """name → surface for ``kind`` ("method", "function" or "functional") over every :func:`public`
+    declaration made so far; a name declared twice (or also exposed by an op) raises."""
+    out: dict[str, Callable] = {}
+    registry = {name for o in REGISTRY.values() for name in _op_names(o, kind)}
+    for p in PUBLIC:
+        for name, fn in _surfaces_of(p, kind):
+            if name in out or name in registry:
+                raise RuntimeError(f"{kind} {name!r} is declared twice (ops/decl.py: one declaration per name)")
+            out[name] = fn
+    return out
+
+
+def _surfaces_of(p: Public, kind: str) -> list[tuple[str, Callable]]:
+    if kind != "method":
+        return [(name, p.fn) for name in getattr(p, kind)]
+    direct = p.method + p.dunder if p.self_at == 0 else p.dunder
+    bound = [(name, rebound_method(p.fn, name, p.self_at)) for name in (p.method if p.self_at else ())]
+    return [(name, p.fn) for name in direct] + bound + [(name, rebound_method(p.fn, name, 1)) for name in p.reflected]
+
+
+def install_methods(cls: type) -> None:
+    """Put every declared Tensor method and operator on ``cls`` (again: only those not yet there).
+    A name that ``cls`` or a mixin already defines by hand is an error: it would be two declarations."""
+    for name, fn in public_surfaces("method").items():
+        if INSTALLED.get(("method", name)) is not None:
+            continue
+        owner = next((c for c in cls.__mro__ if name in c.__dict__ and c is not object), None)
+        if owner is not None:
+            raise RuntimeError(f"Tensor.{name} is declared with ops/decl.py's public() and also written "
+                               f"in {owner.__qualname__}")
+        setattr(cls, name, fn)
+        INSTALLED["method", name] = fn
+
+
+def install_functions(namespace: dict, kind: str) -> list[str]:
+    """Put every declared ``kind`` ("function" or "functional") surface into ``namespace`` (a module's
+    globals); returns the names (for ``__all__``). A name the module already binds to something else
+    is an error (a hand-written entry under a declared name)."""
+    names = []
+    for name, fn in public_surfaces(kind).items():
+        current = namespace.get(name, fn)
+        if current is not fn and INSTALLED.get((kind, name)) is not current:
+            raise RuntimeError(f"{kind} {name!r} is declared with ops/decl.py's public() and also bound "
+                               f"by hand to {getattr(current, '__qualname__', current)!r}")
+        namespace[name] = fn
+        INSTALLED[kind, name] = fn
+        names.append(name)
+    return names

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..engine import ENGINE, FAILED, PENDING, Array, DType, dtypes, float32, host_array, int32, new_from_host
 from ..ops import op
-from ..ops.reduce import axis_of as _axis, keepdim_of as _keepdim
+from ..ops.decl import public
 from ..ops.registry import REGISTRY
 from ..ops.shapes import check_ndim
 from ..runtime import Device, resolve_device
@@ -17,15 +17,16 @@ from .conversion import ConversionMethods
 from .inplace import InplaceMethods, _check_int_range
 from .inplace import _refuse_while_recording  # noqa: F401  (nn/module.py and optim import it from here)
 from .int_reduce import int_reduce, is_int
-from .logical import LogicalMethods
 from .surfaces import OpMethods
 
 
-class Tensor(InplaceMethods, ConversionMethods, LogicalMethods, OpMethods, Array):
+class Tensor(InplaceMethods, ConversionMethods, OpMethods, Array):
     """An n-d array (at most 4-D) on a ggml device, with autograd. Its op methods (``x.relu()``,
-    ``x.softmax(dim)``, ...) come from the op declarations (:class:`.surfaces.OpMethods`); in-place
-    writes, host conversions and logical methods from the mixins of tensor/inplace.py,
-    tensor/conversion.py and tensor/logical.py (listed first: hand-written methods win).
+    ``x.softmax(dim)``, ...) come from the op declarations (:class:`.surfaces.OpMethods`); its
+    operators and front-end methods (``a + b``, ``x.max(dim)``, ``x.view(...)``, ``x & y``) are
+    installed from their ``public()`` declarations (tensor/tensor.py, functional.py, shape_methods.py,
+    logical.py); in-place writes and host conversions come from the mixins of tensor/inplace.py and
+    tensor/conversion.py.
 
     >>> import ggmlgrad as gg
     >>> x = gg.tensor([[1.0, 2.0]], requires_grad=True)
@@ -156,137 +157,9 @@ class Tensor(InplaceMethods, ConversionMethods, LogicalMethods, OpMethods, Array
         """Address of the first element (a view: inside its base's memory, as in torch)."""
         return views.data_ptr(self)
 
-    # ------------------------------------------------------------- operators
-    def __add__(self, o):
-        return add(self, o)
-
-    def __radd__(self, o):
-        return add(o, self)
-
-    def __sub__(self, o):
-        return sub(self, o)
-
-    def __rsub__(self, o):
-        return sub(o, self)
-
-    def __mul__(self, o):
-        return mul(self, o)
-
-    def __rmul__(self, o):
-        return mul(o, self)
-
-    def __truediv__(self, o):
-        return div(self, o)
-
-    def __rtruediv__(self, o):
-        return div(o, self)
-
-    def __matmul__(self, o):
-        return op.matmul(self, as_tensor(o, device=self.device))
-
-    def __rmatmul__(self, o):
-        return op.matmul(as_tensor(o, device=self.device), self)
-
-    def __pow__(self, o):
-        return pow(self, o)
-
-    def __rpow__(self, o):
-        return pow(o, self)
-
-    def __floordiv__(self, o):
-        return floor_divide(self, o)
-
-    def __rfloordiv__(self, o):
-        return floor_divide(o, self)
-
-    def __mod__(self, o):
-        return remainder(self, o)
-
-    def __rmod__(self, o):
-        return remainder(o, self)
-
-    def __neg__(self):
-        if self.dtype.is_bool:
-            return bool_ops.negate(self)
-        if self.dtype is int32:
-            return mul(self, -1)
-        return op.neg(self)
-
-    def __pos__(self):
-        return self
-
-    def __abs__(self):
-        return op.abs(self)
-
+    # Operators, arithmetic, comparisons, clamp, max/min, where, reshape/view/permute and the other
+    # op front ends are installed from their declarations (ops/decl.py: public; tensor/surfaces.py).
     __hash__ = object.__hash__
-
-    # ------------------------------------------------------------- methods
-    def reshape(self, *shape):
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        out = op.reshape(self, shape=tuple(shape))
-        return views.reshape_view(out, self, out.shape, "reshape", must_view=False)
-
-    def view(self, *shape):
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        out = op.reshape(self, shape=tuple(shape))
-        return views.reshape_view(out, self, out.shape, "view", must_view=True)
-
-    def permute(self, *axes):
-        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
-        return views.permute_view(op.permute(self, axes=tuple(axes)), self, tuple(axes))
-
-    def pow(self, exponent):
-        return pow(self, exponent)
-
-    # ------------------------------------------------------------- comparisons (bool results, no grad)
-    def __lt__(self, o):
-        return compare(self, o, "lt")
-
-    def __le__(self, o):
-        return compare(self, o, "le")
-
-    def __gt__(self, o):
-        return compare(self, o, "gt")
-
-    def __ge__(self, o):
-        return compare(self, o, "ge")
-
-    def __eq__(self, o):  # type: ignore[override]
-        return compare(self, o, "eq")
-
-    def __ne__(self, o):  # type: ignore[override]
-        return compare(self, o, "ne")
-
-    lt, le, gt, ge, eq, ne = __lt__, __le__, __gt__, __ge__, __eq__, __ne__
-
-    # ------------------------------------------------------------- math (function forms in functional.py)
-    def clamp(self, min=None, max=None):  # noqa: A002  (torch names)
-        """Limit to [min, max]; either side optional; bounds may be numbers or tensors."""
-        return clamp(self, min, max)
-
-    clip = clamp
-
-    def maximum(self, other):
-        return binary_extreme(self, other, "maximum")
-
-    def minimum(self, other):
-        return binary_extreme(self, other, "minimum")
-
-    def where(self, condition, other):
-        """``self`` where ``condition`` is non-zero, else ``other`` (torch.Tensor.where)."""
-        return where(condition, self, other)
-
-    def max(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
-        """torch semantics: ``t.max()`` the largest value; ``t.max(dim)`` a (values, indices) pair;
-        ``t.max(other)`` elementwise maximum. For values over several axes use ``amax``."""
-        return extreme(self, _axis(axis, dim), _keepdim(keepdim, keepdims), "max")
-
-    def min(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
-        return extreme(self, _axis(axis, dim), _keepdim(keepdim, keepdims), "min")
-
-    def std(self, dim=None, *, correction=None, keepdim: bool = False, unbiased=None, axis=None, keepdims=None):
-        return op.sqrt(self.var(dim, correction=correction, keepdim=_keepdim(keepdim, keepdims),
-                                unbiased=unbiased, axis=axis))
 
 
 # ---------------------------------------------------------------------- conversion helpers
@@ -364,71 +237,100 @@ def _integer_arithmetic(name: str, closed: bool):
     def deco(float_fn):
         opdef = REGISTRY.get(name)
 
-        def fn(a, b):
+        def fn(input, other):
             # The common case first (two float32 tensors): straight to the op.
-            if (opdef is not None and isinstance(a, Tensor) and isinstance(b, Tensor)
-                    and a.dtype is float32 and b.dtype is float32):
-                return tape.apply(opdef, (a, b), {})
-            if (isinstance(a, Tensor) and a.dtype.is_bool) or (isinstance(b, Tensor) and b.dtype.is_bool):
-                return bool_ops.arithmetic(name, a, b, fn)   # torch's bool promotion (tensor/bool_ops.py)
-            a_int = isinstance(a, Tensor) and a.dtype is int32
-            b_int = isinstance(b, Tensor) and b.dtype is int32
+            if (opdef is not None and isinstance(input, Tensor) and isinstance(other, Tensor)
+                    and input.dtype is float32 and other.dtype is float32):
+                return tape.apply(opdef, (input, other), {})
+            if ((isinstance(input, Tensor) and input.dtype.is_bool)
+                    or (isinstance(other, Tensor) and other.dtype.is_bool)):
+                return bool_ops.arithmetic(name, input, other, fn)   # torch's bool promotion (tensor/bool_ops.py)
+            a_int = isinstance(input, Tensor) and input.dtype is int32
+            b_int = isinstance(other, Tensor) and other.dtype is int32
             if not (a_int or b_int):
-                return float_fn(a, b)
+                return float_fn(input, other)
             both_int = all((isinstance(x, Tensor) and x.dtype is int32)
-                           or (isinstance(x, numbers.Integral) and not isinstance(x, bool)) for x in (a, b))
-            r = float_fn(op.cast(a, dtype=float32) if a_int else a, op.cast(b, dtype=float32) if b_int else b)
+                           or (isinstance(x, numbers.Integral) and not isinstance(x, bool)) for x in (input, other))
+            r = float_fn(op.cast(input, dtype=float32) if a_int else input,
+                         op.cast(other, dtype=float32) if b_int else other)
             return op.cast(r, dtype=int32) if closed and both_int else r
         fn.__name__, fn.__doc__ = float_fn.__name__, float_fn.__doc__
         return fn
     return deco
 
 
+@public(function="add", dunder="__add__", reflected="__radd__")
 @_integer_arithmetic("add", closed=True)
-def add(a, b) -> Tensor:
-    """a + b with NumPy broadcasting; Python scalars become op parameters (no upload)."""
-    if isinstance(a, Tensor) and _scalar(b):
-        return op.add_scalar(a, c=float(b))
-    if isinstance(b, Tensor) and _scalar(a):
-        return op.add_scalar(b, c=float(a))
-    a, b = _pair(a, b)
+def add(input, other) -> Tensor:
+    """``input + other`` with NumPy broadcasting; Python scalars become op parameters (no upload).
+
+    >>> import ggmlgrad as gg
+    >>> gg.add(gg.tensor([1.0, 2.0]), 0.5).tolist()
+    [1.5, 2.5]
+    """
+    if isinstance(input, Tensor) and _scalar(other):
+        return op.add_scalar(input, c=float(other))
+    if isinstance(other, Tensor) and _scalar(input):
+        return op.add_scalar(other, c=float(input))
+    a, b = _pair(input, other)
     return op.add(a, b)
 
 
+@public(function="sub", dunder="__sub__", reflected="__rsub__")
 @_integer_arithmetic("sub", closed=True)
-def sub(a, b) -> Tensor:
-    if isinstance(a, Tensor) and _scalar(b):
-        return op.add_scalar(a, c=-float(b))
-    if isinstance(b, Tensor) and _scalar(a):
-        return op.add_scalar(op.neg(b), c=float(a))
-    a, b = _pair(a, b)
+def sub(input, other) -> Tensor:
+    """``input - other`` with NumPy broadcasting (int32 stays int32, as in torch).
+
+    >>> import ggmlgrad as gg
+    >>> gg.sub(1.0, gg.tensor([1.0, 3.0])).tolist()
+    [0.0, -2.0]
+    """
+    if isinstance(input, Tensor) and _scalar(other):
+        return op.add_scalar(input, c=-float(other))
+    if isinstance(other, Tensor) and _scalar(input):
+        return op.add_scalar(op.neg(other), c=float(input))
+    a, b = _pair(input, other)
     return op.sub(a, b)
 
 
+@public(function="mul", dunder="__mul__", reflected="__rmul__")
 @_integer_arithmetic("mul", closed=True)
-def mul(a, b) -> Tensor:
-    if isinstance(a, Tensor) and _scalar(b):
-        return op.scale(a, c=float(b))
-    if isinstance(b, Tensor) and _scalar(a):
-        return op.scale(b, c=float(a))
-    a, b = _pair(a, b)
+def mul(input, other) -> Tensor:
+    """``input * other`` with NumPy broadcasting.
+
+    >>> import ggmlgrad as gg
+    >>> gg.mul(gg.tensor([1.0, 2.0]), gg.tensor([3.0])).tolist()
+    [3.0, 6.0]
+    """
+    if isinstance(input, Tensor) and _scalar(other):
+        return op.scale(input, c=float(other))
+    if isinstance(other, Tensor) and _scalar(input):
+        return op.scale(other, c=float(input))
+    a, b = _pair(input, other)
     return op.mul(a, b)
 
 
 _RECIPROCAL_OVERFLOWS = 1.0 / float(np.finfo(np.float32).max)   # |c| below this: 1/c is inf in float32
 
 
+@public(function="div", dunder="__truediv__", reflected="__rtruediv__")
 @_integer_arithmetic("div", closed=False)
-def div(a, b) -> Tensor:
-    if isinstance(a, Tensor) and _scalar(b):
-        fb = float(b)
+def div(input, other) -> Tensor:
+    """``input / other`` (true division: int32 operands give float32, as in torch).
+
+    >>> import ggmlgrad as gg
+    >>> gg.div(gg.tensor([1, 3]), 2).tolist()
+    [0.5, 1.5]
+    """
+    if isinstance(input, Tensor) and _scalar(other):
+        fb = float(other)
         if 0 < abs(fb) < _RECIPROCAL_OVERFLOWS:
             # 1/c overflows float32 for a subnormal c: scale by 1/(c 2**64), then by 2**64
-            return op.scale(op.scale(a, c=1.0 / (fb * 2.0 ** 64)), c=2.0 ** 64)
-        return op.scale(a, c=1.0 / fb if fb != 0 else np.copysign(np.inf, fb))
-    if isinstance(b, Tensor) and _scalar(a):
-        return op.rdiv_scalar(b, c=float(a))
-    a, b = _pair(a, b)
+            return op.scale(op.scale(input, c=1.0 / (fb * 2.0 ** 64)), c=2.0 ** 64)
+        return op.scale(input, c=1.0 / fb if fb != 0 else np.copysign(np.inf, fb))
+    if isinstance(other, Tensor) and _scalar(input):
+        return op.rdiv_scalar(other, c=float(input))
+    a, b = _pair(input, other)
     return op.div(a, b)
 
 
@@ -442,24 +344,88 @@ def _pow(a, b) -> Tensor:
     return op.pow(a, b)
 
 
+@public(function="floor_divide", dunder="__floordiv__", reflected="__rfloordiv__")
 @_integer_arithmetic("floor_divide", closed=True)
-def floor_divide(a, b) -> Tensor:
-    """``a // b`` rounded toward -inf (Python's and torch's rule)."""
-    return op.floor(div(a, b))
+def floor_divide(input, other) -> Tensor:
+    """``input // other`` rounded toward -inf (Python's and torch's rule).
+
+    >>> import ggmlgrad as gg
+    >>> gg.floor_divide(gg.tensor([-7, 7]), 2).tolist()
+    [-4, 3]
+    """
+    return op.floor(div(input, other))
 
 
+@public(function="remainder", dunder="__mod__", reflected="__rmod__")
 @_integer_arithmetic("remainder", closed=True)
-def remainder(a, b) -> Tensor:
-    """``a % b`` with the sign of ``b`` (Python's and torch's rule)."""
-    return sub(a, mul(op.floor(div(a, b)), b))
+def remainder(input, other) -> Tensor:
+    """``input % other`` with the sign of ``other`` (Python's and torch's rule).
+
+    >>> import ggmlgrad as gg
+    >>> gg.remainder(gg.tensor([-7, 7]), 3).tolist()
+    [2, 1]
+    """
+    return sub(input, mul(op.floor(div(input, other)), other))
 
 
-def pow(a, b) -> Tensor:
-    """``a ** b`` with broadcasting; an int32 base takes no negative integer exponent (torch)."""
-    if (isinstance(a, Tensor) and a.dtype is int32 and isinstance(b, (int, np.integer))
-            and not isinstance(b, bool) and b < 0):
+@public(method="pow", function="pow", dunder="__pow__", reflected="__rpow__")
+def pow(input, exponent) -> Tensor:
+    """``input ** exponent`` with broadcasting; an int32 base takes no negative integer exponent (torch).
+
+    >>> import ggmlgrad as gg
+    >>> gg.pow(gg.tensor([2.0, 3.0]), 2).tolist()
+    [4.0, 9.0]
+    """
+    if (isinstance(input, Tensor) and input.dtype is int32 and isinstance(exponent, (int, np.integer))
+            and not isinstance(exponent, bool) and exponent < 0):
         raise RuntimeError("pow: integers to negative integer powers are not allowed")
-    return _pow(a, b)
+    return _pow(input, exponent)
+
+
+_MATMUL = REGISTRY["matmul"]
+
+
+@public(function="matmul", dunder="__matmul__", reflected="__rmatmul__")
+def matmul(input, other) -> Tensor:
+    """NumPy ``@`` semantics: 1-D, 2-D and batched with broadcast batch dims; a non-tensor operand
+    (array, list) is uploaded on the tensor operand's device.
+
+    >>> import ggmlgrad as gg
+    >>> gg.matmul(gg.ones(2, 3), gg.ones(3)).tolist()
+    [3.0, 3.0]
+    """
+    if not isinstance(input, Tensor):
+        input = as_tensor(input, device=other.device if isinstance(other, Tensor) else None)
+    if not isinstance(other, Tensor):
+        other = as_tensor(other, device=input.device)
+    return tape.apply(_MATMUL, (input, other), {})
+
+
+@public(dunder="__neg__")
+def negative(input: Tensor) -> Tensor:
+    """``-input``: int32 stays int32 and a bool tensor raises, as in torch (``x.neg()`` is the op).
+
+    >>> import ggmlgrad as gg
+    >>> (-gg.tensor([1, -2])).tolist()
+    [-1, 2]
+    """
+    if input.dtype.is_bool:
+        return bool_ops.negate(input)
+    if input.dtype is int32:
+        return mul(input, -1)
+    return op.neg(input)
+
+
+@public(dunder="__pos__")
+def positive(input: Tensor) -> Tensor:
+    """``+input``: the tensor itself (torch.positive).
+
+    >>> import ggmlgrad as gg
+    >>> x = gg.tensor([1.0])
+    >>> (+x) is x
+    True
+    """
+    return input
 
 
 # ---------------------------------------------------------------------- comparisons, clamp, max/min, where
@@ -495,8 +461,16 @@ def compare(a, b, kind: str):
 _FLIPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 
 
-def clamp(x: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
-    """torch.clamp: numbers become op params; tensor bounds go through maximum/minimum."""
+@public(method=("clamp", "clip"), function=("clamp", "clip"))
+def clamp(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A002  (torch names)
+    """Limit to [min, max] (torch.clamp): either side optional; bounds may be numbers (op
+    parameters) or tensors (through maximum/minimum).
+
+    >>> import ggmlgrad as gg
+    >>> gg.clamp(gg.tensor([-2.0, 0.5, 3.0]), -1.0, 1.0).tolist()
+    [-1.0, 0.5, 1.0]
+    """
+    x = input
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
     lo = None if min is None or isinstance(min, Tensor) else float(min)
@@ -508,6 +482,29 @@ def clamp(x: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
     if isinstance(max, Tensor):
         x = op.minimum(x, max)
     return x
+
+
+@public(method="maximum", function="maximum")
+def maximum(input, other) -> Tensor:
+    """Elementwise max with broadcasting; equal values share the gradient 0.5/0.5 and a NaN on
+    either side propagates (torch).
+
+    >>> import ggmlgrad as gg
+    >>> gg.maximum(gg.tensor([1.0, 4.0]), gg.tensor([3.0, 2.0])).tolist()
+    [3.0, 4.0]
+    """
+    return binary_extreme(input, other, "maximum")
+
+
+@public(method="minimum", function="minimum")
+def minimum(input, other) -> Tensor:
+    """Elementwise min with broadcasting (gradients and NaN as :func:`maximum`).
+
+    >>> import ggmlgrad as gg
+    >>> gg.minimum(gg.tensor([1.0, 4.0]), 2.0).tolist()
+    [1.0, 2.0]
+    """
+    return binary_extreme(input, other, "minimum")
 
 
 def binary_extreme(a, b, name: str) -> Tensor:
@@ -538,8 +535,10 @@ def extreme(x: Tensor, dim, keepdim: bool, kind: str):
     return MaxMin(values, indices)
 
 
-def where(condition, a, b) -> Tensor:
-    """``a`` where ``condition`` is non-zero, else ``b``; numbers allowed for a and b (no upload).
+@public(function="where", method="where", self_at=1)
+def where(condition, input, other) -> Tensor:
+    """``input`` where ``condition`` is non-zero, else ``other``; numbers allowed for both (no upload).
+    The method ``t.where(condition, other)`` is ``where(condition, t, other)`` (torch).
 
     An inf or NaN in the branch not taken never leaks into the result (``where(x > 0, x.log(), 0.0)``
     is safe). A NaN condition counts as false.
@@ -549,6 +548,7 @@ def where(condition, a, b) -> Tensor:
     >>> gg.where(x > 0, x, 0.0).tolist()
     [0.0, 2.0]
     """
+    a, b = input, other
     like = next((t for t in (condition, a, b) if isinstance(t, Tensor)), None)
     if like is None:
         raise TypeError("where: expected at least one Tensor")
