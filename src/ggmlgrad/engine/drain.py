@@ -16,6 +16,7 @@ Rules (each paid for by a silent wrong result in ggmlR, see ag_defer.R):
 from __future__ import annotations
 
 from collections import Counter
+from sys import getrefcount
 
 from .._ggml import lib, new_context
 from ..runtime import Device, Storage, choose_threads, executor_for
@@ -29,10 +30,47 @@ from .plans import Plan, Uncacheable, freeze_params
 from .records import _phase_label, user_site
 
 _GRAPH_OVERHEAD: dict[int, int] = {}  # graph size → ggml_graph_overhead_custom
+# A plan's results get new memory at every run, and small ones (an acting step's logits) are mostly
+# dropped a run or two later: a run takes such memory back when nothing else holds it any more.
+_REUSE_BYTES = 1 << 16
+_REUSE_RUNS = 2  # how many runs back (a loop often still holds the previous step's result)
+
+
+def result_storages(plan, device: Device, sizes: list[int]) -> tuple[list[Storage], list[Storage]]:
+    """Memory for a run of ``plan`` whose results have ``sizes`` bytes: result storages of earlier
+    runs that nothing else refers to any more (no tensor, NumPy view, queue or recording), new ones
+    otherwise; and the spares not taken (give both to :func:`keep_results` after the run). The
+    spares are claimed first (one attribute swap), so two threads never share one."""
+    spare, plan.spare = getattr(plan, "spare", None), None
+    if not spare:
+        return [Storage(device, n) for n in sizes], []
+    outs = []
+    for n in sizes:
+        for k in range(len(spare)):
+            s = spare[k]
+            # References: the list, ``s``, getrefcount's argument. Any other holder could read it.
+            if getrefcount(s) == 3 and s.nbytes == n and s.device is device:
+                del spare[k]
+                break
+        else:
+            s = Storage(device, n)
+        outs.append(s)
+    return outs, spare
+
+
+def keep_results(plan, outs: list[Storage], left: list[Storage]) -> None:
+    """Let later runs of ``plan`` reuse ``outs`` (and the spares ``left`` untaken) once their
+    tensors are gone; small results only."""
+    total = 0
+    for s in outs:
+        total += s.nbytes
+    plan.spare = (outs + left)[:_REUSE_RUNS * len(outs)] if total <= _REUSE_BYTES else None
 
 
 class Drainer:
     """Engine part: drains, cached-plan computes and failure attribution (mixed into ``Engine``)."""
+
+    last_plan = None  # the graph plan the last planned drain ran (see forward.plan_of_last_drain)
 
     def _discard(self) -> None:
         """Drop the queue without computing (its pending tensors become failed)."""
@@ -54,6 +92,8 @@ class Drainer:
 
     def drain(self, reason: str) -> bool:
         """Compute everything queued as one graph. Returns False when nothing was queued."""
+        if self.one is None and not (self.roots or self.effects or self.lazy):
+            return False  # nothing queued (leaving a graph-mode block after a read): no lock needed
         with self.lock:
             return self._drain_locked(reason)
 
@@ -183,7 +223,10 @@ class Drainer:
         try:
             if _FAULTS:
                 _fault("alloc")
-            outs = [Storage(device, kept[j][0].nbytes) for j in order]
+            if plan is False:
+                outs, left = [Storage(device, kept[j][0].nbytes) for j in order], []
+            else:
+                outs, left = result_storages(plan, device, [kept[j][0].nbytes for j in order])
         except BaseException as e:  # the queue must not stay behind to fail every later drain
             self._fail_queue(e, reason)
         if plan is False:
@@ -204,6 +247,8 @@ class Drainer:
             if status != 0:
                 raise RuntimeError(f"ggml graph compute returned status {status}")
             c.counters.compute(reason, plan.n_nodes)
+            self.last_plan = plan
+            keep_results(plan, outs, left)
             for j, s in zip(order, outs):
                 for a in kept[j]:
                     a._storage = s
