@@ -41,8 +41,8 @@ class ForwardSegment:
     A replay appends them as ONE lazy record (:func:`build_segment` builds the records in order), so
     its cost and the plan key it adds do not grow with the number of layers."""
 
-    __slots__ = ("records", "externals", "out", "work", "max_work", "leaves", "labels", "standins", "params",
-                 "frozen", "out_shape", "out_dtype", "prec")
+    __slots__ = ("records", "externals", "out", "work", "max_work", "leaves", "inputs", "labels", "standins",
+                 "params", "frozen", "out_shape", "out_dtype", "prec")
 
     def __init__(self, records: tuple, externals: tuple, out: int, work: float, max_work: float) -> None:
         self.records = records
@@ -51,6 +51,7 @@ class ForwardSegment:
         self.work = work
         self.max_work = max_work
         self.leaves = tuple((x, x.shape, x.dtype, x.device) for x in externals if x is not ARG)
+        self.inputs = tuple((x, id(x)) for x in externals)  # with their slot keys (the argument's varies)
         self.labels = tuple(r[6] for r in records)
         device = next(x.device for x in externals if x is not ARG) if self.leaves else None
         # What the builders of later records see of an earlier record's result (shape, dtype, device).
@@ -189,12 +190,14 @@ def replay(e, seg: ForwardSegment, arg: Array, out: Array) -> None:
 
 
 def _inputs(e, seg: ForwardSegment, arg: Array, lazy: list, sig: list | None) -> list:
-    """The replayed record's inputs as a lazy record holds them (``RecordQueue._lazy_inputs``'s rule
-    and plan key, for inputs :func:`resolvable` checked: the parameters are computed, the argument
-    computed or a result of this queue)."""
+    """The replayed record's inputs as a lazy record holds them (``RecordQueue._lazy_inputs``'s
+    rule), for inputs :func:`resolvable` checked (the parameters are computed, the argument computed
+    or a result of this queue). Each adds ONE element to the plan key, its queue index or -1-slot,
+    even where its slot is new: the segment (in its header) fixes every input's shape and dtype,
+    and a new slot is always the next number, so the key still names one graph."""
     slot_of, leaves = e._sig_slot, e._sig_leaves
     ins = []
-    for x in seg.externals:
+    for x, key in seg.inputs:
         if x is ARG:
             x = arg
             if x._status == PENDING:
@@ -203,17 +206,17 @@ def _inputs(e, seg: ForwardSegment, arg: Array, lazy: list, sig: list | None) ->
                 if sig is not None:
                     sig.append(p.index)
                 continue
+            key = id(x)
         ins.append(x)
         if sig is not None:
-            slot = slot_of.get(id(x))
-            if slot is not None:
-                sig.append(-1 - slot)
-            elif x._storage is None or not x.numel_:
-                e._sig = sig = None  # empty memory: no plan
-            else:
-                slot = slot_of[id(x)] = len(leaves)
+            slot = slot_of.get(key)
+            if slot is None:
+                if x._storage is None or not x.numel_:
+                    e._sig = sig = None  # empty memory: no plan
+                    continue
+                slot = slot_of[key] = len(leaves)
                 leaves.append(x)
-                sig += (-1 - slot, x.shape, x.dtype)
+            sig.append(-1 - slot)
     return ins
 
 
