@@ -441,3 +441,13 @@ def test_uploads_into_recycled_host_blocks():
             expect = data.astype(np.float32) if data.dtype == np.float64 else data
             np.testing.assert_array_equal(t.numpy(), expect)
             del t
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_segment_without_parameters(mode):
+    net = gg.nn.Sequential(gg.nn.Tanh(), gg.nn.ReLU())
+    x = _obs(61)
+    for _ in range(N_WARM):
+        np.testing.assert_allclose(_call(net, x, mode), np.maximum(np.tanh(x.astype(np.float64)), 0),
+                                   rtol=1e-6, atol=1e-6)
+    assert _replays(net) == 1
