@@ -47,15 +47,26 @@ def result_storages(plan, device: Device, sizes: list[int]) -> tuple[list[Storag
     outs = []
     for n in sizes:
         for k in range(len(spare)):
-            s = spare[k]
-            # References: the list, ``s``, getrefcount's argument. Any other holder could read it.
-            if getrefcount(s) == 3 and s.nbytes == n and s.device is device:
-                del spare[k]
-                break
+            # Counted before any local name refers to it: only the list may hold it.
+            if _refs(spare, k) == _REFS_UNSHARED:
+                s = spare[k]
+                if s.nbytes == n and s.device is device:
+                    del spare[k]
+                    break
         else:
             s = Storage(device, n)
         outs.append(s)
     return outs, spare
+
+
+def _refs(items: list, k: int) -> int:
+    """The reference count of ``items[k]`` as seen from here (the list and this call's own)."""
+    return getrefcount(items[k])
+
+
+# What _refs reads for an item that only its list holds (measured, not assumed: how many references
+# the call itself adds depends on the interpreter); any other holder (a tensor, a NumPy view) adds one.
+_REFS_UNSHARED = _refs([object()], 0)
 
 
 def keep_results(plan, outs: list[Storage], left: list[Storage]) -> None:

@@ -5,8 +5,9 @@ ops in Python. A built-in layer's forward is pure ops on its argument and its pa
 call identical to an earlier one (same module state, argument shape/dtype/device, graph mode and
 matmul precision, no autograd recording needed) appends the earlier call's records again as one
 segment, one queued record (:mod:`..engine.forward`); in eager mode that segment is computed at
-once, by the cached plan of its earlier replays (one compute instead of one per op). The values and
-errors are those of running the layers: their internals are not observable. Check mode, capture recordings and autograd always run the layers themselves.
+once, by the cached plan of its earlier replays (one compute instead of one per op). The values
+and errors are those of running the layers: their internals are not observable. Check mode,
+capture recordings and autograd always run the layers themselves.
 """
 from __future__ import annotations
 
