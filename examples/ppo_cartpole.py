@@ -105,8 +105,9 @@ def make_act(agent: Agent, mode: str):
 
     def run(obs):
         with gg.no_grad(), gg.graph_mode(mode == "graph"):
-            logits, values = forward(gg.as_tensor(obs))
-            return logits.numpy(), values.numpy()
+            x = gg.as_tensor(obs)
+            logits, values = agent.actor(x), agent.critic(x)  # two replayed forwards (nn/replay.py)
+            return logits.numpy(), values.numpy().reshape(-1)  # the values' reshape on the host: a view
     return run
 
 

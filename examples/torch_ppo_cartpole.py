@@ -56,7 +56,7 @@ def train(cfg: Config, progress: bool = True):
     @torch.no_grad()
     def act(obs: np.ndarray):
         o = torch.from_numpy(obs)
-        return agent.actor(o).numpy(), agent.critic(o).reshape(-1).numpy()
+        return agent.actor(o).numpy(), agent.critic(o).numpy().reshape(-1)  # as ppo_cartpole.py's act
 
     n_updates = cfg.total_steps // cfg.batch
     bar = _progress(n_updates * cfg.batch, progress)
