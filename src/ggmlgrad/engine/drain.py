@@ -33,29 +33,30 @@ _GRAPH_OVERHEAD: dict[int, int] = {}  # graph size → ggml_graph_overhead_custo
 # A plan's results get new memory at every run, and small ones (an acting step's logits) are mostly
 # dropped a run or two later: a run takes such memory back when nothing else holds it any more.
 _REUSE_BYTES = 1 << 16
-_REUSE_RUNS = 2  # how many runs back (a loop often still holds the previous step's result)
 
 
-def result_storages(plan, device: Device, sizes: list[int]) -> tuple[list[Storage], list[Storage]]:
-    """Memory for a run of ``plan`` whose results have ``sizes`` bytes: result storages of earlier
-    runs that nothing else refers to any more (no tensor, NumPy view, queue or recording), new ones
-    otherwise; and the spares not taken (give both to :func:`keep_results` after the run). The
-    spares are claimed first (one attribute swap), so two threads never share one."""
+def result_storages(plan, device: Device, sizes: list[int]) -> tuple[list[Storage], list]:
+    """Memory for a run of ``plan`` whose results have ``sizes`` bytes: for each result, the storage
+    one of the last two runs gave it when nothing else refers to it any more (no tensor, NumPy view,
+    queue or recording), a new one otherwise; and the candidates not taken (give both to
+    :func:`keep_results` after the run). The candidates are claimed first (one attribute swap), so
+    two threads never share one."""
     spare, plan.spare = getattr(plan, "spare", None), None
-    if not spare:
-        return [Storage(device, n) for n in sizes], []
+    if spare is None or len(spare[0]) != len(sizes):
+        return [Storage(device, n) for n in sizes], None
+    last, older = spare  # by result index: the last run's storages and an older one (or None)
     outs = []
-    for n in sizes:
-        for k in range(len(spare)):
-            # Counted before any local name refers to it: only the list may hold it.
-            if _refs(spare, k) == _REFS_UNSHARED:
-                s = spare[k]
-                if s.nbytes == n and s.device is device:
-                    del spare[k]
-                    break
+    for i, n in enumerate(sizes):
+        # Counted before any local name refers to them: only their list may hold them.
+        if _refs(last, i) == _REFS_UNSHARED and last[i].nbytes == n and last[i].device is device:
+            outs.append(last[i])
+            last[i] = None
+        elif older[i] is not None and _refs(older, i) == _REFS_UNSHARED and older[i].nbytes == n \
+                and older[i].device is device:
+            outs.append(older[i])
+            older[i] = None
         else:
-            s = Storage(device, n)
-        outs.append(s)
+            outs.append(Storage(device, n))
     return outs, spare
 
 
@@ -69,13 +70,20 @@ def _refs(items: list, k: int) -> int:
 _REFS_UNSHARED = _refs([object()], 0)
 
 
-def keep_results(plan, outs: list[Storage], left: list[Storage]) -> None:
-    """Let later runs of ``plan`` reuse ``outs`` (and the spares ``left`` untaken) once their
-    tensors are gone; small results only."""
+def keep_results(plan, outs: list[Storage], spare) -> None:
+    """Let the next runs of ``plan`` reuse ``outs`` once their tensors are gone, and for each result
+    the older candidate the run did not take; small results only."""
     total = 0
     for s in outs:
         total += s.nbytes
-    plan.spare = (outs + left)[:_REUSE_RUNS * len(outs)] if total <= _REUSE_BYTES else None
+    if total > _REUSE_BYTES:
+        plan.spare = None
+        return
+    if spare is None:
+        plan.spare = (list(outs), [None] * len(outs))
+        return
+    last, older = spare
+    plan.spare = (list(outs), [last[i] if last[i] is not None else older[i] for i in range(len(outs))])
 
 
 class Drainer:
@@ -235,7 +243,7 @@ class Drainer:
             if _FAULTS:
                 _fault("alloc")
             if plan is False:
-                outs, left = [Storage(device, kept[j][0].nbytes) for j in order], []
+                outs, left = [Storage(device, kept[j][0].nbytes) for j in order], None
             else:
                 outs, left = result_storages(plan, device, [kept[j][0].nbytes for j in order])
         except BaseException as e:  # the queue must not stay behind to fail every later drain
