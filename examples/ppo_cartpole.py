@@ -8,7 +8,8 @@ clipped objective, value and entropy terms, Adam, gradient clipping; every minib
     python examples/ppo_cartpole.py --act-mode graph   # the per-step policy forward in graph mode
 
 Prints a progress bar, the evaluation return, and wall time split into environment, acting (the
-policy forward at every environment step) and learning (the minibatch updates).
+policy forward at every environment step, with its CPU time per step) and learning (the minibatch
+updates).
 ``examples/torch_ppo_cartpole.py`` is the same algorithm in PyTorch.
 """
 from __future__ import annotations
@@ -104,8 +105,9 @@ def make_act(agent: Agent, mode: str):
 
     def run(obs):
         with gg.no_grad(), gg.graph_mode(mode == "graph"):
-            logits, values = forward(gg.as_tensor(obs))
-            return logits.numpy(), values.numpy()
+            x = gg.tensor(obs)  # a copy: 64 bytes cost less to copy than host memory to wrap (as_tensor)
+            logits, values = agent.actor(x), agent.critic(x)  # two replayed forwards (nn/replay.py)
+            return logits.numpy(), values.numpy().reshape(-1)  # the values' reshape on the host: a view
     return run
 
 
@@ -167,7 +169,9 @@ class Collector:
         self.rew_buf, self.done_buf, self.val_buf = (np.zeros(shape, np.float32) for _ in range(3))
         self.obs, _ = self.envs.reset(seed=cfg.seed)
         self.done = np.zeros(cfg.num_envs, np.float32)
-        self.times = {"environment": 0.0, "acting": 0.0, "learning": 0.0}
+        # Wall times, and the acting step's CPU time (this process's, all threads: the per-step cost
+        # without the waits of a busy machine)
+        self.times = {"environment": 0.0, "acting": 0.0, "acting_cpu": 0.0, "learning": 0.0}
         self.returns: list[float] = []
         self._running = np.zeros(cfg.num_envs)
 
@@ -175,10 +179,11 @@ class Collector:
         """One rollout; returns (obs, actions, logprobs, advantages, returns), flat over the batch."""
         cfg = self.cfg
         for t in range(cfg.num_steps):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             logits, values = act(self.obs.astype(np.float32))
             actions, logp = sample(logits, rng)
             t1 = time.perf_counter()
+            self.times["acting_cpu"] += time.process_time() - c0
             self.obs_buf[t], self.done_buf[t], self.val_buf[t] = self.obs, self.done, values
             self.act_buf[t], self.logp_buf[t] = actions, logp
             self.obs, reward, term, trunc, _ = self.envs.step(actions)
@@ -223,6 +228,14 @@ def train(cfg: Config, act_mode: str = "capture", progress: bool = True):
     return agent, act, col.times, col.returns, n_updates
 
 
+def timing_line(wall: float, times: dict, n_updates: int, cfg: Config) -> str:
+    """The wall-time split, with the acting step's wall and CPU time per environment step (both examples)."""
+    steps = n_updates * cfg.num_steps
+    return (f"wall {wall:.1f} s: environment {times['environment']:.1f} s, acting {times['acting']:.1f} s "
+            f"({times['acting'] / steps * 1e6:.0f} us per step; CPU {times['acting_cpu'] / steps * 1e6:.0f} us), "
+            f"learning {times['learning']:.1f} s ({times['learning'] / n_updates * 1e3:.1f} ms per update)")
+
+
 def _progress(total: int, enabled: bool):
     try:
         from tqdm import tqdm
@@ -256,9 +269,7 @@ def main(argv=None) -> int:
     print(f"{n_updates * cfg.batch} environment steps, {n_updates} updates of "
           f"{cfg.update_epochs * cfg.num_minibatches} captured minibatch steps")
     print(f"evaluation: mean return {score:.1f} over {episodes} episodes (greedy policy)")
-    print(f"wall {wall:.1f} s: environment {times['environment']:.1f} s, acting {times['acting']:.1f} s "
-          f"({times['acting'] / (n_updates * cfg.num_steps) * 1e6:.0f} us per step), "
-          f"learning {times['learning']:.1f} s ({times['learning'] / n_updates * 1e3:.1f} ms per update)")
+    print(timing_line(wall, times, n_updates, cfg))
     if args.quick:
         first, last = np.mean(returns[:10]), np.mean(returns[-10:])
         print(f"learning signal: first episodes {first:.1f} -> last episodes {last:.1f}")

@@ -56,7 +56,7 @@ def train(cfg: Config, progress: bool = True):
     @torch.no_grad()
     def act(obs: np.ndarray):
         o = torch.from_numpy(obs)
-        return agent.actor(o).numpy(), agent.critic(o).reshape(-1).numpy()
+        return agent.actor(o).numpy(), agent.critic(o).numpy().reshape(-1)  # as ppo_cartpole.py's act
 
     n_updates = cfg.total_steps // cfg.batch
     bar = _progress(n_updates * cfg.batch, progress)
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
-    from ppo_cartpole import evaluate
+    from ppo_cartpole import evaluate, timing_line
     cfg = Config(total_steps=20_480 if args.quick else args.steps, seed=args.seed)
     start = time.perf_counter()
     act, times, returns, n_updates = train(cfg, progress=not args.no_progress)
@@ -100,9 +100,7 @@ def main(argv=None) -> int:
     print(f"torch {torch.__version__} ({torch.get_num_threads()} threads)")
     print(f"{n_updates * cfg.batch} environment steps, {n_updates} updates")
     print(f"evaluation: mean return {score:.1f} over {episodes} episodes (greedy policy)")
-    print(f"wall {wall:.1f} s: environment {times['environment']:.1f} s, acting {times['acting']:.1f} s "
-          f"({times['acting'] / (n_updates * cfg.num_steps) * 1e6:.0f} us per step), "
-          f"learning {times['learning']:.1f} s ({times['learning'] / n_updates * 1e3:.1f} ms per update)")
+    print(timing_line(wall, times, n_updates, cfg))
     return 0
 
 

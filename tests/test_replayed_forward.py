@@ -249,3 +249,205 @@ def test_deepcopy_has_its_own_calls():
         np.testing.assert_allclose(_call(target, x, "graph"), _ref(target, x), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(_call(net, x, "graph"), _ref(net, x), rtol=1e-5, atol=1e-5)
     assert not np.allclose(_ref(target, x), _ref(net, x))
+
+
+# ---------------------------------------------------------------------- small forwards (issue 14 item 5)
+# A replayed forward is one queued record; in eager mode the plan of an earlier replay computes
+# it directly. Each test runs enough calls for the direct path to be in use (the plan is made on
+# the second replay), then changes one thing and checks values against NumPy float64.
+N_WARM = 4
+
+
+def _warm(net, x, mode="eager"):
+    for _ in range(N_WARM):
+        np.testing.assert_allclose(_call(net, x, mode), _ref(net, x), rtol=1e-5, atol=1e-5)
+
+
+def _entry(net, x, mode="eager"):
+    key = (x.shape, gg.float32, gg.tensor(x).device, mode != "eager", gg.matmul_precision())
+    return net.__dict__["_replay_cache"][key]
+
+
+def test_replay_is_one_record_with_every_op_label():
+    net = _mlp()
+    x = _obs(20)
+    _warm(net, x, "graph")
+    with gg.no_grad(), gg.graph_mode(True):
+        y = net(gg.tensor(x))
+        assert len(ENGINE.lazy) == 1
+        assert ENGINE.labels == ["linear", "tanh", "linear", "relu", "linear"]
+        ENGINE.fail_next_drain("injected")
+        with pytest.raises(gg.GraphError, match=r"linear x3, tanh x1, relu x1"):
+            y.numpy()
+    np.testing.assert_allclose(_call(net, x, "graph"), _ref(net, x), rtol=1e-5, atol=1e-5)
+
+
+def test_eager_direct_path_counts_one_compute_per_call():
+    net = _mlp()
+    x = _obs(21)
+    _warm(net, x)
+    assert _entry(net, x).plan is not None and _entry(net, x).plan() is not None
+    gg.reset_counters()
+    for _ in range(3):
+        _call(net, x, "eager")
+    snap = gg.counters()
+    assert snap["computes_by_site"] == {"eager": 3}
+    assert snap["drains_by_reason"] == {"eager": 3}
+
+
+def test_eager_direct_path_follows_in_place_and_replaced_parameter_memory():
+    net = _mlp()
+    x = _obs(22)
+    _warm(net, x)
+    with gg.no_grad():
+        net[0].weight.copy_(gg.tensor(_obs(23, (16, 4))))
+    _warm(net, x)
+    net[2].weight.data = gg.tensor(_obs(24, (16, 16)))  # same shape, new memory
+    _warm(net, x)
+    net[4].bias = gg.nn.Parameter(gg.tensor(_obs(25, (3,))))
+    _warm(net, x)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_input_shape_and_dtype_changes(mode):
+    net = _mlp()
+    for rows in (4, 3, 4):
+        _warm(net, _obs(rows, (rows, 4)), mode)
+    half = gg.tensor(_obs(1)).half()
+    with pytest.raises(Exception) as replayed:
+        with gg.no_grad(), _mode(mode):
+            net(half).numpy()
+    with pytest.raises(Exception) as plain:
+        with gg.no_grad(), _mode(mode):
+            net[0].forward(half).numpy()
+    assert type(replayed.value) is type(plain.value) and str(replayed.value) == str(plain.value)
+    _warm(net, _obs(4), mode)
+
+
+def test_train_eval_switch_and_requires_grad():
+    net = _mlp(n_out=1)
+    x = _obs(26)
+    for p in net.parameters():
+        p.requires_grad_(False)
+    _warm(net, x)
+    net.eval()
+    _warm(net, x)
+    net.train()
+    _warm(net, x)
+    w = net[4].weight
+    w.requires_grad_(True)
+    out = net(gg.tensor(x))  # grad enabled and a parameter requires it: the layers run, on the tape
+    assert out.requires_grad
+    out.sum().backward()
+    h = np.maximum(np.tanh(x.astype(np.float64) @ net[0].weight.numpy().T + net[0].bias.numpy())
+                   @ net[2].weight.numpy().T + net[2].bias.numpy(), 0)
+    np.testing.assert_allclose(w.grad.numpy(), h.sum(0, keepdims=True), rtol=1e-4, atol=1e-5)
+    _warm(net, x)  # under no_grad: replayed again
+
+
+def test_eager_direct_path_after_the_plans_were_freed():
+    from ggmlgrad.engine.plans import GRAPH_PLANS
+    net = _mlp()
+    x = _obs(27)
+    _warm(net, x)
+    GRAPH_PLANS.clear()  # frees the plan the entry refers to
+    assert _entry(net, x).plan() is None or not _entry(net, x).plan().sched
+    _warm(net, x)
+
+
+def test_eager_direct_path_failure_is_a_graph_error_naming_the_ops():
+    net = _mlp()
+    x = _obs(28)
+    _warm(net, x)
+    plan = _entry(net, x).plan()
+    plan.run = lambda *args: 1  # a failing ggml compute (status 1)
+    try:
+        with pytest.raises(gg.GraphError, match=r"linear x3, tanh x1, relu x1"):
+            _call(net, x, "eager")
+    finally:
+        del plan.run
+    _warm(net, x)  # the session stays usable
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_results_held_by_the_caller_are_never_reused(mode):
+    """A run reuses an earlier run's result memory only when nothing holds it: every result kept
+    here (tensors, NumPy views of them, views whose tensor is gone) keeps its own value."""
+    actor, critic = _mlp(n_out=2), _mlp(n_out=1)
+    kept = []
+    for seed in range(8):
+        x = _obs(30 + seed)
+        with gg.no_grad(), _mode(mode):
+            t = gg.tensor(x)
+            a, v = actor(t), critic(t)
+            got = (a, v.numpy()) if seed % 2 else (a.numpy(), v.numpy())
+        kept.append((x, got))
+        for x_old, (a_old, v_old) in kept:
+            np.testing.assert_allclose(np.asarray(a_old), _ref(actor, x_old), rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(v_old, _ref(critic, x_old), rtol=1e-5, atol=1e-5)
+        if seed % 3 == 0:
+            kept = kept[-2:]  # some results dropped: their memory may be taken again
+
+
+def test_graph_queue_mixing_a_replay_and_plain_ops_on_its_parameters():
+    """A replayed segment's inputs add one key element each: a plain op reading the same parameter
+    before or after it must still get a plan of its own graph."""
+    lin = gg.nn.Linear(4, 4)
+    for seed in range(5):
+        x = _obs(40 + seed)
+        w, b = lin.weight.numpy().astype(np.float64), lin.bias.numpy().astype(np.float64)
+        with gg.no_grad(), gg.graph_mode(True):
+            t = gg.tensor(x)
+            before = t @ lin.weight
+            y = lin(t)
+            after = y @ lin.weight.T + lin.bias
+            got = before.numpy(), y.numpy(), after.numpy()
+        np.testing.assert_allclose(got[0], x @ w, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got[1], x @ w.T + b, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got[2], (x @ w.T + b) @ w.T + b, rtol=1e-5, atol=1e-5)
+
+
+def test_threads_share_the_module_and_its_plan():
+    import threading
+    net = _mlp()
+    _warm(net, _obs(50))
+    errors = []
+
+    def work(seed):
+        try:
+            for i in range(30):
+                x = _obs(seed * 100 + i)
+                np.testing.assert_allclose(_call(net, x, "eager"), _ref(net, x), rtol=1e-5, atol=1e-5)
+        except BaseException as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors[0]
+
+
+def test_uploads_into_recycled_host_blocks():
+    """gg.tensor copies into pooled host memory through a cached view of each block: a block
+    recycled for a smaller or other-dtype tensor gets exactly the new bytes."""
+    rng = np.random.default_rng(60)
+    for _ in range(3):
+        for data in (rng.standard_normal(1000), rng.standard_normal((3, 5)).astype(np.float32),
+                     rng.integers(-9, 9, (7,)).astype(np.int32), rng.standard_normal((2, 2)) > 0,
+                     rng.standard_normal((4, 3)).astype(np.float16), rng.standard_normal(1)):
+            t = gg.tensor(data)
+            expect = data.astype(np.float32) if data.dtype == np.float64 else data
+            np.testing.assert_array_equal(t.numpy(), expect)
+            del t
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_segment_without_parameters(mode):
+    net = gg.nn.Sequential(gg.nn.Tanh(), gg.nn.ReLU())
+    x = _obs(61)
+    for _ in range(N_WARM):
+        np.testing.assert_allclose(_call(net, x, mode), np.maximum(np.tanh(x.astype(np.float64)), 0),
+                                   rtol=1e-6, atol=1e-6)
+    assert _replays(net) == 1

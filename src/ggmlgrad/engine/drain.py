@@ -16,6 +16,7 @@ Rules (each paid for by a silent wrong result in ggmlR, see ag_defer.R):
 from __future__ import annotations
 
 from collections import Counter
+from sys import getrefcount
 
 from .._ggml import lib, new_context
 from ..runtime import Device, Storage, choose_threads, executor_for
@@ -29,10 +30,66 @@ from .plans import Plan, Uncacheable, freeze_params
 from .records import _phase_label, user_site
 
 _GRAPH_OVERHEAD: dict[int, int] = {}  # graph size → ggml_graph_overhead_custom
+# A plan's results get new memory at every run, and small ones (an acting step's logits) are mostly
+# dropped a run or two later: a run takes such memory back when nothing else holds it any more.
+_REUSE_BYTES = 1 << 16
+
+
+def result_storages(plan, device: Device, sizes: list[int]) -> tuple[list[Storage], list]:
+    """Memory for a run of ``plan`` whose results have ``sizes`` bytes: for each result, the storage
+    one of the last two runs gave it when nothing else refers to it any more (no tensor, NumPy view,
+    queue or recording), a new one otherwise; and the candidates not taken (give both to
+    :func:`keep_results` after the run). The candidates are claimed first (one attribute swap), so
+    two threads never share one."""
+    spare, plan.spare = getattr(plan, "spare", None), None
+    if spare is None or len(spare[0]) != len(sizes):
+        return [Storage(device, n) for n in sizes], None
+    last, older = spare  # by result index: the last run's storages and an older one (or None)
+    outs = []
+    for i, n in enumerate(sizes):
+        # Counted before any local name refers to them: only their list may hold them.
+        if _refs(last, i) == _REFS_UNSHARED and last[i].nbytes == n and last[i].device is device:
+            outs.append(last[i])
+            last[i] = None
+        elif older[i] is not None and _refs(older, i) == _REFS_UNSHARED and older[i].nbytes == n \
+                and older[i].device is device:
+            outs.append(older[i])
+            older[i] = None
+        else:
+            outs.append(Storage(device, n))
+    return outs, spare
+
+
+def _refs(items: list, k: int) -> int:
+    """The reference count of ``items[k]`` as seen from here (the list and this call's own)."""
+    return getrefcount(items[k])
+
+
+# What _refs reads for an item that only its list holds (measured, not assumed: how many references
+# the call itself adds depends on the interpreter); any other holder (a tensor, a NumPy view) adds one.
+_REFS_UNSHARED = _refs([object()], 0)
+
+
+def keep_results(plan, outs: list[Storage], spare) -> None:
+    """Let the next runs of ``plan`` reuse ``outs`` once their tensors are gone, and for each result
+    the older candidate the run did not take; small results only."""
+    total = 0
+    for s in outs:
+        total += s.nbytes
+    if total > _REUSE_BYTES:
+        plan.spare = None
+        return
+    if spare is None:
+        plan.spare = (list(outs), [None] * len(outs))
+        return
+    last, older = spare
+    plan.spare = (list(outs), [last[i] if last[i] is not None else older[i] for i in range(len(outs))])
 
 
 class Drainer:
     """Engine part: drains, cached-plan computes and failure attribution (mixed into ``Engine``)."""
+
+    last_plan = None  # the graph plan the last planned drain ran (see forward.plan_of_last_drain)
 
     def _discard(self) -> None:
         """Drop the queue without computing (its pending tensors become failed)."""
@@ -54,6 +111,8 @@ class Drainer:
 
     def drain(self, reason: str) -> bool:
         """Compute everything queued as one graph. Returns False when nothing was queued."""
+        if self.one is None and not (self.roots or self.effects or self.lazy):
+            return False  # nothing queued (leaving a graph-mode block after a read): no lock needed
         with self.lock:
             return self._drain_locked(reason)
 
@@ -183,7 +242,10 @@ class Drainer:
         try:
             if _FAULTS:
                 _fault("alloc")
-            outs = [Storage(device, kept[j][0].nbytes) for j in order]
+            if plan is False:
+                outs, left = [Storage(device, kept[j][0].nbytes) for j in order], None
+            else:
+                outs, left = result_storages(plan, device, [kept[j][0].nbytes for j in order])
         except BaseException as e:  # the queue must not stay behind to fail every later drain
             self._fail_queue(e, reason)
         if plan is False:
@@ -204,6 +266,8 @@ class Drainer:
             if status != 0:
                 raise RuntimeError(f"ggml graph compute returned status {status}")
             c.counters.compute(reason, plan.n_nodes)
+            self.last_plan = plan
+            keep_results(plan, outs, left)
             for j, s in zip(order, outs):
                 for a in kept[j]:
                     a._storage = s

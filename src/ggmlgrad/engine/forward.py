@@ -4,13 +4,23 @@ identical: same module state, input shape, dtype and device, modes).
 
 Unlike a backward segment (:mod:`.segments`), a forward segment does not depend on what the queue
 held before it: its records name their inputs by position in the segment, as "the argument", or as
-a parameter tensor, and a replay resolves them against the queue as it is, extending the plan key
-exactly as recording them one by one would.
+a parameter tensor. A replay appends the whole segment as ONE lazy record over those inputs
+(:func:`build_segment` builds its records when the queue is built), whose plan key part is the
+segment itself and one element per input: queuing a 5-layer forward costs about one op's record.
+In eager mode (:func:`compute_alone`) a replay computes with the plan its earlier replay was
+computed with, without the queue; a plan reuses its small result memory once nothing holds it
+(``drain.result_storages``).
 """
 from __future__ import annotations
 
+import weakref
+
+from ..runtime import choose_threads
+from ..runtime.faults import ARMED as _FAULTS
 from .array import COMPUTED, PENDING, Array
 from .context import current
+from .drain import keep_results, result_storages
+from .flat import FlatNode
 from .plans import freeze_params
 from .records import _Pending, _phase_label, user_site
 
@@ -30,17 +40,54 @@ class ForwardMark:
 class ForwardSegment:
     """Records to append again: (build, params, shape, dtype, prec, key header, label, codes) with
     codes indices into the call's resolved inputs: ``externals`` (the argument as :data:`ARG`, the
-    parameters) in the order they first appear, then the segment's own results."""
+    parameters) in the order they first appear, then the segment's own results.
 
-    __slots__ = ("records", "externals", "out", "work", "max_work", "leaves")
+    A replay appends them as ONE lazy record (:func:`build_segment` builds the records in order), so
+    its cost and the plan key it adds do not grow with the number of layers."""
 
-    def __init__(self, records: tuple, externals: tuple, out: int, work: float, max_work: float) -> None:
+    __slots__ = ("records", "externals", "out", "work", "max_work", "leaves", "inputs", "labels", "standins",
+                 "params", "frozen", "out_shape", "out_dtype", "prec")
+
+    def __init__(self, records: tuple, externals: tuple, out: int, work: float, max_work: float,
+                 device) -> None:
         self.records = records
         self.externals = externals
         self.out = out
         self.work = work
         self.max_work = max_work
         self.leaves = tuple((x, x.shape, x.dtype, x.device) for x in externals if x is not ARG)
+        self.inputs = tuple((x, id(x)) for x in externals)  # with their slot keys (the argument's varies)
+        self.labels = tuple(r[6] for r in records)
+        # What the builders of later records see of an earlier record's result (shape, dtype, device).
+        self.standins = tuple(_Pending(-1, r[2], r[3], device) for r in records)
+        self.params = {"seg": self}
+        self.frozen = (("seg", _Token()),)  # the plan key's part for this segment (unique, O(1) hash)
+        self.out_shape, self.out_dtype, self.prec = records[out][2], records[out][3], records[out][4]
+
+
+class _Token:
+    """An identity: equal only to itself (a segment's part of a plan key)."""
+
+    __slots__ = ("__weakref__",)
+
+
+def build_segment(ctx: int, nodes: list, inputs: list, out, seg: ForwardSegment) -> int:
+    """The lazy record of a replayed segment: build its records in order (each with room for one op,
+    as the queue's build gives every record) and return the node of its result."""
+    from .queue import ENGINE  # the queue module imports the engine parts, this one among them
+    e = ENGINE.current  # the engine building this record (each thread builds its own queue)
+    res = list(nodes)
+    standins = list(inputs)
+    standins += seg.standins
+    for k, (build, params, _shape, _dtype, _prec, _header, _label, codes) in enumerate(seg.records):
+        e._room()
+        ctx = e.ctx
+        ins = []
+        for i in codes:
+            n = res[i]
+            ins.append(n.shaped(ctx) if type(n) is FlatNode else n)
+        res.append(build(ctx, ins, [standins[i] for i in codes], seg.standins[k], **params))
+    return res[len(nodes) + seg.out]
 
 
 def appendable(e, c) -> bool:
@@ -104,7 +151,8 @@ def take(e, m: ForwardMark, arg: Array, out, params_ok: set) -> ForwardSegment |
                      tuple(order[v] if is_ext else n_ext + v for is_ext, v in refs))
                     for j, (build, params, shape, dtype, prec, header, refs) in enumerate(raw))
     grew = e.max_work if e.max_work > m.max_work else 0.0
-    return ForwardSegment(records, tuple(ext.values()), -1 - out._node - m.n_lazy, e.work - m.work, grew)
+    return ForwardSegment(records, tuple(ext.values()), -1 - out._node - m.n_lazy, e.work - m.work, grew,
+                          arg.device)
 
 
 def resolvable(e, seg: ForwardSegment, arg: Array) -> bool:
@@ -120,67 +168,91 @@ def resolvable(e, seg: ForwardSegment, arg: Array) -> bool:
 
 
 def replay(e, seg: ForwardSegment, arg: Array, out: Array) -> None:
-    """Append ``seg``'s records with ``arg`` as the argument and make ``out`` its result; the caller
-    holds the lock and checked :func:`resolvable`. The plan key grows as recording them would."""
-    if e.device is not arg.device:
+    """Append ``seg`` with ``arg`` as the argument as one lazy record and make ``out`` its result;
+    the caller holds the lock and checked :func:`resolvable`. The plan key grows by the segment's
+    header (its records are fixed by the segment) and its inputs, as for any record."""
+    device = arg.device
+    if e.device is not device:
         if e.device is not None and len(e):
             e._drain_locked("device_change")
-        e.device = arg.device
-    lazy, sig = e.lazy, e._sig
-    arg_in = lazy[-1 - arg._node][6] if arg._status == PENDING else arg
-    res = [arg_in if x is ARG else x for x in seg.externals]
-    n_ext = len(res)
-    first, later = _external_keys(e, res) if sig is not None else (None, None)
-    if first is None:
-        sig = None
-    seen = 0
-    base = len(lazy) - n_ext  # a result's code is n_ext + offset, its queue index base + code
+        e.device = device
+    shape, dtype, prec = seg.out_shape, seg.out_dtype, seg.prec
+    lazy = e.lazy
+    sig = e._sig
+    if sig is not None:
+        sig += (build_segment, shape, dtype, prec, seg.frozen, len(seg.externals))
+    ins = _inputs(e, seg, arg, lazy, sig)
+    j = len(lazy)
+    lazy.append((build_segment, ins, seg.params, shape, dtype, prec, _Pending(j, shape, dtype, device)))
     phase = _phase_label.get()
-    labels, device = e.labels, arg.device
-    for build, params, shape, dtype, prec, header, label, codes in seg.records:
-        if sig is not None:
-            sig += header
-            for i in codes:
-                if i >= n_ext:
-                    sig.append(base + i)
-                elif i == seen:  # an input's first appearance in the segment (they come in order)
-                    sig += first[i]
-                    seen += 1
-                else:
-                    sig.append(later[i])
-        p = _Pending(len(lazy), shape, dtype, device)
-        lazy.append((build, [res[i] for i in codes], params, shape, dtype, prec, p))
-        res.append(p)
-        labels.append(phase or label)
+    e.labels += seg.labels if phase is None else [phase] * len(seg.labels)
     e.work += seg.work
     if seg.max_work > e.max_work:
         e.max_work = seg.max_work
-    e.adopt_result(out, base + n_ext + seg.out)
+    e.adopt_result(out, j)
     if e.site is None:
         e.site = user_site(3)
 
 
-def _external_keys(e, inputs: list):
-    """Per input read from outside the segment: its key part where it first appears and where it
-    appears again (a queue index, or a slot — a new one with its shape and dtype); slots are given
-    in order of first appearance, as :meth:`RecordQueue._lazy_inputs` does. (None, None) when the
-    queue can have no plan (empty memory), which then holds for this queue."""
+def _inputs(e, seg: ForwardSegment, arg: Array, lazy: list, sig: list | None) -> list:
+    """The replayed record's inputs as a lazy record holds them (``RecordQueue._lazy_inputs``'s
+    rule), for inputs :func:`resolvable` checked (the parameters are computed, the argument computed
+    or a result of this queue). Each adds ONE element to the plan key, its queue index or -1-slot,
+    even where its slot is new: the segment (in its header) fixes every input's shape and dtype,
+    and a new slot is always the next number, so the key still names one graph."""
     slot_of, leaves = e._sig_slot, e._sig_leaves
-    first, later = [], []
-    for x in inputs:
-        if type(x) is _Pending:
-            first.append((x.index,))
-            later.append(x.index)
-            continue
-        slot = slot_of.get(id(x))
-        if slot is not None:
-            first.append((-1 - slot,))
-        elif x._storage is None or not x.numel_:
-            e._sig = None
-            return None, None
-        else:
-            slot = slot_of[id(x)] = len(leaves)
-            leaves.append(x)
-            first.append((-1 - slot, x.shape, x.dtype))
-        later.append(-1 - slot)
-    return first, later
+    ins = []
+    for x, key in seg.inputs:
+        if x is ARG:
+            x = arg
+            if x._status == PENDING:
+                p = lazy[-1 - x._node][6]
+                ins.append(p)
+                if sig is not None:
+                    sig.append(p.index)
+                continue
+            key = id(x)
+        ins.append(x)
+        if sig is not None:
+            slot = slot_of.get(key)
+            if slot is None:
+                if x._storage is None or not x.numel_:
+                    e._sig = sig = None  # empty memory: no plan
+                    continue
+                slot = slot_of[key] = len(leaves)
+                leaves.append(x)
+            sig.append(-1 - slot)
+    return ins
+
+
+def plan_of_last_drain(e):
+    """A weak reference to the plan the engine's last drain computed with (taken: the next call
+    gives None unless another planned drain ran), or None (an ordinary drain)."""
+    plan, e.last_plan = e.last_plan, None
+    return weakref.ref(plan) if plan is not None else None
+
+
+def compute_alone(e, c, seg: ForwardSegment, plan_ref, arg: Array, out: Array) -> bool:
+    """Eager mode: compute ``seg`` with ``arg`` into ``out`` by the plan its queued replay was
+    computed with before (``plan_ref``), without queuing it: the drain's counters and failure, not
+    its key. False, doing nothing, when that plan is gone or a test seam is armed; the caller
+    holds the lock, checked :func:`resolvable` and that the queue is empty."""
+    plan = plan_ref()
+    if plan is None or not plan.sched or _FAULTS or e._fail_next is not None or e.checks:
+        return False
+    # The replay's one record read these, in this order, as the plan's leaves (first appearance).
+    leaves = [arg._storage if x is ARG else x._storage for x in seg.externals]
+    counters = c.counters
+    counters.drains["eager"] += 1
+    c.graph_plans.touch(plan)
+    try:
+        outs, left = result_storages(plan, arg.device, [out.nbytes])
+        status = plan.run(leaves, outs, choose_threads(seg.work, seg.max_work))
+        if status != 0:
+            raise RuntimeError(f"ggml graph compute returned status {status}")
+    except BaseException as err:  # the drain's failure (the call is the site, as for an eager op)
+        e._fail(err, (), list(seg.labels), None, "eager", e.epoch)
+    counters.compute("eager", plan.n_nodes)
+    keep_results(plan, outs, left)
+    out._storage = outs[0]
+    return True

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._ggml.nodes import read_array, write_array
+from .._ggml.nodes import host_view, read_array, write_array
 from ..runtime import Device, Storage
+from ..runtime.faults import ARMED as _FAULTS
 from .array import Array, COMPUTED, FAILED
 from .context import current
 from .dtypes import DType, bf16_to_f32, bfloat16, f32_to_bf16, to_bool_storage
@@ -27,9 +28,30 @@ def upload_into(a: Array, data: np.ndarray, site: str) -> None:
     if c.observer is not None:
         c.observer.on_upload(site)
     n = data.nbytes
-    write_array(a._storage, data)
-    c.counters.uploads[site] += 1
-    c.counters.upload_bytes[site] += n
+    s = a._storage
+    if n and type(s) is Storage and s.device.is_host and not _FAULTS:
+        _write_pooled_host(s, data)
+    else:
+        write_array(s, data)
+    counters = c.counters
+    counters.uploads[site] += 1
+    counters.upload_bytes[site] += n
+
+
+_BYTES: dict[int, np.ndarray] = {}  # address of a pooled host block → a uint8 NumPy view of it
+
+
+def _write_pooled_host(s: Storage, data: np.ndarray) -> None:
+    """Copy the C-contiguous ``data`` into host storage ``s`` with NumPy (taking an array's address
+    through ctypes costs more than a small copy). Blocks are recycled, so their views are kept; a view
+    is only used while a storage owns its address, and never past that storage's size."""
+    n = data.nbytes
+    v = _BYTES.get(s.data)
+    if v is None or len(v) < n:
+        if len(_BYTES) >= 4096:
+            _BYTES.clear()
+        v = _BYTES[s.data] = host_view(s, s.capacity)
+    v[:n] = data.reshape(-1).view(np.uint8)
 
 
 def new_from_host(a: Array, data: np.ndarray, site: str) -> Array:

@@ -4,9 +4,10 @@ A policy called on a small batch at every environment step spends most of its ti
 ops in Python. A built-in layer's forward is pure ops on its argument and its parameters, so a
 call identical to an earlier one (same module state, argument shape/dtype/device, graph mode and
 matmul precision, no autograd recording needed) appends the earlier call's records again as one
-segment (:mod:`..engine.forward`); in eager mode that segment is computed by one drain instead
-of one per op. The values and errors are those of running the layers: their internals are not
-observable. Check mode, capture recordings and autograd always run the layers themselves.
+segment, one queued record (:mod:`..engine.forward`); in eager mode that segment is computed at
+once, by the cached plan of its earlier replays (one compute instead of one per op). The values
+and errors are those of running the layers: their internals are not observable. Check mode,
+capture recordings and autograd always run the layers themselves.
 """
 from __future__ import annotations
 
@@ -29,21 +30,22 @@ class _Entry:
     """One module's cached segment for one call key, and what it depends on: the module tree's
     attribute dicts (by identity), its parameters, the global module epoch."""
 
-    __slots__ = ("epoch", "dicts", "params", "seg", "out_shape", "out_dtype", "fails")
+    __slots__ = ("epoch", "sizes", "publics", "params", "seg", "out_shape", "out_dtype", "fails", "plan")
 
     def __init__(self, m) -> None:
         mods = list(m.modules())
         for sm in mods:
             sm.__dict__.setdefault("_replay_cache", {})  # before the snapshot: it is one of the dict's values
         self.epoch = WATCH.epoch
-        # Per module: its dict, the dict's size and its public attributes (a patched forward, an
+        # Per module: its dict and the dict's size, and its public attributes (a patched forward, an
         # activation's slope); the private ones are the stores and the training flag (epoch above).
-        self.dicts = tuple((sm.__dict__, len(sm.__dict__), tuple((k, v) for k, v in sm.__dict__.items()
-                                                                if not k.startswith("_")))
-                           for sm in mods)
+        self.sizes = tuple((sm.__dict__, len(sm.__dict__)) for sm in mods)
+        self.publics = tuple((sm.__dict__, k, v) for sm in mods for k, v in sm.__dict__.items()
+                             if not k.startswith("_"))
         self.params = tuple(m.parameters())
         self.seg = None
         self.out_shape = self.out_dtype = None
+        self.plan = None  # eager mode: a weak reference to the plan a replay was computed with
         # A tree with a module that is not built-in (or a missing child) never records a segment.
         self.fails = 0 if all(type(sm) in REPLAYED and None not in sm._modules.values() for sm in mods) else 99
 
@@ -51,12 +53,12 @@ class _Entry:
         """Whether nothing the segment depends on changed since it was recorded."""
         if self.epoch != WATCH.epoch:
             return False
-        for d, n, public in self.dicts:
+        for d, n in self.sizes:
             if len(d) != n:
                 return False
-            for k, v in public:
-                if d.get(k) is not v:
-                    return False
+        for d, k, v in self.publics:
+            if d.get(k) is not v:
+                return False
         return True
 
 
@@ -92,9 +94,16 @@ def call(m, x):
         with e.lock:
             if fwd.appendable(e, c) and fwd.resolvable(e, seg, x):
                 out = Tensor._blank(entry.out_shape, entry.out_dtype, x.device)
+                if c.graph:
+                    fwd.replay(e, seg, x, out)
+                    return out
+                # Eager: the queue is empty; the plan of an earlier replay computes it directly.
+                if entry.plan is not None and fwd.compute_alone(e, c, seg, entry.plan, x, out):
+                    return out
+                e.last_plan = None
                 fwd.replay(e, seg, x, out)
-                if not c.graph:
-                    e.drain("eager")
+                e.drain("eager")
+                entry.plan = fwd.plan_of_last_drain(e)
                 return out
         return m.forward(x)
     if entry.fails >= 3:

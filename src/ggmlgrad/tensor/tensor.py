@@ -168,7 +168,7 @@ def _rebuild_tensor(values: np.ndarray, dtype_name: str, requires_grad: bool) ->
 
 
 def _from_numpy(arr: np.ndarray, dtype: DType, device: Device, requires_grad: bool) -> Tensor:
-    shape = tuple(int(s) for s in arr.shape)
+    shape = arr.shape if type(arr) is np.ndarray else tuple(int(s) for s in arr.shape)  # ndarray: Python ints
     check_ndim("tensor", shape)
     t = Tensor._blank(shape, dtype, device)
     new_from_host(t, host_array(arr, dtype), "tensor()")
