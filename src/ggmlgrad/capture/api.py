@@ -458,6 +458,7 @@ class Captured:
             tensors: list[Tensor] = []
             spec = _OutSpec(out, tensors)
             _g, downloads_at, dl_bytes, block, _ = recorder.take_graph("forward", tensors, [])
+            recorder.check_grads()
             recorder.resolve_refs(_owners(self.fn))
             inputs = recorder.finish()
         return _Recording(key, recorder, inputs, recorder.graphs, downloads_at, dl_bytes, block, spec, len(tensors))

@@ -37,6 +37,10 @@ _ALIGN = 64
 _OVERHEAD = lib.tensor_overhead()  # bytes of one tensor header in a node context
 
 
+_NOT_OUTPUT = ("ggmlgrad: this tensor was computed inside a capture recording and is not one of its outputs, "
+               "so it has no value; return it from the captured function")
+
+
 def _align(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
@@ -295,6 +299,18 @@ class Recorder(metaclass=_CurrentRecorder):
             refs.append((r, s, shape))
         self.refs = refs
 
+    def check_grads(self) -> None:
+        """Refuse ``.grad`` of a tensor made outside the function set by a backward inside it: eager mode
+        accumulates into ``.grad`` call after call, a replay would recompute it from nothing."""
+        for r, _, shape in self.refs:
+            t = r()
+            g = getattr(t, "grad", None)
+            if g is not None and (id(g) in self._owned_ids or g._error is _NOT_OUTPUT):
+                raise CaptureError(
+                    f"capture: backward() inside the captured function set .grad of a tensor {shape} made outside "
+                    f"it; a replay cannot accumulate into .grad as eager mode does. Use gg.capture_step(loss_fn, "
+                    f"optimizer) for training steps, or make the tensor an argument of the function")
+
     def write(self, target: Tensor, value: Tensor, name: str) -> None:
         """``target ← value`` inside the recording (an in-place write; see capture/writes.py)."""
         self.writes.write(target, value, name)
@@ -367,8 +383,7 @@ class Recorder(metaclass=_CurrentRecorder):
             a = ref()
             if a is not None and a._status == PENDING and id(a) not in out_ids:
                 a._status, a._node = FAILED, 0
-                a._error = ("ggmlgrad: this tensor was computed inside a capture recording and is not one of "
-                            "its outputs, so it has no value; return it from the captured function")
+                a._error = _NOT_OUTPUT
         for j, t in enumerate(outs):
             t._status, t._node = COMPUTED, 0
             t._storage = StorageSlice(block, offsets[j], t.nbytes)
