@@ -68,8 +68,8 @@ class RecordedWrites:
         if target.numel_ == 0:
             return
         v = self._own_node(value)
-        if target._status == PENDING and target._epoch == ENGINE.epoch:
-            self._rebind_node(target, v)
+        if target._status == PENDING:  # made by the function (a recording drains what came before)
+            ENGINE.rebind_pending(target, v._node)
         elif target._status == COMPUTED:
             self._rebind_memory(target, v, name)
         else:
@@ -79,20 +79,10 @@ class RecordedWrites:
     def _own_node(value: Tensor) -> Tensor:
         """``value`` as a node with memory of its own (a leaf or a view of one would be overwritten by
         the final copies, which run after every read)."""
-        if value._status == PENDING and value._epoch == ENGINE.epoch and not view_of(int(value._node))[0]:
+        if value._status == PENDING and not view_of(int(value._node))[0]:
             return value
         with no_grad():
             return op.capture_copy(value)
-
-    @staticmethod
-    def _rebind_node(target: Tensor, v: Tensor) -> None:
-        """A tensor made inside the function: it (and its pending aliases, ``detach()``) is ``v`` now."""
-        old, new, epoch = target._node, v._node, target._epoch
-        for ref, _ in ENGINE.roots:
-            a = ref()
-            if a is not None and a._status == PENDING and a._epoch == epoch and a._node == old:
-                a._node = new
-        target._node = new
 
     def _rebind_memory(self, target: Tensor, v: Tensor, name: str) -> None:
         """Memory that outlives the function: its readers from now on read ``v``'s node."""
@@ -115,11 +105,10 @@ class RecordedWrites:
             if slot is None:
                 self.external_ids.add(id(s))
         t.value = v
-        t.node = node = ENGINE.node_of(v)
-        epoch = ENGINE.epoch
+        t.node = ENGINE.node_of(v)
         for a in [r() for r in self.seen.get(id(s), ())] + [target]:
             if a is not None and a._storage is s:
-                a._leaf, a._leaf_epoch = node, epoch
+                a._leaf_epoch = -1  # its cached leaf is the old value: the next read asks on_leaf again
         cell = target._vcell
         if id(cell) not in self.cells:
             self.cells[id(cell)] = [cell, cell[0], t]
