@@ -311,9 +311,10 @@ class Recorder(metaclass=_CurrentRecorder):
                     f"it; a replay cannot accumulate into .grad as eager mode does. Use gg.capture_step(loss_fn, "
                     f"optimizer) for training steps, or make the tensor an argument of the function")
 
-    def write(self, target: Tensor, value: Tensor, name: str) -> None:
-        """``target ← value`` inside the recording (an in-place write; see capture/writes.py)."""
-        self.writes.write(target, value, name)
+    def write(self, target: Tensor, value: Tensor, name: str, grad_on: bool) -> None:
+        """``target ← value`` inside the recording (an in-place write called with grad mode ``grad_on``;
+        see capture/writes.py)."""
+        self.writes.write(target, value, name, grad_on)
 
     def hold(self):
         """Context in which the optimizer may queue in-place writes (``ENGINE.record_writes``) without a drain."""

@@ -61,17 +61,19 @@ class RecordedWrites:
         self.grad_targets: list = []             # weakrefs of outside tensors written with grad on
         self.external_ids: set[int] = set()      # ids of outside storages written (kept alive by the graph)
         self.arg_names: dict[int, tuple] = {}    # id(slot) → (grad on at a write, op name)
+        self.grad_mode = is_grad_enabled()       # the caller's, when the recording starts
 
     # -- while the function runs
-    def write(self, target: Tensor, value: Tensor, name: str) -> None:
-        """``target ← value`` (same shape and dtype): rebind ``target`` (and every alias of its memory)."""
+    def write(self, target: Tensor, value: Tensor, name: str, grad_on: bool) -> None:
+        """``target ← value`` (same shape and dtype): rebind ``target`` (and every alias of its memory);
+        ``grad_on``: the grad mode of the in-place call (torch's rules depend on it)."""
         if target.numel_ == 0:
             return
         v = self._own_node(value)
         if target._status == PENDING:  # made by the function (a recording drains what came before)
             ENGINE.rebind_pending(target, v._node)
         elif target._status == COMPUTED:
-            self._rebind_memory(target, v, name)
+            self._rebind_memory(target, v, name, grad_on)
         else:
             ENGINE.node_of(target)  # raises the error of a failed tensor
 
@@ -84,13 +86,13 @@ class RecordedWrites:
         with no_grad():
             return op.capture_copy(value)
 
-    def _rebind_memory(self, target: Tensor, v: Tensor, name: str) -> None:
+    def _rebind_memory(self, target: Tensor, v: Tensor, name: str, grad: bool) -> None:
         """Memory that outlives the function: its readers from now on read ``v``'s node."""
         rec = self.recorder
         s = target._storage
         if id(target) in rec._owned_ids:
             raise CaptureError(f"capture: {name} writes an output of an earlier graph of this recording")
-        if target.requires_grad and target.grad_fn is not None and is_grad_enabled():
+        if target.requires_grad and target.grad_fn is not None and grad:
             raise CaptureError(
                 f"capture: {name} writes in place a tensor made outside the captured function that is part of "
                 f"an autograd graph; a recording cannot put the write on that tensor's tape. Write under "
@@ -112,7 +114,6 @@ class RecordedWrites:
         cell = target._vcell
         if id(cell) not in self.cells:
             self.cells[id(cell)] = [cell, cell[0], t]
-        grad = is_grad_enabled()
         if t.slot is not None:
             g, n = self.arg_names.get(id(t.slot), (False, name))
             if grad and not g:
@@ -178,7 +179,7 @@ class RecordedWrites:
             grad, name = self.arg_names.get(id(slot), (False, "in-place op"))
             backs.append((index[id(slot)], offset, tensor, arg_bumps.get(id(slot), 0), grad, name))
         families = [c for c, _, t in self.cells.values() if t.slot is None]
-        return ReplayWrites(bumps, backs, families, self.covered, self.grad_targets, is_grad_enabled(),
+        return ReplayWrites(bumps, backs, families, self.covered, self.grad_targets, self.grad_mode,
                             self.external_ids, ref_storages)
 
 
@@ -209,7 +210,7 @@ class ReplayWrites:
 
     def before(self, leaves: list) -> None:
         """Refuse what eager mode refuses, and arguments that alias memory the function writes."""
-        seen: dict[int, int] = {}
+        count: dict[int, int] = {}
         for i, v in enumerate(leaves):
             if isinstance(v, Tensor):
                 for s in _memories(v):
@@ -217,7 +218,7 @@ class ReplayWrites:
                         raise CaptureError(
                             f"capture: argument {i} shares memory with a tensor the captured function writes in "
                             f"place; a replay reads arguments before its writes. Pass a copy (x.clone()).")
-                    seen.setdefault(id(s), i)
+                    count[id(s)] = count.get(id(s), 0) + 1
         for i, _, _, _, grad, name in self.writebacks:
             v = leaves[i]
             if not isinstance(v, Tensor):
@@ -228,7 +229,7 @@ class ReplayWrites:
                 raise CaptureError(f"capture: {name} writes argument {i} in place, which is part of an autograd "
                                    f"graph; a replay cannot put the write on its tape (write under gg.no_grad())")
             for s in _memories(v):
-                if seen.get(id(s), i) != i or id(s) in self.ref_storages:
+                if count[id(s)] > 1 or id(s) in self.ref_storages:
                     raise CaptureError(
                         f"capture: argument {i}, which the captured function writes in place, shares memory "
                         f"with another argument or a tensor the function reads. Pass a copy (x.clone()).")

@@ -33,6 +33,7 @@ class InplaceMethods:
     def _write(self, name: str, make_value) -> "Tensor":
         """Overwrite this tensor's storage with ``make_value()`` (built from its current value)."""
         rec = _recorder()
+        grad_on = is_grad_enabled()
         if views.has_views(self):  # a view, or a tensor with live views: they see the write
             views.check_view_write(self, name, differentiable=False)
             self._check_inplace(name)
@@ -46,7 +47,7 @@ class InplaceMethods:
                     v = op.expand_as(v, self)
                 if v.dtype is not self.dtype:
                     v = op.cast(v, dtype=self.dtype)
-                _put(rec, self, v, name)  # the copy_ write op (a capture recording: a rebinding)
+                _put(rec, self, v, name, grad_on)  # the copy_ write op (a capture recording: a rebinding)
                 del v  # dead before the drain: its value lives only in the graph arena
         self._version += 1
         return self
@@ -78,7 +79,7 @@ class InplaceMethods:
                 v = op.expand_as(v, base)  # not self: the node would see self's version change
             if v.dtype is not self.dtype:
                 v = op.cast(v, dtype=self.dtype)
-            _put(rec, self, v, name)
+            _put(rec, self, v, name, True)
         self._version += 1
         self._rebase(v)
         return self
@@ -261,12 +262,13 @@ def _check_has_value(t: "Tensor", name: str, rec) -> None:
         raise RuntimeError(f"{name}: this tensor has no value (its graph failed)")
 
 
-def _put(rec, target: "Tensor", value: "Tensor", name: str) -> None:
-    """``target ← value``: the copy_ write op, or the recorder's rebinding while recording."""
+def _put(rec, target: "Tensor", value: "Tensor", name: str, grad_on: bool) -> None:
+    """``target ← value``: the copy_ write op, or the recorder's rebinding while recording (``grad_on``:
+    grad mode at the in-place call, which torch's rules for the written memory depend on)."""
     if rec is None:
         write_value(target, value, name)
     else:
-        rec.write(target, value, name)
+        rec.write(target, value, name, grad_on)
 
 
 def _leaf_inplace_message(name: str) -> str:

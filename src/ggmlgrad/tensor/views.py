@@ -456,6 +456,7 @@ def write(t, name: str, compute, other, record: bool):
     root = rec.root if rec is not None else t
     steps = rec.steps if rec is not None else ()
     recorder = context.current().recorder  # capture: no compute, writes are rebindings (capture/writes.py)
+    grad_on = is_grad_enabled()  # (a recording follows torch's rule for the written memory: see capture/writes.py)
     with ENGINE.exclusive("inplace") if recorder is None else ENGINE.lock:
         ok = (COMPUTED,) if recorder is None else (COMPUTED, PENDING)
         if root._status not in ok or t._status not in ok:
@@ -464,10 +465,10 @@ def write(t, name: str, compute, other, record: bool):
             with no_grad():
                 snapshot = copy_of(root)  # the old value, in memory the write does not touch (saved
             snapshot.requires_grad, snapshot.grad_fn = root.requires_grad, root.grad_fn  # for backward)
-            new_root, derived = _write_body(root, steps, snapshot, compute, other, t)
+            new_root, derived = _write_body(root, steps, snapshot, compute, other, t, True)
         else:
             with no_grad():  # every read of the root is an ancestor of the write into it
-                new_root, derived = _write_body(root, steps, root, compute, other, t)
+                new_root, derived = _write_body(root, steps, root, compute, other, t, grad_on)
     t._version += 1  # the root's counter too, except through ``.data`` (its own counter, as in torch)
     if record:
         root._rebase(new_root)
@@ -482,21 +483,22 @@ def copy_of(t):
     return op.reshape(t, shape=t.shape)
 
 
-def _write_body(root, steps, snapshot, compute, other, t):
+def _write_body(root, steps, snapshot, compute, other, t, grad_on: bool = False):
     old = gather(steps, snapshot)
     new = _fit(compute(old, other), old)
     new_root = scatter(steps, snapshot, new)
-    _queue_write(root, new_root, "view write")
+    _queue_write(root, new_root, "view write", grad_on)
     return new_root, _rederive_queued(root, new_root)
 
 
-def _queue_write(target, value, label: str) -> None:
-    """``target ← value`` in an exclusive block, or a capture recording's rebinding."""
+def _queue_write(target, value, label: str, grad_on: bool = False) -> None:
+    """``target ← value`` in an exclusive block, or a capture recording's rebinding (``grad_on``: grad
+    mode at the write's call)."""
     recorder = context.current().recorder
     if recorder is None:
         ENGINE.queue_write(target, ENGINE.node_of(value), label)
     else:
-        recorder.write(target, value, label)
+        recorder.write(target, value, label, grad_on)
 
 
 def _rederive_queued(root, new_root) -> list:
