@@ -459,7 +459,7 @@ class Captured:
             spec = _OutSpec(out, tensors)
             _g, downloads_at, dl_bytes, block, _ = recorder.take_graph("forward", tensors, [])
             recorder.check_grads()
-            recorder.resolve_refs(_owners(self.fn))
+            recorder.resolve_refs(lambda: _owners(self.fn))
             inputs = recorder.finish()
         return _Recording(key, recorder, inputs, recorder.graphs, downloads_at, dl_bytes, block, spec, len(tensors))
 
@@ -630,7 +630,7 @@ class CapturedStep(Captured):
                 with no_grad(), recorder.hold():
                     update.queue(grads, hps)
                 recorder.take_graph("optimizer update", [], [])
-                recorder.resolve_refs(_owners(self.fn, params))
+                recorder.resolve_refs(lambda: _owners(self.fn, params))
                 inputs = recorder.finish()
         except BaseException:
             for p, g in zip(params, saved):
@@ -728,7 +728,10 @@ def capture(fn: Callable | None = None, *, max_recordings: int = 8, explain: boo
     computes (``gg.CaptureError`` names the line); randomness from dropout/sampling is an
     input refilled from the seeded generator at every replay. The training flags of the
     modules ``fn`` read are part of the signature (``eval()`` replays without dropout), and
-    replacing a parameter, buffer or submodule it read records again.
+    replacing a parameter, buffer or submodule it read records again. In-place writes are
+    replayed as eager mode makes them (capture/writes.py): outside tensors and views keep what
+    each call writes, and a Tensor argument written in place is written back to the caller's
+    tensor (an array argument is an input by value).
 
     >>> import numpy as np, ggmlgrad as gg
     >>> f = gg.capture(lambda x: x * 2, max_recordings=2)

@@ -13,7 +13,7 @@ replay is: pack inputs on the host, ONE upload of the changed span, one
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -276,14 +276,14 @@ class Recorder(metaclass=_CurrentRecorder):
                 self.refs.append((weakref.ref(a), a._storage, a.shape))
         return self.writes.on_leaf(a, leaf)  # memory the function wrote: its new value's node
 
-    def resolve_refs(self, owners) -> None:
+    def resolve_refs(self, owners: Callable[[], list]) -> None:
         """Point references whose tensor is gone (a temporary alias such as ``p.data`` or ``p.detach()``)
-        at a live tensor of ``owners`` with the same memory, so that the recording does not look stale
+        at a live tensor of ``owners()`` with the same memory, so that the recording does not look stale
         at every call; references without one stay (the next call records again, as before)."""
         if all(r() is not None for r, _, _ in self.refs):
             return
         by_storage = {}
-        for t in owners:
+        for t in owners():
             if isinstance(t, Tensor) and t._storage is not None:
                 by_storage.setdefault(id(t._storage), t)
         live = {id(s) for r, s, _ in self.refs if r() is not None}
