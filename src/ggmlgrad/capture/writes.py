@@ -57,7 +57,7 @@ class RecordedWrites:
         self.seen: dict[int, list] = {}          # id(storage) → weakrefs of tensors that entered as leaves
         self.cells: dict[int, list] = {}         # id(version cell) → [cell, version before, target]
         self.covered: set[int] = set()           # ids of external views the graph writes
-        self.writebacks: list[tuple] = []        # (slot, offset, tensor, grad on at the write, name)
+        self.writebacks: list[tuple] = []        # (input slot, offset in the download, its value tensor)
         self.grad_targets: list = []             # weakrefs of outside tensors written with grad on
         self.external_ids: set[int] = set()      # ids of outside storages written (kept alive by the graph)
         self.arg_names: dict[int, tuple] = {}    # id(slot) → (grad on at a write, op name)
