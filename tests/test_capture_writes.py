@@ -367,3 +367,64 @@ def test_against_torch():
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(g_base, t_base, rtol=1e-6)
     np.testing.assert_allclose(g_view, t_view, rtol=1e-6)
+
+
+def test_dtypes_aliases_and_a_view_read_after_the_write():
+    i = gg.tensor(np.array([1, 2, 3], np.int32))
+    h = gg.tensor(np.array([1, 2, 3], np.float16))
+    p = gg.zeros(3)
+    view = p[1:]
+
+    def fn(x):
+        i.add_(2)
+        h.copy_(h.float() * 2)
+        p.add_(1.0)
+        p.data.mul_(2.0)                  # three aliases of one memory, in program order
+        p.detach().add_(x)
+        return p[0] * 1.0, view * 1.0, i * 1, h.float() * 1.0
+    f = gg.capture(fn)
+    pr, ir, hr = np.zeros(3), np.array([1, 2, 3]), np.array([1.0, 2.0, 3.0])
+    for k in range(3):
+        x = np.full(3, k, F32)
+        out = f(x)
+        ir, hr, pr = ir + 2, hr * 2, (pr + 1) * 2 + x
+        for got, ref in zip(out, (pr[0], pr[1:], ir, hr)):
+            np.testing.assert_array_equal(got, ref)
+        np.testing.assert_array_equal(p.numpy(), pr)
+        np.testing.assert_array_equal(view.numpy(), pr[1:])
+        np.testing.assert_array_equal(i.numpy(), ir)
+        np.testing.assert_array_equal(h.numpy(), hr)
+    assert f.n_recordings == 1
+
+
+def test_capture_step_clamping_a_weight_before_the_forward():
+    def run(captured: bool, xs):
+        w = gg.tensor(np.array([[2.0, -3.0]], F32), requires_grad=True)
+        opt = gg.optim.SGD([w], lr=0.5)
+
+        def loss_fn(x):
+            with gg.no_grad():
+                w.clamp_(-1.0, 1.0)       # the forward reads the clamped weight; the update writes it after
+            return ((x @ w.T) ** 2).mean()
+        step = gg.capture_step(loss_fn, opt) if captured else None
+        out = []
+        for x in xs:
+            if captured:
+                out.append(float(step(x)))
+            else:
+                opt.zero_grad()
+                loss = loss_fn(gg.tensor(x))
+                loss.backward()
+                opt.step()
+                out.append(loss.item())
+        return out, w.numpy()
+    xs = [_arr(4, 2, seed=k) for k in range(3)]
+    (le, we), (lc, wc) = run(False, xs), run(True, xs)
+    w = np.array([[2.0, -3.0]])
+    for x, l_e, l_c in zip(xs, le, lc):
+        w = np.clip(w, -1, 1)
+        h = x.astype(np.float64) @ w.T
+        np.testing.assert_allclose([l_e, l_c], (h ** 2).mean(), rtol=1e-5)
+        w = w - 0.5 * (2 * h / h.size).T @ x
+    np.testing.assert_allclose(we, w, rtol=1e-5)
+    np.testing.assert_allclose(wc, w, rtol=1e-5)
