@@ -428,3 +428,22 @@ def test_capture_step_clamping_a_weight_before_the_forward():
         w = w - 0.5 * (2 * h / h.size).T @ x
     np.testing.assert_allclose(we, w, rtol=1e-5)
     np.testing.assert_allclose(wc, w, rtol=1e-5)
+
+
+def test_a_module_captured_as_the_function_counts_calls_in_a_buffer():
+    class Counting(gg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = gg.nn.Linear(2, 2)
+            self.register_buffer("calls", gg.zeros(1))
+
+        def forward(self, x):
+            with gg.no_grad():
+                self.calls.data.add_(1.0)    # a temporary alias: the recording follows the buffer
+            return self.lin(x) * 1.0
+    m = Counting()
+    f = gg.capture(m)
+    for k in range(1, 4):
+        f(np.ones((1, 2), F32))
+        assert m.calls.tolist() == [float(k)]
+    assert f.n_recordings == 1

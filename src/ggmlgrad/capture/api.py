@@ -507,7 +507,7 @@ def _owners(fn, extra=()) -> list:
     ``p.detach()``): the function's closure, the globals it names, its bound ``self``, the modules
     among them and the modules the recording read (their parameters and buffers), and ``extra``."""
     found: list = list(extra)
-    objs: list = []
+    objs: list = [fn]  # a Module called as the function
     f = getattr(fn, "__func__", fn)
     if getattr(fn, "__self__", None) is not None:
         objs.append(fn.__self__)
