@@ -25,13 +25,12 @@ from typing import Callable
 
 import numpy as np
 
-from ..engine import ENGINE, CaptureError, bfloat16, dtypes, float32, int32, modes
+from ..engine import ENGINE, CaptureError, bfloat16, context, dtypes, float32, int32, modes
 from ..engine.checks import verify_replay
 from ..runtime import Device, resolve_device
 from ..tensor import Tensor, no_grad
 from ..tensor.views import refresh_views_of
 from ..ops import op
-from ..engine import context
 from ..nn.module import WATCH, Module
 from .recording import Download, Recorder, fill_noise, put_arg, unpack
 from .state import Structure, observing, training_flag, watch
