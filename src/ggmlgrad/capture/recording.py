@@ -330,6 +330,13 @@ class Recorder(metaclass=_CurrentRecorder):
         """
         # Index checks queued in this graph are downloaded with the outputs, verified per replay.
         checks = _checks.take_pending(ENGINE)
+        # A leaf output (an input or an outside tensor returned as is) needs a node of its own, made
+        # before the writes close: it reads what the function left (a written value's node).
+        copies: dict[int, Tensor] = {}
+        for t in list(downloads) + list(device_outputs) + [c.tensor for c in checks]:
+            if t._status != PENDING and id(t) not in copies:
+                with no_grad():
+                    copies[id(t)] = op.capture_copy(t)
         arg_writes = self.writes.close_graph()  # final copies queued; written arguments come back
         n_user_dl = len(downloads)
         n_args_dl = n_user_dl + len(arg_writes)
@@ -345,11 +352,8 @@ class Recorder(metaclass=_CurrentRecorder):
                     seen[id(t)] = j
             if id(t) not in seen:
                 if t._status != PENDING:
-                    # A leaf (an input or a parameter returned as is) needs a node of its own.
-                    with no_grad():
-                        t2 = op.capture_copy(t)
                     seen[id(t)] = len(outs)
-                    outs.append(t2)
+                    outs.append(copies[id(t)])
                 else:
                     seen[id(t)] = by_node[int(t._node)] = len(outs)
                     outs.append(t)
