@@ -122,7 +122,8 @@ class _Guard(Observer):
         raise CaptureError(
             f"capture: {what} at {user_site(1)} while recording; nothing may compute before the recording "
             f"ends, since that work would be frozen into every replay. Keep the captured function free of "
-            f"host reads, eager blocks and in-place writes (the optimizer update belongs to capture_step).")
+            f"host reads and eager blocks (in-place ops are recorded; the optimizer update belongs to "
+            f"capture_step).")
 
     def on_leaf(self, a, leaf: int) -> int | None:
         return self.recorder._on_leaf(a, leaf)
