@@ -8,7 +8,8 @@ the queue is taken over (``ENGINE.take_for_capture``) instead of computed. The
 recording owns those node contexts, one packed device block for all inputs and one
 for all outputs, and its own ``ggml_backend_sched`` per graph, allocated once, so a
 replay is: pack inputs on the host, ONE upload of the changed span, one
-``sched_graph_compute`` per graph, ONE download, copied out.
+``sched_graph_compute`` per graph, ONE download, copied out. In-place writes of the function are
+rebindings while it records, made persistent by the graph's last nodes (see :mod:`.writes`).
 """
 from __future__ import annotations
 
