@@ -483,30 +483,30 @@ def test_inplace_refusals_change_nothing(mode):
     assert a._version == i._version == p._version == 0
 
 
-def test_inplace_inside_capture_is_a_clear_error():
+def test_inplace_inside_capture_is_recorded_and_grad_accumulation_is_refused():
     params = [gg.tensor([1.0, 2.0, 3.0], requires_grad=True)]
 
     @gg.capture
     def sgd_by_hand(x):
         p = params[0]
         loss = (p * x).sum()
-        loss.backward()
+        loss.backward()                      # eager accumulates into p.grad call after call
         with gg.no_grad():
             p -= 0.1 * p.grad
         return loss
 
-    with pytest.raises(gg.CaptureError, match="in-place op sub_ at .*test_torch_semantics_inplace.py"):
+    with pytest.raises(gg.CaptureError, match="accumulate into .grad"):
         sgd_by_hand(np.ones(3, np.float32))
     assert params[0].tolist() == [1.0, 2.0, 3.0]
 
     @gg.capture
     def local_update(x):
         y = x * 2
-        y += 1
+        y += 1                               # in-place writes are recorded (tests/test_capture_writes.py)
         return y
 
-    with pytest.raises(gg.CaptureError, match="in-place"):
-        local_update(np.ones(3, np.float32))
+    for k in range(2):
+        np.testing.assert_array_equal(local_update(np.full(3, k, np.float32)), np.full(3, 2.0 * k + 1))
 
 
 def test_data_setter_refusals_and_capture_rerecord():

@@ -499,12 +499,12 @@ def test_capture_reads_views_and_refuses_writes_through_them():
 
     @gg.capture
     def write(x):
-        base[1:].add_(x)                     # in-place writes are refused in a captured function
+        base[1:].add_(x)                     # a write through a view, recorded: the base follows per call
         return base * 1
 
-    with pytest.raises(gg.CaptureError, match="in-place op add_"):
-        write(np.ones(2, np.float32))
-    assert base.tolist() == [1.0, 2.0, 3.0]
+    for k in range(1, 3):
+        np.testing.assert_array_equal(write(np.ones(2, np.float32)), [1.0, 2.0 + k, 3.0 + k])
+    assert base.tolist() == [1.0, 4.0, 5.0]
 
 
 def test_views_of_parameters_follow_an_optimizer_step(mode):

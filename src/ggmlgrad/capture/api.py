@@ -27,14 +27,14 @@ import numpy as np
 
 from .._ggml import host_copy
 from .._ggml.nodes import host_view
-from ..engine import COMPUTED, COUNTERS, ENGINE, CaptureError, bfloat16, dtypes, float32, int32, modes
+from ..engine import COMPUTED, COUNTERS, ENGINE, CaptureError, bfloat16, context, dtypes, float32, int32, modes
 from ..engine.checks import verify_replay
 from ..runtime import Device, resolve_device
 from ..runtime.faults import ARMED as _FAULTS
 from ..tensor import Tensor, no_grad
 from ..tensor.views import refresh_views_of
 from ..ops import op
-from ..nn.module import WATCH
+from ..nn.module import WATCH, Module
 from .recording import Download, Recorder, fill_noise, put_arg, unpack
 from .state import Structure, observing, training_flag, watch
 
@@ -179,6 +179,7 @@ class _Recording:
         self.out_layout = [(off, off + t.nbytes, t.dtype.np_dtype, t.shape, t) for off, t in downloads_at]
         self._plain = all(t.dtype is not bfloat16 and not t.dtype.is_bool for _, t in downloads_at)
         self.index_checks = recorder.index_checks  # verified on every replay's download (engine/checks.py)
+        self.writes = recorder.replay_writes  # in-place writes' checks and effects (capture/writes.py), or None
         # In host memory the outputs are read as one NumPy copy each of typed views made here, the
         # replay's download (no ctypes call, no byte buffer to slice, view and reshape per replay).
         self.host_outputs = None
@@ -197,6 +198,10 @@ class _Recording:
 
     def stale(self) -> str | None:
         """Why this recording can no longer be replayed (a referenced tensor replaced), or None."""
+        if self.writes is not None:
+            why = self.writes.stale()
+            if why is not None:
+                return why
         for ref, storage, shape in self.refs:
             t = ref()
             if t is None:
@@ -493,18 +498,26 @@ class Captured:
             tensors: list[Tensor] = []
             spec = _OutSpec(out, tensors)
             _g, downloads_at, dl_bytes, block, _ = recorder.take_graph("forward", tensors, [])
+            recorder.check_grads()
+            recorder.resolve_refs(lambda: _owners(self.fn))
             inputs = recorder.finish()
         return _Recording(key, recorder, inputs, recorder.graphs, downloads_at, dl_bytes, block, spec, len(tensors))
 
     def _run(self, rec: _Recording, leaves: list):
         ENGINE.drain_if_queued("capture")  # queued work may write what the replay reads
+        writes = rec.writes
+        if writes is not None:
+            writes.before(leaves)  # capwrite: in-place writes' checks (capture/writes.py)
         rec.stage_args(leaves)
         rec.inputs.upload()
         rec.graphs[0].compute()
-        if not rec.index_checks:
+        if not rec.index_checks and writes is None:
             return rec.out_spec.build(rec.read_outputs())
         raw = rec.download()
-        verify_replay(rec.index_checks, raw)
+        if writes is not None:
+            writes.after(leaves, raw)  # capwrite: argument write-backs, versions, views
+        if rec.index_checks:
+            verify_replay(rec.index_checks, raw)
         return rec.out_spec.build(rec.outputs(raw))
 
     # -- management
@@ -529,6 +542,38 @@ class Captured:
         if obj is None:
             return self
         return functools.partial(self.__call__, obj)
+
+
+def _owners(fn, extra=()) -> list:
+    """Tensors that may own memory the recording read through a temporary alias (``p.data``,
+    ``p.detach()``): the function's closure, the globals it names, its bound ``self``, the modules
+    among them and the modules the recording read (their parameters and buffers), and ``extra``."""
+    found: list = list(extra)
+    objs: list = [fn]  # a Module called as the function
+    f = getattr(fn, "__func__", fn)
+    if getattr(fn, "__self__", None) is not None:
+        objs.append(fn.__self__)
+        objs.extend(vars(fn.__self__).values() if hasattr(fn.__self__, "__dict__") else ())
+    for cell in getattr(f, "__closure__", None) or ():
+        try:
+            objs.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            pass
+    code, glob = getattr(f, "__code__", None), getattr(f, "__globals__", {})
+    for name in code.co_names if code is not None else ():
+        if name in glob:
+            objs.append(glob[name])
+    obs = context.current().module_observer
+    if obs is not None:
+        objs.extend(obs.live_modules())
+    for o in objs:
+        for v in (o if isinstance(o, (list, tuple)) else o.values() if isinstance(o, dict) else (o,)):
+            if isinstance(v, Tensor):
+                found.append(v)
+            elif isinstance(v, Module):
+                found.extend(v.parameters())
+                found.extend(v.buffers())
+    return found
 
 
 def _fmt(d) -> str:
@@ -627,6 +672,7 @@ class CapturedStep(Captured):
                 with no_grad(), recorder.hold():
                     update.queue(grads, hps)
                 recorder.take_graph("optimizer update", [], [])
+                recorder.resolve_refs(lambda: _owners(self.fn, params))
                 inputs = recorder.finish()
         except BaseException:
             for p, g in zip(params, saved):
@@ -644,6 +690,9 @@ class CapturedStep(Captured):
 
     def _run(self, rec: _Recording, leaves: list):
         ENGINE.drain_if_queued("capture")
+        writes = rec.writes
+        if writes is not None:
+            writes.before(leaves)  # capwrite: in-place writes' checks (capture/writes.py)
         rec.stage_args(leaves)
         for slot, a in zip(rec.hparam_slots, rec.update.hparams()):
             slot.view[...] = a
@@ -652,10 +701,13 @@ class CapturedStep(Captured):
         rec.inputs.upload()
         g1, g2 = rec.graphs
         g1.compute()
-        if rec.index_checks:
+        if rec.index_checks or writes is not None:
             raw = rec.download()
-            verify_replay(rec.index_checks, raw, "raised by a captured step before its update: weights, "
-                          "optimizer state and step counters are unchanged")
+            if writes is not None:
+                writes.after(leaves, raw)  # capwrite: the loss function's writes happened in graph 1
+            if rec.index_checks:
+                verify_replay(rec.index_checks, raw, "raised by a captured step before its update: weights, "
+                              "optimizer state and step counters are unchanged")
             outs = rec.outputs(raw)
         else:
             outs = rec.read_outputs()
@@ -721,7 +773,10 @@ def capture(fn: Callable | None = None, *, max_recordings: int = 8, explain: boo
     computes (``gg.CaptureError`` names the line); randomness from dropout/sampling is an
     input refilled from the seeded generator at every replay. The training flags of the
     modules ``fn`` read are part of the signature (``eval()`` replays without dropout), and
-    replacing a parameter, buffer or submodule it read records again.
+    replacing a parameter, buffer or submodule it read records again. In-place writes are
+    replayed as eager mode makes them (capture/writes.py): outside tensors and views keep what
+    each call writes, and a Tensor argument written in place is written back to the caller's
+    tensor (an array argument is an input by value).
 
     >>> import numpy as np, ggmlgrad as gg
     >>> f = gg.capture(lambda x: x * 2, max_recordings=2)

@@ -8,12 +8,13 @@ the queue is taken over (``ENGINE.take_for_capture``) instead of computed. The
 recording owns those node contexts, one packed device block for all inputs and one
 for all outputs, and its own ``ggml_backend_sched`` per graph, allocated once, so a
 replay is: pack inputs on the host, ONE upload of the changed span, one
-``sched_graph_compute`` per graph, ONE download, copied out.
+``sched_graph_compute`` per graph, ONE download, copied out. In-place writes of the function are
+rebindings while it records, made persistent by the graph's last nodes (see :mod:`.writes`).
 """
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -31,9 +32,14 @@ from ..runtime.faults import ARMED as _FAULTS, hit as _fault
 from ..tensor import no_grad
 from ..tensor.tensor import Tensor
 from . import ops as _ops  # noqa: F401  (registers the capture ops)
+from .writes import RecordedWrites
 
 _ALIGN = 64
 _OVERHEAD = lib.tensor_overhead()  # bytes of one tensor header in a node context
+
+
+_NOT_OUTPUT = ("ggmlgrad: this tensor was computed inside a capture recording and is not one of its outputs, "
+               "so it has no value; return it from the captured function")
 
 
 def _align(n: int) -> int:
@@ -117,10 +123,11 @@ class _Guard(Observer):
         raise CaptureError(
             f"capture: {what} at {user_site(1)} while recording; nothing may compute before the recording "
             f"ends, since that work would be frozen into every replay. Keep the captured function free of "
-            f"host reads, eager blocks and in-place writes (the optimizer update belongs to capture_step).")
+            f"host reads and eager blocks (in-place ops are recorded; the optimizer update belongs to "
+            f"capture_step).")
 
-    def on_leaf(self, a, leaf: int) -> None:
-        self.recorder._on_leaf(a, leaf)
+    def on_leaf(self, a, leaf: int) -> int | None:
+        return self.recorder._on_leaf(a, leaf)
 
 
 class _Held:
@@ -197,6 +204,8 @@ class Recorder(metaclass=_CurrentRecorder):
         self._token = None  # of the execution context this recorder pushed
         self._held = 0      # ENGINE.hold() calls of hold() not yet released
         self.active = False
+        self.writes = RecordedWrites(self)  # in-place writes of the function (capture/writes.py)
+        self.replay_writes = None           # what a replay does for them (set by finish)
 
     # -- lifecycle
     def __enter__(self) -> "Recorder":
@@ -254,7 +263,7 @@ class Recorder(metaclass=_CurrentRecorder):
         return self.input("noise", f"noise[{n}] ({req.kind}) at {user_site(2)}", tuple(req.shape), float32,
                           noise=req)
 
-    def _on_leaf(self, a, leaf: int) -> None:
+    def _on_leaf(self, a, leaf: int) -> int | None:
         # By storage, not tensor: an alias of an input (x.detach()) is the input, rebound per replay too.
         slot = self._slot_of.get(id(a._storage))
         if slot is not None and slot.tensor._storage is a._storage:
@@ -262,12 +271,52 @@ class Recorder(metaclass=_CurrentRecorder):
                 raise CaptureError(f"capture: a {a.dtype.name} {a.shape} alias of the {slot.dtype.name} "
                                    f"{slot.shape} input {slot.name} is not supported")
             slot.leaves.append(leaf)
+        else:
+            i = id(a)
+            if i not in self._owned_ids and i not in self._ref_ids:
+                self._ref_ids.add(i)
+                self.refs.append((weakref.ref(a), a._storage, a.shape))
+        return self.writes.on_leaf(a, leaf)  # memory the function wrote: its new value's node
+
+    def resolve_refs(self, owners: Callable[[], list]) -> None:
+        """Point references whose tensor is gone (a temporary alias such as ``p.data`` or ``p.detach()``)
+        at a live tensor of ``owners()`` with the same memory, so that the recording does not look stale
+        at every call; references without one stay (the next call records again, as before)."""
+        if all(r() is not None for r, _, _ in self.refs):
             return
-        i = id(a)
-        if i in self._owned_ids or i in self._ref_ids:
-            return
-        self._ref_ids.add(i)
-        self.refs.append((weakref.ref(a), a._storage, a.shape))
+        by_storage = {}
+        for t in owners():
+            if isinstance(t, Tensor) and t._storage is not None:
+                by_storage.setdefault(id(t._storage), t)
+        live = {id(s) for r, s, _ in self.refs if r() is not None}
+        refs = []
+        for r, s, shape in self.refs:
+            if r() is None:
+                owner = by_storage.get(id(s))
+                if owner is not None and owner.shape == shape:
+                    if id(s) in live:
+                        continue  # a live reference already follows this memory
+                    live.add(id(s))
+                    r = weakref.ref(owner)
+            refs.append((r, s, shape))
+        self.refs = refs
+
+    def check_grads(self) -> None:
+        """Refuse ``.grad`` of a tensor made outside the function set by a backward inside it: eager mode
+        accumulates into ``.grad`` call after call, a replay would recompute it from nothing."""
+        for r, _, shape in self.refs:
+            t = r()
+            g = getattr(t, "grad", None)
+            if g is not None and (id(g) in self._owned_ids or g._error is _NOT_OUTPUT):
+                raise CaptureError(
+                    f"capture: backward() inside the captured function set .grad of a tensor {shape} made outside "
+                    f"it; a replay cannot accumulate into .grad as eager mode does. Use gg.capture_step(loss_fn, "
+                    f"optimizer) for training steps, or make the tensor an argument of the function")
+
+    def write(self, target: Tensor, value: Tensor, name: str, grad_on: bool) -> None:
+        """``target ← value`` inside the recording (an in-place write called with grad mode ``grad_on``;
+        see capture/writes.py)."""
+        self.writes.write(target, value, name, grad_on)
 
     def hold(self):
         """Context in which the optimizer may queue in-place writes (``ENGINE.record_writes``) without a drain."""
@@ -283,21 +332,32 @@ class Recorder(metaclass=_CurrentRecorder):
         """
         # Index checks queued in this graph are downloaded with the outputs, verified per replay.
         checks = _checks.take_pending(ENGINE)
+        # A leaf output (an input or an outside tensor returned as is) needs a node of its own, made
+        # before the writes close: it reads what the function left (a written value's node).
+        copies: dict[int, Tensor] = {}
+        for t in list(downloads) + list(device_outputs) + [c.tensor for c in checks]:
+            if t._status != PENDING and id(t) not in copies:
+                with no_grad():
+                    copies[id(t)] = op.capture_copy(t)
+        arg_writes = self.writes.close_graph()  # final copies queued; written arguments come back
         n_user_dl = len(downloads)
-        downloads = list(downloads) + [c.tensor for c in checks]
+        n_args_dl = n_user_dl + len(arg_writes)
+        downloads = list(downloads) + [w.value for w in arg_writes] + [c.tensor for c in checks]
         outs: list[Tensor] = []
         seen: dict[int, int] = {}
+        by_node: dict[int, int] = {}
         order: list[int] = []
         for t in list(downloads) + list(device_outputs):
+            if id(t) not in seen and t._status == PENDING:
+                j = by_node.get(int(t._node))  # an alias of an output (x.detach()): the same node, one slot
+                if j is not None:
+                    seen[id(t)] = j
             if id(t) not in seen:
                 if t._status != PENDING:
-                    # A leaf (an input or a parameter returned as is) needs a node of its own.
-                    with no_grad():
-                        t2 = op.capture_copy(t)
                     seen[id(t)] = len(outs)
-                    outs.append(t2)
+                    outs.append(copies[id(t)])
                 else:
-                    seen[id(t)] = len(outs)
+                    seen[id(t)] = by_node[int(t._node)] = len(outs)
                     outs.append(t)
             order.append(seen[id(t)])
         n_dl = len(downloads)
@@ -330,8 +390,7 @@ class Recorder(metaclass=_CurrentRecorder):
             a = ref()
             if a is not None and a._status == PENDING and id(a) not in out_ids:
                 a._status, a._node = FAILED, 0
-                a._error = ("ggmlgrad: this tensor was computed inside a capture recording and is not one of "
-                            "its outputs, so it has no value; return it from the captured function")
+                a._error = _NOT_OUTPUT
         for j, t in enumerate(outs):
             t._status, t._node = COMPUTED, 0
             t._storage = StorageSlice(block, offsets[j], t.nbytes)
@@ -346,9 +405,11 @@ class Recorder(metaclass=_CurrentRecorder):
         if checks:
             if self.graphs[0] is not graph:  # only the first graph's outputs are downloaded
                 raise CaptureError(f"capture: index checks in the {label} graph are not supported")
-            self.index_checks = [(offsets[order[n_user_dl + i]], c) for i, c in enumerate(checks)]
+            self.index_checks = [(offsets[order[n_args_dl + i]], c) for i, c in enumerate(checks)]
             for c in checks:
                 c.tensor = None  # its value is read from the download
+        for i, w in enumerate(arg_writes):
+            self.writes.writebacks.append((w.slot, offsets[order[n_user_dl + i]], outs[order[n_user_dl + i]]))
         device_outs = [outs[order[i]] for i in range(n_dl, len(order))]
         return graph, downloads_at, dl_bytes, block, device_outs
 
@@ -365,6 +426,7 @@ class Recorder(metaclass=_CurrentRecorder):
                 g.keep = [k for k in g.keep if k is not placeholder]
         for g in self.graphs:
             g.allocate()
+        self.replay_writes = self.writes.finish(inputs.args, {id(s) for _, s, _ in self.refs})
         return inputs
 
 

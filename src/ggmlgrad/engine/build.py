@@ -121,7 +121,8 @@ class Builder:
         a._leaf = leaf
         a._leaf_epoch = epoch
         if observer is not None:
-            observer.on_leaf(a, leaf)  # capture: which computed tensors a recording references
+            # capture: which computed tensors a recording references (memory it wrote: the new value's node)
+            leaf = observer.on_leaf(a, leaf) or leaf
         return leaf
 
     def begin(self, device: Device) -> int:

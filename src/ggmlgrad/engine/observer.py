@@ -37,8 +37,9 @@ class Observer:
     engine raises it at the call that caused the event, before doing anything.
     """
 
-    def on_leaf(self, array, leaf: int) -> None:
-        """``array`` (a computed tensor) enters the graph being built as the ggml node ``leaf``."""
+    def on_leaf(self, array, leaf: int) -> int | None:
+        """``array`` (a computed tensor) enters the graph being built as the ggml node ``leaf``; a
+        node returned instead stands for it (a recording that wrote that memory: its new value)."""
 
     def on_upload(self, site: str) -> None:
         """Host data is about to be written into a tensor's memory (``site``: the caller's name)."""

@@ -261,6 +261,17 @@ class RecordQueue:
             twin._node, twin._epoch, twin._status = base._node, base._epoch, PENDING
             self.roots.append((weakref.ref(twin), base._node))
 
+    def rebind_pending(self, base: Array, node: int) -> None:
+        """Make ``node`` the queued node of ``base`` and of every alias of its node (``detach()``,
+        ``alias_pending``): a capture recording's in-place write of a tensor made inside it."""
+        with self.lock:
+            old, epoch = base._node, base._epoch
+            for ref, _ in self.roots:
+                a = ref()
+                if a is not None and a._status == PENDING and a._epoch == epoch and a._node == old:
+                    a._node = node
+            base._node = node
+
     def add_work(self, work: float) -> None:
         """Count flops of nodes built without :meth:`record` (optimizer updates) for the thread policy."""
         self.work += work

@@ -5,8 +5,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..engine import (COMPUTED, ENGINE, CaptureError, DType, active_observer, float32, host_array, int32,
-                      upload_into, user_site)
+from ..engine import (COMPUTED, ENGINE, PENDING, CaptureError, DType, active_observer, context, float32, host_array,
+                      int32, upload_into, user_site)
 from ..ops import op
 from ..ops.writes import write_value
 from . import bool_ops, views
@@ -32,22 +32,22 @@ class InplaceMethods:
 
     def _write(self, name: str, make_value) -> "Tensor":
         """Overwrite this tensor's storage with ``make_value()`` (built from its current value)."""
-        _refuse_while_recording(name)
+        rec = _recorder()
+        grad_on = is_grad_enabled()
         if views.has_views(self):  # a view, or a tensor with live views: they see the write
             views.check_view_write(self, name, differentiable=False)
             self._check_inplace(name)
             return views.write(self, name, lambda old, _: make_value(), None, record=False)
         self._check_inplace(name)
-        with ENGINE.exclusive("inplace"):
-            if self._status != COMPUTED:
-                raise RuntimeError(f"{name}: this tensor has no value (its graph failed)")
+        with _write_block(rec):
+            _check_has_value(self, name, rec)
             with no_grad():
                 v = make_value()
                 if v.shape != self.shape:
                     v = op.expand_as(v, self)
                 if v.dtype is not self.dtype:
                     v = op.cast(v, dtype=self.dtype)
-                write_value(self, v, name)  # the copy_ write op
+                _put(rec, self, v, name, grad_on)  # the copy_ write op (a capture recording: a rebinding)
                 del v  # dead before the drain: its value lives only in the graph arena
         self._version += 1
         return self
@@ -61,7 +61,6 @@ class InplaceMethods:
         any other tensor is rebased (as in torch): its ``grad_fn`` becomes the op's node, fed by a
         copy of the old value, so gradients flow through the in-place op.
         """
-        _refuse_while_recording(name)
         _check_inplace_operand(self, name, other, closed, cast_ok)
         if views.has_views(self):
             return self._inplace_with_views(name, other, compute)
@@ -69,9 +68,9 @@ class InplaceMethods:
             return self._write(name, lambda: compute(self, other))
         if self.requires_grad and self.grad_fn is None:
             raise RuntimeError(_leaf_inplace_message(name))
-        with ENGINE.exclusive("inplace"):
-            if self._status != COMPUTED:
-                raise RuntimeError(f"{name}: this tensor has no value (its graph failed)")
+        rec = _recorder()
+        with _write_block(rec):
+            _check_has_value(self, name, rec)
             with no_grad():
                 base = op.clone(self)  # the old value, in memory the write does not touch
             base.requires_grad, base.grad_fn = self.requires_grad, self.grad_fn
@@ -80,7 +79,7 @@ class InplaceMethods:
                 v = op.expand_as(v, base)  # not self: the node would see self's version change
             if v.dtype is not self.dtype:
                 v = op.cast(v, dtype=self.dtype)
-            write_value(self, v, name)
+            _put(rec, self, v, name, True)
         self._version += 1
         self._rebase(v)
         return self
@@ -112,6 +111,9 @@ class InplaceMethods:
             if src.device is not self.device:
                 src = src.to(device=self.device)
             return self._inplace("copy_", src, _copy_value, cast_ok=True)
+        if isinstance(src, (bool, int, float)) and _recorder() is not None:
+            # A Python number is a constant of the recording (as fill_'s value), not host data to upload.
+            return self._write("copy_", lambda: op.fill_like(self, c=float(src)))
         arr = np.asarray(src)
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"copy_: cannot copy from {type(src).__name__} of dtype {arr.dtype}")
@@ -123,7 +125,8 @@ class InplaceMethods:
         except ValueError:
             raise ValueError(f"copy_: source shape {arr.shape} cannot be broadcast to {self.shape}") from None
         _check_int_range("copy_", arr, self.dtype)
-        _refuse_while_recording("copy_")
+        _refuse_while_recording("copy_ from host data", "its values would be frozen into every replay; pass the "
+                                "data as an argument of the captured function and copy_ from that tensor")
         if "_view" in self.__dict__:  # through the view's write path, as a tensor source
             return self.copy_(_t.tensor(arr, dtype=self.dtype, device=self.device))
         self._check_inplace("copy_")
@@ -219,7 +222,8 @@ class InplaceMethods:
         if self.grad is not None and (value.shape != self.shape or value.dtype is not self.dtype):
             raise RuntimeError(f"data: the new value ({value.shape}, {value.dtype.name}) does not match "
                                f".grad ({self.grad.shape}, {self.grad.dtype.name}); set .grad = None first")
-        _refuse_while_recording("data assignment")
+        _refuse_while_recording("data assignment", "it gives the tensor other memory, which a replay cannot "
+                                "follow; write the value in place instead (p.data.copy_(t) or p.copy_(t))")
         with ENGINE.lock:
             ENGINE.drain("inplace")  # queued nodes read the old memory, and value gets its own
             if value._status != COMPUTED:
@@ -230,15 +234,41 @@ class InplaceMethods:
         self._version += 1  # nodes that saved this tensor hold the old value: they raise at backward
 
 
-def _refuse_while_recording(name: str) -> None:
-    """A captured function cannot write in place: the replay could not order the write after
-    the graph's reads of the old value (capture_step runs the optimizer's update as its own graph)."""
+def _refuse_while_recording(name: str, why: str = "") -> None:
+    """Writes a captured function cannot record: an optimizer step (capture_step runs the update as a
+    graph of its own), ``load_state_dict``, host data copied in, ``.data`` assignment. In-place ops
+    on tensors are recorded (see capture/writes.py)."""
     if active_observer() is not None:
         raise CaptureError(
-            f"capture: the in-place op {name} at {user_site()} ran while a captured function was recording; "
-            f"a captured function cannot write tensors in place. Return the new value as an output and "
-            f"write it outside (e.g. p.copy_(out)), or use gg.capture_step(loss_fn, optimizer) for "
-            f"parameter updates.")
+            f"capture: {name} at {user_site()} ran while a captured function was recording; it cannot be "
+            f"recorded: " + (why or "use gg.capture_step(loss_fn, optimizer) for optimizer updates, and "
+                                    "load state outside the captured function") + ".")
+
+
+def _recorder():
+    """The capture recorder of this thread / task (None when nothing records): its in-place writes
+    queue a rebinding instead of computing (``Recorder.write``)."""
+    return context.current().recorder
+
+
+def _write_block(rec):
+    """``ENGINE.exclusive`` (drain, write, drain); while recording, no compute: the lock only."""
+    return ENGINE.exclusive("inplace") if rec is None else ENGINE.lock
+
+
+def _check_has_value(t: "Tensor", name: str, rec) -> None:
+    """After the drain a tensor is computed or failed; a recording writes pending ones too."""
+    if t._status != COMPUTED and not (rec is not None and t._status == PENDING):
+        raise RuntimeError(f"{name}: this tensor has no value (its graph failed)")
+
+
+def _put(rec, target: "Tensor", value: "Tensor", name: str, grad_on: bool) -> None:
+    """``target ← value``: the copy_ write op, or the recorder's rebinding while recording (``grad_on``:
+    grad mode at the in-place call, which torch's rules for the written memory depend on)."""
+    if rec is None:
+        write_value(target, value, name)
+    else:
+        rec.write(target, value, name, grad_on)
 
 
 def _leaf_inplace_message(name: str) -> str:

@@ -34,7 +34,7 @@ import weakref
 
 import numpy as np
 
-from ..engine import COMPUTED, ENGINE, PENDING
+from ..engine import COMPUTED, ENGINE, PENDING, context
 from ..ops import op
 from .grad_mode import _enabled, is_grad_enabled, no_grad
 
@@ -455,17 +455,20 @@ def write(t, name: str, compute, other, record: bool):
     rec = t.__dict__.get("_view")
     root = rec.root if rec is not None else t
     steps = rec.steps if rec is not None else ()
-    with ENGINE.exclusive("inplace"):
-        if root._status != COMPUTED or t._status != COMPUTED:
+    recorder = context.current().recorder  # capture: no compute, writes are rebindings (capture/writes.py)
+    grad_on = is_grad_enabled()  # (a recording follows torch's rule for the written memory: see capture/writes.py)
+    with ENGINE.exclusive("inplace") if recorder is None else ENGINE.lock:
+        ok = (COMPUTED,) if recorder is None else (COMPUTED, PENDING)
+        if root._status not in ok or t._status not in ok:
             raise RuntimeError(f"{name}: this tensor has no value (its graph failed)")
         if record:
             with no_grad():
                 snapshot = copy_of(root)  # the old value, in memory the write does not touch (saved
             snapshot.requires_grad, snapshot.grad_fn = root.requires_grad, root.grad_fn  # for backward)
-            new_root, derived = _write_body(root, steps, snapshot, compute, other, t)
+            new_root, derived = _write_body(root, steps, snapshot, compute, other, t, True)
         else:
             with no_grad():  # every read of the root is an ancestor of the write into it
-                new_root, derived = _write_body(root, steps, root, compute, other, t)
+                new_root, derived = _write_body(root, steps, root, compute, other, t, grad_on)
     t._version += 1  # the root's counter too, except through ``.data`` (its own counter, as in torch)
     if record:
         root._rebase(new_root)
@@ -480,12 +483,22 @@ def copy_of(t):
     return op.reshape(t, shape=t.shape)
 
 
-def _write_body(root, steps, snapshot, compute, other, t):
+def _write_body(root, steps, snapshot, compute, other, t, grad_on: bool = False):
     old = gather(steps, snapshot)
     new = _fit(compute(old, other), old)
     new_root = scatter(steps, snapshot, new)
-    ENGINE.queue_write(root, ENGINE.node_of(new_root), "view write")
+    _queue_write(root, new_root, "view write", grad_on)
     return new_root, _rederive_queued(root, new_root)
+
+
+def _queue_write(target, value, label: str, grad_on: bool = False) -> None:
+    """``target ← value`` in an exclusive block, or a capture recording's rebinding (``grad_on``: grad
+    mode at the write's call)."""
+    recorder = context.current().recorder
+    if recorder is None:
+        ENGINE.queue_write(target, ENGINE.node_of(value), label)
+    else:
+        recorder.write(target, value, label, grad_on)
 
 
 def _rederive_queued(root, new_root) -> list:
@@ -495,11 +508,26 @@ def _rederive_queued(root, new_root) -> list:
     storage = root._storage
     for w in cell[1].live() if len(cell) > 1 else ():
         # same memory only (nn.Parameter(view) shares the version cell, not the root's memory)
-        if w._status == COMPUTED and w._view.root._storage is storage:
+        if _same_memory(w, root, storage):
             v = gather(w._view.steps, new_root)
-            ENGINE.queue_write(w, ENGINE.node_of(v), "view refresh")
+            _queue_write(w, v, "view refresh")
             derived.append((w, v))
     return derived
+
+
+def _same_memory(w, root, storage) -> bool:
+    """Whether the live view ``w`` derives from ``root``'s memory; in a capture recording also a pending
+    view the function made (of the same root object, or of an alias of its node)."""
+    r = w._view.root
+    if w._status == COMPUTED:
+        return storage is not None and r._storage is storage
+    if w._status != PENDING or context.current().recorder is None:
+        return False
+    if r is root:
+        return True
+    if r._status == COMPUTED:
+        return storage is not None and r._storage is storage
+    return root._status == PENDING and r._status == PENDING and r._node == root._node
 
 
 def refresh_views(t) -> None:
