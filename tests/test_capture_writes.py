@@ -180,15 +180,15 @@ def test_soft_update_through_data_replays_without_recording_again():
                 tp.data.copy_(tau * p.data + (1 - tau) * tp.data)
         return tgt.weight * 1.0
 
-    eager_t = [p.numpy().astype(np.float64) for p in tgt.parameters()]
-    src = [p.numpy().astype(np.float64) for p in net.parameters()]
+    eager_t = [p.detach().numpy().astype(np.float64) for p in tgt.parameters()]
+    src = [p.detach().numpy().astype(np.float64) for p in net.parameters()]
     f = gg.capture(soft_update)
     for _ in range(4):
         out = f()
         eager_t = [tau * s + (1 - tau) * t for s, t in zip(src, eager_t)]
         np.testing.assert_allclose(out, eager_t[0], rtol=1e-6, atol=1e-7)
         for p, r in zip(tgt.parameters(), eager_t):
-            np.testing.assert_allclose(p.numpy(), r, rtol=1e-6, atol=1e-7)
+            np.testing.assert_allclose(p.detach().numpy(), r, rtol=1e-6, atol=1e-7)
         with gg.no_grad():
             net.weight.add_(1.0)          # the source moves between calls: read fresh by every replay
         src[0] = src[0] + 1.0
@@ -238,11 +238,11 @@ def test_capture_step_writes_a_buffer_once_per_replay():
     assert step.n_recordings == 1
     np.testing.assert_allclose(l_c, l_e, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(m_c.running_mean.numpy(), m_e.running_mean.numpy(), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(m_c.lin.weight.numpy(), m_e.lin.weight.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m_c.lin.weight.detach().numpy(), m_e.lin.weight.detach().numpy(), rtol=1e-5, atol=1e-6)
     # NumPy float64 reference of the running mean (the linear layer's outputs from the eager weights)
     gg.manual_seed(0)
     ref_m = _RunningMean(3)
-    w, b = ref_m.lin.weight.numpy().astype(np.float64), ref_m.lin.bias.numpy().astype(np.float64)
+    w, b = ref_m.lin.weight.detach().numpy().astype(np.float64), ref_m.lin.bias.detach().numpy().astype(np.float64)
     rm = np.zeros(3)
     for x in xs:
         h = x.astype(np.float64) @ w.T + b
@@ -417,7 +417,7 @@ def test_capture_step_clamping_a_weight_before_the_forward():
                 loss.backward()
                 opt.step()
                 out.append(loss.item())
-        return out, w.numpy()
+        return out, w.detach().numpy()
     xs = [_arr(4, 2, seed=k) for k in range(3)]
     (le, we), (lc, wc) = run(False, xs), run(True, xs)
     w = np.array([[2.0, -3.0]])
