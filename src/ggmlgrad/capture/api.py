@@ -685,6 +685,7 @@ class CapturedStep(Captured):
         rec.grads = grads
         rec.clip_slot = inputs.clip[0] if clip else None
         rec.hparam_slots = inputs.hparams
+        rec.hparam_views = [s.view for s in inputs.hparams]
         rec.norm_index = n_user if clip else None
         return rec
 
@@ -694,8 +695,7 @@ class CapturedStep(Captured):
         if writes is not None:
             writes.before(leaves)  # capwrite: in-place writes' checks (capture/writes.py)
         rec.stage_args(leaves)
-        for slot, a in zip(rec.hparam_slots, rec.update.hparams()):
-            slot.view[...] = a
+        rec.update.write_hparams(rec.hparam_views)
         if rec.clip_slot is not None:
             rec.clip_slot.view[...] = self.max_grad_norm
         rec.inputs.upload()

@@ -1,6 +1,7 @@
 """The optimizer's side of a captured training step: ``Optimizer.capture_update()`` and :class:`CaptureUpdate`."""
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -9,6 +10,9 @@ from ..tensor import Tensor
 
 if TYPE_CHECKING:
     from .optimizer import Optimizer
+
+_SHAPE_DTYPE = attrgetter("shape", "dtype")
+_TABLE_ROWS = 256  # steps of hyperparameters computed at once (Adam: ~30 us, then a row copy per replay)
 
 
 class CaptureMethods:
@@ -84,14 +88,67 @@ class CaptureUpdate:
         self.signature = optimizer._signature()
         self.params = optimizer.flat_params()
         self._updated: list[Tensor] = []
+        # What changed() compares, in the cheapest exact form: per group the parameter ids (the
+        # parameters are kept alive by self.params, so an id is not reused), shapes and dtypes,
+        # and the update structure. Equal to comparing signature, without rebuilding it.
+        self._quick = [(list(map(id, g["params"])), list(map(_SHAPE_DTYPE, g["params"])),
+                        optimizer._group_structure(g)) for g in optimizer.param_groups]
+        self._states_seen: tuple = (None, -1)  # (the optimizer's state mapping, its version) cached below
+        self._group_states: list[list[dict]] = []
+        self._updated_states: list[dict] = []
+        self._tables: list = [None] * len(self._quick)  # per group: (hparams key, first step, rows)
 
     def changed(self) -> bool:
         """Whether the parameter set or the update's structure changed since this was made."""
-        return self.optimizer._signature() != self.signature
+        opt = self.optimizer
+        opt._before_step()  # as _signature(): state a group option now needs is created here
+        groups = opt.param_groups
+        quick = self._quick
+        if len(groups) != len(quick):
+            return True
+        structure = opt._group_structure
+        for g, (ids, meta, struct) in zip(groups, quick):
+            ps = g["params"]
+            if list(map(id, ps)) != ids or list(map(_SHAPE_DTYPE, ps)) != meta or structure(g) != struct:
+                return True
+        return False
 
     def hparams(self) -> list[np.ndarray]:
         """One float32 array per parameter group: the hyperparameters of the next step."""
         return self.optimizer._hparams_of_groups()
+
+    def write_hparams(self, outs: list[np.ndarray]) -> None:
+        """Write :meth:`hparams` into ``outs`` (one float32 array per group), while not :meth:`changed`.
+
+        Per group, the rows of the next steps are computed at once and kept while the group's
+        hyperparameter values (``_hparams_key``: lr, betas, ... read each call, so schedulers and
+        hand edits count) stay equal; a replay copies one row."""
+        opt = self.optimizer
+        groups = opt.param_groups
+        tables = self._tables
+        for gi, (states, out) in enumerate(zip(self._states()[0], outs)):
+            group = groups[gi]
+            step = max([st["step"] for st in states]) + 1
+            key = opt._hparams_key(group)
+            if key is None:
+                out[...] = opt._group_hparams(group, step)
+                continue
+            table = tables[gi]
+            if table is None or table[0] != key or not 0 <= step - table[1] < _TABLE_ROWS:
+                table = tables[gi] = (key, step, opt._hparams_rows(group, step, _TABLE_ROWS))
+            out[...] = table[2][step - table[1]]
+
+    def _states(self) -> tuple[list[list[dict]], list[dict]]:
+        """(per group, the parameters' state dicts; those of the updated parameters), cached
+        while no state dict was replaced (``_State.version``)."""
+        state = self.optimizer.state
+        seen = self._states_seen
+        if seen[0] is not state or seen[1] != state.version:
+            d = state._d
+            self._group_states = [[d[i][1] for i in ids] for ids, _, _ in self._quick]
+            self._updated_states = [d[id(p)][1] for p in self._updated]
+            self._states_seen = (state, state.version)
+        return self._group_states, self._updated_states
 
     def queue(self, grads: list, hparams: list) -> None:
         """Queue the update (inside ``ENGINE.exclusive`` or a capture recording's hold)."""
@@ -106,7 +163,9 @@ class CaptureUpdate:
             raise RuntimeError("capture_update: the optimizer's parameters or options changed since "
                                "capture_update() was called; call it again")
         self._updated = opt._queue_update_each(params, grads, list(hparams))
+        self._states_seen = (None, -1)
 
     def advance(self) -> None:
         """Count one more step for every parameter the queued update writes."""
-        self.optimizer._advance_params(self._updated)
+        for st in self._states()[1]:
+            st["step"] += 1

@@ -47,15 +47,18 @@ class _State(MutableMapping):
 
     def __init__(self) -> None:
         self._d: dict[int, tuple[Tensor, dict]] = {}
+        self.version = 0  # moves when a parameter's state dict is replaced or removed (capture caches them)
 
     def __getitem__(self, p: Tensor) -> dict:
         return self._d[id(p)][1]
 
     def __setitem__(self, p: Tensor, value: dict) -> None:
         self._d[id(p)] = (p, value)
+        self.version += 1
 
     def __delitem__(self, p: Tensor) -> None:
         del self._d[id(p)]
+        self.version += 1
 
     def __contains__(self, p) -> bool:
         return id(p) in self._d and self._d[id(p)][0] is p
@@ -339,6 +342,15 @@ class Optimizer(StateDictMethods, CaptureMethods):
 
     def _group_hparams(self, group: dict, step: int) -> np.ndarray:
         raise NotImplementedError
+
+    def _hparams_key(self, group: dict) -> tuple | None:
+        """Every group value ``_group_hparams`` reads besides the step (None: not known, so
+        capture recomputes the hyperparameters each replay instead of keeping a table)."""
+        return None
+
+    def _hparams_rows(self, group: dict, first_step: int, n: int) -> np.ndarray:
+        """``_group_hparams`` of steps ``first_step .. first_step + n - 1``, one row each (float32)."""
+        return np.stack([np.asarray(self._group_hparams(group, first_step + i), np.float32) for i in range(n)])
 
     def _update_rule(self, p: Tensor, group: dict, state: dict) -> tuple:
         """``(write op name, state_tensors, options)``: the registered write op (kind ``"writes"``)
