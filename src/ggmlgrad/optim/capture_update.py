@@ -102,6 +102,8 @@ class CaptureUpdate:
         """Whether the parameter set or the update's structure changed since this was made."""
         opt = self.optimizer
         opt._before_step()  # as _signature(): state a group option now needs is created here
+        if self._states_seen[1] != opt.state.version or self._states_seen[0] is not opt.state:
+            self._forget_states()  # let replaced state (moments) go, so a recording that reads it is stale
         groups = opt.param_groups
         quick = self._quick
         if len(groups) != len(quick):
@@ -138,6 +140,11 @@ class CaptureUpdate:
                 table = tables[gi] = (key, step, opt._hparams_rows(group, step, _TABLE_ROWS))
             out[...] = table[2][step - table[1]]
 
+    def _forget_states(self) -> None:
+        self._states_seen = (None, -1)
+        self._group_states = []
+        self._updated_states = []
+
     def _states(self) -> tuple[list[list[dict]], list[dict]]:
         """(per group, the parameters' state dicts; those of the updated parameters), cached
         while no state dict was replaced (``_State.version``)."""
@@ -163,7 +170,7 @@ class CaptureUpdate:
             raise RuntimeError("capture_update: the optimizer's parameters or options changed since "
                                "capture_update() was called; call it again")
         self._updated = opt._queue_update_each(params, grads, list(hparams))
-        self._states_seen = (None, -1)
+        self._forget_states()
 
     def advance(self) -> None:
         """Count one more step for every parameter the queued update writes."""
