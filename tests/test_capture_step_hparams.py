@@ -150,10 +150,9 @@ def test_mutable_lr_is_not_kept_in_a_table():
     w, opt, step = _setup(lr=0.01)
     lr = np.array(0.01)
     opt.param_groups[0]["lr"] = lr
-    assert opt._hparams_key(opt.param_groups[0]) is None   # a 0-d array edited in place stays visible
     c = gg.tensor(C)
     step(c)
-    lr[...] = 0.2
+    lr[...] = 0.2   # edited in place: the same object, so only a key of plain numbers can be trusted
     ref_w, m, v = _adam_ref(np.ones_like(C, dtype=np.float64), 0.0, 0.0, 1, 0.01, 0.9, 0.999, 1e-8, 0, False)
     ref_w, m, v = _adam_ref(ref_w, m, v, 2, 0.2, 0.9, 0.999, 1e-8, 0, False)
     step(c)

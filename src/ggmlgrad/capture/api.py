@@ -685,7 +685,7 @@ class CapturedStep(Captured):
         rec.grads = grads
         rec.clip_slot = inputs.clip[0] if clip else None
         rec.hparam_slots = inputs.hparams
-        rec.hparam_views = [s.view for s in inputs.hparams]
+        rec.hparam_views = [memoryview(s.view).cast("B") for s in inputs.hparams]  # float32: row bytes copy in
         rec.norm_index = n_user if clip else None
         return rec
 

@@ -9,8 +9,6 @@ from ..engine import float32
 from ..tensor import Tensor
 from .optimizer import Optimizer
 
-_PLAIN = {float, int}
-
 
 class Adam(Optimizer):
     """``torch.optim.Adam`` (amsgrad not supported). ``weight_decay`` is the L2 form:
@@ -89,12 +87,8 @@ class Adam(Optimizer):
         return np.array((lr, b1, b2, eps, decoupled_wd, 1.0 / (1.0 - b1 ** step), 1.0 / (1.0 - b2 ** step),
                          0.0 if self._decoupled else wd, 1.0 - b1, 1.0 - b2, 1.0 - lr * decoupled_wd), np.float32)
 
-    def _hparams_key(self, group: dict) -> tuple | None:
-        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        # Plain numbers only: a mutable value (a 0-d array edited in place) would compare equal to itself
-        if {type(lr), type(b1), type(b2), type(eps), type(wd)} <= _PLAIN:
-            return (lr, b1, b2, eps, wd)
-        return None
+    def _hparams_key(self, group: dict) -> tuple:
+        return (group["lr"], group["betas"], group["eps"], group["weight_decay"])
 
     def _hparams_rows(self, group: dict, first_step: int, n: int) -> np.ndarray:
         # _group_hparams for n steps at once; the powers and bias corrections are the same Python

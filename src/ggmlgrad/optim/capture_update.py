@@ -119,26 +119,25 @@ class CaptureUpdate:
         """One float32 array per parameter group: the hyperparameters of the next step."""
         return self.optimizer._hparams_of_groups()
 
-    def write_hparams(self, outs: list[np.ndarray]) -> None:
-        """Write :meth:`hparams` into ``outs`` (one float32 array per group), while not :meth:`changed`.
+    def write_hparams(self, outs: list) -> None:
+        """Write :meth:`hparams` into ``outs`` (one byte memoryview per group, of a float32 array shaped
+        as :meth:`hparams`), while not :meth:`changed`.
 
         Per group, the rows of the next steps are computed at once and kept while the group's
-        hyperparameter values (``_hparams_key``: lr, betas, ... read each call, so schedulers and
-        hand edits count) stay equal; a replay copies one row."""
+        hyperparameter values (``_hparams_key``: lr, betas, ... read on every call, so schedulers and
+        hand edits count) stay equal to those they were computed from; a replay copies one row."""
         opt = self.optimizer
         groups = opt.param_groups
         tables = self._tables
-        for gi, (states, out) in enumerate(zip(self._states()[0], outs)):
+        for gi, states in enumerate(self._states()[0]):
             group = groups[gi]
             step = max([st["step"] for st in states]) + 1
             key = opt._hparams_key(group)
-            if key is None:
-                out[...] = opt._group_hparams(group, step)
-                continue
             table = tables[gi]
             if table is None or table[0] != key or not 0 <= step - table[1] < _TABLE_ROWS:
-                table = tables[gi] = (key, step, opt._hparams_rows(group, step, _TABLE_ROWS))
-            out[...] = table[2][step - table[1]]
+                table = tables[gi] = _table(opt, group, key, step)
+            outs[gi][:] = table[2][step - table[1]] if table[2] is not None else \
+                np.ascontiguousarray(opt._group_hparams(group, step), np.float32).tobytes()
 
     def _forget_states(self) -> None:
         self._states_seen = (None, -1)
@@ -176,3 +175,21 @@ class CaptureUpdate:
         """Count one more step for every parameter the queued update writes."""
         for st in self._states()[1]:
             st["step"] += 1
+
+
+_PLAIN = frozenset((float, int, tuple))
+
+
+def _plain(key) -> bool:
+    """Only numbers (and tuples of them) key a table: a mutable value (a 0-d array edited in place)
+    compares equal to itself, and would keep stale rows."""
+    return type(key) is tuple and all(type(v) in _PLAIN and (type(v) is not tuple or _plain(v)) for v in key)
+
+
+def _table(opt, group: dict, key, step: int) -> tuple:
+    """(key, first step, the rows of steps first .. first + _TABLE_ROWS - 1 as bytes), or rows None
+    when ``key`` cannot be trusted to see every change (each replay then computes its row)."""
+    if not _plain(key):
+        return (None, step, None)
+    rows = np.ascontiguousarray(opt._hparams_rows(group, step, _TABLE_ROWS), np.float32)
+    return (key, step, [r.tobytes() for r in rows])

@@ -344,8 +344,8 @@ class Optimizer(StateDictMethods, CaptureMethods):
         raise NotImplementedError
 
     def _hparams_key(self, group: dict) -> tuple | None:
-        """Every group value ``_group_hparams`` reads besides the step (None: not known, so
-        capture recomputes the hyperparameters each replay instead of keeping a table)."""
+        """Every group value ``_group_hparams`` reads besides the step, as a tuple of numbers (None or
+        anything else: not known, so capture computes the hyperparameters on each replay)."""
         return None
 
     def _hparams_rows(self, group: dict, first_step: int, n: int) -> np.ndarray:
