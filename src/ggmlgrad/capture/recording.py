@@ -456,6 +456,7 @@ class Inputs:
             slot.host = HostArray(slot.view)
             spans.append((slot.offset, _align(slot.offset + slot.nbytes)))
         self._changed = ChangedSpans(self.stage, self.sent, spans)
+        self._stage_bytes, self._sent_bytes = memoryview(self.stage), memoryview(self.sent)  # slice copies: memcpy
         self._stage_host = HostArray(self.stage)
         self.args = [s for s in slots if s.kind == "arg"]
         self.noise = [s for s in slots if s.kind == "noise"]
@@ -464,7 +465,6 @@ class Inputs:
 
     def upload(self) -> None:
         """Send the span of slots whose bytes differ from the last upload (one transfer, or none)."""
-        stage, sent = self.stage, self.sent
         lo, hi = self._changed.changed() if self.valid else (0, self.nbytes)
         if lo < 0 or hi <= lo:
             return
@@ -472,7 +472,7 @@ class Inputs:
             _fault("upload")
         if not self.host:
             self._stage_host.write_span(self.block, lo, hi)
-        sent[lo:hi] = stage[lo:hi]  # in host memory, this is the upload
+        self._sent_bytes[lo:hi] = self._stage_bytes[lo:hi]  # in host memory, this is the upload
         self.valid = True
         COUNTERS.uploads["capture"] += 1
         COUNTERS.upload_bytes["capture"] += hi - lo
