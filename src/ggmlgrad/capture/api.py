@@ -211,18 +211,25 @@ class _Recording:
         return None
 
     def stage_args(self, leaves: list) -> None:
+        copied = copied_bytes = 0
         for slot, v in zip(self.arg_slots, leaves):
             t = type(v)
+            if t is Tensor and v._status == COMPUTED and v.dtype is slot.dtype:
+                storage = v._storage
+                if storage.device.is_host and not _FAULTS:
+                    # put_arg's copy of a computed host tensor, without its four calls down to the memmove
+                    nbytes = slot.nbytes
+                    host_copy(slot.host.addr, storage.data, nbytes)
+                    copied += 1
+                    copied_bytes += nbytes
+                    continue
             if t is np.ndarray:
                 np.copyto(slot.view, v, casting="unsafe")
-            elif t is Tensor and v._status == COMPUTED and v.dtype is slot.dtype and v._storage.device.is_host \
-                    and not _FAULTS:
-                # put_arg's copy of a computed host tensor, without its four calls down to the memmove
-                host_copy(slot.host.addr, v._storage.data, slot.nbytes)
-                COUNTERS.downloads["capture input"] += 1
-                COUNTERS.download_bytes["capture input"] += slot.nbytes
             else:
                 put_arg(slot, v)
+        if copied:
+            COUNTERS.downloads["capture input"] += copied
+            COUNTERS.download_bytes["capture input"] += copied_bytes
         if self.noise_slots:
             fill_noise(self.noise_slots)
 
