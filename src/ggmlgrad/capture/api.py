@@ -632,7 +632,7 @@ class CapturedStep(Captured):
 
     def _stale(self, rec) -> str | None:
         if rec.update.changed():
-            return "the optimizer's parameter set or update structure changed"
+            return "the optimizer's parameter set, update structure or state tensors changed"
         if tuple(map(_REQUIRES_GRAD, rec.params)) != rec.grad_flags:
             changed = [p.shape for p, f in zip(rec.params, rec.grad_flags) if p.requires_grad != f]
             return f"requires_grad of {len(changed)} optimizer parameter(s) changed (shapes {changed[:3]})"

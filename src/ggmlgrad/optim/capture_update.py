@@ -97,13 +97,17 @@ class CaptureUpdate:
         self._group_states: list[list[dict]] = []
         self._updated_states: list[dict] = []
         self._tables: list = [None] * len(self._quick)  # per group: (hparams key, first step, rows)
+        self._state_read: list[tuple] = []  # (parameter id, state key, tensor) that queue()'s update reads
 
     def changed(self) -> bool:
-        """Whether the parameter set or the update's structure changed since this was made."""
+        """Whether the parameter set or the update's structure changed since this was made, or a
+        state tensor the queued update reads was replaced (``load_state_dict``)."""
         opt = self.optimizer
         opt._before_step()  # as _signature(): state a group option now needs is created here
         if self._states_seen[1] != opt.state.version or self._states_seen[0] is not opt.state:
-            self._forget_states()  # let replaced state (moments) go, so a recording that reads it is stale
+            self._forget_states()  # let replaced state (moments) go
+            if self._state_replaced():
+                return True
         groups = opt.param_groups
         quick = self._quick
         if len(groups) != len(quick):
@@ -170,6 +174,19 @@ class CaptureUpdate:
                                "capture_update() was called; call it again")
         self._updated = opt._queue_update_each(params, grads, list(hparams))
         self._forget_states()
+        states = opt.state._d
+        self._state_read = [(id(p), k, v) for p in self._updated for k, v in states[id(p)][1].items()
+                            if isinstance(v, Tensor)]
+
+    def _state_replaced(self) -> bool:
+        """Whether a state tensor the queued update reads is no longer in the optimizer's state
+        (``load_state_dict`` gave a parameter a fresh state): the update would write the old one."""
+        states = self.optimizer.state._d
+        for pid, k, v in self._state_read:
+            entry = states.get(pid)
+            if entry is None or entry[1].get(k) is not v:
+                return True
+        return False
 
     def advance(self) -> None:
         """Count one more step for every parameter the queued update writes."""
