@@ -1,7 +1,6 @@
 """The optimizer's side of a captured training step: ``Optimizer.capture_update()`` and :class:`CaptureUpdate`."""
 from __future__ import annotations
 
-from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -11,7 +10,6 @@ from ..tensor import Tensor
 if TYPE_CHECKING:
     from .optimizer import Optimizer
 
-_SHAPE_DTYPE = attrgetter("shape", "dtype")
 _TABLE_ROWS = 256  # steps of hyperparameters computed at once (Adam: ~30 us, then a row copy per replay)
 
 
@@ -91,8 +89,7 @@ class CaptureUpdate:
         # What changed() compares, in the cheapest exact form: per group the parameter ids (the
         # parameters are kept alive by self.params, so an id is not reused), shapes and dtypes,
         # and the update structure. Equal to comparing signature, without rebuilding it.
-        self._quick = [(list(map(id, g["params"])), list(map(_SHAPE_DTYPE, g["params"])),
-                        optimizer._group_structure(g)) for g in optimizer.param_groups]
+        self._quick = [(_param_signature(g["params"]), optimizer._group_structure(g)) for g in optimizer.param_groups]
         self._states_seen: tuple = (None, -1)  # (the optimizer's state mapping, its version) cached below
         self._group_states: list[list[dict]] = []
         self._updated_states: list[dict] = []
@@ -113,9 +110,8 @@ class CaptureUpdate:
         if len(groups) != len(quick):
             return True
         structure = opt._group_structure
-        for g, (ids, meta, struct) in zip(groups, quick):
-            ps = g["params"]
-            if list(map(id, ps)) != ids or list(map(_SHAPE_DTYPE, ps)) != meta or structure(g) != struct:
+        for g, (params, struct) in zip(groups, quick):
+            if _param_signature(g["params"]) != params or structure(g) != struct:
                 return True
         return False
 
@@ -155,7 +151,7 @@ class CaptureUpdate:
         seen = self._states_seen
         if seen[0] is not state or seen[1] != state.version:
             d = state._d
-            self._group_states = [[d[i][1] for i in ids] for ids, _, _ in self._quick]
+            self._group_states = [[d[i][1] for i, _, _ in params] for params, _ in self._quick]
             self._updated_states = [d[id(p)][1] for p in self._updated]
             self._states_seen = (state, state.version)
         return self._group_states, self._updated_states
@@ -192,6 +188,11 @@ class CaptureUpdate:
         """Count one more step for every parameter the queued update writes."""
         for st in self._states()[1]:
             st["step"] += 1
+
+
+def _param_signature(params: list) -> list[tuple]:
+    """(id, shape, dtype) per parameter (a list comprehension: the fastest exact form to compare)."""
+    return [(id(p), p.shape, p.dtype) for p in params]
 
 
 _PLAIN = frozenset((float, int, tuple))
