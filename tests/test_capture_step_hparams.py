@@ -177,3 +177,22 @@ def test_state_dicts_replaced_between_replays_are_read():
         eager.step()
     assert opt.state[w]["step"] == eager.state[e]["step"] == 3
     np.testing.assert_array_equal(w.detach().numpy(), e.detach().numpy())
+
+
+def test_structure_edit_by_hand_records_again_and_matches_reference():
+    """weight_decay 0 -> nonzero adds Adam's L2 term (another graph): changed() must see it."""
+    w, opt, step = _setup(lr=0.01)
+    c = gg.tensor(C)
+    ref_w, m, v = np.ones_like(C, dtype=np.float64), 0.0, 0.0
+    for t in range(1, 6):
+        if t == 3:
+            opt.param_groups[0]["weight_decay"] = 0.5
+        step(c)
+        ref_w, m, v = _adam_ref(ref_w, m, v, t, 0.01, 0.9, 0.999, 1e-8, 0.5 if t >= 3 else 0.0, False)
+    assert step.n_recordings == 2
+    _close(w, ref_w)
+    upd = opt.capture_update()
+    assert not upd.changed()
+    w.grad = None
+    w.data = gg.tensor(np.ones((3,), np.float32))   # another shape: the update no longer fits
+    assert upd.changed()
