@@ -88,21 +88,21 @@ class Node:
         return [edge_at(x, v) for x, v in zip(self.inputs, self.versions)]
 
 
-# How many in-place rebases each tensor remembers (older nodes reading it then raise).
+# How many in-place rebases each tensor remembers (a node recorded before older ones raises): the
+# old grad_fns are held strongly, as torch's edges hold them, but by the tensor, so bounded.
 _EDGE_HISTORY = 8
 
 
 def remember_edge(t) -> None:
     """Called by an in-place op that is about to give ``t`` a new ``grad_fn`` (after bumping its
     version): nodes recorded before keep routing gradients to the old one, as in torch."""
-    hist = t.__dict__.get("_edges_before")
+    d = t.__dict__
+    hist = d.get("_edges_before")
     if hist is None:
-        hist = t.__dict__["_edges_before"] = []
-    fn = t.grad_fn
-    # weak: a graph freed by an earlier backward must not be kept alive by its tensor
-    hist.append((t._vcell[0], None if fn is None else weakref.ref(fn), t.requires_grad))
+        hist = d["_edges_before"] = []
+    hist.append((t._vcell[0], t.grad_fn, t.requires_grad))
     if len(hist) > _EDGE_HISTORY:
-        t.__dict__["_edges_floor"] = hist.pop(0)[0]
+        d["_edges_floor"] = hist.pop(0)[0]
 
 
 def edge_at(x, v: int) -> tuple:
@@ -113,13 +113,8 @@ def edge_at(x, v: int) -> tuple:
     if v < d.get("_edges_floor", -1):
         raise RuntimeError(f"backward: a tensor (shape {x.shape}) was modified in place too many times "
                            f"since an op used it; its gradient path is no longer known. Clone it first.")
-    for after, ref, rg in d.get("_edges_before", ()):
+    for after, fn, rg in d.get("_edges_before", ()):
         if after > v:
-            fn = None if ref is None else ref()
-            if ref is not None and fn is None:
-                raise RuntimeError(
-                    "backward: trying to go through the graph a second time (a tensor was modified in place "
-                    "and the graph that made its old value was freed). Pass retain_graph=True the first time.")
             return rg, fn, False
     return x.requires_grad, x.grad_fn, x._retains_grad
 
