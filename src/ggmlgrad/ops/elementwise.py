@@ -228,6 +228,20 @@ def _pow_general(ctx, x, p):
     return lib.add(ctx, lib.mul(ctx, mag, sign), nan_part)
 
 
+def _infer_value_with_grad_of(value, like):
+    same_float("value_with_grad_of", value, like)
+    if value.shape != like.shape:
+        raise ValueError(f"value_with_grad_of: shapes {value.shape} and {like.shape} differ")
+    return value.shape, float32
+
+
+# value's values with like's gradient (remainder: exact values, torch's gradient of a - q*b)
+@define("value_with_grad_of", saves=(), elementwise=True, infer=_infer_value_with_grad_of,
+        backward=lambda g, n: (None, g))
+def _value_with_grad_of(ctx, nodes, inputs, out):
+    return lib.cont(ctx, nodes[0])
+
+
 @define("pow_scalar", saves=(0,), elementwise=True, infer=_infer_unary("pow_scalar"), backward=_pow_scalar_backward)
 def _pow_scalar(ctx, nodes, inputs, out, p):
     """x ** p (p a Python number), as torch: integer p (|p| <= 64) multiplies (exact signs, zeros
