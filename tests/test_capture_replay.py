@@ -50,7 +50,7 @@ def _train(captured: bool, batches, lrs, as_tensors: bool):
             loss.backward()
             opt.step()
             losses.append(loss.item())
-    return losses, [p.numpy().copy() for p in ps], step
+    return losses, [p.detach().numpy().copy() for p in ps], step
 
 
 @pytest.mark.parametrize("as_tensors", [True, False], ids=["tensor-args", "numpy-args"])

@@ -395,7 +395,7 @@ def test_graph_queue_mixing_a_replay_and_plain_ops_on_its_parameters():
     lin = gg.nn.Linear(4, 4)
     for seed in range(5):
         x = _obs(40 + seed)
-        w, b = lin.weight.numpy().astype(np.float64), lin.bias.numpy().astype(np.float64)
+        w, b = lin.weight.detach().numpy().astype(np.float64), lin.bias.detach().numpy().astype(np.float64)
         with gg.no_grad(), gg.graph_mode(True):
             t = gg.tensor(x)
             before = t @ lin.weight

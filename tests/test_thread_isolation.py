@@ -238,7 +238,7 @@ def test_a_model_shared_by_threads_for_inference_gives_each_its_values():
                 got = f(x)
             else:
                 with gg.graph_mode(how == "graph"):
-                    got = ((gg.tensor(x) @ ps[0] + ps[1]).tanh() @ ps[2] + ps[3]).numpy()
+                    got = ((gg.tensor(x) @ ps[0] + ps[1]).tanh() @ ps[2] + ps[3]).detach().numpy()
             np.testing.assert_allclose(got, numpy_forward(x), rtol=1e-5, atol=1e-5)
         return True
 
