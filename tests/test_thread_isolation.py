@@ -361,6 +361,8 @@ def test_an_evicted_plan_is_freed_only_when_no_thread_holds_it(monkeypatch):
     from ggmlgrad.engine.plans import OP_PLANS
     monkeypatch.setattr(OP_PLANS, "plans", {})
     monkeypatch.setattr(OP_PLANS, "capacity", 1)
+    for name, fresh in (("seen", {}), ("_paused", 0), ("_thrashed", False), ("_builds", 0), ("_evictions", 0)):
+        monkeypatch.setattr(OP_PLANS, name, fresh)   # earlier tests may have left the cache thrashed (paused)
     with gg.graph_mode(False):  # op plans are made by eager ops (GGMLGRAD_GRAPH=1 queues them)
         a = np.linspace(-1, 1, 6).reshape(2, 3).astype(np.float32)
         for _ in range(3):  # the second use makes the plan
