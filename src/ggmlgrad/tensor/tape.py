@@ -91,11 +91,14 @@ class Node:
 # How many in-place rebases each tensor remembers (a node recorded before older ones raises): the
 # old grad_fns are held strongly, as torch's edges hold them, but by the tensor, so bounded.
 _EDGE_HISTORY = 8
+_REBASED = False   # no tensor was ever rebased: _topo skips the version check (backward's hot path)
 
 
 def remember_edge(t) -> None:
     """Called by an in-place op that is about to give ``t`` a new ``grad_fn`` (after bumping its
     version): nodes recorded before keep routing gradients to the old one, as in torch."""
+    global _REBASED
+    _REBASED = True
     d = t.__dict__
     hist = d.get("_edges_before")
     if hist is None:
@@ -133,8 +136,10 @@ def _topo(root_fn: Node) -> list[Node]:
         seen.add(id(n))
         stack.append((n, True))
         inputs = n.inputs
-        fns = ([x.grad_fn for x in inputs] if tuple([x._vcell[0] for x in inputs]) == n.versions
-               else [e[1] for e in n.edges()])  # an input written in place since: its grad_fn then
+        if _REBASED and tuple([x._vcell[0] for x in inputs]) != n.versions:
+            fns = [e[1] for e in n.edges()]  # an input written in place since: its grad_fn then
+        else:
+            fns = [x.grad_fn for x in inputs]
         for fn in fns:
             if fn is not None and id(fn) not in seen:
                 stack.append((fn, False))
