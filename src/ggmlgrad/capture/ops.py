@@ -19,7 +19,7 @@ from ..ops.registry import define, same_device, same_float
 _F32_MAX = 3.4028234663852886e38
 
 
-@define("capture_copy", infer=lambda a: (a.shape, a.dtype), backward=lambda g, n: g)
+@define("capture_copy", saves=(), infer=lambda a: (a.shape, a.dtype), backward=lambda g, n: g)
 def _capture_copy(ctx, nodes, inputs, out):
     """A contiguous copy of ``a`` (a node of its own, never a view or a leaf)."""
     return lib.dup(ctx, nodes[0])

@@ -32,7 +32,7 @@ def _infer_grad_pair(name):
     return infer
 
 
-@define("relu", elementwise=True, infer=_infer_act("relu"), save_output=True,
+@define("relu", saves=(), elementwise=True, infer=_infer_act("relu"), save_output=True,
         backward=lambda g, n: op.relu_backward(g, n.output),
         expose=expose("relu", *_ACT, module="ReLU", doc="max(x, 0) elementwise (NaN stays NaN, as torch).",
                       example=">>> gg.relu(gg.tensor([-1.0, 2.0])).tolist()\n[0.0, 2.0]"))
@@ -77,7 +77,7 @@ def _tanh_backward(ctx, nodes, inputs, out):
     return lib.mul(ctx, g, lib.scale_bias(ctx, lib.sqr(ctx, y), -1.0, 1.0))
 
 
-@define("tanh", elementwise=True, infer=_infer_act("tanh"), save_output=True,
+@define("tanh", saves=(), elementwise=True, infer=_infer_act("tanh"), save_output=True,
         backward=lambda g, n: op.tanh_backward(g, n.output),
         expose=expose("tanh", *_ACT, module="Tanh", doc="Hyperbolic tangent elementwise.",
                       example=">>> gg.tanh(gg.tensor([0.0])).tolist()\n[0.0]"))
@@ -85,7 +85,7 @@ def _tanh(ctx, nodes, inputs, out):
     return fast_math.tanh(ctx, nodes[0])
 
 
-@define("sigmoid", elementwise=True, infer=_infer_act("sigmoid"), save_output=True,
+@define("sigmoid", saves=(), elementwise=True, infer=_infer_act("sigmoid"), save_output=True,
         backward=lambda g, n: op.mul(g, op.mul(n.output, op.add_scalar(op.neg(n.output), c=1.0))),
         expose=expose("sigmoid", *_ACT, module="Sigmoid", doc="1 / (1 + exp(-x)) elementwise.",
                       example=">>> gg.sigmoid(gg.tensor([0.0])).tolist()\n[0.5]"))
@@ -119,7 +119,7 @@ def _leaky_relu_backward(ctx, nodes, inputs, out, negative_slope=0.01):
     return lib.mul(ctx, g, lib.scale_bias(ctx, lib.step(ctx, x), 1.0 - s, s))
 
 
-@define("leaky_relu", elementwise=True, infer=_infer_leaky, backward=_leaky_backward,
+@define("leaky_relu", saves=(0,), elementwise=True, infer=_infer_leaky, backward=_leaky_backward,
         expose=expose("leaky_relu", *_ACT, module="LeakyReLU", doc="x where x > 0, else negative_slope * x (NaN stays NaN).",
                       example=">>> gg.leaky_relu(gg.tensor([-2.0, 3.0]), 0.5).tolist()\n[-1.0, 3.0]"))
 def _leaky_relu(ctx, nodes, inputs, out, negative_slope=0.01):
@@ -151,7 +151,7 @@ def _elu_backward_op(ctx, nodes, inputs, out, alpha=1.0):
     return lib.mul(ctx, g, lib.add(ctx, pos, neg_part))
 
 
-@define("elu", elementwise=True, infer=_infer_elu, backward=_elu_backward,
+@define("elu", saves=(0,), elementwise=True, infer=_infer_elu, backward=_elu_backward,
         expose=expose("elu", *_ACT, module="ELU", doc="x where x > 0, else alpha * (exp(x) - 1).",
                       example=">>> gg.elu(gg.tensor([0.0, 2.0])).tolist()\n[0.0, 2.0]"))
 def _elu(ctx, nodes, inputs, out, alpha=1.0):
@@ -181,7 +181,7 @@ def _gelu_tanh_inner(ctx, x):
     return lib.scale(ctx, lib.mul(ctx, x, lib.scale_bias(ctx, lib.sqr(ctx, x), _GELU_C, 1.0)), _SQRT_2_OVER_PI)
 
 
-@define("gelu", elementwise=True, infer=_infer_gelu, backward=lambda g, n: op.gelu_backward(g, n.inputs[0], **n.params),
+@define("gelu", saves=(0,), elementwise=True, infer=_infer_gelu, backward=lambda g, n: op.gelu_backward(g, n.inputs[0], **n.params),
         expose=expose("gelu", *_ACT, module="GELU", doc="GELU, x * Phi(x): exact (erf) by default, ``approximate=\"tanh\"`` for the "
                       "tanh form, as torch.nn.functional.gelu.",
                       example=">>> gg.gelu(gg.tensor([0.0])).tolist()\n[0.0]"))
@@ -231,7 +231,7 @@ def _gelu_backward(ctx, nodes, inputs, out, approximate="none"):
     return lib.mul(ctx, g, d)
 
 
-@define("silu", elementwise=True, infer=_infer_act("silu"), backward=lambda g, n: op.silu_backward(g, n.inputs[0]),
+@define("silu", saves=(0,), elementwise=True, infer=_infer_act("silu"), backward=lambda g, n: op.silu_backward(g, n.inputs[0]),
         expose=expose("silu", *_ACT, module="SiLU", doc="x * sigmoid(x) elementwise (also called swish).",
                       example=">>> gg.silu(gg.tensor([0.0])).tolist()\n[0.0]"))
 def _silu(ctx, nodes, inputs, out):
@@ -267,7 +267,7 @@ def _softplus_backward_op(ctx, nodes, inputs, out, beta=1.0, threshold=20.0):
     return lib.mul(ctx, g, d)
 
 
-@define("softplus", elementwise=True, infer=_infer_softplus, backward=_softplus_backward,
+@define("softplus", saves=(0,), elementwise=True, infer=_infer_softplus, backward=_softplus_backward,
         expose=expose("softplus", *_ACT, module="Softplus", doc="log(1 + exp(beta x)) / beta, and x where beta x > threshold "
                       "(torch.nn.functional.softplus).",
                       example=">>> round(gg.softplus(gg.tensor([0.0])).item(), 4)\n0.6931"))
@@ -392,7 +392,7 @@ def _softmax_backward_rule(g, n):
     return gx, (dz if n.inputs[1].requires_grad else None)
 
 
-@define("softmax", infer=_infer_softmax, save_output=True, backward=_softmax_backward_rule,
+@define("softmax", saves=(), infer=_infer_softmax, save_output=True, backward=_softmax_backward_rule,
         work=_softmax_work,
         expose=expose("softmax", *_ACT, args=dim_args,
                       doc="Softmax along ``dim`` (default the last axis), stable (ggml's fused soft_max).",
@@ -456,7 +456,7 @@ def _log_softmax_backward_op(ctx, nodes, inputs, out, axis=-1):
     return merged_op(ctx, lib.sub, (g, lib.mul(ctx, p, total)), shape)
 
 
-@define("log_softmax", infer=_log_softmax_infer, save_output=True, backward=_log_softmax_backward,
+@define("log_softmax", saves=(), infer=_log_softmax_infer, save_output=True, backward=_log_softmax_backward,
         expose=expose("log_softmax", *_ACT, args=dim_args,
                       doc="x - logsumexp(x) along ``dim`` (default the last axis), stable (never the log of an "
                       "underflowed softmax).",

@@ -48,11 +48,11 @@ def _binary_builder(fn, commutative: bool):
     return forward
 
 
-define("add", elementwise=True, infer=_infer_binary("add"),
+define("add", saves=(), elementwise=True, infer=_infer_binary("add"),
        backward=lambda g, n: (g, g))(_binary_builder(lib.add, True))
-define("sub", elementwise=True, infer=_infer_binary("sub"),
+define("sub", saves=(), elementwise=True, infer=_infer_binary("sub"),
        backward=lambda g, n: (g, op.neg(g)))(_binary_builder(lib.sub, False))
-define("mul", elementwise=True, infer=_infer_binary("mul"),
+define("mul", saves=((0, 1), (1, 0)), elementwise=True, infer=_infer_binary("mul"),
        backward=lambda g, n: (op.mul(g, n.inputs[1]), op.mul(g, n.inputs[0])))(_binary_builder(lib.mul, True))
 
 
@@ -63,7 +63,7 @@ def _div_backward(g, n):
     return ga, gb
 
 
-define("div", elementwise=True, infer=_infer_binary("div"), backward=_div_backward)(_binary_builder(lib.div, False))
+define("div", saves=(1, (0, 1)), elementwise=True, infer=_infer_binary("div"), backward=_div_backward)(_binary_builder(lib.div, False))
 
 
 # ---------------------------------------------------------------- scalar forms (no upload: constants are op params)
@@ -83,19 +83,19 @@ def _infer_unary(name):
     return infer
 
 
-@define("scale", elementwise=True, infer=_infer_unary("scale"), backward=lambda g, n: op.scale(g, c=n.params["c"]))
+@define("scale", saves=(), elementwise=True, infer=_infer_unary("scale"), backward=lambda g, n: op.scale(g, c=n.params["c"]))
 def _scale(ctx, nodes, inputs, out, c):
     """x * c"""
     return lib.scale(ctx, nodes[0], float(c))
 
 
-@define("add_scalar", elementwise=True, infer=_infer_unary("add_scalar"), backward=lambda g, n: g)
+@define("add_scalar", saves=(), elementwise=True, infer=_infer_unary("add_scalar"), backward=lambda g, n: g)
 def _add_scalar(ctx, nodes, inputs, out, c):
     """x + c"""
     return lib.scale_bias(ctx, nodes[0], 1.0, float(c))
 
 
-@define("rdiv_scalar", elementwise=True, infer=_infer_unary("rdiv_scalar"), save_output=True,
+@define("rdiv_scalar", saves=(0,), elementwise=True, infer=_infer_unary("rdiv_scalar"), save_output=True,
         backward=lambda g, n: op.neg(op.div(op.mul(g, n.output), n.inputs[0])))
 def _rdiv_scalar(ctx, nodes, inputs, out, c):
     """c / x"""
@@ -114,39 +114,39 @@ def _fill_like(ctx, nodes, inputs, out, c):
 
 
 # ---------------------------------------------------------------- unary math
-def _unary(name, fn, backward, save_output=False, expose=None):
-    define(name, infer=_infer_unary(name), backward=backward, save_output=save_output, elementwise=True,
+def _unary(name, fn, backward, save_output=False, expose=None, saves=None):
+    define(name, infer=_infer_unary(name), backward=backward, save_output=save_output, elementwise=True, saves=saves,
            expose=expose)(lambda ctx, nodes, inputs, out: fn(ctx, nodes[0]))
 
 
 _MATH = ("method", "function")
-_unary("neg", lib.neg, lambda g, n: op.neg(g), expose=decl.expose(
+_unary("neg", lib.neg, lambda g, n: op.neg(g), saves=(), expose=decl.expose(
     "neg", *_MATH, doc="-x elementwise.", example=">>> gg.neg(gg.tensor([1.0, -2.0])).tolist()\n[-1.0, 2.0]"))
-_unary("exp", fast_math.exp, lambda g, n: op.mul(g, n.output), save_output=True, expose=decl.expose(
+_unary("exp", fast_math.exp, lambda g, n: op.mul(g, n.output), save_output=True, saves=(), expose=decl.expose(
     "exp", *_MATH, doc="e**x elementwise.", example=">>> gg.exp(gg.tensor([0.0])).tolist()\n[1.0]"))
-_unary("log", lib.log, lambda g, n: op.div(g, n.inputs[0]), expose=decl.expose(
+_unary("log", lib.log, lambda g, n: op.div(g, n.inputs[0]), saves=(0,), expose=decl.expose(
     "log", *_MATH, doc="Natural logarithm elementwise (-inf at 0, NaN below, as torch).",
     example=">>> gg.log(gg.tensor([1.0])).tolist()\n[0.0]"))
-_unary("sqrt", lib.sqrt, lambda g, n: op.div(op.scale(g, c=0.5), n.output), save_output=True, expose=decl.expose(
+_unary("sqrt", lib.sqrt, lambda g, n: op.div(op.scale(g, c=0.5), n.output), save_output=True, saves=(), expose=decl.expose(
     "sqrt", *_MATH, doc="Square root elementwise (NaN below 0, as torch).",
     example=">>> gg.sqrt(gg.tensor([4.0])).tolist()\n[2.0]"))
-_unary("abs", lib.abs, lambda g, n: op.mul(g, op.sign(n.inputs[0])), expose=decl.expose(
+_unary("abs", lib.abs, lambda g, n: op.mul(g, op.sign(n.inputs[0])), saves=(0,), expose=decl.expose(
     "abs", *_MATH, doc="|x| elementwise (gradient sign(x): 0 at 0, as torch).",
     example=">>> gg.abs(gg.tensor([-1.5])).tolist()\n[1.5]", dunder=("__abs__",)))
-_unary("sign", lib.sgn, lambda g, n: None, expose=decl.expose(
+_unary("sign", lib.sgn, lambda g, n: None, saves=(), expose=decl.expose(
     "sign", *_MATH, doc="-1, 0 or 1 by the sign of x (0 for NaN, as torch); no gradient flows.",
     example=">>> gg.sign(gg.tensor([-3.0, 0.0, 2.0])).tolist()\n[-1.0, 0.0, 1.0]"))
-_unary("floor", lib.floor, lambda g, n: None, expose=decl.expose(   # piecewise constant: no gradient, as in torch
+_unary("floor", lib.floor, lambda g, n: None, saves=(), expose=decl.expose(   # piecewise constant: no gradient, as in torch
     "floor", *_MATH, doc="Round toward -inf (no gradient flows through it).",
     example=">>> gg.floor(gg.tensor([1.5, -1.5])).tolist()\n[1.0, -2.0]"))
-_unary("square", lib.sqr, lambda g, n: op.mul(op.scale(g, c=2.0), n.inputs[0]), expose=decl.expose(
+_unary("square", lib.sqr, lambda g, n: op.mul(op.scale(g, c=2.0), n.inputs[0]), saves=(0,), expose=decl.expose(
     "square", *_MATH, doc="x * x elementwise.", example=">>> gg.square(gg.tensor([3.0])).tolist()\n[9.0]"))
 def _infer_clone(a):
     """Any dtype (bool, int32, the half types too): a copy keeps its source's dtype, as in torch."""
     return a.shape, a.dtype
 
 
-define("clone", infer=_infer_clone, backward=lambda g, n: g, elementwise=True, expose=decl.expose(
+define("clone", saves=(), infer=_infer_clone, backward=lambda g, n: g, elementwise=True, expose=decl.expose(
     "clone", "method", doc="A copy with its own memory (same dtype); gradients flow back to the original.",
     example=">>> x = gg.tensor([1.0]); x.clone().tolist()\n[1.0]"))(lambda ctx, nodes, inputs, out: lib.cont(ctx, nodes[0]))
 
@@ -228,7 +228,21 @@ def _pow_general(ctx, x, p):
     return lib.add(ctx, lib.mul(ctx, mag, sign), nan_part)
 
 
-@define("pow_scalar", elementwise=True, infer=_infer_unary("pow_scalar"), backward=_pow_scalar_backward)
+def _infer_value_with_grad_of(value, like):
+    same_float("value_with_grad_of", value, like)
+    if value.shape != like.shape:
+        raise ValueError(f"value_with_grad_of: shapes {value.shape} and {like.shape} differ")
+    return value.shape, float32
+
+
+# value's values with like's gradient (remainder: exact values, torch's gradient of a - q*b)
+@define("value_with_grad_of", saves=(), elementwise=True, infer=_infer_value_with_grad_of,
+        backward=lambda g, n: (None, g))
+def _value_with_grad_of(ctx, nodes, inputs, out):
+    return lib.cont(ctx, nodes[0])
+
+
+@define("pow_scalar", saves=(0,), elementwise=True, infer=_infer_unary("pow_scalar"), backward=_pow_scalar_backward)
 def _pow_scalar(ctx, nodes, inputs, out, p):
     """x ** p (p a Python number), as torch: integer p (|p| <= 64) multiplies (exact signs, zeros
     and infs); p = ±0.5 is sqrt / rsqrt (NaN at -inf, as torch); other p go through :func:`_pow_general`."""
@@ -277,7 +291,7 @@ def _cast_backward(g, n):
     return op.cast(g, dtype=n.inputs[0].dtype) if n.inputs[0].dtype.is_float else None
 
 
-@define("cast", elementwise=True, infer=_infer_cast, backward=_cast_backward)
+@define("cast", saves=(), elementwise=True, infer=_infer_cast, backward=_cast_backward)
 def _cast(ctx, nodes, inputs, out, dtype):
     """Convert to another dtype. ggml's CPU copy has no float16/bfloat16 ↔ int32 kernels (it aborts):
     those go through float32. float → int32 truncates toward zero."""
@@ -479,7 +493,7 @@ def _clamp_backward_op(ctx, nodes, inputs, out, lo=None, hi=None):
     return lib.mul(ctx, g, inside)
 
 
-@define("clamp", elementwise=True, infer=_infer_clamp, backward=_clamp_backward)
+@define("clamp", saves=(0,), elementwise=True, infer=_infer_clamp, backward=_clamp_backward)
 def _clamp(ctx, nodes, inputs, out, lo=None, hi=None):
     """min(max(x, lo), hi) like torch.clamp (lo > hi gives hi everywhere); gradient flows where
     lo <= x <= hi. NaN stays NaN and a NaN bound gives NaN everywhere, as in torch (ggml's
@@ -541,9 +555,9 @@ def _minmax_backward_op(ctx, nodes, inputs, out, sign):
     return lib.mul(ctx, g, w)
 
 
-define("maximum", elementwise=True, infer=_infer_binary("maximum"), backward=_minmax_backward(1.0),
+define("maximum", saves=(0, 1), elementwise=True, infer=_infer_binary("maximum"), backward=_minmax_backward(1.0),
        doc="elementwise max with broadcasting; equal values share the gradient 0.5/0.5")(_minmax_builder("gt"))
-define("minimum", elementwise=True, infer=_infer_binary("minimum"), backward=_minmax_backward(-1.0),
+define("minimum", saves=(0, 1), elementwise=True, infer=_infer_binary("minimum"), backward=_minmax_backward(-1.0),
        doc="elementwise min with broadcasting; equal values share the gradient 0.5/0.5")(_minmax_builder("lt"))
 
 
@@ -568,7 +582,7 @@ def _cond01(ctx, node, cond, shape):
     return nonzero01(ctx, full_node(ctx, _as_f32(ctx, node, cond.dtype), cond.shape, shape))
 
 
-@define("where", elementwise=True, infer=_infer_where, backward=_where_backward)
+@define("where", saves=(0,), elementwise=True, infer=_infer_where, backward=_where_backward)
 def _where(ctx, nodes, inputs, out, finite=False):
     """a where cond is non-zero, else b (broadcasting all three). An inf or NaN in the branch not
     taken never leaks into the result (see select_node); ``finite=True`` (internal) skips that care."""
@@ -593,7 +607,7 @@ def _where_scalar_backward(g, n):
     return None, op.where_scalar(cond, g, c=0.0, tensor_if_true=side, finite=True)
 
 
-@define("where_scalar", elementwise=True, infer=_infer_where_scalar, backward=_where_scalar_backward)
+@define("where_scalar", saves=(0,), elementwise=True, infer=_infer_where_scalar, backward=_where_scalar_backward)
 def _where_scalar(ctx, nodes, inputs, out, c, tensor_if_true=True, finite=False):
     """where(cond, x, c) (or where(cond, c, x) with tensor_if_true=False) for a Python number c:
     the constant is built on the device, and only the tensor branch needs the inf/NaN care."""

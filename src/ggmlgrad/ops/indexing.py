@@ -187,7 +187,7 @@ def _index_select_backward(g, n):
                                     wrap=n.params.get("wrap", False)), None
 
 
-@define("index_select", infer=_infer_index_select, backward=_index_select_backward)
+@define("index_select", saves=(1,), infer=_infer_index_select, backward=_index_select_backward)
 def _index_select(ctx, nodes, inputs, out, axis, wrap=False):
     """Rows of ``x`` along ``axis`` picked by a 1-D index (ggml_get_rows)."""
     x, index = inputs
@@ -213,7 +213,7 @@ def _infer_index_select_backward(g, index, shape, axis, wrap=False):
     return shape, float32
 
 
-@define("index_select_backward", infer=_infer_index_select_backward,
+@define("index_select_backward", saves=(1,), infer=_infer_index_select_backward,
         backward=lambda g, n: (op.index_select(g, n.inputs[1], axis=n.params["axis"],
                                                wrap=n.params.get("wrap", False)), None))
 def _index_select_backward_fwd(ctx, nodes, inputs, out, shape, axis, wrap=False):
@@ -271,7 +271,7 @@ def _gather_backward(g, n):
     return op.gather_backward(g, index, shape=x.shape, axis=n.params["axis"]), None
 
 
-@define("gather", infer=_infer_gather, backward=_gather_backward)
+@define("gather", saves=(1,), infer=_infer_gather, backward=_gather_backward)
 def _gather(ctx, nodes, inputs, out, axis):
     """out[..., j, ...] = x[..., index[..., j, ...], ...] along ``axis`` (PyTorch gather)."""
     x, index = inputs
@@ -292,7 +292,7 @@ def _infer_gather_backward(g, index, shape, axis):
     return tuple(shape), float32
 
 
-@define("gather_backward", infer=_infer_gather_backward,
+@define("gather_backward", saves=(1,), infer=_infer_gather_backward,
         backward=lambda g, n: (op.gather(g, n.inputs[1], axis=n.params["axis"]), None))
 def _gather_backward_fwd(ctx, nodes, inputs, out, shape, axis):
     """Zeros of ``shape`` with each gradient element added at its gathered position."""
@@ -330,7 +330,7 @@ def _embedding_backward(g, n):
     return op.index_select_backward(g2, i1, shape=weight.shape, axis=0), None
 
 
-@define("embedding", infer=_infer_embedding, backward=_embedding_backward)
+@define("embedding", saves=(1,), infer=_infer_embedding, backward=_embedding_backward)
 def _embedding(ctx, nodes, inputs, out):
     """weight[index]: one row of ``weight`` per index element (ggml_get_rows)."""
     weight, index = inputs

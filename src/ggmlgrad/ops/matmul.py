@@ -60,7 +60,7 @@ def _out_prod_form(a, b) -> bool:
             and (bool(ACCELERATORS) or a.shape[1] <= 256))
 
 
-@define("matmul", infer=_infer_matmul, work=_work_matmul,
+@define("matmul", saves=((0, 1), (1, 0)), infer=_infer_matmul, work=_work_matmul,
         backward=lambda g, n: _matmul_backward(g, n))
 def _matmul(ctx, nodes, inputs, out):
     a, b = inputs
@@ -111,7 +111,7 @@ def _broadcast_out(a2, b2):
     return broadcast_shapes("matmul", a2[:-2], b2[:-2]) + (a2[-2], b2[-1])
 
 
-@define("transpose_last", infer=lambda a: (a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype),
+@define("transpose_last", saves=(), infer=lambda a: (a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype),
         backward=lambda g, n: op.transpose_last(g))
 def _transpose_last(ctx, nodes, inputs, out):
     nd = inputs[0].ndim
@@ -146,7 +146,7 @@ def _linear_backward(g, n):
     return grads
 
 
-@define("linear", infer=_infer_linear, backward=_linear_backward,
+@define("linear", saves=((0, 1), (1, 0)), infer=_infer_linear, backward=_linear_backward,
         work=lambda x, w, *b: 2.0 * numel(x.shape[:-1]) * w.shape[0] * w.shape[1])
 def _linear(ctx, nodes, inputs, out):
     """x @ w.T + b with w of shape (out, in): ggml's mul_mat layout, so no transpose."""

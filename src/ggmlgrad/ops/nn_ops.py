@@ -65,7 +65,7 @@ def _layer_norm_backward(g, n):
     return op.mul(inner, rstd)
 
 
-@define("layer_norm", infer=_infer_layer_norm, backward=_layer_norm_backward, save_output=True,
+@define("layer_norm", saves=(0,), infer=_infer_layer_norm, backward=_layer_norm_backward, save_output=True,
         work=lambda x, eps: 5.0 * numel(x.shape))
 def _layer_norm(ctx, nodes, inputs, out, eps):
     """(x - mean) / sqrt(var + eps) over the last axis (biased variance, as PyTorch), via ggml_norm."""

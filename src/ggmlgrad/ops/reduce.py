@@ -117,7 +117,7 @@ def _grad_expand(g, n):
     return op.expand_as(op.reshape(g, shape=_kept(x.shape, axes)), x)
 
 
-@define("sum", infer=_infer_reduce("sum"), backward=_grad_expand,
+@define("sum", saves=(), infer=_infer_reduce("sum"), backward=_grad_expand,
         expose=expose("sum", *_SURFACES, args=axis_first_args, host_int32=True,
                       doc="Sum over all or given axes; ``keepdims`` is NumPy's spelling of ``keepdim``. An int32 "
                       "tensor sums exactly (on the host; a sum outside int32's range raises).",
@@ -134,7 +134,7 @@ def _mean_backward(g, n):
     return op.scale(_grad_expand(g, n), c=1.0 / max(cnt, 1))
 
 
-@define("mean", infer=_infer_reduce("mean"), backward=_mean_backward,
+@define("mean", saves=(), infer=_infer_reduce("mean"), backward=_mean_backward,
         expose=expose("mean", *_SURFACES, args=axis_first_args,
                       doc="Mean over all or given axes (NaN over no elements, as torch).",
                       example=">>> gg.mean(gg.tensor([[1.0, 3.0]]), dim=1).tolist()\n[2.0]"))
@@ -154,7 +154,7 @@ def _infer_expand_as(a, like):
     return like.shape, a.dtype
 
 
-@define("expand_as", infer=_infer_expand_as,
+@define("expand_as", saves=(), infer=_infer_expand_as,
         backward=lambda g, n: (op.sum_to_shape(g, shape=n.inputs[0].shape), None))
 def _expand_as(ctx, nodes, inputs, out):
     a = inputs[0]
@@ -176,7 +176,7 @@ def _infer_sum_to(a, shape):
     return shape, a.dtype
 
 
-@define("sum_to_shape", infer=_infer_sum_to, backward=lambda g, n: op.expand_as(g, n.inputs[0]))
+@define("sum_to_shape", saves=(), infer=_infer_sum_to, backward=lambda g, n: op.expand_as(g, n.inputs[0]))
 def _sum_to_shape(ctx, nodes, inputs, out, shape):
     a = inputs[0]
     full = (1,) * (a.ndim - len(shape)) + tuple(shape)
@@ -243,13 +243,13 @@ def _extreme_builder(name, negate: bool):
     return forward
 
 
-define("amax", infer=_infer_extreme("amax"), backward=_extreme_backward, save_output=True,
+define("amax", saves=(0,), infer=_infer_extreme("amax"), backward=_extreme_backward, save_output=True,
        doc="max over all or given axes (values only, like torch.amax)",
        expose=expose("amax", *_SURFACES, args=dim_first_args, host_int32=True,
                      doc="Max over all or given axes (values only); ties share the gradient evenly.",
                      example=">>> gg.amax(gg.tensor([[1.0, 5.0], [7.0, 2.0]]), dim=0).tolist()\n[7.0, 5.0]"),
        )(_extreme_builder("amax", False))
-define("amin", infer=_infer_extreme("amin"), backward=_extreme_backward, save_output=True,
+define("amin", saves=(0,), infer=_infer_extreme("amin"), backward=_extreme_backward, save_output=True,
        doc="min over all or given axes (values only, like torch.amin)",
        expose=expose("amin", *_SURFACES, args=dim_first_args, host_int32=True,
                      doc="Min over all or given axes (values only); ties share the gradient evenly.",
@@ -269,7 +269,7 @@ def _extreme_dim_backward(g, n):
     return op.extreme_dim_backward(g, n.inputs[0], **n.params)
 
 
-@define("extreme_dim", infer=_infer_extreme_dim, backward=_extreme_dim_backward,
+@define("extreme_dim", saves=(0,), infer=_infer_extreme_dim, backward=_extreme_dim_backward,
         doc="values of torch's max(dim) / min(dim) (negate=True): gradient to the first extreme only")
 def _extreme_dim(ctx, nodes, inputs, out, axis, keepdim=False, negate=False):
     return _extreme_builder("extreme_dim", negate)(ctx, nodes, inputs, out, axis=axis, keepdim=keepdim)
@@ -385,7 +385,7 @@ def _var_backward(g, n):
                               correction=n.params.get("correction", 1))
 
 
-@define("var", infer=_infer_var, backward=_var_backward,
+@define("var", saves=(0,), infer=_infer_var, backward=_var_backward,
         expose=expose("var", *_SURFACES, args=var_args,
                       doc="Variance over all or given axes; ``correction`` defaults to 1 (Bessel's, as torch.var).",
                       example=">>> gg.var(gg.tensor([1.0, 3.0])).item()\n2.0"))
@@ -460,7 +460,7 @@ def _reduce_backward(ctx, nodes, inputs, out, kind, axis=None, correction=1):
     return lib.mul(ctx, hit, lib.div(ctx, g, count))
 
 
-@define("logsumexp", infer=_infer_extreme("logsumexp"), backward=_logsumexp_backward, save_output=True,
+@define("logsumexp", saves=(0,), infer=_infer_extreme("logsumexp"), backward=_logsumexp_backward, save_output=True,
         expose=expose("logsumexp", *_SURFACES, args=dim_first_args,
                       doc="log(sum(exp(x))) over all or given axes, computed stably.",
                       example=">>> round(gg.logsumexp(gg.tensor([0.0, 0.0])).item(), 4)\n0.6931"))

@@ -35,13 +35,37 @@ class OpDef:
     differentiable: bool = True
     doc: str = ""
     expose: Expose | None = None                    # its public surfaces (ops/decl.py); None: internal
+    # Which inputs the backward reads (an in-place write to one of them after the op makes backward
+    # raise, as torch's saved tensors): None every input; else ints (always read) and (i, j) pairs
+    # (input i is read only when input j requires grad, e.g. mul's other operand).
+    saves: tuple | None = None
+
+    def __post_init__(self) -> None:
+        self.saved_always, self.saved_if = _resolve_saves(self.name, self.saves)
+
+
+def _resolve_saves(name: str, saves) -> tuple:
+    """``saves`` as (frozenset of always-read inputs or None for all, {i: (j, ...)}), computed once
+    per op so the version check at backward does no parsing."""
+    if saves is None:
+        return None, {}
+    always, cond = set(), {}
+    for s in saves:
+        if isinstance(s, int):
+            always.add(s)
+        elif isinstance(s, tuple) and len(s) == 2 and all(isinstance(k, int) for k in s):
+            cond.setdefault(s[0], []).append(s[1])
+        else:
+            raise ValueError(f"op {name!r}: saves entries are input indices or (input, if_requires_grad) pairs, "
+                             f"got {s!r}")
+    return frozenset(always), {i: tuple(js) for i, js in cond.items() if i not in always}
 
 
 REGISTRY: dict[str, OpDef] = {}
 
 
 def define(name: str, *, infer, backward=None, work=None, save_output=False, differentiable=True, doc="",
-           elementwise=False, expose: Expose | None = None):
+           elementwise=False, expose: Expose | None = None, saves: tuple | None = None):
     """Decorator registering ``forward`` under ``name``.
 
     ``expose``: the op's public names and arguments (:class:`.decl.Expose`); the tensor layer
@@ -49,13 +73,16 @@ def define(name: str, *, infer, backward=None, work=None, save_output=False, dif
 
     ``elementwise``: the builder treats every element alike once its tensor inputs have the
     result's shape, so such calls are built on merged rows (:func:`.build.row_merged`). The
-    decorated function itself stays as written (other builders call it directly)."""
+    decorated function itself stays as written (other builders call it directly).
+
+    ``saves``: the inputs ``backward`` reads (see :attr:`OpDef.saves`); default every input. Only
+    these raise at backward when written in place after the op (torch's saved-tensor check)."""
     def deco(forward):
         if name in REGISTRY:
             raise RuntimeError(f"op {name!r} defined twice")
         REGISTRY[name] = OpDef(name, infer, row_merged(forward) if elementwise else forward, backward, work,
                                save_output, differentiable=differentiable, doc=doc or (forward.__doc__ or ""),
-                               expose=expose)
+                               expose=expose, saves=saves)
         return forward
     return deco
 

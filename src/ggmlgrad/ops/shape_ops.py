@@ -30,7 +30,7 @@ def _resolve_shape(a, shape) -> tuple:
     return shape
 
 
-@define("reshape", infer=lambda a, shape: (_resolve_shape(a, shape), a.dtype),
+@define("reshape", saves=(), infer=lambda a, shape: (_resolve_shape(a, shape), a.dtype),
         backward=lambda g, n: op.reshape(g, shape=n.inputs[0].shape))
 def _reshape(ctx, nodes, inputs, out, shape):
     return lib.cont(ctx, reshape(ctx, nodes[0], out.shape))
@@ -53,7 +53,7 @@ def _inverse(axes):
     return tuple(inv)
 
 
-@define("permute", infer=_infer_permute, backward=lambda g, n: op.permute(g, axes=_inverse(n.params["axes"])))
+@define("permute", saves=(), infer=_infer_permute, backward=lambda g, n: op.permute(g, axes=_inverse(n.params["axes"])))
 def _permute(ctx, nodes, inputs, out, axes):
     nd = inputs[0].ndim
     return lib.cont(ctx, permute(ctx, nodes[0], tuple(x % nd for x in axes)))
@@ -86,7 +86,7 @@ def _infer_broadcast_to(a, shape):
     return tuple(out), a.dtype
 
 
-@define("broadcast_to", infer=_infer_broadcast_to,
+@define("broadcast_to", saves=(), infer=_infer_broadcast_to,
         backward=lambda g, n: op.sum_to_shape(g, shape=n.inputs[0].shape))
 def _broadcast_to(ctx, nodes, inputs, out, shape):
     """Repeat size-1 (and new leading) dimensions to ``out.shape``."""
@@ -214,7 +214,7 @@ def _slice_view(ctx, node, in_shape, start, step, sliced, final, es):
     return _cont_as(ctx, v, final)
 
 
-@define("slice", infer=_infer_slice,
+@define("slice", saves=(), infer=_infer_slice,
         backward=lambda g, n: op.slice_backward(g, shape=n.inputs[0].shape, start=n.params["start"],
                                                 stop=n.params["stop"], step=n.params["step"]))
 def _slice(ctx, nodes, inputs, out, start, stop, step, shape=None):
@@ -253,7 +253,7 @@ def empty_node(ctx, src, shape, ggml_type):
     return lib.cast(ctx, v, ggml_type)
 
 
-@define("slice_backward", infer=_infer_slice_backward,
+@define("slice_backward", saves=(), infer=_infer_slice_backward,
         backward=lambda g, n: op.slice(g, start=n.params["start"], stop=n.params["stop"], step=n.params["step"],
                                        shape=n.inputs[0].shape))
 def _slice_backward(ctx, nodes, inputs, out, shape, start, stop, step):
@@ -330,7 +330,7 @@ def _concat_backward(g, n):
     return tuple(grads)
 
 
-@define("concat", infer=_infer_concat, backward=_concat_backward)
+@define("concat", saves=(), infer=_infer_concat, backward=_concat_backward)
 def _concat(ctx, nodes, inputs, out, axis, stack=False):
     """Join along ``axis`` (``stack=True``: along a new axis). ggml_concat joins two at a
     time: pairs are joined level by level (a balanced tree, not a growing chain)."""
@@ -383,7 +383,7 @@ def _slice_set_backward(g, n):
     return gx, gv
 
 
-@define("slice_set", infer=_infer_slice_set, backward=_slice_set_backward)
+@define("slice_set", saves=(), infer=_infer_slice_set, backward=_slice_set_backward)
 def _slice_set(ctx, nodes, inputs, out, start, stop, step, fill=None):
     """A copy of ``x`` with ``x[start:stop:step]`` replaced by ``v`` (or the constant ``fill``), via ggml_set."""
     x = inputs[0]
@@ -441,7 +441,7 @@ def _tile_padded(a_shape, reps):
     return (1,) * (len(reps) - len(a_shape)) + tuple(a_shape)
 
 
-@define("tile", infer=_infer_tile,
+@define("tile", saves=(), infer=_infer_tile,
         backward=lambda g, n: op.tile_backward(g, shape=n.inputs[0].shape, reps=n.params["reps"]))
 def _tile(ctx, nodes, inputs, out, reps):
     """The whole tensor repeated ``reps[i]`` times along each dim (ggml_repeat tiles)."""
@@ -475,7 +475,7 @@ class _Shape:
         self.shape, self.dtype, self.ndim = tuple(shape), dtype, len(shape)
 
 
-@define("tile_backward", infer=_infer_tile_backward,
+@define("tile_backward", saves=(), infer=_infer_tile_backward,
         backward=lambda g, n: op.tile(g, reps=n.params["reps"]))
 def _tile_backward(ctx, nodes, inputs, out, shape, reps):
     """Sum of the tiles (ggml_repeat_back)."""

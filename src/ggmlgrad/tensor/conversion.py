@@ -31,7 +31,10 @@ class ConversionMethods:
 
     def __array__(self, dtype=None, copy=None):
         """NumPy 2's protocol: a view of host memory where possible (as ``numpy()``); ``copy=True``
-        a new array; ``copy=False`` raises ValueError when a copy cannot be avoided."""
+        a new array; ``copy=False`` raises ValueError when a copy cannot be avoided. A tensor that
+        requires grad raises as in torch (``np.asarray(t.detach())``)."""
+        if self.requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         return interop.array(self, dtype, copy)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):

@@ -9,7 +9,7 @@ from ..engine import (COMPUTED, ENGINE, PENDING, CaptureError, DType, active_obs
                       int32, upload_into, user_site)
 from ..ops import op
 from ..ops.writes import write_value
-from . import bool_ops, views
+from . import bool_ops, tape, views
 from .grad_mode import is_grad_enabled, no_grad
 
 if TYPE_CHECKING:
@@ -97,6 +97,7 @@ class InplaceMethods:
     def _rebase(self, v: "Tensor") -> None:
         """Make ``self`` (now holding ``v``'s value) the output of ``v``'s tape node."""
         node = v.grad_fn
+        tape.remember_edge(self)  # nodes recorded before this write keep their edge to the old grad_fn
         self.grad_fn, self.requires_grad = node, v.requires_grad
         if node is not None and node.out_ref is not None:
             # The node reads its output in backward: keep v's value (an alias without history,

@@ -49,24 +49,77 @@ class Node:
     def __repr__(self) -> str:
         return f"<{self.name}Backward>"
 
-    def check_versions(self) -> None:
-        if tuple([x._vcell[0] for x in self.inputs]) == self.versions:  # the usual case: nothing written
-            o = self.out_ref() if self.out_ref is not None else None
-            if o is None or o._vcell[0] == 0:
-                return
+    def check_versions(self) -> bool:
+        """Raise when a tensor this node's backward reads (its declared ``saves``, or its output)
+        was written in place since the op; True when no input was written at all (the usual case:
+        its inputs' current ``grad_fn`` are the ones it saw), False when only unread ones were."""
+        o = self.out_ref() if self.out_ref is not None else None
+        if o is not None and o._vcell[0] != 0:  # the saved output was modified in place
+            raise RuntimeError(
+                f"{self.name} backward: its output (shape {o.shape}) was modified in place after it was "
+                f"saved for backward (version 0 → {o._version}); its gradient would be wrong. Clone the "
+                f"output before the in-place op.")
+        if tuple([x._vcell[0] for x in self.inputs]) == self.versions:  # nothing written
+            return True
+        opdef = self.opdef
+        always, cond = opdef.saved_always, opdef.saved_if
         for i, (x, v) in enumerate(zip(self.inputs, self.versions)):
-            if x._version != v:
+            if x._version == v:
+                continue
+            if always is None or i in always or any(self._requires_grad(j) for j in cond.get(i, ())):
                 raise RuntimeError(
                     f"{self.name} backward: input {i} (shape {x.shape}) was modified in place after "
                     f"it was saved for backward (version {v} → {x._version}); its gradient would be "
                     f"wrong. Clone the tensor before the in-place op, or do the in-place op after "
                     f"backward.")
-        o = self.out_ref() if self.out_ref is not None else None
-        if o is not None and o._version != 0:  # the saved output was modified in place
-            raise RuntimeError(
-                f"{self.name} backward: its output (shape {o.shape}) was modified in place after it was "
-                f"saved for backward (version 0 → {o._version}); its gradient would be wrong. Clone the "
-                f"output before the in-place op.")
+        return False
+
+    def _requires_grad(self, j: int) -> bool:
+        """Whether input ``j`` required grad when this op ran."""
+        if j >= len(self.inputs):
+            return False
+        return edge_at(self.inputs[j], self.versions[j])[0]
+
+    def edges(self) -> list:
+        """(requires_grad, grad_fn, retains_grad) of each input as when this op ran: an input
+        written in place since then may have a new ``grad_fn`` (torch's edges keep the old one)."""
+        if tuple([x._vcell[0] for x in self.inputs]) == self.versions:
+            return [(x.requires_grad, x.grad_fn, x._retains_grad) for x in self.inputs]
+        return [edge_at(x, v) for x, v in zip(self.inputs, self.versions)]
+
+
+# How many in-place rebases each tensor remembers (a node recorded before older ones raises): the
+# old grad_fns are held strongly, as torch's edges hold them, but by the tensor, so bounded.
+_EDGE_HISTORY = 8
+_REBASED = False   # no tensor was ever rebased: _topo skips the version check (backward's hot path)
+
+
+def remember_edge(t) -> None:
+    """Called by an in-place op that is about to give ``t`` a new ``grad_fn`` (after bumping its
+    version): nodes recorded before keep routing gradients to the old one, as in torch."""
+    global _REBASED
+    _REBASED = True
+    d = t.__dict__
+    hist = d.get("_edges_before")
+    if hist is None:
+        hist = d["_edges_before"] = []
+    hist.append((t._vcell[0], t.grad_fn, t.requires_grad))
+    if len(hist) > _EDGE_HISTORY:
+        d["_edges_floor"] = hist.pop(0)[0]
+
+
+def edge_at(x, v: int) -> tuple:
+    """(requires_grad, grad_fn, retains_grad) of ``x`` as at version ``v``."""
+    if x._vcell[0] == v:
+        return x.requires_grad, x.grad_fn, x._retains_grad
+    d = x.__dict__
+    if v < d.get("_edges_floor", -1):
+        raise RuntimeError(f"backward: a tensor (shape {x.shape}) was modified in place too many times "
+                           f"since an op used it; its gradient path is no longer known. Clone it first.")
+    for after, fn, rg in d.get("_edges_before", ()):
+        if after > v:
+            return rg, fn, False
+    return x.requires_grad, x.grad_fn, x._retains_grad
 
 
 def _topo(root_fn: Node) -> list[Node]:
@@ -82,8 +135,12 @@ def _topo(root_fn: Node) -> list[Node]:
             continue
         seen.add(id(n))
         stack.append((n, True))
-        for x in n.inputs:
-            fn = x.grad_fn
+        inputs = n.inputs
+        if _REBASED and tuple([x._vcell[0] for x in inputs]) != n.versions:
+            fns = [e[1] for e in n.edges()]  # an input written in place since: its grad_fn then
+        else:
+            fns = [x.grad_fn for x in inputs]
+        for fn in fns:
             if fn is not None and id(fn) not in seen:
                 stack.append((fn, False))
     return order
@@ -157,7 +214,7 @@ def _run_rules(root, gradient, order: list[Node], retain_graph: bool) -> list[in
                 raise RuntimeError(
                     f"backward: trying to go through the graph a second time ({node.name}); its saved "
                     f"tensors were freed after the first backward. Pass retain_graph=True the first time.")
-            node.check_versions()
+            edges = None if node.check_versions() else node.edges()
             if node.precision == _context().precision:
                 in_grads = node.opdef.backward(g, node)
             else:
@@ -168,18 +225,22 @@ def _run_rules(root, gradient, order: list[Node], retain_graph: bool) -> list[in
                     context.pop(prec_token)
             if not isinstance(in_grads, tuple):
                 in_grads = (in_grads,)
-            for x, gx in zip(node.inputs, in_grads):
-                if gx is None or not x.requires_grad:
+            for k, (x, gx) in enumerate(zip(node.inputs, in_grads)):
+                if edges is None:
+                    rg, fn, rt = x.requires_grad, x.grad_fn, x._retains_grad
+                else:  # an input written in place since: route to the grad_fn it had then
+                    rg, fn, rt = edges[k]
+                if gx is None or not rg:
                     continue
                 if gx.shape != x.shape:
                     gx = reduce_to_shape(gx, x.shape)
-                if x.grad_fn is None:
+                if fn is None:
                     _accumulate_leaf(x, gx, assigned)
                 else:
-                    if x._retains_grad:
+                    if rt:
                         _accumulate_leaf(x, gx, assigned)
-                    prev = grads.get(id(x.grad_fn))
-                    grads[id(x.grad_fn)] = gx if prev is None else _add_grads(prev, gx)
+                    prev = grads.get(id(fn))
+                    grads[id(fn)] = gx if prev is None else _add_grads(prev, gx)
             if not retain_graph:
                 _release(node)
     finally:
@@ -279,6 +340,8 @@ class _BackwardCache:
             else:
                 oq = "none"
             inputs = n.inputs
+            if tuple([x._vcell[0] for x in inputs]) != n.versions:
+                return None, None  # an input written in place since: the ordinary pass routes its edges
             parts += (n.opdef.name, fp, n.precision, oq, len(inputs))
             for x in inputs:
                 st = x._status

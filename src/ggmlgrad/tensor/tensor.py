@@ -14,6 +14,7 @@ from ..ops.shapes import check_ndim
 from ..runtime import Device, resolve_device
 from . import bool_ops, tape, views
 from .conversion import ConversionMethods
+from .grad_mode import is_grad_enabled, no_grad
 from .inplace import InplaceMethods, _check_int_range
 from .inplace import _refuse_while_recording  # noqa: F401  (nn/module.py and optim import it from here)
 from .int_reduce import int_reduce, is_int
@@ -347,25 +348,101 @@ def _pow(a, b) -> Tensor:
 @public(function="floor_divide", dunder="__floordiv__", reflected="__rfloordiv__")
 @_integer_arithmetic("floor_divide", closed=True)
 def floor_divide(input, other) -> Tensor:
-    """``input // other`` rounded toward -inf (Python's and torch's rule).
+    """``input // other`` rounded toward -inf (Python's and torch's rule, also when the float32
+    quotient ``input / other`` rounds up to an integer: ``-1.9946 // -0.39892`` is 4, not 5).
 
     >>> import ggmlgrad as gg
     >>> gg.floor_divide(gg.tensor([-7, 7]), 2).tolist()
     [-4, 3]
     """
-    return op.floor(div(input, other))
+    a, b = _float_operands(input, other)
+    return _floor_divmod(a, b)[0]
 
 
 @public(function="remainder", dunder="__mod__", reflected="__rmod__")
 @_integer_arithmetic("remainder", closed=True)
 def remainder(input, other) -> Tensor:
-    """``input % other`` with the sign of ``other`` (Python's and torch's rule).
+    """``input % other`` with the sign of ``other`` (Python's and torch's rule; exact, like torch's
+    fmod-based remainder, while ``|input / other| < 2**24``; a zero result has ``input``'s sign, as torch).
 
     >>> import ggmlgrad as gg
     >>> gg.remainder(gg.tensor([-7, 7]), 3).tolist()
     [2, 1]
     """
-    return sub(input, mul(op.floor(div(input, other)), other))
+    a, b = _float_operands(input, other)
+    q, r = _floor_divmod(a, b)
+    if is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        # torch's gradient: 1 for input, -floor_divide(input, other) for other (q is constant)
+        return op.value_with_grad_of(r, op.sub(a, op.mul(q, b)))
+    return r
+
+
+def _float_operands(input, other) -> tuple[Tensor, Tensor]:
+    """Both operands as float32 tensors; a Python number is filled on the device (no upload)."""
+    if isinstance(input, Tensor) and _scalar(other):
+        return input, op.fill_like(input, c=float(other))
+    if isinstance(other, Tensor) and _scalar(input):
+        return op.fill_like(other, c=float(input)), other
+    return _pair(input, other)
+
+
+_EXACT_QUOTIENT = float(2 ** 24)     # float32 integers are exact below this
+
+
+def _floor_divmod(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """(floor_divide, remainder) of float32 tensors as torch computes them (fmod-based, its
+    div_floor_floating), not differentiated. floor(a / b) is one too big when a / b rounds up to
+    an integer; the exact remainder a - q*b (an error-free product) then has the wrong sign."""
+    with no_grad():
+        a, b = a.detach(), b.detach()
+        q0 = op.floor(op.div(a, b))
+        p = op.mul(q0, b)
+        r0 = op.sub(op.sub(a, p), _product_error(q0, b, p))   # a - q0*b, rounded once
+        small = q0.abs() < _EXACT_QUOTIENT
+        wrong = (r0 != 0) & ((r0 < 0) != (b < 0)) & small
+        q = op.where(wrong, op.add_scalar(q0, c=-1.0), q0)
+        r = op.where(wrong, op.add(r0, b), r0)
+        r = op.where(small, r, op.sub(a, p))    # huge quotients: not exact (as before)
+        finite_a = a.isfinite()
+        binf = b.isinf() & finite_a            # a finite, b infinite: Python's divmod rule
+        flip = (a != 0) & ((a < 0) != (b < 0))
+        q = op.where(binf, op.where(flip, op.fill_like(q, c=-1.0), q0), q)
+        r = op.where(binf, op.where(flip, b, a), r)
+        q = op.where(~finite_a & (b != 0), op.fill_like(q, c=float("nan")), q)   # fmod(±inf, b) is NaN
+        # signs of zero (where's select does not keep them): a zero quotient has the sign of a / b
+        # (torch's copysign), a zero remainder the sign of a (torch's fmod)
+        q = _zero_sign_of(q, op.div(a, b))
+        r = _zero_sign_of(r, a)
+    return q, r
+
+
+def _zero_sign_of(x: Tensor, like: Tensor) -> Tensor:
+    """``x``, except that a zero of ``x`` takes the sign bit of ``like``."""
+    flip = (x == 0) & (_signbit(x) != _signbit(like))
+    return op.mul(x, op.where(flip, op.fill_like(x, c=-1.0), op.fill_like(x, c=1.0)))
+
+
+def _signbit(x: Tensor) -> Tensor:
+    """NumPy's signbit for float32 (true for -0.0; NaN counts as positive here)."""
+    return (x < 0) | ((x == 0) & (op.rdiv_scalar(x, c=1.0) < 0))
+
+
+def _product_error(x: Tensor, y: Tensor, p: Tensor) -> Tensor:
+    """x*y - p exactly, for p = x*y rounded (Dekker's product with Veltkamp splits)."""
+    xh, xl = _split(x)
+    big = y.abs() > 2.0 ** 100                            # scaled down: 4097*y must not overflow
+    yh, yl = _split(op.where(big, op.scale(y, c=2.0 ** -64), y))
+    yh = op.where(big, op.scale(yh, c=2.0 ** 64), yh)
+    yl = op.where(big, op.scale(yl, c=2.0 ** 64), yl)
+    err = op.add(op.add(op.sub(op.mul(xh, yh), p), op.mul(xh, yl)), op.mul(xl, yh))
+    return op.add(err, op.mul(xl, yl))
+
+
+def _split(x: Tensor) -> tuple[Tensor, Tensor]:
+    """x = hi + lo exactly, each with at most 12 significant bits (Veltkamp)."""
+    c = op.scale(x, c=4097.0)
+    hi = op.sub(c, op.sub(c, x))
+    return hi, op.sub(x, hi)
 
 
 @public(method="pow", function="pow", dunder="__pow__", reflected="__rpow__")
