@@ -93,7 +93,7 @@ class Adam(Optimizer):
     def _hparams_rows(self, group: dict, first_step: int, n: int) -> np.ndarray:
         # _group_hparams for n steps at once; the powers and bias corrections are the same Python
         # float64 operations (NumPy's vectorised pow may round differently), the rest is constant.
-        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        b1, b2 = group["betas"]
         steps = range(first_step, first_step + n)
         rows = np.empty((n, 11), np.float64)
         rows[:] = self._group_hparams(group, first_step).astype(np.float64)  # the step-free columns
