@@ -279,7 +279,7 @@ def test_autograd_errors_are_eagers():
     assert w.tolist() == [1.0, 2.0]
 
     def saved_then_written(x):
-        y = (w * x).sum()
+        y = (w * w * x).sum()         # w * w saves w (w * x alone saves only x, as in torch)
         with gg.no_grad():
             w.mul_(2.0)                  # w was saved by the product
         y.backward()
