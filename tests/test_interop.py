@@ -113,6 +113,22 @@ def test_numpy_is_a_view_that_follows_in_place_writes(graph):
         assert np.shares_memory(v, t.numpy())
 
 
+def test_numpy_of_a_view_is_read_only_and_follows_writes(graph):
+    """A view keeps its value in memory of its own: its array follows every write made through
+    ggmlgrad, and NumPy refuses a write through it (it could not reach the base) instead of losing it."""
+    with gg.graph_mode(graph):
+        x = gg.zeros(2, 3)
+        row = x[1]
+        a = row.numpy()
+        assert not a.flags.writeable and np.asarray(row).flags.writeable is False
+        with pytest.raises(ValueError, match="read-only"):
+            a[0] = 5.0
+        x[1, 2] = 7.0                             # a write through the base reaches the view's array
+        np.testing.assert_array_equal(a, [0, 0, 7])
+        assert x.tolist() == [[0, 0, 0], [0, 0, 7]]
+        assert x.numpy().flags.writeable          # the base's array stays writable (torch's sharing)
+
+
 def test_numpy_view_of_a_parameter_follows_the_optimizer(graph):
     with gg.graph_mode(graph):
         p = gg.tensor([1.0, -1.0], requires_grad=True)

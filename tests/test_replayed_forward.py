@@ -451,3 +451,22 @@ def test_segment_without_parameters(mode):
         np.testing.assert_allclose(_call(net, x, mode), np.maximum(np.tanh(x.astype(np.float64)), 0),
                                    rtol=1e-6, atol=1e-6)
     assert _replays(net) == 1
+
+
+def test_a_replayed_forward_reports_its_own_heaviest_node_to_the_thread_policy():
+    """The thread policy reads the queue's heaviest node: a segment recorded behind a heavier op
+    must still carry its own (it once carried 0, so replays of a 51 MFLOP layer ran on one thread)."""
+    from ggmlgrad.engine import ENGINE
+    net = gg.nn.Sequential(gg.nn.Linear(64, 32), gg.nn.Tanh())
+    x = gg.tensor(np.ones((16, 64), np.float32))
+    big = gg.tensor(np.ones((128, 128), np.float32))
+    expected = 2.0 * 16 * 64 * 32                           # the Linear's flops, its heaviest node
+    with gg.no_grad(), gg.graph_mode(True):
+        for _ in range(3):                                  # recorded while a heavier matmul is queued
+            heavy = big @ big
+            y = net(x)
+            heavy.numpy(), y.numpy()
+        assert ENGINE.current.max_work == 0.0 and not len(ENGINE.current)
+        y = net(x)                                          # replayed on an empty queue
+        assert ENGINE.current.max_work == expected
+        y.numpy()

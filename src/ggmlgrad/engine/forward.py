@@ -103,7 +103,16 @@ def mark(e, c) -> ForwardMark | None:
         return None
     if not c.graph and len(e):
         return None  # eager mode records its segment on an empty queue only
-    return ForwardMark(e)
+    m = ForwardMark(e)
+    e.max_work = 0.0  # from here it is the call's own heaviest node (the thread policy's input); end() restores
+    return m
+
+
+def end(e, m: ForwardMark) -> None:
+    """Close the call opened by :func:`mark`: the queue's heaviest node is again the larger of the
+    one before the call and the call's own (unless the queue drained meanwhile)."""
+    if e.epoch == m.epoch and m.max_work > e.max_work:
+        e.max_work = m.max_work
 
 
 def take(e, m: ForwardMark, arg: Array, out, params_ok: set) -> ForwardSegment | None:
@@ -150,8 +159,7 @@ def take(e, m: ForwardMark, arg: Array, out, params_ok: set) -> ForwardSegment |
     records = tuple((build, params, shape, dtype, prec, header, e.labels[m.n_labels + j],
                      tuple(order[v] if is_ext else n_ext + v for is_ext, v in refs))
                     for j, (build, params, shape, dtype, prec, header, refs) in enumerate(raw))
-    grew = e.max_work if e.max_work > m.max_work else 0.0
-    return ForwardSegment(records, tuple(ext.values()), -1 - out._node - m.n_lazy, e.work - m.work, grew,
+    return ForwardSegment(records, tuple(ext.values()), -1 - out._node - m.n_lazy, e.work - m.work, e.max_work,
                           arg.device)
 
 

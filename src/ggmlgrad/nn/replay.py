@@ -136,6 +136,7 @@ def _record(m, x, c, entry: _Entry):
             seg = fwd.take(e, mark, x, out, {id(p) for p in entry.params})
         finally:
             _local.depth -= 1
+            fwd.end(e, mark)
             if token is not None:
                 context.pop(token)
                 if len(e):

@@ -28,6 +28,7 @@ from ..engine.counters import COUNTERS
 from ..engine.queue import no_value_message
 from ..ops.shapes import check_ndim
 from ..runtime import HostStorage, Storage, cpu_device, resolve_device
+from .views import record_of
 
 # dtypes whose storage NumPy can view as it is, and their DLPack (code, bits)
 _SHAREABLE_NP = {np.dtype(np.float32): float32, np.dtype(np.float16): float16, np.dtype(np.int32): int32}
@@ -157,7 +158,12 @@ def host_view(t, site: str) -> np.ndarray | None:
     COUNTERS.downloads[site] += 1
     if not t.numel_:
         return np.empty(t.shape, dtype=_NP_VIEW[t.dtype])
-    return np.asarray(_HostView(t._storage, t.shape, _NP_VIEW[t.dtype]))
+    a = np.asarray(_HostView(t._storage, t.shape, _NP_VIEW[t.dtype]))
+    if record_of(t) is not None:
+        # a view keeps its value in memory of its own (tensor/views.py): a write through this array
+        # would not reach the base, so NumPy refuses it instead of losing it (torch would share)
+        a.flags.writeable = False
+    return a
 
 
 def numpy(t, force: bool = False) -> np.ndarray:
