@@ -318,3 +318,25 @@ def test_captures_and_drains_on_two_python_threads_compute_one_at_a_time(monkeyp
         gg.set_num_threads(None)
     assert not any(t.is_alive() for t in workers), "a compute hung"
     assert not errors, errors[0]
+
+
+def test_a_first_compute_gives_its_threads_to_the_backend_with_the_work(monkeypatch):
+    """An unplanned compute splits its graph before choosing: on a BLAS build, a CPU-only graph's
+    threads go to the CPU (they once went to BLAS, which had no node), a matmul's to BLAS."""
+    from ggmlgrad.runtime import executor as ex_mod
+    monkeypatch.setattr(threads, "THREAD_LIMIT", 2)
+    ex = ex_mod.executor_for(gg.get_device())
+    rng = np.random.default_rng(7)
+    x64 = rng.standard_normal((37, 53))             # shapes no other test uses: no cached plan
+    a64, w64 = rng.standard_normal((96, 784)), rng.standard_normal((784, 200))
+    try:
+        gg.set_num_threads(2)
+        with gg.graph_mode(False):
+            got = ((gg.tensor(x64.astype(np.float32)) * 3.0).tanh() + 1.0).numpy()
+            assert ex._thread_config[0] == 2                       # the CPU had the work
+            np.testing.assert_allclose(got, np.tanh(x64 * 3.0) + 1.0, rtol=1e-5, atol=1e-6)
+            got = (gg.tensor(a64.astype(np.float32)) @ gg.tensor(w64.astype(np.float32))).numpy()
+            assert ex._thread_config == ((1, 2) if ex.thread_setters else (2, 2))
+            np.testing.assert_allclose(got, a64 @ w64, rtol=1e-4, atol=1e-3)
+    finally:
+        gg.set_num_threads(None)

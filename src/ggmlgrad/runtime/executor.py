@@ -143,7 +143,6 @@ class Executor:
         with COMPUTE_LOCK:
             check_graph(self.device, graph, results_bytes)
             self._ensure_sched(graph_size)
-            self.set_threads(threads)
             lib.backend_sched_reset(self.sched)
             # This scheduler serves graphs of every shape: ggml keeps the previous graph's memory
             # layout whenever node and leaf counts match and sizes fit, whatever the topology (a
@@ -151,6 +150,14 @@ class Executor:
             # live intermediate). Reserving plans this graph's own layout (it resets the scheduler).
             if not lib.backend_sched_reserve(self.sched, graph):
                 return consts.STATUS_ALLOC_FAILED
+            accelerated = None
+            if threads > 1 and self.thread_setters:
+                # Allocate now (reserve resets the split): threads go to the backend that has the
+                # graph's work, as a plan's do, not to BLAS for a graph it has no node of.
+                if not lib.backend_sched_alloc_graph(self.sched, graph):
+                    return consts.STATUS_ALLOC_FAILED
+                accelerated = self.accelerated(self.sched, graph, lib.graph_n_nodes(graph))
+            self.set_threads(threads, accelerated)
             # After a reset, ggml_backend_sched_graph_compute allocates the graph itself (returning
             # GGML_STATUS_ALLOC_FAILED when it cannot) and synchronizes every backend before it
             # returns: separate alloc_graph/synchronize calls only cost two more ctypes calls.
