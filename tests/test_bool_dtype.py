@@ -247,3 +247,22 @@ def test_bool_in_nn_code_keeps_its_values():
     out = gg.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     causal = gg.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     np.testing.assert_allclose(out.numpy(), causal.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_bool_mask_argument_of_a_captured_function_stays_a_mask():
+    """A bool array or bool tensor argument is a bool input (as gg.tensor(a) is), and its logical
+    ops, which read it as float32 0/1, work inside the recording; values match eager and NumPy."""
+    def f(x, m):
+        return gg.where(m, x, 0.0), m & (x > 0), ~m, m.dtype == gg.bool
+    cf = gg.capture(f)
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        x, m = rng.standard_normal(6).astype(np.float32), rng.random(6) > 0.5
+        for arg in (m, gg.tensor(m)):
+            kept, both, flipped, is_bool = cf(x, arg)
+            assert is_bool is True
+            np.testing.assert_array_equal(kept, np.where(m, x, 0.0))
+            assert both.dtype == np.bool_ and flipped.dtype == np.bool_
+            np.testing.assert_array_equal(both, m & (x > 0))
+            np.testing.assert_array_equal(flipped, ~m)
+    assert cf.n_recordings == 1

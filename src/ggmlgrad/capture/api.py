@@ -71,7 +71,9 @@ def _slot_dtype(np_dtype: np.dtype):
         return dtypes.float16
     if np_dtype.kind in "iu":
         return int32
-    if np_dtype.kind in "fb":
+    if np_dtype.kind == "b":
+        return dtypes.bool_   # as gg.tensor(a) gives: a mask stays a mask (float32 0/1 storage)
+    if np_dtype.kind == "f":
         return float32
     raise TypeError(f"capture: unsupported array dtype {np_dtype}")
 

@@ -267,7 +267,8 @@ class Recorder(metaclass=_CurrentRecorder):
         # By storage, not tensor: an alias of an input (x.detach()) is the input, rebound per replay too.
         slot = self._slot_of.get(id(a._storage))
         if slot is not None and slot.tensor._storage is a._storage:
-            if a.shape != slot.shape or a.dtype is not slot.dtype:
+            # a bool input read as float32 0/1 (its logical ops do) is the same memory: same ggml type
+            if a.shape != slot.shape or a.dtype.ggml_type != slot.dtype.ggml_type:
                 raise CaptureError(f"capture: a {a.dtype.name} {a.shape} alias of the {slot.dtype.name} "
                                    f"{slot.shape} input {slot.name} is not supported")
             slot.leaves.append(leaf)
