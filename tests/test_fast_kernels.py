@@ -113,18 +113,21 @@ def _ggml_header_dir() -> Path:
     return Path(next(iter(libggml.__path__))) / "include"
 
 
+def _header(a: np.ndarray):
+    """A ggml tensor header over a 1-D contiguous float32 array (the kernels read ne, nb, data)."""
+    t = TensorStruct()
+    t.ne[0], t.ne[1], t.ne[2], t.ne[3] = a.size, 1, 1, 1
+    t.nb[0] = 4
+    t.nb[1] = t.nb[2] = t.nb[3] = 4 * a.size
+    t.data = a.ctypes.data
+    return t
+
+
 def _call(lib, name: str, x: np.ndarray, nth: int) -> np.ndarray:
     """Run kernel ``name`` over a 1-D contiguous x, split across ``nth`` simulated threads."""
     y = np.full_like(x, 7.0)
 
-    def header(a):
-        t = TensorStruct()
-        t.ne[0], t.ne[1], t.ne[2], t.ne[3] = a.size, 1, 1, 1
-        t.nb[0] = 4
-        t.nb[1] = t.nb[2] = t.nb[3] = 4 * a.size
-        t.data = a.ctypes.data
-        return t
-    a, d = header(x), header(y)
+    a, d = _header(x), _header(y)
     fn = getattr(lib, f"ggmlgrad_{name}")
     for i in range(nth):
         fn(ctypes.byref(d), ctypes.byref(a), i, nth, None)
@@ -162,14 +165,7 @@ def _call2(lib, name: str, g: np.ndarray, x: np.ndarray, nth: int) -> np.ndarray
     """Run two-input kernel ``name`` over 1-D contiguous g and x, split across ``nth`` threads."""
     out = np.full_like(x, 7.0)
 
-    def header(a):
-        t = TensorStruct()
-        t.ne[0], t.ne[1], t.ne[2], t.ne[3] = a.size, 1, 1, 1
-        t.nb[0] = 4
-        t.nb[1] = t.nb[2] = t.nb[3] = 4 * a.size
-        t.data = a.ctypes.data
-        return t
-    hd, hg, hx = header(out), header(g), header(x)
+    hd, hg, hx = _header(out), _header(g), _header(x)
     for i in range(nth):
         getattr(lib, f"ggmlgrad_{name}")(ctypes.byref(hd), ctypes.byref(hg), ctypes.byref(hx), i, nth, None)
     return out

@@ -9,6 +9,7 @@ import pytest
 
 import ggmlgrad as gg
 import ggmlgrad.nn.functional as F
+from ggmlgrad.testing.opinfo import numeric_grad
 
 
 def f32(a):
@@ -17,24 +18,6 @@ def f32(a):
 
 def t(a, grad=False):
     return gg.tensor(f32(a), requires_grad=grad)
-
-
-def numeric_grad(ref, args, i, weight, eps=1e-6):
-    """d sum(ref(*args) * weight) / d args[i] by central differences in float64."""
-    x = np.array(args[i], dtype=np.float64)
-    g = np.zeros_like(x)
-    flat, gflat = x.reshape(-1), g.reshape(-1)
-    for k in range(flat.size):
-        orig = flat[k]
-        vals = []
-        for d in (eps, -eps):
-            flat[k] = orig + d
-            a = list(args)
-            a[i] = x
-            vals.append(np.sum(np.asarray(ref(*a)) * weight))
-        flat[k] = orig
-        gflat[k] = (vals[0] - vals[1]) / (2 * eps)
-    return g
 
 
 def check(fn, ref, arrays, diff=None, atol=1e-5, rtol=1e-4, gatol=1e-3, grtol=1e-2, seed=0):

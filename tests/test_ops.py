@@ -8,7 +8,8 @@ import pytest
 
 import ggmlgrad as gg
 from ggmlgrad.ops import REGISTRY
-from ggmlgrad.testing.opinfo import INTERNAL_OPS, all_opinfos, input_arrays, tensor_indices, with_tensors
+from ggmlgrad.testing.opinfo import (INTERNAL_OPS, all_opinfos, input_arrays, numeric_grad, tensor_indices,
+                                     with_tensors)
 
 OPINFOS = all_opinfos()
 
@@ -113,7 +114,7 @@ def test_forward_and_grad(info, sample, mode):
     assert got.shape == expected.shape, f"{info.name}: shape {got.shape} != {expected.shape}"
     np.testing.assert_allclose(got, expected, atol=info.atol, rtol=info.rtol)
     for i in diff:
-        numeric = _numeric_grad(info, ref_args, sample, i, weight)
+        numeric = numeric_grad(lambda *a: info.ref(*a, **sample.kwargs), ref_args, i, weight, info.fd_eps)
         np.testing.assert_allclose(grads[i], numeric, atol=info.grad_atol, rtol=info.grad_rtol,
                                    err_msg=f"{info.name}: gradient of input {i} ({mode})")
 
@@ -137,24 +138,6 @@ def test_forward_check_mode(info, sample):
         args, _ = _to_gg(sample, requires_grad=False)
         got = info.fn(*args, **sample.kwargs).numpy().astype(np.float64)
     np.testing.assert_allclose(got, _expected(info, sample), atol=info.atol, rtol=info.rtol)
-
-
-def _numeric_grad(info, ref_args, sample, i, weight):
-    x = np.array(ref_args[i], dtype=np.float64)
-    grad = np.zeros_like(x)
-    flat = x.reshape(-1)
-    gflat = grad.reshape(-1)
-    for k in range(flat.size):
-        orig = flat[k]
-        vals = []
-        for d in (+info.fd_eps, -info.fd_eps):
-            flat[k] = orig + d
-            a = list(ref_args)
-            a[i] = x
-            vals.append(np.sum(np.asarray(info.ref(*a, **sample.kwargs)) * weight))
-        flat[k] = orig
-        gflat[k] = (vals[0] - vals[1]) / (2 * info.fd_eps)
-    return grad
 
 
 def test_every_registered_op_is_covered():

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import ggmlgrad as gg
-from ggmlgrad.testing.opinfo import all_opinfos, input_arrays, tensor_indices, with_tensors
+from ggmlgrad.testing.opinfo import all_opinfos, input_arrays, numeric_grad, tensor_indices, with_tensors
 from ggmlgrad.tensor.views import contiguous_strides
 
 OPINFOS = all_opinfos()
@@ -140,28 +140,11 @@ def test_strided_forward_and_grad(info, sample, k, mode):
     arrays = dict(zip(tensor_indices(sample), input_arrays(sample)))
     for i in diff:
         view_grad, decoy_grad = _grad_of_view(grads[i], arrays[i], k)
-        np.testing.assert_allclose(view_grad, _numeric_grad(info, ref_args, sample, i, weight),
+        np.testing.assert_allclose(view_grad, numeric_grad(lambda *a: info.ref(*a, **sample.kwargs), ref_args, i, weight, info.fd_eps),
                                    atol=info.grad_atol, rtol=info.grad_rtol,
                                    err_msg=f"{info.name}: base gradient of input {i} ({mode})")
         if decoy_grad is not None:
             np.testing.assert_array_equal(decoy_grad, 0.0, err_msg=f"{info.name}: gradient on decoys ({mode})")
-
-
-def _numeric_grad(info, ref_args, sample, i, weight):
-    x = np.array(ref_args[i], dtype=np.float64)
-    grad = np.zeros_like(x)
-    flat, gflat = x.reshape(-1), grad.reshape(-1)
-    for j in range(flat.size):
-        orig = flat[j]
-        vals = []
-        for d in (+info.fd_eps, -info.fd_eps):
-            flat[j] = orig + d
-            a = list(ref_args)
-            a[i] = x
-            vals.append(np.sum(np.asarray(info.ref(*a, **sample.kwargs)) * weight))
-        flat[j] = orig
-        gflat[j] = (vals[0] - vals[1]) / (2 * info.fd_eps)
-    return grad
 
 
 def test_strided_views_are_really_strided():

@@ -114,6 +114,29 @@ def error_cases() -> list[tuple[OpInfo, ErrorInput]]:
     return [(info, e) for info in all_opinfos() for e in info.error_inputs]
 
 
+def numeric_grad(ref: Callable, args: list, i: int, weight, eps: float = 1e-6) -> np.ndarray:
+    """d sum(ref(*args) * weight) / d args[i] by central differences in float64 (the gradient
+    reference of the op tables and the functional tests).
+
+    >>> round(float(numeric_grad(lambda x: x * x, [np.array([3.0])], 0, 1.0)[0]), 6)
+    6.0
+    """
+    x = np.array(args[i], dtype=np.float64)
+    grad = np.zeros_like(x)
+    flat, gflat = x.reshape(-1), grad.reshape(-1)
+    for k in range(flat.size):
+        orig = flat[k]
+        vals = []
+        for d in (eps, -eps):
+            flat[k] = orig + d
+            a = list(args)
+            a[i] = x
+            vals.append(np.sum(np.asarray(ref(*a)) * weight))
+        flat[k] = orig
+        gflat[k] = (vals[0] - vals[1]) / (2 * eps)
+    return grad
+
+
 def tensor_indices(sample: Sample) -> tuple:
     """Which of the sample's arguments become tensors (default: every ndarray)."""
     if sample.tensor_args is not None:
