@@ -35,8 +35,9 @@ def _eager_and_captured(make, calls):
         for args in calls:
             out = f(*args)
             outs = out if isinstance(out, tuple) else (out,)
+            # (read by copy: a NumPy view of shared memory moves views into it: test_capture_sees_numpy_writes...)
             per_call.append(([np.asarray(o, np.float64) for o in outs],
-                             [t.numpy().astype(np.float64) for t in state]))
+                             [np.array(t.tolist(), np.float64) for t in state]))
         runs.append((per_call, f))
     return runs
 
@@ -394,7 +395,8 @@ def test_dtypes_aliases_and_a_view_read_after_the_write():
         np.testing.assert_array_equal(view.numpy(), pr[1:])
         np.testing.assert_array_equal(i.numpy(), ir)
         np.testing.assert_array_equal(h.numpy(), hr)
-    assert f.n_recordings == 1
+    # p.numpy() shares p's memory, so `view` moves into it after the first call: one new recording
+    assert f.n_recordings == 2
 
 
 def test_capture_step_clamping_a_weight_before_the_forward():
@@ -447,3 +449,18 @@ def test_a_module_captured_as_the_function_counts_calls_in_a_buffer():
         f(np.ones((1, 2), F32))
         assert m.calls.tolist() == [float(k)]
     assert f.n_recordings == 1
+
+
+def test_capture_sees_numpy_writes_to_the_base_of_a_view_it_reads():
+    """A recording that reads an outside view; the base's memory is then shared with NumPy (the view
+    moves into it: one new recording) and written through NumPy: every replay sees the write."""
+    base = gg.tensor(np.arange(6, dtype=F32).reshape(2, 3))
+    col = base[:, 1]
+    f = gg.capture(lambda x: col * x)
+    np.testing.assert_allclose(f(np.ones(2, F32)), [1, 4])
+    arr = base.numpy()
+    arr[:, 1] = [10, 20]
+    np.testing.assert_allclose(f(np.ones(2, F32)), [10, 20])
+    arr[0, 1] = -1
+    np.testing.assert_allclose(f(np.full(2, 2, F32)), [-2, 40])
+    assert f.n_recordings == 2          # the recording before the sharing, and one after it

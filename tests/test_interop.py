@@ -113,20 +113,23 @@ def test_numpy_is_a_view_that_follows_in_place_writes(graph):
         assert np.shares_memory(v, t.numpy())
 
 
-def test_numpy_of_a_view_is_read_only_and_follows_writes(graph):
-    """A view keeps its value in memory of its own: its array follows every write made through
-    ggmlgrad, and NumPy refuses a write through it (it could not reach the base) instead of losing it."""
+def test_numpy_of_a_view_is_the_base_memory_both_ways(graph):
+    """A view's array is its base's memory (torch's sharing), contiguous or strided: a NumPy write
+    through it reaches the base, the other views and ops; a ggmlgrad write reaches the array."""
     with gg.graph_mode(graph):
         x = gg.zeros(2, 3)
-        row = x[1]
-        a = row.numpy()
-        assert not a.flags.writeable and np.asarray(row).flags.writeable is False
-        with pytest.raises(ValueError, match="read-only"):
-            a[0] = 5.0
-        x[1, 2] = 7.0                             # a write through the base reaches the view's array
-        np.testing.assert_array_equal(a, [0, 0, 7])
-        assert x.tolist() == [[0, 0, 0], [0, 0, 7]]
-        assert x.numpy().flags.writeable          # the base's array stays writable (torch's sharing)
+        row, col = x[1], x[:, 2]
+        a, c = row.numpy(), col.numpy()
+        assert a.flags.writeable and c.flags.writeable
+        assert np.shares_memory(a, x.numpy()) and np.shares_memory(c, x.numpy())
+        assert c.strides == (12,)                 # torch's stride (3) times the itemsize
+        a[0] = 5.0                                # through the row: the base and ops see it
+        c[0] = -2.0                               # through the column
+        assert x.tolist() == [[0, 0, -2], [5, 0, 0]]
+        assert (row + 0).tolist() == [5, 0, 0] and col.sum().item() == -2.0
+        x[1, 2] = 7.0                             # a write through the base reaches both arrays
+        np.testing.assert_array_equal(a, [5, 0, 7])
+        np.testing.assert_array_equal(c, [-2, 7])
 
 
 def test_numpy_view_of_a_parameter_follows_the_optimizer(graph):

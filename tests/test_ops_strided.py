@@ -3,7 +3,8 @@
 Every sample of every entry (the NaN/±inf ones included) runs again with each tensor input
 (index and int tensors too) replaced by a non-contiguous view holding the same values: a step-2
 view ``base[..., 0]`` of a base with a decoy value beside each element, or, for every other
-sample of rank >= 2, a transposed view ``base.transpose(-2, -1)``. The forward is compared
+sample of rank >= 2, a transposed view ``base.transpose(-2, -1)``; outside capture the base's memory
+is shared with NumPy, so each view reads it through its strides. The forward is compared
 with NumPy float64 in eager mode, graph mode, check mode and inside ``gg.capture``; for the first sample of
 each differentiable entry the gradient must reach the base: the base's gradient is the view's
 (finite differences of the reference) scattered into it, zero on the decoys.
@@ -65,9 +66,11 @@ def _grad_of_view(base_grad: np.ndarray, arr: np.ndarray, k: int) -> tuple[np.nd
 
 
 def _tensor(arr: np.ndarray, requires_grad: bool = False):
-    if arr.dtype.kind in "iub":
-        return gg.tensor(arr, dtype=gg.int32)
-    return gg.tensor(arr, requires_grad=requires_grad)
+    """A base whose memory is shared with NumPy, so that its views are strided reads of it (views of
+    memory never shared keep their own copy: the capture mode's argument bases test that side)."""
+    t = gg.tensor(arr, dtype=gg.int32) if arr.dtype.kind in "iub" else gg.tensor(arr, requires_grad=requires_grad)
+    t.detach().numpy()
+    return t
 
 
 def _ref_inputs(sample):
@@ -151,10 +154,11 @@ def test_strided_views_are_really_strided():
     """The harness's views are non-contiguous and hold the values (so the table can fail)."""
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     for k in (0, 1):
-        base = gg.tensor(_base_array(a, k))
+        base = _tensor(_base_array(a, k))
         v = _view_of(base, a, k)
         assert not v.is_contiguous()
         np.testing.assert_array_equal(v.numpy(), a)
+        assert np.shares_memory(v.numpy(), base.numpy())   # a strided read of the base's memory
 
 
 def _train(captured: bool):

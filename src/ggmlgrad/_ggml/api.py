@@ -374,6 +374,14 @@ def init_leaf_header(ptr: int, ggml_type: int, ne, itemsize: int) -> None:
         stride *= ne[i]
 
 
+def set_leaf_strides(ptr: int, nb) -> None:
+    """Give the unallocated leaf at ``ptr`` the byte strides ``nb`` (ggml order, innermost first):
+    a strided view of memory it will be allocated on, read through ``ggml_cont``."""
+    t = TensorStruct.from_address(ptr)
+    for i in range(4):
+        t.nb[i] = nb[i]
+
+
 def clear_param_flag(ptr: int) -> None:
     """Drop GGML_TENSOR_FLAG_PARAM (set only to satisfy an op builder's assertion)."""
     t = TensorStruct.from_address(ptr)

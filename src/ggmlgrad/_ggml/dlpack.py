@@ -87,11 +87,13 @@ def _capsule_destructor(capsule) -> None:
 
 
 def export_capsule(data: int, shape: tuple, code: int, bits: int, owner, versioned: bool,
-                   read_only: bool = False, copied: bool = False):
-    """A capsule for the C-contiguous host memory at ``data`` (``shape``, element type
-    ``code``/``bits``); ``owner`` stays alive until the consumer calls the deleter."""
+                   read_only: bool = False, copied: bool = False, strides: tuple | None = None):
+    """A capsule for the host memory at ``data`` (``shape``, element type ``code``/``bits``;
+    ``strides`` in elements, None for C-contiguous); ``owner`` stays alive until the consumer
+    calls the deleter."""
     ndim = len(shape)
     shape_arr = (ctypes.c_int64 * max(ndim, 1))(*shape)
+    strides_arr = None if strides is None else (ctypes.c_int64 * max(ndim, 1))(*strides)
     m = DLManagedTensorVersioned() if versioned else DLManagedTensor()
     t = m.dl_tensor
     t.data = data or None
@@ -99,7 +101,8 @@ def export_capsule(data: int, shape: tuple, code: int, bits: int, owner, version
     t.ndim = ndim
     t.dtype = DLDataType(code, bits, 1)
     t.shape = ctypes.cast(shape_arr, ctypes.POINTER(ctypes.c_int64))
-    t.strides = None            # NULL: compact row-major (C-contiguous)
+    # NULL: compact row-major (C-contiguous)
+    t.strides = None if strides_arr is None else ctypes.cast(strides_arr, ctypes.POINTER(ctypes.c_int64))
     t.byte_offset = 0
     m.manager_ctx = None
     m.deleter = _release
@@ -108,7 +111,7 @@ def export_capsule(data: int, shape: tuple, code: int, bits: int, owner, version
         m.flags = (FLAG_READ_ONLY if read_only else 0) | (FLAG_IS_COPIED if copied else 0)
     addr = ctypes.addressof(m)
     with _LIVE_LOCK:
-        _LIVE[addr] = (m, shape_arr, owner)
+        _LIVE[addr] = (m, shape_arr, strides_arr, owner)
     return _api.PyCapsule_New(addr, _NAMES[versioned], ctypes.cast(_capsule_destructor, ctypes.c_void_p))
 
 

@@ -29,7 +29,7 @@ from .._ggml import host_copy
 from .._ggml.nodes import host_view
 from ..engine import COMPUTED, COUNTERS, ENGINE, CaptureError, bfloat16, context, dtypes, float32, int32, modes
 from ..engine.checks import verify_replay
-from ..runtime import Device, resolve_device
+from ..runtime import Device, StridedAlias, resolve_device
 from ..runtime.faults import ARMED as _FAULTS
 from ..tensor import Tensor, no_grad
 from ..tensor.views import refresh_views_of
@@ -218,7 +218,7 @@ class _Recording:
             t = type(v)
             if t is Tensor and v._status == COMPUTED and v.dtype is slot.dtype:
                 storage = v._storage
-                if storage.device.is_host and not _FAULTS:
+                if storage.device.is_host and not _FAULTS and type(storage) is not StridedAlias:
                     # put_arg's copy of a computed host tensor, without its four calls down to the memmove
                     nbytes = slot.nbytes
                     host_copy(slot.host.addr, storage.data, nbytes)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import weakref
 
-from .._ggml import lib, new_context
-from ..runtime import Device, Storage
+from .._ggml import lib, new_context, set_leaf_strides
+from ..runtime import Device, Storage, StridedAlias
 from . import context
 from .context import current
-from .array import FAILED, PENDING, Array, ggml_ne
+from .array import COMPUTED, FAILED, PENDING, Array, ggml_ne
 from .errors import PendingError
 from .flat import FlatNode
 from .plans import Plan, Uncacheable
@@ -25,14 +25,24 @@ _NE: dict[tuple, list[int]] = {}      # shape → ggml ne (leaf creation is on e
 
 
 def _new_leaf(ctx: int, a: Array) -> int:
-    """A leaf tensor in ``ctx`` aliasing ``a``'s memory."""
+    """A leaf tensor in ``ctx`` aliasing ``a``'s memory (with its strides when it is a strided view
+    of another tensor's memory, which ops read through ``ggml_cont``)."""
     ne = _NE.get(a.shape)
     if ne is None:
         ne = _NE[a.shape] = tuple(ggml_ne(a.shape))
     leaf = lib.new_tensor_4d(ctx, a.dtype.ggml_type, ne[0], ne[1], ne[2], ne[3])
-    lib.backend_tensor_alloc(a._storage.buffer, leaf, a._storage.data)
+    s = a._storage
+    if type(s) is StridedAlias:
+        set_leaf_strides(leaf, _ggml_nb(s.strides))
+    lib.backend_tensor_alloc(s.buffer, leaf, s.data)
     return leaf
 
+
+def _ggml_nb(strides: tuple) -> tuple:
+    """torch-order byte strides (at least one dim: a 0-d view is contiguous) as ggml's nb, innermost
+    first over 4 dims (a missing outer dim has size 1: its stride is never used)."""
+    nb = list(reversed(strides))
+    return tuple(nb + [nb[-1]] * (4 - len(nb)))
 
 
 class _ContextPool:
@@ -96,6 +106,8 @@ class Builder:
         if self._private_leaves:  # building a plan: its own leaves, which it rebinds per drain
             leaf = self._private_leaf_of.get(id(a))
             if leaf is None:
+                if type(a._storage) is StridedAlias:
+                    raise Uncacheable("a strided view is an input")  # a plan's leaves are contiguous
                 leaf = self._private_leaf_of[id(a)] = _new_leaf(self.ctx, a)
                 self.keep.append(a._storage)
             return leaf
@@ -117,13 +129,39 @@ class Builder:
         if not leaf:
             leaf = _new_leaf(self.ctx, a)
         self.keep.append(s)
+        raw = leaf
+        if type(s) is StridedAlias:
+            leaf = lib.cont(self.ctx, raw)  # ops read a contiguous copy of a strided view
         a._leaf_epoch = -1  # seqlock order: a reader on another thread sees a stale pair as invalid
         a._leaf = leaf
         a._leaf_epoch = epoch
         if observer is not None:
             # capture: which computed tensors a recording references (memory it wrote: the new value's node)
-            leaf = observer.on_leaf(a, leaf) or leaf
+            leaf = observer.on_leaf(a, raw) or leaf
         return leaf
+
+    def _queue_update_writes(self, writes, nodes: list, inputs) -> None:
+        """An update's ``(target, node)`` writes as effects: ``node`` copied into ``inputs[target]``'s
+        memory, or (target None) ``node`` writing in place by itself."""
+        ctx = self.ctx
+        for target, node in writes:
+            if target is None:
+                if any(type(getattr(x, "_storage", None)) is StridedAlias for x in inputs):
+                    raise RuntimeError("an in-place update node cannot write a tensor whose memory is a "
+                                       "non-contiguous view of another's; make it contiguous first")
+                self.effects.append(node)
+                continue
+            x = inputs[target]
+            dst = nodes[target] if type(getattr(x, "_storage", None)) is not StridedAlias else self.write_node_of(x)
+            self.effects.append(lib.cpy(ctx, node, dst))
+
+    def write_node_of(self, a: Array) -> int:
+        """The node a write into ``a``'s memory targets: its leaf, strided as its memory is (a
+        strided view's read node is a contiguous copy, which a write must not target)."""
+        if a._status != COMPUTED or type(a._storage) is not StridedAlias:
+            return self.node_of(a)
+        self.keep.append(a._storage)
+        return _new_leaf(self.ctx, a)
 
     def begin(self, device: Device) -> int:
         """Prepare to build nodes for ``device``; returns the ggml context to build in."""
@@ -190,8 +228,7 @@ class Builder:
                         nodes[i] = n.shaped(self.ctx)
                 if standin is None:  # an update (record_update): in-place writes
                     ctx = self.ctx
-                    for target, node in build(ctx, nodes, inputs, **params):
-                        self.effects.append(node if target is None else lib.cpy(ctx, node, nodes[target]))
+                    self._queue_update_writes(build(ctx, nodes, inputs, **params), nodes, inputs)
                     built.append(0)
                 else:
                     built.append(build(self.ctx, nodes, inputs, standin, **params))

@@ -15,11 +15,12 @@ Rules (each paid for by a silent wrong result in ggmlR, see ag_defer.R):
 """
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from sys import getrefcount
 
 from .._ggml import lib, new_context
-from ..runtime import Device, Storage, choose_threads, executor_for
+from ..runtime import Device, Storage, StridedAlias, choose_threads, executor_for
 from ..runtime.faults import ARMED as _FAULTS, hit as _fault
 from . import checks as _checks
 from .array import COMPUTED, FAILED, PENDING, Array
@@ -90,6 +91,25 @@ class Drainer:
     """Engine part: drains, cached-plan computes and failure attribution (mixed into ``Engine``)."""
 
     last_plan = None  # the graph plan the last planned drain ran (see forward.plan_of_last_drain)
+    settle_queue: list = []  # (weak ref, callback) of queued tensors to settle once computed (per engine)
+
+    def settle_when_computed(self, a: Array, fn) -> None:
+        """Call ``fn(a)`` once the queued ``a`` is computed, before its drain returns (a view then
+        moves into its base's memory: tensor/views.py)."""
+        if not self.settle_queue:
+            self.settle_queue = []
+        self.settle_queue.append((weakref.ref(a), fn))
+
+    def _settle(self) -> None:
+        keep = []
+        for ref, fn in self.settle_queue:
+            a = ref()
+            if a is not None:
+                if a._status == COMPUTED:
+                    fn(a)
+                elif a._status == PENDING:
+                    keep.append((ref, fn))
+        self.settle_queue = keep
 
     def _discard(self) -> None:
         """Drop the queue without computing (its pending tensors become failed)."""
@@ -198,6 +218,8 @@ class Drainer:
             self._draining = False
         if self.checks:
             _checks.after_drain(self, epoch, outs)
+        if self.settle_queue:
+            self._settle()
         return True
 
     def _fail_queue(self, e: BaseException, reason: str):
@@ -280,6 +302,8 @@ class Drainer:
             self._draining = False
         if self.checks:
             _checks.after_drain(self, epoch, [a for j in order for a in kept[j]])
+        if self.settle_queue:
+            self._settle()
         return True
 
     def _make_graph_plan(self, plans, key, device: Device, leaves: list[Array], results: list[Array], outs):
@@ -343,8 +367,8 @@ class Drainer:
         out, label, build, inputs, work, params, c = one
         sig = []
         for x in inputs:
-            if x._status != COMPUTED or x._storage is None or not x.numel_:
-                return False
+            if x._status != COMPUTED or x._storage is None or not x.numel_ or type(x._storage) is StridedAlias:
+                return False  # (a plan's leaves are contiguous)
             sig.append(x.shape)
             sig.append(x.dtype)
         device = out.device

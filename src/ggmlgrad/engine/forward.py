@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import weakref
 
-from ..runtime import choose_threads
+from ..runtime import StridedAlias, choose_threads
 from ..runtime.faults import ARMED as _FAULTS
 from .array import COMPUTED, PENDING, Array
 from .context import current
@@ -224,8 +224,8 @@ def _inputs(e, seg: ForwardSegment, arg: Array, lazy: list, sig: list | None) ->
         if sig is not None:
             slot = slot_of.get(key)
             if slot is None:
-                if x._storage is None or not x.numel_:
-                    e._sig = sig = None  # empty memory: no plan
+                if x._storage is None or not x.numel_ or type(x._storage) is StridedAlias:
+                    e._sig = sig = None  # empty memory or a strided view: no plan
                     continue
                 slot = slot_of[key] = len(leaves)
                 leaves.append(x)
@@ -250,6 +250,9 @@ def compute_alone(e, c, seg: ForwardSegment, plan_ref, arg: Array, out: Array) -
         return False
     # The replay's one record read these, in this order, as the plan's leaves (first appearance).
     leaves = [arg._storage if x is ARG else x._storage for x in seg.externals]
+    for s in leaves:
+        if type(s) is StridedAlias:
+            return False  # the plan's leaves are contiguous
     counters = c.counters
     counters.drains["eager"] += 1
     c.graph_plans.touch(plan)

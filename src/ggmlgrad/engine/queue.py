@@ -117,8 +117,7 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
         if c.observer is not None:  # a capture recording takes the queue as built nodes
             ctx = self.begin(device)
             nodes = [self.node_of(x) for x in inputs]
-            for target, node in build(ctx, nodes, inputs, **params):
-                self.effects.append(node if target is None else lib.cpy(ctx, node, nodes[target]))
+            self._queue_update_writes(build(ctx, nodes, inputs, **params), nodes, inputs)
         else:
             if self.device is not device:
                 if self.device is not None and len(self):
@@ -139,7 +138,7 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
         if self._hold == 0:
             raise RuntimeError("ggmlgrad internal: queue_write outside exclusive()")
         self._room()
-        leaf = self.node_of(target)
+        leaf = self.write_node_of(target)
         self.effects.append(lib.cpy(self.ctx, value_node, leaf))
         self.labels.append(label)
 

@@ -13,7 +13,7 @@ import os
 import sys
 import weakref
 
-from ..runtime import Device, Storage
+from ..runtime import Device, Storage, StridedAlias
 from .array import COMPUTED, PENDING, Array
 from .errors import PendingError
 from .local import owner_of
@@ -188,8 +188,8 @@ class RecordQueue:
                     s = slot(id(x))
                     if s is not None:
                         sig.append(-1 - s)
-                    elif x._storage is None or not x.numel_:
-                        self._sig = None  # empty memory: no plan
+                    elif x._storage is None or not x.numel_ or type(x._storage) is StridedAlias:
+                        self._sig = None  # empty memory, or a strided view (a plan's leaves are contiguous): no plan
                         ins += self._unsigned_inputs(inputs[len(ins):])
                         return ins
                     else:
@@ -233,8 +233,8 @@ class RecordQueue:
             return None
         leaves = self._sig_leaves
         for x in leaves:
-            if x._status != COMPUTED or x._storage is None:
-                return None  # freed or failed since it was recorded: the ordinary drain raises
+            if x._status != COMPUTED or x._storage is None or type(x._storage) is StridedAlias:
+                return None  # freed or failed since it was recorded (the ordinary drain raises), or strided
         epoch = self.epoch
         kept: dict[int, list[Array]] = {}
         for ref, n in self.roots:

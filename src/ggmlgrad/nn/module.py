@@ -12,6 +12,7 @@ from ..engine.context import current as _context
 from ..runtime import resolve_device
 from ..tensor import Tensor, no_grad
 from ..tensor.tensor import _from_numpy
+from ..tensor.views import share_memory
 from .module_state import IncompatibleKeys, ModuleStateMethods  # noqa: F401  (IncompatibleKeys: imported from here)
 from .traversal import TraversalMethods
 
@@ -57,6 +58,8 @@ class Parameter(Tensor):
             raise TypeError(f"Parameter: expected a Tensor, got {type(data).__name__}")
         if data._status == PENDING:
             ENGINE.drain("parameter")  # a parameter owns computed storage
+        if "_view" in data.__dict__:
+            share_memory(data)  # a view's memory is its base's, as in torch (not a copy of it)
         p = object.__new__(cls)  # not cls._blank: that calls cls.__new__ (this method) again
         p._init_array(data.shape, data.dtype, data.device)
         p.requires_grad, p.grad, p.grad_fn, p._version, p._retains_grad = False, None, None, 0, False

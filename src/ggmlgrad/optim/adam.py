@@ -6,6 +6,7 @@ from typing import Iterable
 import numpy as np
 
 from ..engine import float32
+from ..runtime import StridedAlias
 from ..tensor import Tensor
 from .optimizer import Optimizer
 
@@ -69,6 +70,11 @@ class Adam(Optimizer):
 
     def _use_fused(self, group: dict, p: Tensor) -> bool:
         if group.get("fused") is False:
+            return False
+        if type(p._storage) is StridedAlias:  # (fused writes through the node it reads: a contiguous copy)
+            if group.get("fused"):
+                raise TypeError(f"{type(self).__name__}(fused=True): a parameter whose memory is a non-contiguous "
+                                f"view (shape {p.shape}) cannot use ggml's fused AdamW; use fused=None")
             return False
         if p.dtype is not float32:
             if group.get("fused"):

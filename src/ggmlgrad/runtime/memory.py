@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import threading
 
-from .._ggml import ScratchTensor, consts, host_copy, init_leaf_header, lib, new_context
+import numpy as np
+
+from .._ggml import ScratchTensor, array_address, consts, host_bytes, host_copy, init_leaf_header, lib, new_context
 from .device import Device
 from .faults import ARMED as _FAULTS, hit as _fault
 
@@ -242,6 +244,69 @@ class HostStorage(Storage):
             except Exception:  # interpreter shutdown
                 pass
         self.owner = None
+
+
+class SliceAlias:
+    """A contiguous region of another storage (``nbytes`` at byte ``offset``): the memory of a view
+    that shares its base's (``x[1]``, ``x.view(-1)``); keeps the base's storage alive. Quacks like
+    :class:`Storage` for the engine (``device``, ``buffer``, ``data``, ``nbytes``, ``read``/``write``)."""
+
+    __slots__ = ("parent", "offset", "device", "buffer", "data", "nbytes", "__weakref__")
+
+    def __init__(self, parent: Storage, offset: int, nbytes: int):
+        self.parent, self.offset, self.nbytes = parent, offset, nbytes
+        self.device, self.buffer, self.data = parent.device, parent.buffer, parent.data + offset
+
+    def write(self, src_addr: int, nbytes: int, offset: int = 0) -> None:
+        self.parent.write(src_addr, nbytes, self.offset + offset)
+
+    def read(self, dst_addr: int, nbytes: int, offset: int = 0) -> None:
+        self.parent.read(dst_addr, nbytes, self.offset + offset)
+
+
+class StridedAlias(SliceAlias):
+    """A strided region of another storage: a non-contiguous view (``x.T``, ``x[:, 1]``,
+    ``expand``). ``shape`` and byte ``strides`` (torch's order, outermost first, >= 0) say where
+    each element lives from ``data``; ``nbytes`` is the span from the first to past the last element.
+    ``read``/``write`` gather/scatter the elements in C order (the engine's contiguous layout)."""
+
+    __slots__ = ("shape", "strides", "itemsize")
+
+    def __init__(self, parent: Storage, offset: int, shape: tuple, strides: tuple, itemsize: int):
+        span = itemsize + sum((n - 1) * st for n, st in zip(shape, strides)) if all(shape) else 0
+        super().__init__(parent, offset, span)
+        self.shape, self.strides, self.itemsize = tuple(shape), tuple(strides), itemsize
+
+    def _elements(self, raw: "np.ndarray") -> "np.ndarray":
+        """The elements of ``raw`` (this region's span as bytes), as a strided array."""
+        return np.lib.stride_tricks.as_strided(raw.view(f"V{self.itemsize}"), self.shape, self.strides)
+
+    def read(self, dst_addr: int, nbytes: int, offset: int = 0) -> None:
+        if offset or nbytes != self.itemsize * _numel(self.shape):
+            raise ValueError("StridedAlias.read: only whole reads (the engine reads a tensor at once)")
+        if not nbytes:
+            return
+        raw = np.empty(self.nbytes, np.uint8)
+        self.parent.read(array_address(raw), self.nbytes, self.offset)
+        host_bytes(dst_addr, nbytes).view(f"V{self.itemsize}").reshape(self.shape)[...] = self._elements(raw)
+
+    def write(self, src_addr: int, nbytes: int, offset: int = 0) -> None:
+        if offset or nbytes != self.itemsize * _numel(self.shape):
+            raise ValueError("StridedAlias.write: only whole writes (the engine writes a tensor at once)")
+        if not nbytes:
+            return
+        src = host_bytes(src_addr, nbytes).copy()
+        raw = np.empty(self.nbytes, np.uint8)
+        self.parent.read(array_address(raw), self.nbytes, self.offset)  # the bytes between elements stay
+        self._elements(raw)[...] = src.view(f"V{self.itemsize}").reshape(self.shape)
+        self.parent.write(array_address(raw), self.nbytes, self.offset)
+
+
+def _numel(shape: tuple) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
 
 
 _scratch_tensor: ScratchTensor | None = None

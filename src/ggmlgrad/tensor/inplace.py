@@ -230,6 +230,8 @@ class InplaceMethods:
             if value._status != COMPUTED:
                 raise RuntimeError("data: the new value has no value (its graph failed)")
             views.detach_views(self)  # its views keep the old memory's values
+            if "_view" in value.__dict__:
+                views.share_memory(value)  # a view's memory is its base's, as in torch (not a copy of it)
             self._init_array(value.shape, value.dtype, value.device)
             self._storage, self._error = value._storage, value._error
         self._version += 1  # nodes that saved this tensor hold the old value: they raise at backward

@@ -27,8 +27,8 @@ from ..engine import COMPUTED, ENGINE, FAILED, active_observer, DType, PendingEr
 from ..engine.counters import COUNTERS
 from ..engine.queue import no_value_message
 from ..ops.shapes import check_ndim
-from ..runtime import HostStorage, Storage, cpu_device, resolve_device
-from .views import record_of
+from ..runtime import HostStorage, SliceAlias, Storage, StridedAlias, cpu_device, resolve_device
+from .views import record_of, share_memory
 
 # dtypes whose storage NumPy can view as it is, and their DLPack (code, bits)
 _SHAREABLE_NP = {np.dtype(np.float32): float32, np.dtype(np.float16): float16, np.dtype(np.int32): int32}
@@ -48,6 +48,7 @@ def _wrap_host(addr: int, shape: tuple, dtype: DType, owner, site: str):
     nbytes = t.nbytes
     t._storage = HostStorage(dev, addr, nbytes, owner) if nbytes else Storage(dev, 1)
     t._status = COMPUTED
+    share_memory(t)  # its source writes this memory: views of it must live in it
     return t
 
 
@@ -128,10 +129,21 @@ def _value_site(t, site: str) -> None:
 
 
 def _plain_memory(t) -> bool:
-    """Whether ``t`` (computed) lives in memory of its own on a host device, which NumPy and DLPack
-    consumers may view (not a capture recording's packed block, which replays rewrite)."""
+    """Whether ``t`` (computed) lives in memory of its own on a host device, or in a part of such
+    memory (a view), which NumPy and DLPack consumers may view (not a capture recording's packed
+    block, which replays rewrite)."""
     s = t._storage
+    if type(s) is SliceAlias or type(s) is StridedAlias:
+        s = s.parent
     return t.device.is_host and (type(s) is Storage or type(s) is HostStorage)
+
+
+def _shared_site(t, site: str) -> None:
+    """Make ``t`` computed, and its memory (its root's, for a view) shared with the caller: its
+    views live in it from now on (tensor/views.py ``share_memory``)."""
+    _value_site(t, site)
+    if t.device.is_host:
+        share_memory(t)
 
 
 _NP_VIEW = {float32: "<f4", float16: "<f2", int32: "<i4"}
@@ -144,24 +156,25 @@ class _HostView:
 
     def __init__(self, storage, shape: tuple, typestr: str):
         self.storage = storage
+        strides = storage.strides if type(storage) is StridedAlias else None
         self.__array_interface__ = {"data": (storage.data, False), "shape": shape, "typestr": typestr,
-                                    "version": 3}
+                                    "strides": strides, "version": 3}
 
 
 def host_view(t, site: str) -> np.ndarray | None:
     """A NumPy array viewing ``t``'s memory (computed first), or None when it cannot be viewed."""
     if t.dtype not in _NP_VIEW or not t.device.is_host:
         return None
-    _value_site(t, site)
+    _shared_site(t, site)
     if not _plain_memory(t):
         return None
     COUNTERS.downloads[site] += 1
     if not t.numel_:
         return np.empty(t.shape, dtype=_NP_VIEW[t.dtype])
     a = np.asarray(_HostView(t._storage, t.shape, _NP_VIEW[t.dtype]))
-    if record_of(t) is not None:
-        # a view keeps its value in memory of its own (tensor/views.py): a write through this array
-        # would not reach the base, so NumPy refuses it instead of losing it (torch would share)
+    if record_of(t) is not None and type(t._storage) not in (SliceAlias, StridedAlias):
+        # a view whose base is not memory of its own keeps its value apart (tensor/views.py
+        # ``settle``): a write through this array would not reach the base, so NumPy refuses it
         a.flags.writeable = False
     return a
 
@@ -217,10 +230,12 @@ def to_dlpack(t, stream=None, max_version=None, dl_device=None, copy=None):
     code = _DL_CODES.get(t.dtype)
     if code is not None:
         src = t.detach().clone() if copy is True else t    # a copy keeps the dtype (bfloat16 bits too)
-        _value_site(src, "__dlpack__")
+        _shared_site(src, "__dlpack__")
         if _plain_memory(src):
-            return dlpack.export_capsule(src._storage.data if src.numel_ else 0, src.shape, *code, src._storage,
-                                         versioned, copied=copy is True)
+            s = src._storage
+            strides = None if type(s) is not StridedAlias else tuple(b // s.itemsize for b in s.strides)
+            return dlpack.export_capsule(s.data if src.numel_ else 0, src.shape, *code, s, versioned,
+                                         copied=copy is True, strides=strides)
     if copy is False:
         raise BufferError(f"__dlpack__: a {t.dtype.name} tensor cannot be exported without a copy (copy=False)")
     a = download(t, "__dlpack__")

@@ -274,7 +274,7 @@ def permute(input: Tensor, *axes) -> Tensor:
 
 @public(method="squeeze", function="squeeze", doc=F.squeeze.__doc__)
 def squeeze(input: Tensor, dim=None) -> Tensor:
-    return views.squeeze_view(F.squeeze(input, dim), input)
+    return views.squeeze_view(F.squeeze(input, dim), input, dim)
 
 
 @public(method="unsqueeze", function="unsqueeze", doc=F.unsqueeze.__doc__)

@@ -6,13 +6,22 @@ steps that derives its value from the root's value (``slice``, ``reshape``, ``pe
 ``expand``: each an ordinary differentiable op), and torch's layout (storage offset and strides in
 elements of the root's contiguous storage, worked out on first use).
 
-The view's own memory holds its current value, so every op reads it like any tensor: reading a
-view costs nothing extra. Writes keep the family consistent:
+Where a view's value lives:
+
+- while the root's memory is ggmlgrad's alone, in memory of the view's own, so every op reads it
+  like any tensor (no strided read, and plans keep working);
+- once that memory is shared outside ggmlgrad (``numpy()``, ``np.asarray``, ``from_numpy``,
+  DLPack: :func:`share_memory`), in the root's memory itself (:func:`settle`): a contiguous view
+  is a slice of it (``SliceAlias``), another a strided read of it (``StridedAlias``, which ops
+  read through ``ggml_cont``), so writes made there by NumPy or DLPack are seen, as in torch.
+
+Writes keep the family consistent either way:
 
 - a write through a view computes the view's new value, scatters it into the root (the inverse
   chain: ``slice_set`` / ``reshape`` / inverse ``permute``, all differentiable: torch's
-  ``CopySlices``), writes the root in place and re-derives every live view of the root;
-- a write to the root (or an alias of it: ``detach()``, ``.data``) re-derives its live views.
+  ``CopySlices``), writes the root in place and re-derives every live view of the root that has
+  memory of its own;
+- a write to the root (or an alias of it: ``detach()``, ``.data``) re-derives those views.
 
 The root and its aliases share one :class:`Family` of live views (in the version cell, which
 ``detach()`` shares): only writes to tensors that have live views pay anything. Views share the
@@ -35,6 +44,7 @@ import weakref
 import numpy as np
 
 from ..engine import COMPUTED, ENGINE, PENDING, context
+from ..runtime import HostStorage, SliceAlias, Storage, StridedAlias
 from ..ops import op
 from .grad_mode import _enabled, is_grad_enabled, no_grad
 
@@ -194,11 +204,12 @@ class Family:
     """The live views of one memory, by id (a WeakSet would compare tensors with ``==``, which
     is elementwise here). Dead entries are pruned when the table doubles, so adding is O(1)."""
 
-    __slots__ = ("refs", "limit")
+    __slots__ = ("refs", "limit", "shared")
 
     def __init__(self) -> None:
         self.refs: dict = {}
         self.limit = 16
+        self.shared = False  # the memory is visible outside ggmlgrad: views live in it (see share_memory)
 
     def add(self, t) -> None:
         refs = self.refs
@@ -254,6 +265,8 @@ def make_view(out, base, step: tuple, fn, *args, multi: bool = False):
         cell.append(Family())
     cell[1].add(out)
     out._vcell = cell  # one version counter for the base and all its views (torch's rule)
+    if cell[1].shared:
+        _settle_soon(out)
     return out
 
 
@@ -273,23 +286,16 @@ def reshape_view(out, base, new_shape: tuple, name: str, must_view: bool):
     return make_view(out, base, ("reshape", tuple(new_shape)), _reshape_layout, tuple(new_shape))
 
 
-def _squeeze_layout(bstrides, bshape, out_shape):
-    return 0, tuple(bstrides[i] for i in _match_dims(bshape, out_shape))
+def _squeeze_layout(bstrides, bshape, kept):
+    return 0, tuple(bstrides[i] for i in kept)
 
 
-def squeeze_view(out, base):
-    """torch's squeeze strides: the kept dims keep theirs."""
-    return make_view(out, base, ("reshape", out.shape), _squeeze_layout, out.shape)
-
-
-def _match_dims(shape: tuple, squeezed: tuple) -> list:
-    """Positions in ``shape`` of the dims kept in ``squeezed`` (only size-1 dims were dropped)."""
-    kept, j = [], 0
-    for i, s in enumerate(shape):
-        if j < len(squeezed) and s == squeezed[j] and (s != 1 or len(shape) - i - 1 < len(squeezed) - j):
-            kept.append(i)
-            j += 1
-    return kept
+def squeeze_view(out, base, dim=None):
+    """torch's squeeze strides: the kept dims keep theirs (``dim``: as squeeze took it, validated)."""
+    n = len(base.shape)
+    dims = range(n) if dim is None else {d % n for d in ((dim,) if isinstance(dim, int) else dim)} if n else ()
+    kept = tuple(i for i, s in enumerate(base.shape) if not (i in dims and s == 1))
+    return make_view(out, base, ("reshape", out.shape), _squeeze_layout, kept)
 
 
 def _unsqueeze_layout(bstrides, bshape, dim):
@@ -465,10 +471,10 @@ def write(t, name: str, compute, other, record: bool):
             with no_grad():
                 snapshot = copy_of(root)  # the old value, in memory the write does not touch (saved
             snapshot.requires_grad, snapshot.grad_fn = root.requires_grad, root.grad_fn  # for backward)
-            new_root, derived = _write_body(root, steps, snapshot, compute, other, t, True)
+            new_root, derived = _write_body(root, steps, snapshot, compute, other, t, True, True)
         else:
             with no_grad():  # every read of the root is an ancestor of the write into it
-                new_root, derived = _write_body(root, steps, root, compute, other, t, grad_on)
+                new_root, derived = _write_body(root, steps, root, compute, other, t, grad_on, False)
     t._version += 1  # the root's counter too, except through ``.data`` (its own counter, as in torch)
     if record:
         root._rebase(new_root)
@@ -483,12 +489,12 @@ def copy_of(t):
     return op.reshape(t, shape=t.shape)
 
 
-def _write_body(root, steps, snapshot, compute, other, t, grad_on: bool = False):
+def _write_body(root, steps, snapshot, compute, other, t, grad_on: bool, record: bool):
     old = gather(steps, snapshot)
     new = _fit(compute(old, other), old)
     new_root = scatter(steps, snapshot, new)
     _queue_write(root, new_root, "view write", grad_on)
-    return new_root, _rederive_queued(root, new_root)
+    return new_root, _rederive_queued(root, new_root, record)
 
 
 def _queue_write(target, value, label: str, grad_on: bool = False) -> None:
@@ -501,17 +507,21 @@ def _queue_write(target, value, label: str, grad_on: bool = False) -> None:
         recorder.write(target, value, label, grad_on)
 
 
-def _rederive_queued(root, new_root) -> list:
+def _rederive_queued(root, new_root, record: bool = False) -> list:
     """Queue each live view of ``root``'s family ← its value from ``new_root`` (in an exclusive block)."""
     cell = root._vcell
     derived = []
     storage = root._storage
+    recording = context.current().recorder is not None
     for w in cell[1].live() if len(cell) > 1 else ():
         # same memory only (nn.Parameter(view) shares the version cell, not the root's memory)
         if _same_memory(w, root, storage):
-            v = gather(w._view.steps, new_root)
-            _queue_write(w, v, "view refresh")
-            derived.append((w, v))
+            refresh = recording or type(w._storage) not in _ALIASES  # (a view in the root's memory sees the write)
+            if refresh or record:  # (recorded: the view's new value is its new grad_fn's output)
+                v = gather(w._view.steps, new_root)
+                if refresh:
+                    _queue_write(w, v, "view refresh")
+                derived.append((w, v))
     return derived
 
 
@@ -546,6 +556,56 @@ def refresh_views_of(tensors) -> None:
             refresh_views(t)
 
 
+# ---------------------------------------------------------------------------- shared memory
+_ALIASES = (SliceAlias, StridedAlias)
+_PLAIN = (Storage, HostStorage)
+
+
+def share_memory(t) -> None:
+    """``t``'s memory becomes visible outside ggmlgrad (a NumPy view, DLPack, ``from_numpy``), where
+    writes are made that no ggmlgrad write sees: from now on the views of that memory live in it
+    (a slice of it, or strided reads of it), as torch's views do, so that they see those writes.
+
+    Views of memory never shared keep their value in memory of their own, kept equal by every
+    ggmlgrad write (module docstring); both are the same to every ggmlgrad read."""
+    rec = t.__dict__.get("_view")
+    fam = family(rec.root if rec is not None else t)
+    if not fam.shared:
+        fam.shared = True
+        for w in fam.live():
+            settle(w)
+    elif rec is not None:
+        settle(t)
+
+
+def _settle_soon(out) -> None:
+    """A new view of shared memory: settle it now, or when its queued value is computed."""
+    if out._status == COMPUTED:
+        settle(out)
+    elif out._status == PENDING and context.current().recorder is None:
+        ENGINE.settle_when_computed(out, settle)
+
+
+def settle(w) -> None:
+    """Move the computed view ``w`` into its root's memory (a slice, or strided reads of it); no-op
+    when it is there already or the root's memory is not plain host or device memory of its own
+    (a capture recording's packed block, which replays rewrite)."""
+    rec = w.__dict__.get("_view")
+    if rec is None or w._status != COMPUTED or type(w._storage) in _ALIASES or not w.numel_:
+        return
+    root = rec.root
+    rs = root._storage
+    if root._status != COMPUTED or type(rs) not in _PLAIN or root.device is not w.device:
+        return
+    offset, strides = rec.layout()
+    size = w.dtype.itemsize
+    if is_contiguous(w):
+        w._storage = SliceAlias(rs, offset * size, w.nbytes)
+    else:
+        w._storage = StridedAlias(rs, offset * size, w.shape, tuple(st * size for st in strides), size)
+    w._leaf_epoch = -1  # a leaf cached for this epoch reads the old memory
+
+
 def detach_views(t) -> None:
     """``t.data = other``: ``t`` takes new memory; its views keep the old values (as torch's
     views keep the old storage) and stop following ``t``, and ``t`` stops being a view."""
@@ -564,7 +624,10 @@ def alias_view(t, twin) -> None:
     rec = t.__dict__.get("_view")
     if rec is not None:
         twin._view = ViewRecord(rec.root, rec.steps, False, rec.no_grad, rec.layout())
-        family(t).add(twin)
+        fam = family(t)
+        fam.add(twin)
+        if fam.shared:
+            _settle_soon(twin)
 
 
 def data_alias(t, twin) -> None:
