@@ -309,7 +309,8 @@ def test_numpy_of_a_view_matches_torch(kind):
 
 @pytest.mark.parametrize("kind", ["row", "column", "T", "view_of_view"])
 def test_numpy_of_a_view_that_requires_grad(kind):
-    make, make_np = VIEWS[kind]
+    """torch's rule (raise; detach() or force=True for the alias) holds for views too."""
+    make, _ = VIEWS[kind]
     p = gg.tensor(BASE, requires_grad=True)
     v = make(p)
     with pytest.raises(RuntimeError, match="requires grad"):     # torch's rule
@@ -323,6 +324,7 @@ def test_numpy_of_a_view_that_requires_grad(kind):
 
 
 def test_a_view_numpy_taken_before_ggmlgrad_writes_follows_them(graph):
+    """The views are temporaries: only their arrays live on, and alias the base as in torch."""
     x = gg.tensor(BASE)
     a_col, a_t, a_flat = x[:, 1].numpy(), x[0].T.numpy(), x.view(-1).numpy()
     x.add_(1.0)
