@@ -192,3 +192,35 @@ def test_torch_parity_of_strided_sharing():
             assert u == v
         else:
             np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+
+
+@pytest.mark.parametrize("args", [(1, 3, 2), (1, 2, 1), (0, 1, 1), (-1, 4, 1), (1, 0, 1)])
+def test_unfold_is_a_view_with_torch_strides(args):
+    a = np.arange(12, dtype=F32).reshape(3, 4)
+    x = gg.tensor(a)
+    u = x.unfold(*args)
+    windows = np.lib.stride_tricks.sliding_window_view(a, args[1], axis=args[0] % 2)
+    ref = np.take(windows, range(0, a.shape[args[0] % 2] - args[1] + 1, args[2]), axis=args[0] % 2)
+    np.testing.assert_array_equal(u.numpy(), ref)
+    d = args[0] % 2
+    strides = [4, 1]
+    assert u.stride() == tuple(strides[:d] + [strides[d] * args[2]] + strides[d + 1:] + [strides[d]])
+    x.add_(1.0)                                   # a write to the base reaches the windows
+    np.testing.assert_array_equal(u.numpy(), ref + 1)
+    x.numpy()[:] = -a                             # and so does one through NumPy
+    np.testing.assert_array_equal((u * 1.0).numpy(), -ref)
+    if u.numel():
+        with pytest.raises(RuntimeError, match="unfold"):
+            u.add_(1.0)                           # windows may share elements: refused, not lost
+
+
+def test_unfold_errors_as_torch():
+    x = gg.zeros(3, 4)
+    for args, err, msg in [((1, 5, 1), RuntimeError, "maximum size for tensor at dimension 1 is 4 but size is 5"),
+                           ((1, 2, 0), RuntimeError, "step is 0 but must be > 0"),
+                           ((1, -1, 1), RuntimeError, "size is -1 but must be >= 0"),
+                           ((2, 1, 1), IndexError, "out of range")]:
+        with pytest.raises(err, match=msg):
+            x.unfold(*args)
+    with pytest.raises(ValueError, match="unfold"):
+        gg.zeros(2, 2, 2, 2).unfold(0, 1, 1)      # five dimensions: ggml has four

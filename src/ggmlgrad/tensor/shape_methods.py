@@ -407,6 +407,29 @@ def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
     return out
 
 
+@public(method="unfold")
+def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """Every ``size``-long window along ``dimension``, ``step`` apart, as a new last dimension: a view
+    of ``input`` (torch.Tensor.unfold; windows may overlap). Writing through it raises (clone() it).
+
+    >>> import ggmlgrad as gg
+    >>> gg.arange(5.0).unfold(0, 2, 2).tolist()
+    [[0.0, 1.0], [2.0, 3.0]]
+    """
+    d = F._dim("unfold", dimension, max(input.ndim, 1))
+    length = input.shape[d] if input.ndim else 1
+    if size < 0:
+        raise RuntimeError(f"unfold: size is {size} but must be >= 0")
+    if size > length:
+        raise RuntimeError(f"unfold: maximum size for tensor at dimension {d} is {length} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"unfold: step is {step} but must be > 0")
+    check_ndim("unfold", input.shape + (size,))
+    if input.ndim == 0:  # (a 0-d input's one window is a copy: its reshape is not a view step here)
+        return op.reshape(views.unfold_value(op.reshape(input, shape=(1,)), 0, size, step), shape=(size,))
+    return views.unfold_view(views.unfold_value(input, d, size, step), input, d, size, step)
+
+
 @public(method="unbind", function="unbind")
 def unbind(input: Tensor, dim: int = 0) -> tuple:
     """The slices along ``dim``, each a view of ``input`` (torch.unbind).

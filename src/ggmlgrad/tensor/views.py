@@ -327,6 +327,33 @@ def expand_view(out, base):
     return make_view(out, base, ("expand", out.shape), _expand_layout, out.shape)
 
 
+def _unfold_layout(bstrides, bshape, dim, size, step):
+    return 0, bstrides[:dim] + (bstrides[dim] * step,) + bstrides[dim + 1:] + (bstrides[dim],)
+
+
+def unfold_value(x, dim: int, size: int, step: int):
+    """The windows of ``x`` (validated by ``Tensor.unfold``): element ``j`` of every window is one
+    step-``step`` slice, and the ``size`` slices are stacked last (no host index: capturable)."""
+    from . import functional_shape as F  # (it imports this module)
+    n = (x.shape[dim] - size) // step + 1
+    rows = x.shape[:dim] + (n,) + x.shape[dim + 1:]
+
+    def window_element(j: int, length: int):
+        start = tuple(j if i == dim else 0 for i in range(x.ndim))
+        stop = tuple(j + (length - 1) * step + 1 if i == dim else s for i, s in enumerate(x.shape))
+        steps = tuple(step if i == dim else 1 for i in range(x.ndim))
+        shape = x.shape[:dim] + (length,) + x.shape[dim + 1:]
+        return op.slice(x, start=start, stop=tuple(max(a, b) for a, b in zip(start, stop)), step=steps, shape=shape)
+    if size == 0:
+        return op.reshape(window_element(0, 0), shape=rows + (0,))
+    return F.stack([window_element(j, n) for j in range(size)], dim=-1)
+
+
+def unfold_view(out, base, dim: int, size: int, step: int):
+    """torch's unfold strides: the windows ``step`` elements apart, a window's elements 1 apart."""
+    return make_view(out, base, ("unfold", dim, size, step, out.shape), _unfold_layout, dim, size, step)
+
+
 def _index_layout(bstrides, bshape, key):
     return index_layout(0, bshape, bstrides, key)
 
@@ -362,6 +389,8 @@ def _apply(step: tuple, v):
         return v if v.shape == step[1] else op.reshape(v, shape=step[1])
     if kind == "permute":
         return op.permute(v, axes=step[1])
+    if kind == "unfold":
+        return unfold_value(v, step[1], step[2], step[3])
     return op.broadcast_to(v, shape=step[1])
 
 
@@ -421,6 +450,9 @@ def check_view_write(t, name: str, differentiable: bool) -> None:
         return
     if overlaps(t) and name not in ("fill_", "zero_"):
         raise RuntimeError(f"{name}: {_OVERLAP}")
+    if any(s[0] == "unfold" for s in rec.steps):
+        raise RuntimeError(f"{name}: writing through a view made by unfold() is not supported by ggmlgrad "
+                           f"(its windows may share elements); clone() it, or write to the base")
     if any(s[0] == "expand" for s in rec.steps[:-1]):
         # (the write's region in the base would depend on which broadcast copy it went through)
         raise RuntimeError(f"{name}: writing through a view of an expanded tensor (expand/broadcast_to "

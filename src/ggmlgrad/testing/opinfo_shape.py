@@ -75,6 +75,13 @@ def _np_chunk(a, c, d):
 
 
 # ---------------------------------------------------------------- samples
+def _unfold_ref(a, d, n, k):
+    """NumPy's windows of ``a`` along ``d`` (size ``n``, step ``k``), the window axis last."""
+    d %= a.ndim
+    w = np.lib.stride_tricks.sliding_window_view(a, n, axis=d)
+    return np.take(w, range(0, a.shape[d] - n + 1, k), axis=d)
+
+
 def _squeeze_samples(r):
     return [Sample((_n(r, 1, 3, 1), None)), Sample((_n(r, 1, 3, 1), 0)), Sample((_n(r, 1, 3, 1), -1)),
             Sample((_n(r, 1, 3, 1), (0, 2))), Sample((_n(r, 1, 3, 1), 1)), Sample((_n(r), None)),
@@ -208,6 +215,9 @@ register(
                       Sample((_n(r, 4, 2), 1, 0)), Sample((_n(r, 2, 3), 5, 1))]),
     OpInfo("narrow", ("slice",), lambda a, d, s, n: a.narrow(d, s, n), lambda a, d, s, n: np.take(a, range(s, s + n), d),
            lambda r: [Sample((_n(r, 5, 3), 0, 1, 3)), Sample((_n(r, 2, 5), -1, 4, 1))]),
+    OpInfo("unfold", ("slice", "concat"), lambda a, d, n, k: a.unfold(d, n, k), _unfold_ref,
+           lambda r: [Sample((_n(r, 3, 7), 1, 3, 2)), Sample((_n(r, 6, 2), 0, 2, 2)), Sample((_n(r, 2, 5, 3), -2, 5, 1)),
+                      Sample((_n(r, 4), 0, 1, 3))]),
     OpInfo("getitem", ("slice", "slice_backward"), lambda a, k: a[k], lambda a, k: np.array(a[k]), _getitem_cases),
     OpInfo("getitem_list", ("index_select", "index_select_backward"), lambda a, k: a[k],
            lambda a, k: np.array(a[k]), _getitem_list_cases,
