@@ -421,6 +421,42 @@ SCENARIOS.update({
     "param group of named pairs": (_named_param_groups, (1.0, 0.2, 1.0)),
     "named and unnamed params mixed": (_named_params_mixed, ValueError),
 })
+
+
+def _bool_pair(lib):
+    return lib.tensor([False, True, False, True]), lib.tensor([True, True, False, False])
+
+
+def _ior_through_view(lib):
+    b, m = _bool_pair(lib)
+    c = b[::2]                  # |= writes in place: the base changes (a rebinding would not)
+    c |= m[:2]
+    return b
+
+
+def _iand_ixor_on_view(lib):
+    b, m = _bool_pair(lib)
+    c = b[1:]
+    c &= m[1:]
+    c ^= True
+    return b
+
+
+def _logical_inplace_float(lib):
+    f = _f32(lib, [0.0, 2.0, 0.0, -3.0])
+    _, m = _bool_pair(lib)
+    f.logical_or_(m)
+    return f
+
+
+SCENARIOS.update({
+    "|= through a view": (_ior_through_view, (np.array([1.0, 1.0, 1.0, 1.0]),)),
+    "&= ^= through a view": (_iand_ixor_on_view, (np.array([0.0, 0.0, 1.0, 1.0]),)),
+    "logical_or_ keeps the dtype": (_logical_inplace_float, (np.array([1.0, 1.0, 0.0, 1.0]),)),
+    "bitwise_or_ method": (lambda lib: _bool_pair(lib)[0].bitwise_or_(_bool_pair(lib)[1]),
+                           (np.array([1.0, 1.0, 0.0, 1.0]),)),
+    "|= on float raises": (lambda lib: _f32(lib, [1.0]).__ior__(_f32(lib, [1.0])), RuntimeError),
+})
 for _name in REDUCTIONS:
     for _form in ("method", "function"):
         SCENARIOS[f"keepdims {_name} {_form}"] = _reduction(_name, _form)

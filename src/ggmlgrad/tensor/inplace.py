@@ -195,6 +195,30 @@ class InplaceMethods:
     def __imod__(self, o):
         return self._inplace("remainder_", o, _t.remainder)
 
+    # Bitwise/logical in place: bool tensors (torch also does integers bitwise: ggmlgrad raises there).
+    def __iand__(self, o):
+        return self._inplace("bitwise_and_", o, lambda b, x: bool_ops.bitwise("and", b, x))
+
+    def __ior__(self, o):
+        return self._inplace("bitwise_or_", o, lambda b, x: bool_ops.bitwise("or", b, x))
+
+    def __ixor__(self, o):
+        return self._inplace("bitwise_xor_", o, lambda b, x: bool_ops.bitwise("xor", b, x))
+
+    bitwise_and_, bitwise_or_, bitwise_xor_ = __iand__, __ior__, __ixor__
+
+    def logical_and_(self, o):
+        """``self ← logical_and(self, o)`` in this tensor's dtype (torch.Tensor.logical_and_)."""
+        return self._inplace("logical_and_", o, bool_ops.logical_and, cast_ok=True)
+
+    def logical_or_(self, o):
+        """``self ← logical_or(self, o)`` in this tensor's dtype."""
+        return self._inplace("logical_or_", o, bool_ops.logical_or, cast_ok=True)
+
+    def logical_xor_(self, o):
+        """``self ← logical_xor(self, o)`` in this tensor's dtype."""
+        return self._inplace("logical_xor_", o, bool_ops.logical_xor, cast_ok=True)
+
     # ------------------------------------------------------------- .data
     @property
     def data(self) -> "Tensor":
