@@ -330,7 +330,7 @@ def div(input, other) -> Tensor:
             return op.scale(op.scale(input, c=1.0 / (fb * 2.0 ** 64)), c=2.0 ** 64)
         return op.scale(input, c=1.0 / fb if fb != 0 else np.copysign(np.inf, fb))
     if isinstance(other, Tensor) and _scalar(input):
-        return op.rdiv_scalar(other, c=float(input))
+        return op.scale(op.reciprocal(other), c=float(input))   # torch's reciprocal() * c: same values and saves
     a, b = _pair(input, other)
     return op.div(a, b)
 
@@ -340,7 +340,7 @@ def _pow(a, b) -> Tensor:
     if isinstance(a, Tensor) and _scalar(b):
         return op.pow_scalar(a, p=float(b))
     if isinstance(b, Tensor) and _scalar(a):
-        return op.exp(op.scale(b, c=float(np.log(float(a)))))
+        return op.rpow_scalar(b, c=float(a))
     a, b = _pair(a, b)
     return op.pow(a, b)
 
@@ -607,8 +607,8 @@ def extreme(x: Tensor, dim, keepdim: bool, kind: str):
         raise TypeError(f"{kind}: dim must be an int (use amax/amin for several axes), got {dim!r}")
     if is_int(x):
         return MaxMin(int_reduce("a" + kind, x, dim, keepdim), int_reduce("arg" + kind, x, dim, keepdim, bool_indices=True))
-    values = op.extreme_dim(x, axis=dim, keepdim=keepdim, negate=kind == "min")   # grad to the first extreme
     indices = op.argmax(x, axis=dim, keepdim=keepdim) if kind == "max" else op.argmin(x, axis=dim, keepdim=keepdim)
+    values = op.extreme_dim(x, indices, axis=dim, keepdim=keepdim, negate=kind == "min")   # grad to those indices
     return MaxMin(values, indices)
 
 
