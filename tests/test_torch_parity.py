@@ -1,6 +1,7 @@
 """PyTorch's meaning for names ggmlgrad shares with it, in eager, graph, check mode and a capture:
 
-- selections keep the sign of a zero (where, masked_fill, clamp, maximum/minimum: torch's tie rules);
+- selections keep the sign of a zero (where, masked_fill, clamp, maximum/minimum: torch's tie rules),
+  and so does scalar arithmetic (x + 0.0 is IEEE's +0.0 at x = -0.0);
 - row-picking ops (x[[0, 1]], x[index], x[mask], index_select, gather, embedding) keep float16/bfloat16;
 - backward reads what torch saves: ``c / x`` (reciprocal() * c), ``max/min(dim)`` (their indices),
   ``c ** x`` and gather (their input), so an in-place write raises exactly where torch raises;
@@ -96,6 +97,12 @@ SELECT_CASES = {
     "maximum_swapped": (lambda L, x, y: L.maximum(y, x), lambda x, y: _ref_maximum(y, x)),
     "minimum": (lambda L, x, y: L.minimum(x, y), _ref_minimum),
     "minimum_swapped": (lambda L, x, y: L.minimum(y, x), lambda x, y: _ref_minimum(y, x)),
+    # scalar arithmetic: IEEE zero signs (-0.0 + 0.0 is 0.0; ggml's scale_bias skips a zero bias)
+    "plus_zero": (lambda L, x, y: x + 0.0, lambda x, y: x + 0.0),
+    "minus_neg_zero": (lambda L, x, y: x - (-0.0), lambda x, y: x - (-0.0)),
+    "zero_minus": (lambda L, x, y: 0.0 - x, lambda x, y: 0.0 - x),
+    "neg_zero_minus": (lambda L, x, y: -0.0 - x, lambda x, y: -0.0 - x),
+    "plus_neg_zero": (lambda L, x, y: x + (-0.0), lambda x, y: x + (-0.0)),
 }
 
 
@@ -330,6 +337,7 @@ NON_TENSOR_CALLS = {
     "relu": lambda L, v: L.relu(v), "logsumexp": lambda L, v: L.logsumexp(v, 0),
     "softmax": lambda L, v: L.softmax(v, 0), "reshape": lambda L, v: L.reshape(v, (3,)),
     "permute": lambda L, v: L.permute(v, (0,)), "transpose": lambda L, v: L.transpose(v, 0, 0),
+    "isnan": lambda L, v: L.isnan(v), "isinf": lambda L, v: L.isinf(v), "isfinite": lambda L, v: L.isfinite(v),
 }
 NON_TENSORS = {"ndarray": np.array([1.0, -2.0, 3.0], np.float32), "list": [1.0, -2.0, 3.0], "float": 1.5}
 
@@ -488,3 +496,40 @@ def test_torchs_message_for_a_view_of_a_leaf():
     torch = pytest.importorskip("torch")
     with pytest.raises(RuntimeError, match=VIEW_OF_LEAF):
         _write_through_view(torch.tensor([1.0, 2.0, 3.0], requires_grad=True))
+
+
+# ---------------------------------------------------------------- int32 // and % by zero
+INT_A = np.array([7, -7, 1, 0], np.int32)
+INT_DIVISION = {
+    "floordiv_zero": lambda x: x // 0,
+    "remainder_zero": lambda x: x % 0,
+    "floordiv_tensor_with_zero": lambda x: x // (x * 0 + np.int32(1) - (x == 1).int()),   # 0 where x == 1
+    "remainder_tensor_with_zero": lambda x: gg.remainder(x, x * 0 + np.int32(1) - (x == 1).int()),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", list(INT_DIVISION))
+def test_integer_division_by_zero_raises_torchs_error(name, mode):
+    """torch: RuntimeError("ZeroDivisionError"); float32 division gave -2147483648 silently."""
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        out = _run(INT_DIVISION[name], (INT_A,), mode)
+        np.asarray(out[0])      # graph mode: the check runs at the sync point
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_integer_division_by_nonzero_tensors_is_pythons(mode):
+    b = np.array([2, -3, 5, 4], np.int32)
+    q, r = _run(lambda x, y: (x // y, x % y), (INT_A, b), mode)
+    np.testing.assert_array_equal(np.asarray(q), INT_A.astype(np.int64) // b)
+    np.testing.assert_array_equal(np.asarray(r), INT_A.astype(np.int64) % b)
+
+
+@pytest.mark.parametrize("name", list(INT_DIVISION))
+def test_torch_raises_for_integer_division_by_zero(name):
+    torch = pytest.importorskip("torch")
+    fns = {"floordiv_zero": lambda x: x // 0, "remainder_zero": lambda x: x % 0,
+           "floordiv_tensor_with_zero": lambda x: x // torch.tensor([1, 1, 0, 1], dtype=torch.int32),
+           "remainder_tensor_with_zero": lambda x: torch.remainder(x, torch.tensor([1, 1, 0, 1], dtype=torch.int32))}
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fns[name](torch.tensor(INT_A))

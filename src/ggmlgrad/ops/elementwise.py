@@ -91,8 +91,12 @@ def _scale(ctx, nodes, inputs, out, c):
 
 @define("add_scalar", saves=(), elementwise=True, infer=_infer_unary("add_scalar"), backward=lambda g, n: g)
 def _add_scalar(ctx, nodes, inputs, out, c):
-    """x + c"""
-    return lib.scale_bias(ctx, nodes[0], 1.0, float(c))
+    """x + c. ggml's scale_bias skips a zero bias, but x + 0.0 turns -0.0 into 0.0 (IEEE, torch):
+    +0.0 is added as a tensor (x + -0.0 is x, so scale_bias is exact there)."""
+    c = float(c)
+    if c == 0.0 and math.copysign(1.0, c) > 0:
+        return lib.add(ctx, nodes[0], lib.fill(ctx, nodes[0], 0.0))
+    return lib.scale_bias(ctx, nodes[0], 1.0, c)
 
 
 @define("rdiv_scalar", saves=(0,), elementwise=True, infer=_infer_unary("rdiv_scalar"), save_output=True,

@@ -63,6 +63,23 @@ def check_values(opname: str, index, lo: int, hi: int, message: str, ignore: int
     return True
 
 
+def check_int_divisor(opname: str, divisor) -> None:
+    """torch's ``RuntimeError: ZeroDivisionError`` for an int32 ``//`` or ``%`` by zero: a Python 0 at
+    once; a zero in an int32 tensor divisor as an index check does (at this call in eager and check
+    mode, at the sync point in graph mode and capture; :func:`check_values`), never a garbage result.
+
+    >>> import ggmlgrad as gg
+    >>> check_int_divisor("floor_divide", gg.tensor([1, -2]))
+    """
+    message = f"{opname}: ZeroDivisionError (integer division by zero)"
+    if not isinstance(divisor, Array):
+        if divisor == 0:
+            raise RuntimeError(message)
+        return
+    zero = op.cast(op.compare_scalar(divisor, kind="eq", c=0.0), dtype=int32)    # 1 where 0
+    check_values(opname, zero, 0, 0, message.replace("{", "{{").replace("}", "}}"))
+
+
 def _infer_index_check(index, lo: int, hi: int, ignore: int | None = None):
     if index.dtype is not int32:
         raise TypeError(f"index_check: index must be int32, got {index.dtype.name}")

@@ -9,6 +9,7 @@ import numpy as np
 from ..engine import ENGINE, FAILED, PENDING, Array, DType, dtypes, float32, host_array, int32, new_from_host
 from ..ops import op
 from ..ops.decl import public
+from ..ops.indexing import check_int_divisor
 from ..ops.registry import REGISTRY
 from ..ops.shapes import check_ndim
 from ..runtime import Device, resolve_device
@@ -252,6 +253,8 @@ def _integer_arithmetic(name: str, closed: bool):
                 return float_fn(input, other)
             both_int = all((isinstance(x, Tensor) and x.dtype is int32)
                            or (isinstance(x, numbers.Integral) and not isinstance(x, bool)) for x in (input, other))
+            if both_int and name in ("floor_divide", "remainder"):
+                check_int_divisor(name, other)     # torch raises; float32 division would give garbage
             r = float_fn(op.cast(input, dtype=float32) if a_int else input,
                          op.cast(other, dtype=float32) if b_int else other)
             return op.cast(r, dtype=int32) if closed and both_int else r
