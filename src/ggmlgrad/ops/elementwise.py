@@ -397,7 +397,7 @@ def scalar_parts(ctx, like, c: float):
     return lib.fill(ctx, like, 0.0 if math.isnan(c) else math.copysign(FLT_MAX, c)), lib.fill(ctx, like, code)
 
 
-def select_node(ctx, cond01, a_parts, b_parts, signed_zeros: bool = False):
+def select_node(ctx, cond01, a_parts, b_parts, signed_zeros: bool = False, const_signs=(None, None)):
     """Elementwise ``a if cond else b``. ``cond01`` (full result shape) holds exactly 0.0/1.0;
     a and b come as :func:`branch_parts` and may be smaller (they broadcast).
 
@@ -405,7 +405,8 @@ def select_node(ctx, cond01, a_parts, b_parts, signed_zeros: bool = False):
     leaks (inf*0 would be NaN); the branch taken keeps its inf/NaN: its code restores it at the
     end (t / sqrt(1 - code): /1 for finite, /0 turns ±FLT_MAX back into ±inf, /NaN gives NaN).
     Exact for finite values, except the sign of a zero (-0.0 + 0.0 is +0.0): ``signed_zeros``
-    gives the result the sign of the branch taken (torch.where keeps -0.0), at a few more nodes.
+    gives the result the sign of the branch taken (torch.where keeps -0.0), at a few more nodes;
+    ``const_signs``: the sign bit (0.0/1.0) of a branch that is a constant (:func:`scalar_parts`), or None.
     (A ggml_get_rows gather over [b, a] pairs is exact too, but its 1-element rows and the
     interleaving concat made it ~50x slower.)
     """
@@ -413,13 +414,26 @@ def select_node(ctx, cond01, a_parts, b_parts, signed_zeros: bool = False):
     not_c = lib.scale_bias(ctx, cond01, -1.0, 1.0)
     t = lib.add(ctx, lib.mul(ctx, cond01, a), lib.mul(ctx, not_c, b))
     if signed_zeros:   # |t| with the taken branch's sign bit
-        neg = lib.add(ctx, lib.mul(ctx, cond01, _signbit01(ctx, a)), lib.mul(ctx, not_c, _signbit01(ctx, b)))
-        t = lib.mul(ctx, lib.abs(ctx, t), lib.scale_bias(ctx, neg, -2.0, 1.0))
+        neg = _taken_signbit(ctx, (cond01, not_c), (a, b), const_signs)
+        t = t if neg is None else lib.mul(ctx, lib.abs(ctx, t), lib.scale_bias(ctx, neg, -2.0, 1.0))
     codes = [lib.mul(ctx, m, k) for m, k in ((cond01, ca), (not_c, cb)) if k is not None]
     if not codes:
         return t
     code = codes[0] if len(codes) == 1 else lib.add(ctx, codes[0], codes[1])
     return lib.div(ctx, t, lib.sqrt(ctx, lib.scale_bias(ctx, code, -1.0, 1.0)))
+
+
+def _taken_signbit(ctx, masks, values, const_signs):
+    """Sum over the branches of mask * signbit(value): the taken branch's sign bit (None: always 0)."""
+    terms = []
+    for m, v, k in zip(masks, values, const_signs):
+        if k is None:
+            terms.append(lib.mul(ctx, m, _signbit01(ctx, v)))
+        elif k:
+            terms.append(m)          # a negative constant (-0.0 included): its mask
+    if not terms:
+        return None
+    return terms[0] if len(terms) == 1 else lib.add(ctx, terms[0], terms[1])
 
 
 # ---------------------------------------------------------------- comparisons (bool results: float 0/1 storage, no grad)
@@ -673,4 +687,6 @@ def _where_scalar(ctx, nodes, inputs, out, c, tensor_if_true=True, finite=False)
     c01 = _cond01(ctx, nodes[0], cond, out.shape)
     tensor = branch_parts(ctx, nodes[1], finite)
     const = scalar_parts(ctx, c01, float(c))
-    return select_node(ctx, c01, *((tensor, const) if tensor_if_true else (const, tensor)), signed_zeros=not finite)
+    k = 1.0 if math.copysign(1.0, float(c)) < 0 and not math.isnan(c) else 0.0   # the constant's sign bit
+    parts, signs = ((tensor, const), (None, k)) if tensor_if_true else ((const, tensor), (k, None))
+    return select_node(ctx, c01, *parts, signed_zeros=not finite, const_signs=signs)
