@@ -6,7 +6,7 @@
 - backward reads what torch saves: ``c / x`` (reciprocal() * c), ``max/min(dim)`` (their indices),
   ``c ** x`` and gather (their input), so an in-place write raises exactly where torch raises;
 - gg.* functions refuse a NumPy array, list or number with torch's TypeError;
-- nn.Sequential's item assignment, deletion, slicing, insert/pop and ``+`` as torch;
+- nn.Sequential's item assignment, deletion, slicing, insert/pop and ``+`` as torch (ModuleList ``del``/``+``, ModuleDict pop/clear);
 - a view of a leaf that requires grad written in place inside a capture: torch's message.
 
 References: NumPy float64 (the torch rules written out) always; torch itself where installed.
@@ -411,6 +411,13 @@ def _structure(nn):
     ml = nn.ModuleList([_lin(nn, 1), _lin(nn, 2), _lin(nn, 3)])
     rec(lambda: (ml.__delitem__(1), shape(ml))[1])
     rec(lambda: (ml.__delitem__(slice(0, 1)), shape(ml))[1])
+    rec(lambda: (type(ml + [_lin(nn, 5)]).__name__, shape(ml + [_lin(nn, 5)])))
+    ml += [_lin(nn, 6)]
+    rec(lambda: shape(ml))
+    md = nn.ModuleDict({"p": _lin(nn, 1), "q": _lin(nn, 2)})
+    rec(lambda: (md.pop("p").weight.shape[0], shape(md)))
+    rec(lambda: md.pop("zz"))
+    rec(lambda: (md.clear(), len(md))[1])
     return out
 
 
@@ -424,6 +431,7 @@ EXPECTED_STRUCTURE = [
     [("0", 6), ("1", 4), ("2", 7), ("3", 11)], "ValueError",
     [("b", 2), ("c", 3)], [("a", 4), ("b", 2), ("c", 3)], [("0", 4), ("1", 3)],
     [("0", 1), ("1", 2)], [("0", 1), ("1", 3)], [("0", 3)],
+    ("ModuleList", [("0", 3), ("1", 5)]), [("0", 3), ("1", 6)], (1, [("q", 2)]), "KeyError", 0,
 ]
 
 

@@ -167,6 +167,12 @@ class ModuleList(Module):
     def insert(self, index: int, module: Module) -> None:
         _renumber(self, _insert_list(list(self._modules.values()), index, module))
 
+    def __add__(self, other: Iterable[Module]) -> "ModuleList":
+        return ModuleList(list(self) + list(other))
+
+    def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
+        return self.extend(modules)
+
     def pop(self, index: int = -1) -> Module:
         mods = list(self._modules.values())
         m = mods.pop(_norm_index(index, len(mods)))
@@ -195,6 +201,17 @@ class ModuleDict(Module):
 
     def __delitem__(self, key: str) -> None:
         del self._modules[key]
+        WATCH.epoch += 1
+
+    def pop(self, key: str) -> Module:
+        """Remove ``key`` and return its module (torch)."""
+        m = self[key]
+        del self[key]
+        return m
+
+    def clear(self) -> None:
+        """Remove every module (torch)."""
+        self._modules.clear()
         WATCH.epoch += 1
 
     def __contains__(self, key: str) -> bool:
