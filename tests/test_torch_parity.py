@@ -6,7 +6,9 @@
 - backward reads what torch saves: ``c / x`` (reciprocal() * c), ``max/min(dim)`` (their indices),
   ``c ** x`` and gather (their input), so an in-place write raises exactly where torch raises;
 - gg.* functions refuse a NumPy array, list or number with torch's TypeError;
-- nn.Sequential's item assignment, deletion, slicing, insert/pop and ``+`` as torch (ModuleList ``del``/``+``, ModuleDict pop/clear);
+- nn.Sequential's item assignment, deletion, slicing, insert/pop and ``+`` as torch (also ModuleList
+  ``del``/``+``, ModuleDict pop/clear);
+- int32 ``//`` and ``%`` by zero raise torch's ZeroDivisionError;
 - a view of a leaf that requires grad written in place inside a capture: torch's message.
 
 References: NumPy float64 (the torch rules written out) always; torch itself where installed.
@@ -204,8 +206,9 @@ def test_mask_indexing_keeps_the_dtype(name, dtype, mode):
 def test_row_pick_dtypes_are_torchs(dtype):
     torch = pytest.importorskip("torch")
     x = torch.tensor(A).to(getattr(torch, dtype))
-    for out in (x[[2, 0]], x[torch.tensor(ROWS).long()], x[x > 1], torch.index_select(x, 1, torch.tensor(ROWS).long()),
-                torch.gather(x, 1, torch.tensor(COLS).long()), torch.nn.functional.embedding(torch.tensor(ROWS).long(), x)):
+    rows, cols = torch.tensor(ROWS).long(), torch.tensor(COLS).long()
+    for out in (x[[2, 0]], x[rows], x[x > 1], torch.index_select(x, 1, rows), torch.gather(x, 1, cols),
+                torch.nn.functional.embedding(rows, x)):
         assert out.dtype is x.dtype
 
 
