@@ -100,7 +100,7 @@ def test_int_index_tensor_matches_numpy_with_negative_values_and_repeats():
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int32"])
 def test_storage_dtypes_through_shape_and_index_ops(dtype):
-    """Shape ops keep the dtype; row-picking ops give float32 for float storage (ggml get_rows)."""
+    """Shape ops and row-picking ops keep the dtype (torch: x16[idx] is float16)."""
     a = np.arange(24).reshape(2, 3, 4)
     x = gg.tensor(a, dtype=getattr(gg, dtype))
     idx = gg.tensor([2, 0, 2])
@@ -115,7 +115,7 @@ def test_storage_dtypes_through_shape_and_index_ops(dtype):
               (gg.gather(x, 2, gg.tensor(np.full((2, 3, 1), 3))), a[..., 3:]),
               (gg.embedding(x[0], gg.tensor([[1, 1]])), a[0][[[1, 1]]])]
     for got, want in picked:
-        assert got.dtype is (gg.int32 if dtype == "int32" else gg.float32)
+        assert got.dtype is x.dtype
         np.testing.assert_array_equal(got.numpy(), want)
     y = gg.tensor(a, dtype=getattr(gg, dtype)) if dtype == "int32" else None
     if y is not None:

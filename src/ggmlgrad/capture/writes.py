@@ -33,6 +33,11 @@ from ..tensor.tensor import Tensor
 from ..tensor.views import record_of, refresh_views
 
 
+def _leaf_view_inplace_message(name: str) -> str:
+    return (f"{name}: a view of a leaf Variable that requires grad is being used in an in-place operation; "
+            f"wrap it in gg.no_grad() (e.g. a manual parameter update)")
+
+
 class _Target:
     """Memory that outlives the recording, written in the graph being built: its storage, the leaf
     that aliases it, the node of its current value and the input slot it is (None: external)."""
@@ -224,8 +229,9 @@ class ReplayWrites:
             if not isinstance(v, Tensor):
                 continue
             if grad and v.requires_grad:
-                if v.grad_fn is None:
-                    raise RuntimeError(_leaf_inplace_message(name))
+                if v.grad_fn is None:   # through a view: torch's (and eager's) view-of-a-leaf message
+                    raise RuntimeError(_leaf_view_inplace_message(name) if name == "view write"
+                                       else _leaf_inplace_message(name))
                 raise CaptureError(f"capture: {name} writes argument {i} in place, which is part of an autograd "
                                    f"graph; a replay cannot put the write on its tape (write under gg.no_grad())")
             for s in _memories(v):

@@ -39,10 +39,23 @@ class Sequential(Module):
         return iter(_read(self).values())
 
     def __getitem__(self, idx):
-        if isinstance(idx, slice):
-            return Sequential(collections.OrderedDict(list(_read(self).items())[idx]))
+        if isinstance(idx, slice):   # a Sequential of the same class keeping the names (torch)
+            return self.__class__(collections.OrderedDict(list(_read(self).items())[idx]))
         keys = list(_read(self))
         return self._modules[keys[_norm_index(idx, len(keys))]]
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        """Replace the module at position ``idx`` under its name (torch: ``setattr(self, key, module)``)."""
+        if not isinstance(module, Module):
+            raise TypeError(f"Sequential: cannot assign {type(module).__name__!r} as a child module (Module expected)")
+        keys = list(self._modules)
+        self.add_module(keys[_norm_index(idx, len(keys))], module)
+
+    def __delitem__(self, idx) -> None:
+        """Delete the module(s) at ``idx`` (an int or a slice); the rest are renumbered "0", "1", ... (torch)."""
+        keys = list(self._modules)
+        dead = keys[idx] if isinstance(idx, slice) else [keys[_norm_index(idx, len(keys))]]
+        _renumber(self, [m for k, m in self._modules.items() if k not in set(dead)])
 
     def append(self, module: Module) -> "Sequential":
         self.add_module(str(len(self._modules)), module)
@@ -54,14 +67,29 @@ class Sequential(Module):
         return self
 
     def insert(self, index: int, module: Module) -> "Sequential":
+        n = len(self._modules)
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"insert: index must be an int, got {index!r}")
+        if not -n <= index <= n:   # torch refuses; list.insert would clamp silently
+            raise IndexError(f"Index out of range: {index}")
         _renumber(self, _insert_list(list(self._modules.values()), index, module))
         return self
 
-    def pop(self, index: int = -1) -> Module:
-        mods = list(self._modules.values())
-        m = mods.pop(_norm_index(index, len(mods)))
-        _renumber(self, mods)
+    def pop(self, index=-1) -> Module:
+        """Remove and return the module(s) at ``index`` (a slice gives a Sequential), as torch."""
+        m = self[index]
+        del self[index]
         return m
+
+    def __add__(self, other) -> "Sequential":
+        if not isinstance(other, Sequential):
+            raise ValueError(f"add operator supports only objects of Sequential class, but {type(other)} is given.")
+        return Sequential(*self, *other)
+
+    def __iadd__(self, other) -> "Sequential":
+        if not isinstance(other, Sequential):
+            raise ValueError(f"add operator supports only objects of Sequential class, but {type(other)} is given.")
+        return self.extend(list(other))
 
 
 replay.register(Sequential)  # replayed when every module in it is (nn/replay.py)
@@ -130,8 +158,20 @@ class ModuleList(Module):
     def __setitem__(self, idx: int, module: Module) -> None:
         self.add_module(str(_norm_index(idx, len(self._modules))), module)
 
+    def __delitem__(self, idx) -> None:
+        """Delete the module(s) at ``idx`` (an int or a slice); the rest are renumbered (torch)."""
+        mods = list(self._modules.values())
+        del mods[idx if isinstance(idx, slice) else _norm_index(idx, len(mods))]
+        _renumber(self, mods)
+
     def insert(self, index: int, module: Module) -> None:
         _renumber(self, _insert_list(list(self._modules.values()), index, module))
+
+    def __add__(self, other: Iterable[Module]) -> "ModuleList":
+        return ModuleList(list(self) + list(other))
+
+    def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
+        return self.extend(modules)
 
     def pop(self, index: int = -1) -> Module:
         mods = list(self._modules.values())
@@ -161,6 +201,17 @@ class ModuleDict(Module):
 
     def __delitem__(self, key: str) -> None:
         del self._modules[key]
+        WATCH.epoch += 1
+
+    def pop(self, key: str) -> Module:
+        """Remove ``key`` and return its module (torch)."""
+        m = self[key]
+        del self[key]
+        return m
+
+    def clear(self) -> None:
+        """Remove every module (torch)."""
+        self._modules.clear()
         WATCH.epoch += 1
 
     def __contains__(self, key: str) -> bool:

@@ -91,8 +91,12 @@ def _scale(ctx, nodes, inputs, out, c):
 
 @define("add_scalar", saves=(), elementwise=True, infer=_infer_unary("add_scalar"), backward=lambda g, n: g)
 def _add_scalar(ctx, nodes, inputs, out, c):
-    """x + c"""
-    return lib.scale_bias(ctx, nodes[0], 1.0, float(c))
+    """x + c. ggml's scale_bias skips a zero bias, but x + 0.0 turns -0.0 into 0.0 (IEEE, torch):
+    +0.0 is added as a tensor (x + -0.0 is x, so scale_bias is exact there)."""
+    c = float(c)
+    if c == 0.0 and math.copysign(1.0, c) > 0:
+        return lib.add(ctx, nodes[0], lib.fill(ctx, nodes[0], 0.0))
+    return lib.scale_bias(ctx, nodes[0], 1.0, c)
 
 
 @define("rdiv_scalar", saves=(0,), elementwise=True, infer=_infer_unary("rdiv_scalar"), save_output=True,
@@ -100,6 +104,17 @@ def _add_scalar(ctx, nodes, inputs, out, c):
 def _rdiv_scalar(ctx, nodes, inputs, out, c):
     """c / x"""
     return lib.div(ctx, lib.fill(ctx, nodes[0], float(c)), nodes[0])
+
+
+# c / x is reciprocal(x) * c, as torch builds it: the backward reads reciprocal's own output, which
+# no user can write in place, so writes to x or to c / x after the op leave backward valid (torch).
+@define("reciprocal", saves=(), elementwise=True, infer=_infer_unary("reciprocal"), save_output=True,
+        backward=lambda g, n: op.mul(op.neg(g), op.mul(n.output, n.output)),
+        expose=decl.expose("reciprocal", "method", "function", doc="1 / x elementwise.",
+                           example=">>> gg.reciprocal(gg.tensor([2.0, -4.0])).tolist()\n[0.5, -0.25]"))
+def _reciprocal(ctx, nodes, inputs, out):
+    """1 / x"""
+    return lib.div(ctx, lib.fill(ctx, nodes[0], 1.0), nodes[0])
 
 
 @define("fill_like", elementwise=True, infer=lambda a, c: (a.shape, a.dtype if a.dtype.is_float else float32), differentiable=False)
@@ -272,6 +287,30 @@ def _pow_backward(g, n):
     return ga, gb
 
 
+def _rpow_backward(g, n):
+    """g * (c ** x * log c) (torch's pow(Scalar, Tensor) rule: 0 where c == 0 and x >= 0)."""
+    c, x = float(n.params["c"]), n.inputs[0]
+    log_c = math.log(c) if c > 0 else (-math.inf if c == 0 else math.nan)
+    grad = op.mul(g, op.scale(n.output, c=log_c))
+    if c == 0:
+        grad = op.where_scalar(op.compare_scalar(x, kind="ge", c=0.0), grad, c=0.0, tensor_if_true=False)
+    return grad
+
+
+@define("rpow_scalar", saves=(0,), elementwise=True, infer=_infer_unary("rpow_scalar"), save_output=True,
+        backward=_rpow_backward)
+def _rpow_scalar(ctx, nodes, inputs, out, c):
+    """c ** x (c a Python number) with C pow's (torch's) results for every base: a positive base is
+    exp(x log c) with log c in float64; 1 ** x is 1 (NaN too); zero, negative, inf and NaN bases
+    take :func:`_pow_general`'s rules (exact signs for integer x, NaN for other x)."""
+    x, c = nodes[0], float(c)
+    if c == 1.0:
+        return lib.fill(ctx, x, 1.0)
+    if 0 < c < math.inf:
+        return fast_math.exp(ctx, lib.scale(ctx, x, math.log(c)))
+    return _pow_general(ctx, lib.fill(ctx, x, c), x)
+
+
 @define("pow", elementwise=True, infer=_infer_binary("pow"), backward=_pow_backward, save_output=True)
 def _pow(ctx, nodes, inputs, out):
     """a ** b for tensors with torch's (C pow's) results for negative bases, zeros, infs and NaN."""
@@ -333,7 +372,8 @@ def is_number01(ctx, node):
 def nan_or_zero(ctx, node):
     """NaN where ``node`` is NaN, else 0 (±inf too): sqrt(number01 - 1) is sqrt(0) or sqrt(-1).
     Added to a result whose ggml kernel dropped a NaN input (MIN/MAX, ``x > 0 ? x : 0``), it
-    restores it. Vectorised ops only (a tanh-based form was 20x slower)."""
+    restores it. Subtract it (r - 0 keeps a -0.0 r; r + 0 would not). Vectorised ops only (a tanh-based
+    form was 20x slower)."""
     return lib.sqrt(ctx, lib.scale_bias(ctx, is_number01(ctx, node), 1.0, -1.0))
 
 
@@ -357,24 +397,43 @@ def scalar_parts(ctx, like, c: float):
     return lib.fill(ctx, like, 0.0 if math.isnan(c) else math.copysign(FLT_MAX, c)), lib.fill(ctx, like, code)
 
 
-def select_node(ctx, cond01, a_parts, b_parts):
+def select_node(ctx, cond01, a_parts, b_parts, signed_zeros: bool = False, const_signs=(None, None)):
     """Elementwise ``a if cond else b``. ``cond01`` (full result shape) holds exactly 0.0/1.0;
     a and b come as :func:`branch_parts` and may be smaller (they broadcast).
 
     Built from finite products ``a*c + b*(1-c)``, so an inf or NaN in the branch NOT taken never
     leaks (inf*0 would be NaN); the branch taken keeps its inf/NaN: its code restores it at the
     end (t / sqrt(1 - code): /1 for finite, /0 turns ±FLT_MAX back into ±inf, /NaN gives NaN).
-    Exact for finite values. (A ggml_get_rows gather over [b, a] pairs is exact too, but its
-    1-element rows and the interleaving concat made it ~50x slower.)
+    Exact for finite values, except the sign of a zero (-0.0 + 0.0 is +0.0): ``signed_zeros``
+    gives the result the sign of the branch taken (torch.where keeps -0.0), at a few more nodes;
+    ``const_signs``: the sign bit (0.0/1.0) of a branch that is a constant (:func:`scalar_parts`), or None.
+    (A ggml_get_rows gather over [b, a] pairs is exact too, but its 1-element rows and the
+    interleaving concat made it ~50x slower.)
     """
     (a, ca), (b, cb) = a_parts, b_parts
     not_c = lib.scale_bias(ctx, cond01, -1.0, 1.0)
     t = lib.add(ctx, lib.mul(ctx, cond01, a), lib.mul(ctx, not_c, b))
+    if signed_zeros:   # |t| with the taken branch's sign bit
+        neg = _taken_signbit(ctx, (cond01, not_c), (a, b), const_signs)
+        t = t if neg is None else lib.mul(ctx, lib.abs(ctx, t), lib.scale_bias(ctx, neg, -2.0, 1.0))
     codes = [lib.mul(ctx, m, k) for m, k in ((cond01, ca), (not_c, cb)) if k is not None]
     if not codes:
         return t
     code = codes[0] if len(codes) == 1 else lib.add(ctx, codes[0], codes[1])
     return lib.div(ctx, t, lib.sqrt(ctx, lib.scale_bias(ctx, code, -1.0, 1.0)))
+
+
+def _taken_signbit(ctx, masks, values, const_signs):
+    """Sum over the branches of mask * signbit(value): the taken branch's sign bit (None: always 0)."""
+    terms = []
+    for m, v, k in zip(masks, values, const_signs):
+        if k is None:
+            terms.append(lib.mul(ctx, m, _signbit01(ctx, v)))
+        elif k:
+            terms.append(m)          # a negative constant (-0.0 included): its mask
+    if not terms:
+        return None
+    return terms[0] if len(terms) == 1 else lib.add(ctx, terms[0], terms[1])
 
 
 # ---------------------------------------------------------------- comparisons (bool results: float 0/1 storage, no grad)
@@ -503,11 +562,22 @@ def _clamp(ctx, nodes, inputs, out, lo=None, hi=None):
     if any(math.isnan(v) for v in bounds):
         return lib.fill(ctx, x, float("nan"))
     if lo is not None and hi is not None and lo > hi:
-        return lib.add(ctx, lib.fill(ctx, x, float(hi)), nan_or_zero(ctx, x))
+        return lib.sub(ctx, lib.fill(ctx, x, float(hi)), nan_or_zero(ctx, x))
     lo_f = -float("inf") if lo is None else float(lo)
     hi_f = float("inf") if hi is None else float(hi)
-    # ggml_clamp works in place and returns a view: clamp a private copy; the add makes a real tensor.
-    return lib.add(ctx, lib.clamp(ctx, lib.dup(ctx, x), lo_f, hi_f), nan_or_zero(ctx, x))
+    # ggml_clamp works in place and returns a view: clamp a private copy; the sub makes a real tensor.
+    r = lib.sub(ctx, lib.clamp(ctx, lib.dup(ctx, x), lo_f, hi_f), nan_or_zero(ctx, x))
+    return _keep_zero_sign(ctx, x, r, lo_f, hi_f) if 0.0 in (lo_f, hi_f) else r
+
+
+def _keep_zero_sign(ctx, x, r, lo: float, hi: float):
+    """clamp with a zero bound: ggml gives a ±0 input the bound (its sign), torch keeps the input
+    (clamp(-0.0, min=0.0) is -0.0). Flip r where x is a zero whose sign differs from that bound's."""
+    bound = lo if lo == 0.0 else hi                      # ggml's MAX(MIN(x, hi), lo): lo wins a double tie
+    zero01 = lib.scale_bias(ctx, lib.step(ctx, lib.abs(ctx, x)), -1.0, 1.0)       # 1 at ±0 (and NaN: r is NaN)
+    neg01 = lib.step(ctx, lib.neg(ctx, lib.div(ctx, lib.fill(ctx, x, 1.0), x)))   # 1/-0 = -inf
+    differs = neg01 if math.copysign(1.0, bound) > 0 else lib.scale_bias(ctx, neg01, -1.0, 1.0)
+    return lib.mul(ctx, r, lib.scale_bias(ctx, lib.mul(ctx, zero01, differs), -2.0, 1.0))
 
 
 def _minmax_builder(take_a_when):
@@ -516,11 +586,12 @@ def _minmax_builder(take_a_when):
         s = out.shape
         fa = full_node(ctx, nodes[0], a.shape, s)
         d = lib.sub(ctx, fa, nodes[1])                  # a - b
-        if take_a_when == "lt":
+        if take_a_when == "gt":
             d = lib.neg(ctx, d)                          # b - a (exact)
-        c = lib.step(ctx, d)            # 1 where a wins strictly; ties and NaN in (a - b) take b
-        r = select_node(ctx, c, branch_parts(ctx, nodes[0]), branch_parts(ctx, nodes[1]))
-        return lib.add(ctx, r, nan_or_zero(ctx, nodes[0]))   # a NaN a propagates too (torch)
+        # 1 unless b wins strictly: ties take a (torch: maximum(-0.0, 0.0) is -0.0), NaN in (a - b) too
+        c = lib.scale_bias(ctx, lib.step(ctx, d), -1.0, 1.0)
+        r = select_node(ctx, c, branch_parts(ctx, nodes[0]), branch_parts(ctx, nodes[1]), signed_zeros=True)
+        return lib.sub(ctx, r, nan_or_zero(ctx, nodes[1]))   # a NaN b propagates too (torch)
     return forward
 
 
@@ -588,7 +659,8 @@ def _where(ctx, nodes, inputs, out, finite=False):
     taken never leaks into the result (see select_node); ``finite=True`` (internal) skips that care."""
     cond = inputs[0]
     c = _cond01(ctx, nodes[0], cond, out.shape)
-    return select_node(ctx, c, branch_parts(ctx, nodes[1], finite), branch_parts(ctx, nodes[2], finite))
+    return select_node(ctx, c, branch_parts(ctx, nodes[1], finite), branch_parts(ctx, nodes[2], finite),
+                       signed_zeros=not finite)
 
 
 def _infer_where_scalar(cond, x, c, tensor_if_true=True, finite=False):
@@ -615,4 +687,6 @@ def _where_scalar(ctx, nodes, inputs, out, c, tensor_if_true=True, finite=False)
     c01 = _cond01(ctx, nodes[0], cond, out.shape)
     tensor = branch_parts(ctx, nodes[1], finite)
     const = scalar_parts(ctx, c01, float(c))
-    return select_node(ctx, c01, *((tensor, const) if tensor_if_true else (const, tensor)))
+    k = 1.0 if math.copysign(1.0, float(c)) < 0 and not math.isnan(c) else 0.0   # the constant's sign bit
+    parts, signs = ((tensor, const), (None, k)) if tensor_if_true else ((const, tensor), (k, None))
+    return select_node(ctx, c01, *parts, signed_zeros=not finite, const_signs=signs)

@@ -63,6 +63,23 @@ def check_values(opname: str, index, lo: int, hi: int, message: str, ignore: int
     return True
 
 
+def check_int_divisor(opname: str, divisor) -> None:
+    """torch's ``RuntimeError: ZeroDivisionError`` for an int32 ``//`` or ``%`` by zero: a Python 0 at
+    once; a zero in an int32 tensor divisor as an index check does (at this call in eager and check
+    mode, at the sync point in graph mode and capture; :func:`check_values`), never a garbage result.
+
+    >>> import ggmlgrad as gg
+    >>> check_int_divisor("floor_divide", gg.tensor([1, -2]))
+    """
+    message = f"{opname}: ZeroDivisionError (integer division by zero)"
+    if not isinstance(divisor, Array):
+        if divisor == 0:
+            raise RuntimeError(message)
+        return
+    zero = op.cast(op.compare_scalar(divisor, kind="eq", c=0.0), dtype=int32)    # 1 where 0
+    check_values(opname, zero, 0, 0, message.replace("{", "{{").replace("}", "}}"))
+
+
 def _infer_index_check(index, lo: int, hi: int, ignore: int | None = None):
     if index.dtype is not int32:
         raise TypeError(f"index_check: index must be int32, got {index.dtype.name}")
@@ -127,7 +144,25 @@ def _safe_index(ctx: int, node: int, size: int, wrap: bool = False, offsets: int
 
 
 def _out_dtype(x):
-    return x.dtype if x.dtype is int32 or x.dtype.is_bool else float32   # bool: its float32 0/1 rows
+    """The input's dtype, as torch (bool rows are float32 0/1 storage; float16/bfloat16 are cast back)."""
+    return x.dtype
+
+
+def _as_out(ctx: int, node: int, out) -> int:
+    """get_rows gives float32 rows for float16/bfloat16 input: cast back to the input's storage (exact)."""
+    if out.dtype.is_float and out.dtype is not float32:
+        return lib.cast(ctx, node, out.dtype.ggml_type)
+    return node
+
+
+def _grad_f32(g):
+    """A float16/bfloat16 gradient in float32: the scatter-add backwards compute in float32."""
+    return g if g.dtype is float32 else op.cast(g, dtype=float32)
+
+
+def _grad_as(x, grad):
+    """``grad`` in the dtype of the input ``x`` it belongs to (float16/bfloat16 inputs get theirs, as torch)."""
+    return grad if x.dtype is float32 else op.cast(grad, dtype=x.dtype)
 
 
 def _zeros_like_shape(ctx: int, shape: tuple, dtype, src: int) -> int:
@@ -183,8 +218,8 @@ def _infer_index_select(x, index, axis, wrap=False):
 
 def _index_select_backward(g, n):
     x, index = n.inputs
-    return op.index_select_backward(g, index, shape=x.shape, axis=n.params["axis"],
-                                    wrap=n.params.get("wrap", False)), None
+    return _grad_as(x, op.index_select_backward(_grad_f32(g), index, shape=x.shape, axis=n.params["axis"],
+                                                wrap=n.params.get("wrap", False))), None
 
 
 @define("index_select", saves=(1,), infer=_infer_index_select, backward=_index_select_backward)
@@ -200,7 +235,7 @@ def _index_select(ctx, nodes, inputs, out, axis, wrap=False):
     src = reshape(ctx, _permuted(ctx, nodes[0], perm), (L, numel(rest)))
     ids = lib.reshape_1d(ctx, _safe_index(ctx, nodes[1], L, wrap), k)
     rows = lib.get_rows(ctx, src, ids)
-    return _finish(ctx, rows, (k,) + rest, _inverse(perm))
+    return _as_out(ctx, _finish(ctx, rows, (k,) + rest, _inverse(perm)), out)
 
 
 def _infer_index_select_backward(g, index, shape, axis, wrap=False):
@@ -268,10 +303,11 @@ def _flat_gather_index(ctx, index_node, index_shape, axis, L):
 
 def _gather_backward(g, n):
     x, index = n.inputs
-    return op.gather_backward(g, index, shape=x.shape, axis=n.params["axis"]), None
+    return _grad_as(x, op.gather_backward(_grad_f32(g), index, shape=x.shape, axis=n.params["axis"])), None
 
 
-@define("gather", saves=(1,), infer=_infer_gather, backward=_gather_backward)
+# torch's gather saves its input too (not only the index): an in-place write to it raises at backward.
+@define("gather", saves=(0, 1), infer=_infer_gather, backward=_gather_backward)
 def _gather(ctx, nodes, inputs, out, axis):
     """out[..., j, ...] = x[..., index[..., j, ...], ...] along ``axis`` (PyTorch gather)."""
     x, index = inputs
@@ -282,7 +318,7 @@ def _gather(ctx, nodes, inputs, out, axis):
     flat, perm, b = _flat_gather_index(ctx, nodes[1], index.shape, ax, L)
     src = reshape(ctx, _permuted(ctx, nodes[0], perm), (b * L, 1))   # every element its own row
     picked = lib.get_rows(ctx, src, flat)
-    return _finish(ctx, picked, tuple(index.shape[i] for i in perm), _inverse(perm))
+    return _as_out(ctx, _finish(ctx, picked, tuple(index.shape[i] for i in perm), _inverse(perm)), out)
 
 
 def _infer_gather_backward(g, index, shape, axis):
@@ -325,9 +361,10 @@ def _infer_embedding(weight, index):
 def _embedding_backward(g, n):
     weight, index = n.inputs
     k = numel(index.shape)
+    g = _grad_f32(g)
     g2 = op.reshape(g, shape=(k, weight.shape[1])) if g.ndim != 2 else g
     i1 = op.reshape(index, shape=(k,)) if index.ndim != 1 else index
-    return op.index_select_backward(g2, i1, shape=weight.shape, axis=0), None
+    return _grad_as(weight, op.index_select_backward(g2, i1, shape=weight.shape, axis=0)), None
 
 
 @define("embedding", saves=(1,), infer=_infer_embedding, backward=_embedding_backward)
@@ -338,5 +375,5 @@ def _embedding(ctx, nodes, inputs, out):
         return _zeros_like_shape(ctx, out.shape, out.dtype, nodes[0])
     k = numel(index.shape)
     ids = lib.reshape_1d(ctx, _safe_index(ctx, nodes[1], weight.shape[0]), k)
-    rows = lib.get_rows(ctx, nodes[0], ids)
+    rows = _as_out(ctx, lib.get_rows(ctx, nodes[0], ids), out)
     return rows if index.ndim == 1 else owned(ctx, rows, out.shape)

@@ -258,21 +258,34 @@ define("amin", saves=(0,), infer=_infer_extreme("amin"), backward=_extreme_backw
 
 
 # torch's max(dim)/min(dim) values route the gradient to the index it returns (the first
-# extreme), not shared between ties like amax: a twin op with that backward.
-def _infer_extreme_dim(a, axis, keepdim=False, negate=False):
+# extreme), not shared between ties like amax: a twin op that takes those indices as an input and
+# saves only them, as torch (an in-place write to the input after max(dim) does not spoil backward).
+def _infer_extreme_dim(a, indices, axis, keepdim=False, negate=False):
     if isinstance(axis, bool) or not isinstance(axis, int):
         raise TypeError(f"max/min: dim must be an int, got {axis!r}")
-    return _infer_extreme("max" if not negate else "min")(a, axis=axis, keepdim=keepdim)
+    shape, dtype = _infer_extreme("max" if not negate else "min")(a, axis=axis, keepdim=keepdim)
+    if indices.dtype is not int32 or tuple(indices.shape) != tuple(shape):
+        raise ValueError(f"extreme_dim: indices must be int32 of shape {shape}, got "
+                         f"{indices.dtype.name} {indices.shape}")
+    return shape, dtype
 
 
 def _extreme_dim_backward(g, n):
-    return op.extreme_dim_backward(g, n.inputs[0], **n.params)
+    """g scattered to the saved indices along the axis (torch's value_selecting_reduction_backward)."""
+    x, indices = n.inputs
+    if x.ndim == 0:                      # 0-d: the value itself is the extreme
+        return g, None
+    ax = norm_axis("max", n.params["axis"], x.ndim)
+    kept = _kept(x.shape, (ax,))
+    if g.shape != kept:
+        g, indices = op.reshape(g, shape=kept), op.reshape(indices, shape=kept)
+    return op.gather_backward(g, indices, shape=x.shape, axis=ax), None
 
 
-@define("extreme_dim", saves=(0,), infer=_infer_extreme_dim, backward=_extreme_dim_backward,
-        doc="values of torch's max(dim) / min(dim) (negate=True): gradient to the first extreme only")
+@define("extreme_dim", saves=(1,), infer=_infer_extreme_dim, backward=_extreme_dim_backward,
+        doc="values of torch's max(dim) / min(dim) (negate=True) given its indices: gradient to those indices")
 def _extreme_dim(ctx, nodes, inputs, out, axis, keepdim=False, negate=False):
-    return _extreme_builder("extreme_dim", negate)(ctx, nodes, inputs, out, axis=axis, keepdim=keepdim)
+    return _extreme_builder("extreme_dim", negate)(ctx, nodes[:1], inputs[:1], out, axis=axis, keepdim=keepdim)
 
 
 def _first_extreme_key(ctx, mat, r: int, k: int):
@@ -284,42 +297,6 @@ def _first_extreme_key(ctx, mat, r: int, k: int):
     rank = lib.scale_bias(ctx, lib.arange(ctx, 0.0, float(r), 1.0), -1.0, float(r))   # r, r-1, ..., 1
     nan01 = lib.scale_bias(ctx, is_number01(ctx, mat), -1.0, 1.0)
     return lib.add(ctx, lib.mul(ctx, is_max, rank), lib.mul(ctx, nan01, lib.scale_bias(ctx, rank, 1.0, float(r))))
-
-
-def _first_extreme_mask(ctx, mat, r: int, k: int):
-    """1.0 at torch's argmax of each row of a [K rows x R] matrix (see _first_extreme_key), else 0.0."""
-    key = _first_extreme_key(ctx, mat, r, k)
-    top = lib.reshape_2d(ctx, _row_max(ctx, key, r, k), 1, k)
-    return lib.step(ctx, lib.scale_bias(ctx, lib.sub(ctx, key, top), 1.0, 0.5))        # key == top
-
-
-def _infer_extreme_dim_backward(g, x, axis, keepdim=False, negate=False):
-    same_float("extreme_dim_backward", g, x)
-    ax = norm_axis("extreme_dim_backward", axis, x.ndim)
-    if numel(g.shape) != numel(_kept(x.shape, (ax,))):
-        raise ValueError(f"extreme_dim_backward: gradient {g.shape} does not match {x.shape} reduced over {axis}")
-    return x.shape, float32
-
-
-@define("extreme_dim_backward", infer=_infer_extreme_dim_backward, differentiable=False)
-def _extreme_dim_backward_op(ctx, nodes, inputs, out, axis, keepdim=False, negate=False):
-    g, x = nodes
-    shape = inputs[1].shape
-    if not shape:                       # 0-d: the value itself is the extreme
-        return lib.cont(ctx, g)
-    ax = norm_axis("extreme_dim_backward", axis, len(shape))
-    if negate:
-        x = lib.neg(ctx, x)
-    mat, r, k = _rows_last(ctx, x, shape, (ax,))
-    grad = lib.mul(ctx, _first_extreme_mask(ctx, mat, r, k), lib.reshape_2d(ctx, g, 1, k))
-    # back from [kept..., axis] order to the input's order
-    nd = len(shape)
-    perm = tuple(i for i in range(nd) if i != ax) + (ax,)
-    moved = reshape(ctx, grad, tuple(shape[i] for i in perm))
-    if perm == tuple(range(nd)):
-        return lib.cont(ctx, moved)
-    inverse = tuple(perm.index(i) for i in range(nd))
-    return lib.cont(ctx, permute(ctx, moved, inverse))
 
 
 def _infer_arg(name):

@@ -15,9 +15,10 @@ import numbers
 
 import numpy as np
 
-from ..engine import ENGINE, PENDING, float32, int32
+from ..engine import ENGINE, PENDING, Array, float32, int32
 from ..engine.dtypes import bool_
 from ..ops import op
+from ..ops.registry import _non_tensor
 
 _BOOL, _INT, _FLOAT = 0, 1, 2
 _SUB_MESSAGE = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
@@ -194,11 +195,13 @@ def isnan(x):
     >>> gg.isnan(gg.tensor([1.0, float("nan")])).tolist()
     [False, True]
     """
+    _tensor_only("isnan", x)
     return op.ne(x, x)
 
 
 def isinf(x):
     """torch.isinf: True where ``x`` is +inf or -inf (never for integer and bool tensors)."""
+    _tensor_only("isinf", x)
     if not x.dtype.is_float:
         return op.ne(x, x)
     return op.compare_scalar(op.abs(_float(x)), kind="eq", c=float("inf"))
@@ -206,9 +209,16 @@ def isinf(x):
 
 def isfinite(x):
     """torch.isfinite: True where ``x`` is neither NaN nor ±inf (always for integer and bool tensors)."""
+    _tensor_only("isfinite", x)
     if not x.dtype.is_float:
         return op.eq(x, x)
     return op.compare_scalar(op.abs(_float(x)), kind="lt", c=float("inf"))
+
+
+def _tensor_only(name: str, x) -> None:
+    """torch's TypeError for a NumPy array, list or number (``x.dtype`` would be NumPy's, or missing)."""
+    if not isinstance(x, Array):
+        raise _non_tensor(name, (x,))
 
 
 def _float(x):

@@ -14,7 +14,7 @@ from ..engine.dtypes import double, float64, int64, long
 from ..ops import op
 from ..ops.decl import public
 from ..ops.reduce import axis_of as _axis, keepdim_of as _keepdim
-from .surfaces import functions
+from .surfaces import functions, refuse_non_tensor
 from .tensor import Tensor, compare, extreme
 
 __all__ = [
@@ -41,6 +41,8 @@ def reshape(input: Tensor, shape) -> Tensor:
     >>> gg.reshape(gg.ones(2, 3), (3, 2)).shape
     (3, 2)
     """
+    if not isinstance(input, Tensor):   # torch.reshape(ndarray) is a TypeError, not NumPy's reshape
+        refuse_non_tensor("reshape", input)
     return input.reshape(shape)
 
 
@@ -52,6 +54,8 @@ def permute(input: Tensor, axes) -> Tensor:
     >>> gg.permute(gg.ones(2, 3, 4), (2, 0, 1)).shape
     (4, 2, 3)
     """
+    if not isinstance(input, Tensor):   # torch.permute(ndarray) is a TypeError, not NumPy's permute
+        refuse_non_tensor("permute", input)
     return input.permute(axes)
 
 
@@ -63,6 +67,8 @@ def transpose(input: Tensor, dim0: int = -2, dim1: int = -1) -> Tensor:
     >>> gg.transpose(gg.ones(2, 3)).shape
     (3, 2)
     """
+    if not isinstance(input, Tensor):
+        refuse_non_tensor("transpose", input)
     axes = list(range(input.ndim))
     axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
     return input.permute(axes)
@@ -110,7 +116,11 @@ def max(input: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=N
     >>> gg.max(gg.tensor([[1.0, 5.0], [7.0, 2.0]]), dim=1).values.tolist()
     [5.0, 7.0]
     """
-    return extreme(input, _axis(axis, dim), _keepdim(keepdim, keepdims), "max")
+    try:
+        return extreme(input, _axis(axis, dim), _keepdim(keepdim, keepdims), "max")
+    except AttributeError:   # gg.max(ndarray / list): torch's TypeError
+        refuse_non_tensor("max", input)
+        raise
 
 
 @public(method="min", function="min")
@@ -122,7 +132,11 @@ def min(input: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=N
     >>> gg.min(gg.tensor([[1.0, 5.0], [7.0, 2.0]]), dim=1).indices.tolist()
     [0, 1]
     """
-    return extreme(input, _axis(axis, dim), _keepdim(keepdim, keepdims), "min")
+    try:
+        return extreme(input, _axis(axis, dim), _keepdim(keepdim, keepdims), "min")
+    except AttributeError:   # gg.min(ndarray / list): torch's TypeError
+        refuse_non_tensor("min", input)
+        raise
 
 
 @public(method="std", function="std")
@@ -134,6 +148,8 @@ def std(input: Tensor, dim=None, *, correction=None, keepdim: bool = False, unbi
     >>> gg.std(gg.tensor([1.0, 3.0])).item()
     1.4142135381698608
     """
+    if not isinstance(input, Tensor):
+        refuse_non_tensor("std", input)
     return op.sqrt(input.var(dim, correction=correction, keepdim=_keepdim(keepdim, keepdims),
                              unbiased=unbiased, axis=axis))
 

@@ -33,7 +33,7 @@ from typing import Callable
 
 from ..engine import int32
 from ..ops.decl import FIRST_ARG, PUBLIC, Public, public_parameters
-from ..ops.registry import REGISTRY, OpDef
+from ..ops.registry import REGISTRY, OpDef, _non_tensor
 from .int_reduce import int_reduce
 from .tape import apply
 
@@ -78,6 +78,24 @@ def compile_function(source: str, name: str, namespace: dict, tag: str) -> Calla
     return namespace[name]
 
 
+def _indent(text: str) -> str:
+    return "".join("    " + line + "\n" for line in text.splitlines())
+
+
+def refuse_non_tensor(name: str, x) -> None:
+    """Raise torch's TypeError when the tensor argument of ``gg.name`` is not a Tensor (an array,
+    a list, a number: torch.sum(ndarray) raises TypeError too); return when it is one.
+
+    >>> refuse_non_tensor("sum", [1.0])
+    Traceback (most recent call last):
+    ...
+    TypeError: sum: expected a Tensor, got builtins.list (convert it with gg.tensor(x); as in PyTorch, ops and modules take tensors)
+    """
+    err = _non_tensor(name, (x,))
+    if err is not None:
+        raise err
+
+
 def make_surface(opdef: OpDef, kind: str, name: str) -> Callable:
     """The ``kind`` surface ("method", "function" or "functional") of ``opdef``, named ``name``."""
     first = FIRST_ARG[kind]
@@ -88,14 +106,18 @@ def make_surface(opdef: OpDef, kind: str, name: str) -> Callable:
     else:
         params_expr = f"{{{', '.join(repr(p.name) + ': ' + p.name for p in params)}}}"
     if opdef.expose.host_int32:   # int32 exactly on the host, bool on the device (tensor/int_reduce.py)
-        source = (f"def {name}({first}{sig}):\n    params = {params_expr}\n"
-                  f"    if {first}.dtype is _int32 or {first}.dtype.is_bool:\n"
-                  f"        return _int_reduce({opdef.name!r}, {first}, params['axis'], params['keepdim'])\n"
-                  f"    return _apply(_opdef, ({first},), params)\n")
+        body = (f"params = {params_expr}\n"
+                f"if {first}.dtype is _int32 or {first}.dtype.is_bool:\n"
+                f"    return _int_reduce({opdef.name!r}, {first}, params['axis'], params['keepdim'])\n"
+                f"return _apply(_opdef, ({first},), params)\n")
     else:
-        source = f"def {name}({first}{sig}):\n    return _apply(_opdef, ({first},), {params_expr})\n"
+        body = f"return _apply(_opdef, ({first},), {params_expr})\n"
+    if kind != "method":   # gg.sum([1.0]) / gg.sum(ndarray): torch's TypeError, not an AttributeError (error path only)
+        body = (f"try:\n{_indent(body)}except AttributeError:\n"
+                f"    _refuse_non_tensor({name!r}, {first})\n    raise\n")
+    source = f"def {name}({first}{sig}):\n{_indent(body)}"
     namespace = {"_apply": apply, "_opdef": opdef, "_args": opdef.expose.args, "_int32": int32,
-                 "_int_reduce": int_reduce, **defaults}
+                 "_int_reduce": int_reduce, "_refuse_non_tensor": refuse_non_tensor, **defaults}
     fn = compile_function(source, name, namespace, f"surface {kind} {name}")
     fn.__doc__ = _docstring(opdef, kind)
     fn.__module__ = _MODULES[kind]

@@ -9,6 +9,7 @@ import numpy as np
 from ..engine import ENGINE, FAILED, PENDING, Array, DType, dtypes, float32, host_array, int32, new_from_host
 from ..ops import op
 from ..ops.decl import public
+from ..ops.indexing import check_int_divisor
 from ..ops.registry import REGISTRY
 from ..ops.shapes import check_ndim
 from ..runtime import Device, resolve_device
@@ -252,6 +253,8 @@ def _integer_arithmetic(name: str, closed: bool):
                 return float_fn(input, other)
             both_int = all((isinstance(x, Tensor) and x.dtype is int32)
                            or (isinstance(x, numbers.Integral) and not isinstance(x, bool)) for x in (input, other))
+            if both_int and name in ("floor_divide", "remainder"):
+                check_int_divisor(name, other)     # torch raises; float32 division would give garbage
             r = float_fn(op.cast(input, dtype=float32) if a_int else input,
                          op.cast(other, dtype=float32) if b_int else other)
             return op.cast(r, dtype=int32) if closed and both_int else r
@@ -330,7 +333,7 @@ def div(input, other) -> Tensor:
             return op.scale(op.scale(input, c=1.0 / (fb * 2.0 ** 64)), c=2.0 ** 64)
         return op.scale(input, c=1.0 / fb if fb != 0 else np.copysign(np.inf, fb))
     if isinstance(other, Tensor) and _scalar(input):
-        return op.rdiv_scalar(other, c=float(input))
+        return op.scale(op.reciprocal(other), c=float(input))   # torch's reciprocal() * c: same values and saves
     a, b = _pair(input, other)
     return op.div(a, b)
 
@@ -340,7 +343,7 @@ def _pow(a, b) -> Tensor:
     if isinstance(a, Tensor) and _scalar(b):
         return op.pow_scalar(a, p=float(b))
     if isinstance(b, Tensor) and _scalar(a):
-        return op.exp(op.scale(b, c=float(np.log(float(a)))))
+        return op.rpow_scalar(b, c=float(a))
     a, b = _pair(a, b)
     return op.pow(a, b)
 
@@ -607,8 +610,8 @@ def extreme(x: Tensor, dim, keepdim: bool, kind: str):
         raise TypeError(f"{kind}: dim must be an int (use amax/amin for several axes), got {dim!r}")
     if is_int(x):
         return MaxMin(int_reduce("a" + kind, x, dim, keepdim), int_reduce("arg" + kind, x, dim, keepdim, bool_indices=True))
-    values = op.extreme_dim(x, axis=dim, keepdim=keepdim, negate=kind == "min")   # grad to the first extreme
     indices = op.argmax(x, axis=dim, keepdim=keepdim) if kind == "max" else op.argmin(x, axis=dim, keepdim=keepdim)
+    values = op.extreme_dim(x, indices, axis=dim, keepdim=keepdim, negate=kind == "min")   # grad to those indices
     return MaxMin(values, indices)
 
 

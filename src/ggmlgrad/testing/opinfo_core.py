@@ -8,6 +8,11 @@ from .opinfo import INTERNAL_OPS, OpInfo, Sample, bad, errors, rand_shapes_binar
 from .opinfo_nonfinite import unary_specials
 
 
+def _op():
+    from ..ops import op
+    return op
+
+
 def _binary_samples(rng, positive_b=False):
     out = []
     for sa, sb in rand_shapes_binary(rng):
@@ -43,8 +48,16 @@ register(
     OpInfo("scalar_rmul_div", ("scale",), lambda a: 3.0 * a / 4.0, lambda a: 3.0 * a / 4.0, _unary_samples),
     OpInfo("scalar_add", ("add_scalar",), lambda a: a + 1.5, lambda a: a + 1.5, _unary_samples),
     OpInfo("scalar_rsub", ("add_scalar", "neg"), lambda a: 2.0 - a, lambda a: 2.0 - a, _unary_samples),
-    OpInfo("scalar_rdiv", ("rdiv_scalar",), lambda a: 2.0 / a, lambda a: 2.0 / a,
+    OpInfo("scalar_rdiv", ("reciprocal", "scale"), lambda a: 2.0 / a, lambda a: 2.0 / a,
            lambda r: _unary_samples(r, positive=True)),
+    OpInfo("reciprocal", ("reciprocal",), lambda a: a.reciprocal(), lambda a: 1.0 / a,
+           lambda r: _unary_samples(r, positive=True)),
+    # the c / x op the internal callers use (clip_grad_norm: max_norm / norm in one rounding)
+    OpInfo("rdiv_scalar", ("rdiv_scalar",), lambda a: _op().rdiv_scalar(a, c=2.0), lambda a: 2.0 / a,
+           lambda r: _unary_samples(r, positive=True)),
+    OpInfo("scalar_rpow", ("rpow_scalar",), lambda a: 2.5 ** a, lambda a: 2.5 ** a, _unary_samples),
+    OpInfo("scalar_rpow_negative_base", ("rpow_scalar",), lambda a: (-2.0) ** a, lambda a: (-2.0) ** a,
+           lambda r: [Sample((np.array([[0.0, 1.0, 2.0, -3.0], [4.0, -1.0, 5.0, 0.0]]),))], grad=False),
     OpInfo("neg", ("neg",), lambda a: -a, lambda a: -a, _unary_samples),
     OpInfo("exp", ("exp",), lambda a: a.exp(), np.exp, _unary_samples),
     OpInfo("log", ("log",), lambda a: a.log(), np.log, lambda r: _unary_samples(r, positive=True)),

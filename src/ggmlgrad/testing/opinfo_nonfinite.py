@@ -115,7 +115,7 @@ register(
     _nf("mul", ("mul",), lambda a, b: a * b, lambda a, b: a * b, _binary),
     _nf("div", ("div",), lambda a, b: a / b, lambda a, b: a / b, _binary),
     _nf("pow", ("pow",), lambda a, b: a ** b, np.power, _binary),
-    _nf("scalar_ops", ("scale", "add_scalar", "rdiv_scalar"), lambda a: a * 2.5 + (1.5 - a) + 2.0 / a,
+    _nf("scalar_ops", ("scale", "add_scalar", "reciprocal"), lambda a: a * 2.5 + (1.5 - a) + 2.0 / a,
         lambda a: a * 2.5 + (1.5 - a) + 2.0 / a, _unary),
     _nf("scale_by_inf", ("scale",), lambda a: a * float("inf"), lambda a: a * INF, _unary),
     # ---- unary math
