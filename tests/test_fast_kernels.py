@@ -411,6 +411,88 @@ def test_tanh_network_gradients_match_finite_differences():
     assert gg.gradcheck(lambda t: (F.gelu(t) + F.elu(t) * F.softplus(t) + F.gelu(t, approximate="tanh")).sum(), [x])
 
 
+def _matrix_header(a: np.ndarray) -> TensorStruct:
+    """A ggml header over a 2-D float32 array of any strides (ggml order: ne0 = a.shape[1])."""
+    t = TensorStruct()
+    t.ne[0], t.ne[1], t.ne[2], t.ne[3] = a.shape[1], a.shape[0], 1, 1
+    t.nb[0], t.nb[1] = a.strides[1], a.strides[0]
+    t.nb[2] = t.nb[3] = a.strides[0] * a.shape[0]
+    t.data = a.ctypes.data
+    return t
+
+
+@pytest.mark.parametrize("k, n, b, nth", [(1, 3, 5, 1), (4, 32, 32, 3), (7, 130, 9, 2), (15, 64, 4, 5),
+                                           (16, 65, 3, 1), (20, 5, 6, 2)])
+@pytest.mark.parametrize("strided", [False, True])
+def test_matmul_small_k_kernel_against_float64(kernel_lib, k, n, b, nth, strided):
+    """x @ w^T over threads' row slices, column blocks of 64, K up to the kernel's block (16) and the
+    plain loop beyond it; strided operands (views of larger arrays, w transposed)."""
+    rng = np.random.default_rng(k * 100 + n)
+    if strided:
+        x = rng.standard_normal((b, 2 * k)).astype(np.float32)[:, ::2]
+        w = np.ascontiguousarray(rng.standard_normal((k, n)).astype(np.float32)).T
+    else:
+        x = rng.standard_normal((b, k)).astype(np.float32)
+        w = rng.standard_normal((n, k)).astype(np.float32)
+    x[0, 0] = np.nan if b > 1 else x[0, 0]
+    y = np.full((b, n), 7.0, np.float32)
+    d, hw, hx = _matrix_header(y), _matrix_header(w), _matrix_header(x)
+    d.src[0], d.src[1] = ctypes.addressof(hw), ctypes.addressof(hx)
+    for i in range(nth):
+        kernel_lib.ggmlgrad_matmul_small_k(ctypes.byref(d), i, nth, None)
+    ref = x.astype(np.float64) @ w.astype(np.float64).T
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+    ok = ~np.isnan(ref)
+    # float32 products summed in order: K roundings of at most the running sum of |terms|
+    bound = k * np.abs(x).astype(np.float64) @ np.abs(w).astype(np.float64).T * 2.0 ** -24
+    assert np.all(np.abs(y[ok] - ref[ok]) <= bound[ok] + 1e-30)
+
+
+@needs_kernels
+@pytest.mark.parametrize("mode", ["eager", "graph", "check", "capture"])
+@pytest.mark.parametrize("k", [1, 4, 15])
+def test_linear_with_a_small_inner_size_in_every_mode(mode, k):
+    """linear with K < 16 runs the matmul_small_k kernel (one node, no mul_mat); values against
+    float64, gradients of x, w and b against float64 through the backward (which uses ggml's products)."""
+    rng = np.random.default_rng(k)
+    x = rng.standard_normal((6, 3, k)).astype(np.float32)
+    w = rng.standard_normal((70, k)).astype(np.float32)
+    b = rng.standard_normal(70).astype(np.float32)
+    g = rng.standard_normal((6, 3, 70)).astype(np.float32)
+
+    def run(xa, wa, ba, ga):
+        xt, wt, bt = (gg.as_tensor(a).requires_grad_() for a in (xa, wa, ba))
+        y = gg.linear(xt, wt, bt)
+        (y * gg.as_tensor(ga)).sum().backward()
+        return y.detach(), xt.grad, wt.grad, bt.grad
+    if mode == "capture":
+        outs = gg.capture(run)(x, w, b, g)
+    else:
+        with gg.graph_mode(mode != "eager", check=mode == "check"):
+            outs = [t.numpy() for t in run(x, w, b, g)]
+    x64, w64, g64 = x.astype(np.float64), w.astype(np.float64), g.astype(np.float64)
+    refs = [x64 @ w64.T + b, g64 @ w64, np.einsum("ijo,ijk->ok", g64, x64), g64.sum(axis=(0, 1))]
+    for name, got, ref in zip(["y", "x.grad", "w.grad", "b.grad"], outs, refs):
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+@needs_kernels
+def test_small_k_linear_is_one_kernel_node():
+    w = gg.tensor(np.ones((32, 4), np.float32))
+    f = gg.capture(lambda x: gg.linear(x, w))
+    f(np.ones((8, 4), np.float32))
+    from ggmlgrad._ggml import lib
+    from ggmlgrad._ggml.kernels import KERNELS, custom_fun
+    rec = next(iter(f._cache.values()))
+    nodes = [lib.graph_node(g.graph, i) for g in rec.graphs for i in range(g.n_nodes)]
+    ops = [lib.op_desc(n).decode() for n in nodes]
+    if "matmul_small_k" not in KERNELS:   # a kernels library built before the kernel: ggml's product
+        assert "MUL_MAT" in ops
+        return
+    assert KERNELS["matmul_small_k"] in [custom_fun(n) for n in nodes]
+    assert "MUL_MAT" not in ops
+
+
 def test_build_without_a_compiler_keeps_the_prebuilt_wheel(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("CC", "CXX")}
     env["PATH"] = str(tmp_path)               # no cc, gcc, clang anywhere

@@ -9,8 +9,8 @@ graph to the CPU).
 """
 from __future__ import annotations
 
-from .._ggml import lib, node_is_leaf, node_name, node_nb, node_ne, node_src, view_source
-from .._ggml.kernels import KERNELS, custom_binary, custom_fun, custom_parts, custom_unary
+from .._ggml import lib, node_is_leaf, node_name, node_nb, node_ne, node_src, node_type, view_source
+from .._ggml.kernels import KERNELS, custom_binary, custom_fun, custom_matmul_small_k, custom_parts, custom_unary
 from ..runtime import devices
 
 
@@ -81,6 +81,25 @@ def gelu_erf_backward(ctx: int, g: int, x: int) -> int:
 def gelu_tanh_backward(ctx: int, g: int, x: int) -> int:
     """g times the tanh-form GELU's derivative at x, one node; kernels only (as tanh_backward)."""
     return custom_binary(ctx, g, x, "gelu_tanh_backward")
+
+
+# Inner sizes below which linear's x @ w^T runs as the matmul_small_k kernel: ggml computes a product
+# that BLAS does not take (K < 32) with one dot-product call per output element (4-32-32-2's first
+# layer, 32x4 by 4x32: 4.9 us as ggml's mul_mat, tinyBLAS's K = 8: 2.2 us).
+SMALL_K_BELOW = 16
+_F32 = 0
+
+
+def linear_small_k(ctx: int, w: int, x: int) -> int:
+    """x @ w^T (ggml_mul_mat(w, x) for 2-D float32 w (K, N) and x (K, B) in ggml order) as one kernel
+    node when K is small; 0 when it does not apply (use ggml_mul_mat)."""
+    if not ACTIVE or "matmul_small_k" not in KERNELS:
+        return 0
+    nw, nx = node_ne(w), node_ne(x)
+    if not 0 < nw[0] < SMALL_K_BELOW or nw[2] * nw[3] * nx[2] * nx[3] != 1 or node_type(w) != _F32 \
+            or node_type(x) != _F32:
+        return 0
+    return custom_matmul_small_k(ctx, w, x)
 
 
 def log_softmax_rows(ctx: int, x: int) -> int:
