@@ -448,17 +448,40 @@ def test_matmul_small_k_kernel_against_float64(kernel_lib, k, n, b, nth, strided
     assert np.all(np.abs(y[ok] - ref[ok]) <= bound[ok] + 1e-30)
 
 
+@pytest.mark.parametrize("k, n, b, nth", [(16, 4, 1, 1), (17, 5, 2, 3), (784, 256, 1, 2), (33, 9, 4, 4),
+                                           (100, 3, 3, 1)])
+@pytest.mark.parametrize("padded", [False, True])
+def test_matvec_rows_kernel_against_float64(kernel_lib, k, n, b, nth, padded):
+    """x @ w^T for a few rows of x: four rows of w at a time (and the 1..3 left), 16-lane blocks of K
+    and the tail, threads' slices of the outputs; rows of w and x inside wider arrays (padded)."""
+    rng = np.random.default_rng(k + n)
+    pad = 5 if padded else 0
+    x = rng.standard_normal((b, k + pad)).astype(np.float32)[:, :k]
+    w = rng.standard_normal((n, k + pad)).astype(np.float32)[:, :k]
+    w[0, -1] = np.inf
+    y = np.full((b, n), 7.0, np.float32)
+    d, hw, hx = _matrix_header(y), _matrix_header(w), _matrix_header(x)
+    d.src[0], d.src[1] = ctypes.addressof(hw), ctypes.addressof(hx)
+    for i in range(nth):
+        kernel_lib.ggmlgrad_matvec_rows(ctypes.byref(d), i, nth, None)
+    ref = x.astype(np.float64) @ w.astype(np.float64).T
+    np.testing.assert_array_equal(y[:, 0], ref[:, 0])          # +-inf where w holds inf
+    bound = k * np.abs(x).astype(np.float64) @ np.abs(w[1:]).astype(np.float64).T * 2.0 ** -24
+    assert np.all(np.abs(y[:, 1:] - ref[:, 1:]) <= bound)
+
+
 @needs_kernels
 @pytest.mark.parametrize("mode", ["eager", "graph", "check", "capture"])
-@pytest.mark.parametrize("k", [1, 4, 15])
-def test_linear_with_a_small_inner_size_in_every_mode(mode, k):
-    """linear with K < 16 runs the matmul_small_k kernel (one node, no mul_mat); values against
-    float64, gradients of x, w and b against float64 through the backward (which uses ggml's products)."""
+@pytest.mark.parametrize("k, lead", [(1, (6, 3)), (4, (6, 3)), (15, (6, 3)), (40, (1,)), (40, (2, 2)), (300, ())])
+def test_linear_with_a_small_inner_size_in_every_mode(mode, k, lead):
+    """linear with K < 16 runs the matmul_small_k kernel, with at most 4 rows of x matvec_rows (one
+    node, no mul_mat); values against float64, gradients of x, w and b against float64 through the
+    backward (which uses ggml's products)."""
     rng = np.random.default_rng(k)
-    x = rng.standard_normal((6, 3, k)).astype(np.float32)
+    x = rng.standard_normal(lead + (k,)).astype(np.float32)
     w = rng.standard_normal((70, k)).astype(np.float32)
     b = rng.standard_normal(70).astype(np.float32)
-    g = rng.standard_normal((6, 3, 70)).astype(np.float32)
+    g = rng.standard_normal(lead + (70,)).astype(np.float32)
 
     def run(xa, wa, ba, ga):
         xt, wt, bt = (gg.as_tensor(a).requires_grad_() for a in (xa, wa, ba))
@@ -471,25 +494,28 @@ def test_linear_with_a_small_inner_size_in_every_mode(mode, k):
         with gg.graph_mode(mode != "eager", check=mode == "check"):
             outs = [t.numpy() for t in run(x, w, b, g)]
     x64, w64, g64 = x.astype(np.float64), w.astype(np.float64), g.astype(np.float64)
-    refs = [x64 @ w64.T + b, g64 @ w64, np.einsum("ijo,ijk->ok", g64, x64), g64.sum(axis=(0, 1))]
+    x2, g2 = x64.reshape(-1, k), g64.reshape(-1, 70)
+    refs = [x64 @ w64.T + b, g64 @ w64, g2.T @ x2, g2.sum(axis=0)]
     for name, got, ref in zip(["y", "x.grad", "w.grad", "b.grad"], outs, refs):
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5, err_msg=name)
 
 
 @needs_kernels
-def test_small_k_linear_is_one_kernel_node():
-    w = gg.tensor(np.ones((32, 4), np.float32))
+@pytest.mark.parametrize("shape, kernel", [((8, 4), "matmul_small_k"), ((1, 784), "matvec_rows"),
+                                           ((4, 64), "matvec_rows"), ((5, 64), None)])
+def test_linear_products_that_run_as_one_kernel_node(shape, kernel):
+    w = gg.tensor(np.ones((32, shape[1]), np.float32))
     f = gg.capture(lambda x: gg.linear(x, w))
-    f(np.ones((8, 4), np.float32))
+    f(np.ones(shape, np.float32))
     from ggmlgrad._ggml import lib
     from ggmlgrad._ggml.kernels import KERNELS, custom_fun
     rec = next(iter(f._cache.values()))
     nodes = [lib.graph_node(g.graph, i) for g in rec.graphs for i in range(g.n_nodes)]
     ops = [lib.op_desc(n).decode() for n in nodes]
-    if "matmul_small_k" not in KERNELS:   # a kernels library built before the kernel: ggml's product
+    if kernel not in KERNELS:   # 5 rows of 64, or a kernels library built before the kernel: ggml's product
         assert "MUL_MAT" in ops
         return
-    assert KERNELS["matmul_small_k"] in [custom_fun(n) for n in nodes]
+    assert KERNELS[kernel] in [custom_fun(n) for n in nodes]
     assert "MUL_MAT" not in ops
 
 

@@ -9,8 +9,8 @@ graph to the CPU).
 """
 from __future__ import annotations
 
-from .._ggml import lib, node_is_leaf, node_name, node_nb, node_ne, node_src, node_type, view_source
-from .._ggml.kernels import KERNELS, custom_binary, custom_fun, custom_matmul_small_k, custom_parts, custom_unary
+from .._ggml import lib, node_is_leaf, node_name, node_nb, node_ne, node_src, view_source
+from .._ggml.kernels import KERNELS, custom_binary, custom_fun, custom_product, custom_parts, custom_unary
 from ..runtime import devices
 
 
@@ -83,23 +83,31 @@ def gelu_tanh_backward(ctx: int, g: int, x: int) -> int:
     return custom_binary(ctx, g, x, "gelu_tanh_backward")
 
 
-# Inner sizes below which linear's x @ w^T runs as the matmul_small_k kernel: ggml computes a product
-# that BLAS does not take (K < 32) with one dot-product call per output element (4-32-32-2's first
-# layer, 32x4 by 4x32: 4.9 us as ggml's mul_mat, tinyBLAS's K = 8: 2.2 us).
+# linear's x @ w^T as one kernel node where ggml's CPU product is slow (BLAS takes neither case):
+# - inner size K below SMALL_K_BELOW (matmul_small_k): ggml calls a dot product per output element
+#   (4-32-32-2's first layer, 32x4 by 4x32: 4.9 us as ggml's mul_mat, ~1.1 us as the kernel);
+# - at most MATVEC_ROWS rows of x (matvec_rows): ggml runs one AVX2 dot product per
+#   output; a batch-1 784-256 product 12.2 -> 9.2 us (NumPy's sgemv: 9.3).
 SMALL_K_BELOW = 16
-_F32 = 0
+MATVEC_ROWS = 4
 
 
-def linear_small_k(ctx: int, w: int, x: int) -> int:
-    """x @ w^T (ggml_mul_mat(w, x) for 2-D float32 w (K, N) and x (K, B) in ggml order) as one kernel
-    node when K is small; 0 when it does not apply (use ggml_mul_mat)."""
-    if not ACTIVE or "matmul_small_k" not in KERNELS:
-        return 0
-    nw, nx = node_ne(w), node_ne(x)
-    if not 0 < nw[0] < SMALL_K_BELOW or nw[2] * nw[3] * nx[2] * nx[3] != 1 or node_type(w) != _F32 \
-            or node_type(x) != _F32:
-        return 0
-    return custom_matmul_small_k(ctx, w, x)
+def linear_product(ctx: int, w: int, x: int, k: int, rows: int) -> int:
+    """x @ w^T (ggml_mul_mat(w, x) for 2-D float32 w (k, N) and x (k, rows) in ggml order) as one
+    kernel node when k or rows is small; 0 when neither kernel applies (use ggml_mul_mat). The caller
+    knows the sizes and that both are float32 (no ggml header read on the common path)."""
+    if k < SMALL_K_BELOW:
+        return custom_product(ctx, w, x, "matmul_small_k") if k > 0 and _SMALL_K else 0
+    if rows <= MATVEC_ROWS and _MATVEC:
+        nbw, nbx = node_nb(w), node_nb(x)
+        if nbw[0] == 4 and nbx[0] == 4 and nbw[1] % 4 == 0:  # unit stride along k (and whole-float rows)
+            return custom_product(ctx, w, x, "matvec_rows")
+    return 0
+
+
+_SMALL_K = ACTIVE and "matmul_small_k" in KERNELS
+_MATVEC = ACTIVE and "matvec_rows" in KERNELS
+LINEAR_KERNELS = _SMALL_K or _MATVEC
 
 
 def log_softmax_rows(ctx: int, x: int) -> int:

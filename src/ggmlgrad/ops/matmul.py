@@ -158,7 +158,10 @@ def _linear(ctx, nodes, inputs, out):
     nx = nodes[0]
     if x.ndim != 2:
         nx = reshape(ctx, nx, (numel(x.shape[:-1]), x.shape[-1]))
-    r = fast_math.linear_small_k(ctx, nodes[1], nx) or _prec(lib.mul_mat(ctx, nodes[1], nx))
+    r = 0
+    if fast_math.LINEAR_KERNELS and x.dtype is float32 and w.dtype is float32:
+        r = fast_math.linear_product(ctx, nodes[1], nx, w.shape[1], numel(x.shape[:-1]))
+    r = r or _prec(lib.mul_mat(ctx, nodes[1], nx))
     if len(nodes) == 3:
         merged = merged_shape(out.shape) if x.ndim == 2 and w.shape[0] < _BIAS_MERGE_BELOW else None
         if merged is not None:
