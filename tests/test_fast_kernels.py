@@ -108,6 +108,37 @@ def kernel_lib(tmp_path_factory):
     return ctypes.CDLL(str(out))
 
 
+def test_kernels_give_the_same_bits_without_the_avx512_clones(kernel_lib, tmp_path):
+    """The library picks an AVX-512 copy of every loop where the CPU has it (GK_VEC); a build without
+    the copies (the AVX2 code other CPUs run) must give the same bits for every kernel."""
+    header = _ggml_header_dir()
+    out = tmp_path / "libgk_noclones.so"
+    _, flags = fastbuild.cpu_flags()
+    subprocess.run([fastbuild.find_compilers()[0], *fastbuild.KERNEL_CFLAGS, *flags, "-DGK_NO_CLONES",
+                    f"-I{header}", str(KERNEL_SOURCE), "-o", str(out), "-lm"], check=True)
+    plain = ctypes.CDLL(str(out))
+    x = _samples()
+    g = np.random.default_rng(5).standard_normal(x.size).astype(np.float32)
+    for name in sorted(REFERENCES):
+        a, b = _call(kernel_lib, name, x, nth=2), _call(plain, name, x, nth=2)
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32), err_msg=name)
+    for name in ["relu_grad", "tanh_backward", "gelu_erf_backward", "gelu_tanh_backward"]:
+        a, b = _call2(kernel_lib, name, g, x, nth=2), _call2(plain, name, g, x, nth=2)
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32), err_msg=name)
+    rng = np.random.default_rng(6)
+    for kernel, (k, n, rows) in [("matmul_small_k", (7, 70, 9)), ("matmul_small_k", (20, 5, 3)),
+                                 ("matvec_rows", (300, 37, 3)), ("matvec_rows", (28, 5, 2))]:
+        xm, wm = rng.standard_normal((rows, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
+        ys = []
+        for lib_ in (kernel_lib, plain):
+            y = np.zeros((rows, n), np.float32)
+            d, hw, hx = _matrix_header(y), _matrix_header(wm), _matrix_header(xm)
+            d.src[0], d.src[1] = ctypes.addressof(hw), ctypes.addressof(hx)
+            getattr(lib_, f"ggmlgrad_{kernel}")(ctypes.byref(d), 0, 1, None)
+            ys.append(y)
+        np.testing.assert_array_equal(ys[0].view(np.uint32), ys[1].view(np.uint32), err_msg=kernel)
+
+
 def _ggml_header_dir() -> Path:
     import libggml
     return Path(next(iter(libggml.__path__))) / "include"

@@ -18,12 +18,13 @@
 
 #include "ggml.h"
 
-/* On x86-64 with GCC on Linux every exported loop is compiled twice, for the build's AVX2 and for
- * AVX-512 (x86-64-v4), and the loader's ifunc picks one by the CPU the process runs on: the
- * AVX-512 loops took tanh over 256x64 from 12.6 to 6.2 us (masked blends, 16 lanes) on an AMD
- * EPYC, with the same results to the bit (the same operations, wider). ggml itself stays AVX2 (its
- * softmax went scalar on short rows with AVX-512). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__linux__)
+/* On x86-64 with GCC and glibc every exported loop is compiled twice, for the build's AVX2 and for
+ * AVX-512 (x86-64-v4), and the dynamic loader (an IFUNC) picks one by the CPU the process runs on:
+ * the AVX-512 loops took tanh over 256x64 from 12.6 to 6.2 us (masked blends, 16 lanes) on an AMD
+ * EPYC, with the same results to the bit (the same operations, wider; tests compare a build with
+ * -DGK_NO_CLONES). ggml itself stays AVX2 (its softmax went scalar on short rows with AVX-512). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__GLIBC__) \
+    && !defined(GK_NO_CLONES)
 #define GK_VEC __attribute__((target_clones("arch=x86-64-v4", "default")))
 #else
 #define GK_VEC
@@ -422,7 +423,7 @@ GK_VEC void ggmlgrad_matmul_small_k(struct ggml_tensor * dst, int ith, int nth, 
         for (int64_t b = r0; b < r1; ++b)
             for (int64_t n = 0; n < N; ++n) {
                 float acc = 0.0f;
-                for (int64_t k = 0; k < K; ++k) acc += at2(x, k, b) * at2(w, k, n);
+                for (int64_t k = 0; k < K; ++k) acc = fmaf(at2(x, k, b), at2(w, k, n), acc);  /* as dot_rows' tail */
                 out[b * N + n] = acc;
             }
         return;
@@ -448,51 +449,52 @@ GK_VEC void ggmlgrad_matmul_small_k(struct ggml_tensor * dst, int ith, int nth, 
 
 /* y = x w^T for a few rows of x (a batch-1 forward; w has ne0 = K, ne1 = N, x ne0 = K, ne1 = B, both
  * with unit stride along K; dst N x B, contiguous). ggml's CPU product runs one AVX2 dot product per
- * output (a 784x256 weight times one row: 12.2 us, NumPy's sgemv 8-9 us); here four rows of w share
- * each load of x, in 16-lane vectors (AVX-512 in its clone), and each output's lanes are summed in a
- * fixed order (the same value from either clone). Threads take slices of the outputs. */
-typedef float gk_v16 __attribute__((vector_size(64)));
+ * output (a 784x256 weight times one row: 12.2 us, NumPy's sgemv 9.3); here four rows of w share
+ * each load of x, 16 floats a step in two 8-lane vectors (the width both clones have natively, so
+ * both compile the same multiply-adds: the AVX-512 clone gave other bits with 16-lane vectors), and
+ * each output's lanes are summed in a fixed order. Threads take slices of the outputs. */
 typedef float gk_v8 __attribute__((vector_size(32)));
 typedef float gk_v4 __attribute__((vector_size(16)));
 
-/* (vectors by pointer: a 64-byte vector argument would change the AVX2 clone's calling convention) */
+/* (vectors by pointer: a vector argument would depend on the clone's calling convention) */
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
-static inline float hsum16(const gk_v16 * a) {
-    gk_v8 lo, hi;
-    memcpy(&lo, a, sizeof lo);
-    memcpy(&hi, (const char *) a + sizeof lo, sizeof hi);
-    const gk_v8 s8 = lo + hi;
+static inline float hsum8(const gk_v8 * a) {
     gk_v4 l4, h4;
-    memcpy(&l4, &s8, sizeof l4);
-    memcpy(&h4, (const char *) &s8 + sizeof l4, sizeof h4);
+    memcpy(&l4, a, sizeof l4);
+    memcpy(&h4, (const char *) a + sizeof l4, sizeof h4);
     const gk_v4 s4 = l4 + h4;
     return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
 
 /* Dot products of row x (K floats) with nr (1..4) rows of w starting at w0, stride ws floats
- * (always inlined: each clone of the caller gets its own vector width). */
+ * (always inlined: each clone of the caller gets its own instructions). */
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
 static inline void dot_rows(const float * restrict x, const float * restrict w0, int64_t ws, int64_t K, int nr,
                             float * out) {
-    gk_v16 a[4] = {{0}, {0}, {0}, {0}};
+    gk_v8 a[4][2] = {{{0}, {0}}, {{0}, {0}}, {{0}, {0}}, {{0}, {0}}};
     int64_t k = 0;
     for (; k + 16 <= K; k += 16) {
-        gk_v16 xv, wv;
-        memcpy(&xv, x + k, sizeof xv);
+        gk_v8 x0, x1, w;
+        memcpy(&x0, x + k, sizeof x0);
+        memcpy(&x1, x + k + 8, sizeof x1);
         for (int r = 0; r < 4; ++r)
             if (r < nr) {
-                memcpy(&wv, w0 + r * ws + k, sizeof wv);
-                a[r] += wv * xv;
+                memcpy(&w, w0 + r * ws + k, sizeof w);
+                a[r][0] += w * x0;
+                memcpy(&w, w0 + r * ws + k + 8, sizeof w);
+                a[r][1] += w * x1;
             }
     }
     for (int r = 0; r < nr; ++r) {
         float tail = 0.0f;
-        for (int64_t t = k; t < K; ++t) tail += x[t] * w0[r * ws + t];
-        out[r] = hsum16(&a[r]) + tail;
+        /* fmaf: an in-order sum the AVX-512 clone would vectorize with separate roundings */
+        for (int64_t t = k; t < K; ++t) tail = fmaf(x[t], w0[r * ws + t], tail);
+        const gk_v8 s = a[r][0] + a[r][1];
+        out[r] = hsum8(&s) + tail;
     }
 }
 
