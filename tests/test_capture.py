@@ -195,6 +195,26 @@ def test_captured_step_equals_graph_mode(opt_name, clip, use_sched):
     assert [opt_b.state[p]["step"] for p in ps_b] == [10] * len(ps_b)
 
 
+def test_one_graph_step_reads_every_weight_before_updating_it():
+    """On the CPU an unclipped step is one graph (forward, backward, in-place update): the gradients it
+    leaves in .grad are those of the weights before the update, and the update is w - lr * grad (a
+    weight read by the backward after its update would give other gradients)."""
+    X, Y = _data(3)
+    ps = _params(7, sizes=(4, 8, 8, 2))
+    step = gg.capture_step(lambda x, y: _loss(ps, x, y), gg.optim.SGD(ps, lr=0.5))
+    for i in range(3):
+        before = [p.detach().numpy().copy() for p in ps]
+        c0 = gg.counters()["computes"]
+        step(X[i], Y[i])
+        if i > 0:
+            assert gg.counters()["computes"] - c0 == 1
+        ref = [gg.tensor(b, requires_grad=True) for b in before]
+        _loss(ref, gg.tensor(X[i]), gg.tensor(Y[i])).backward()
+        for p, r, b in zip(ps, ref, before):
+            np.testing.assert_allclose(p.grad.numpy(), r.grad.numpy(), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(p.detach().numpy(), b - 0.5 * r.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_set_changes_the_clip_limit_without_recording_again():
     X, Y = _data(4)
     ps_a = _params(4)
