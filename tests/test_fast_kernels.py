@@ -108,6 +108,37 @@ def kernel_lib(tmp_path_factory):
     return ctypes.CDLL(str(out))
 
 
+def test_kernels_give_the_same_bits_without_the_avx512_clones(kernel_lib, tmp_path):
+    """The library picks an AVX-512 copy of every loop where the CPU has it (GK_VEC); a build without
+    the copies (the AVX2 code other CPUs run) must give the same bits for every kernel."""
+    header = _ggml_header_dir()
+    out = tmp_path / "libgk_noclones.so"
+    _, flags = fastbuild.cpu_flags()
+    subprocess.run([fastbuild.find_compilers()[0], *fastbuild.KERNEL_CFLAGS, *flags, "-DGK_NO_CLONES",
+                    f"-I{header}", str(KERNEL_SOURCE), "-o", str(out), "-lm"], check=True)
+    plain = ctypes.CDLL(str(out))
+    x = _samples()
+    g = np.random.default_rng(5).standard_normal(x.size).astype(np.float32)
+    for name in sorted(REFERENCES):
+        a, b = _call(kernel_lib, name, x, nth=2), _call(plain, name, x, nth=2)
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32), err_msg=name)
+    for name in ["relu_grad", "tanh_backward", "gelu_erf_backward", "gelu_tanh_backward"]:
+        a, b = _call2(kernel_lib, name, g, x, nth=2), _call2(plain, name, g, x, nth=2)
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32), err_msg=name)
+    rng = np.random.default_rng(6)
+    for kernel, (k, n, rows) in [("matmul_small_k", (7, 70, 9)), ("matmul_small_k", (20, 5, 3)),
+                                 ("matvec_rows", (300, 37, 3)), ("matvec_rows", (28, 5, 2))]:
+        xm, wm = rng.standard_normal((rows, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
+        ys = []
+        for lib_ in (kernel_lib, plain):
+            y = np.zeros((rows, n), np.float32)
+            d, hw, hx = _matrix_header(y), _matrix_header(wm), _matrix_header(xm)
+            d.src[0], d.src[1] = ctypes.addressof(hw), ctypes.addressof(hx)
+            getattr(lib_, f"ggmlgrad_{kernel}")(ctypes.byref(d), 0, 1, None)
+            ys.append(y)
+        np.testing.assert_array_equal(ys[0].view(np.uint32), ys[1].view(np.uint32), err_msg=kernel)
+
+
 def _ggml_header_dir() -> Path:
     import libggml
     return Path(next(iter(libggml.__path__))) / "include"
@@ -409,6 +440,114 @@ def test_tanh_network_gradients_match_finite_differences():
     F = gg.nn.functional
     assert gg.gradcheck(lambda t: (gg.tanh(t) * gg.sigmoid(t) + gg.exp(t * 0.1)).sum(), [x])
     assert gg.gradcheck(lambda t: (F.gelu(t) + F.elu(t) * F.softplus(t) + F.gelu(t, approximate="tanh")).sum(), [x])
+
+
+def _matrix_header(a: np.ndarray) -> TensorStruct:
+    """A ggml header over a 2-D float32 array of any strides (ggml order: ne0 = a.shape[1])."""
+    t = TensorStruct()
+    t.ne[0], t.ne[1], t.ne[2], t.ne[3] = a.shape[1], a.shape[0], 1, 1
+    t.nb[0], t.nb[1] = a.strides[1], a.strides[0]
+    t.nb[2] = t.nb[3] = a.strides[0] * a.shape[0]
+    t.data = a.ctypes.data
+    return t
+
+
+@pytest.mark.parametrize("k, n, b, nth", [(1, 3, 5, 1), (4, 32, 32, 3), (7, 130, 9, 2), (15, 64, 4, 5),
+                                           (16, 65, 3, 1), (20, 5, 6, 2)])
+@pytest.mark.parametrize("strided", [False, True])
+def test_matmul_small_k_kernel_against_float64(kernel_lib, k, n, b, nth, strided):
+    """x @ w^T over threads' row slices, column blocks of 64, K up to the kernel's block (16) and the
+    plain loop beyond it; strided operands (views of larger arrays, w transposed)."""
+    rng = np.random.default_rng(k * 100 + n)
+    if strided:
+        x = rng.standard_normal((b, 2 * k)).astype(np.float32)[:, ::2]
+        w = np.ascontiguousarray(rng.standard_normal((k, n)).astype(np.float32)).T
+    else:
+        x = rng.standard_normal((b, k)).astype(np.float32)
+        w = rng.standard_normal((n, k)).astype(np.float32)
+    x[0, 0] = np.nan if b > 1 else x[0, 0]
+    y = np.full((b, n), 7.0, np.float32)
+    d, hw, hx = _matrix_header(y), _matrix_header(w), _matrix_header(x)
+    d.src[0], d.src[1] = ctypes.addressof(hw), ctypes.addressof(hx)
+    for i in range(nth):
+        kernel_lib.ggmlgrad_matmul_small_k(ctypes.byref(d), i, nth, None)
+    ref = x.astype(np.float64) @ w.astype(np.float64).T
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+    ok = ~np.isnan(ref)
+    # float32 products summed in order: K roundings of at most the running sum of |terms|
+    bound = k * np.abs(x).astype(np.float64) @ np.abs(w).astype(np.float64).T * 2.0 ** -24
+    assert np.all(np.abs(y[ok] - ref[ok]) <= bound[ok] + 1e-30)
+
+
+@pytest.mark.parametrize("k, n, b, nth", [(16, 4, 1, 1), (17, 5, 2, 3), (784, 256, 1, 2), (33, 9, 4, 4),
+                                           (100, 3, 3, 1)])
+@pytest.mark.parametrize("padded", [False, True])
+def test_matvec_rows_kernel_against_float64(kernel_lib, k, n, b, nth, padded):
+    """x @ w^T for a few rows of x: four rows of w at a time (and the 1..3 left), 16-lane blocks of K
+    and the tail, threads' slices of the outputs; rows of w and x inside wider arrays (padded)."""
+    rng = np.random.default_rng(k + n)
+    pad = 5 if padded else 0
+    x = rng.standard_normal((b, k + pad)).astype(np.float32)[:, :k]
+    w = rng.standard_normal((n, k + pad)).astype(np.float32)[:, :k]
+    w[0, -1] = np.inf
+    y = np.full((b, n), 7.0, np.float32)
+    d, hw, hx = _matrix_header(y), _matrix_header(w), _matrix_header(x)
+    d.src[0], d.src[1] = ctypes.addressof(hw), ctypes.addressof(hx)
+    for i in range(nth):
+        kernel_lib.ggmlgrad_matvec_rows(ctypes.byref(d), i, nth, None)
+    ref = x.astype(np.float64) @ w.astype(np.float64).T
+    np.testing.assert_array_equal(y[:, 0], ref[:, 0])          # +-inf where w holds inf
+    bound = k * np.abs(x).astype(np.float64) @ np.abs(w[1:]).astype(np.float64).T * 2.0 ** -24
+    assert np.all(np.abs(y[:, 1:] - ref[:, 1:]) <= bound)
+
+
+@needs_kernels
+@pytest.mark.parametrize("mode", ["eager", "graph", "check", "capture"])
+@pytest.mark.parametrize("k, lead", [(1, (6, 3)), (4, (6, 3)), (15, (6, 3)), (40, (1,)), (40, (2, 2)), (300, ())])
+def test_linear_with_a_small_inner_size_in_every_mode(mode, k, lead):
+    """linear with K < 16 runs the matmul_small_k kernel, with at most 4 rows of x matvec_rows (one
+    node, no mul_mat); values against float64, gradients of x, w and b against float64 through the
+    backward (which uses ggml's products)."""
+    rng = np.random.default_rng(k)
+    x = rng.standard_normal(lead + (k,)).astype(np.float32)
+    w = rng.standard_normal((70, k)).astype(np.float32)
+    b = rng.standard_normal(70).astype(np.float32)
+    g = rng.standard_normal(lead + (70,)).astype(np.float32)
+
+    def run(xa, wa, ba, ga):
+        xt, wt, bt = (gg.as_tensor(a).requires_grad_() for a in (xa, wa, ba))
+        y = gg.linear(xt, wt, bt)
+        (y * gg.as_tensor(ga)).sum().backward()
+        return y.detach(), xt.grad, wt.grad, bt.grad
+    if mode == "capture":
+        outs = gg.capture(run)(x, w, b, g)
+    else:
+        with gg.graph_mode(mode != "eager", check=mode == "check"):
+            outs = [t.numpy() for t in run(x, w, b, g)]
+    x64, w64, g64 = x.astype(np.float64), w.astype(np.float64), g.astype(np.float64)
+    x2, g2 = x64.reshape(-1, k), g64.reshape(-1, 70)
+    refs = [x64 @ w64.T + b, g64 @ w64, g2.T @ x2, g2.sum(axis=0)]
+    for name, got, ref in zip(["y", "x.grad", "w.grad", "b.grad"], outs, refs):
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+@needs_kernels
+@pytest.mark.parametrize("shape, kernel", [((8, 4), "matmul_small_k"), ((1, 784), "matvec_rows"),
+                                           ((4, 64), "matvec_rows"), ((5, 64), None)])
+def test_linear_products_that_run_as_one_kernel_node(shape, kernel):
+    w = gg.tensor(np.ones((32, shape[1]), np.float32))
+    f = gg.capture(lambda x: gg.linear(x, w))
+    f(np.ones(shape, np.float32))
+    from ggmlgrad._ggml import lib
+    from ggmlgrad._ggml.kernels import KERNELS, custom_fun
+    rec = next(iter(f._cache.values()))
+    nodes = [lib.graph_node(g.graph, i) for g in rec.graphs for i in range(g.n_nodes)]
+    ops = [lib.op_desc(n).decode() for n in nodes]
+    if kernel not in KERNELS:   # 5 rows of 64, or a kernels library built before the kernel: ggml's product
+        assert "MUL_MAT" in ops
+        return
+    assert KERNELS[kernel] in [custom_fun(n) for n in nodes]
+    assert "MUL_MAT" not in ops
 
 
 def test_build_without_a_compiler_keeps_the_prebuilt_wheel(tmp_path):

@@ -4,8 +4,10 @@
 that library is present (and ``GGMLGRAD_KERNELS`` is not ``0``), :data:`KERNELS` maps each kernel
 name (``exp``, ``tanh``, ``sigmoid``, ``gelu_tanh``, ``gelu_erf``, ``gelu_erf_grad``, ``gelu_tanh_grad``,
 ``elu``, ``softplus``, ``relu``; the two-input backward kernels ``relu_grad``, ``tanh_backward``,
-``gelu_erf_backward``, ``gelu_tanh_backward``) to its C entry point, and :func:`custom_unary` /
-:func:`custom_binary` put one into a graph as a ``ggml_map_custom1`` / ``ggml_map_custom2`` node. Without it the ops use
+``gelu_erf_backward``, ``gelu_tanh_backward``; linear's products ``matmul_small_k`` and ``matvec_rows``
+when the library has them) to its C entry point, and :func:`custom_unary` / :func:`custom_binary` /
+:func:`custom_product` put one into a graph as a ``ggml_map_custom1`` / ``ggml_map_custom2`` /
+``ggml_custom_4d`` node. Without it the ops use
 ggml's own (scalar libm) kernels; the results agree to float32 rounding.
 """
 from __future__ import annotations
@@ -19,6 +21,9 @@ from .loader import kernels_library
 KERNEL_NAMES = ("exp", "tanh", "sigmoid", "gelu_tanh", "gelu_erf", "gelu_erf_grad", "gelu_tanh_grad", "elu",
                 "softplus", "relu", "relu_grad", "tanh_backward", "gelu_erf_backward", "gelu_tanh_backward",
                 "gelu_erf_parts", "gelu_tanh_parts", "log_softmax_rows", "log_softmax_rows_backward")
+# Kernels added since ABI 3 without changing it: used when the library has them (a library built
+# before keeps every other kernel).
+OPTIONAL_NAMES = ("matmul_small_k", "matvec_rows")
 _ABI = 3
 _ALL_THREADS = -1      # GGML_N_TASKS_MAX: every thread of the compute takes a slice
 
@@ -36,7 +41,11 @@ def _load() -> dict[str, int]:
         # A kernel built for another struct layout would read the wrong fields: use none then.
         if k.ggmlgrad_kernels_abi() != _ABI or k.ggmlgrad_kernels_tensor_size() != ctypes.sizeof(TensorStruct):
             return {}
-        return {n: ctypes.cast(getattr(k, f"ggmlgrad_{n}"), ctypes.c_void_p).value for n in KERNEL_NAMES}
+        found = {n: ctypes.cast(getattr(k, f"ggmlgrad_{n}"), ctypes.c_void_p).value for n in KERNEL_NAMES}
+        for n in OPTIONAL_NAMES:
+            if hasattr(k, f"ggmlgrad_{n}"):
+                found[n] = ctypes.cast(getattr(k, f"ggmlgrad_{n}"), ctypes.c_void_p).value
+        return found
     except (OSError, AttributeError):
         return {}
 
@@ -74,6 +83,14 @@ def custom_parts(ctx: int, node: int, name: str) -> int:
     args = (ctypes.c_void_p * 1)(node)
     return _CUSTOM_4D(ctx, _GGML_TYPE_F32, _numel(node), 2, 1, 1, args, 1,
                       KERNELS[name], _ALL_THREADS, None)
+
+
+def custom_product(ctx: int, w: int, x: int, name: str) -> int:
+    """x @ w^T as one node (w: ne0 = K, ne1 = N; x: ne0 = K, ne1 = B; result N x B) by kernel ``name``
+    (``matmul_small_k``, ``matvec_rows``): for float32 2-D operands (see ops/fast_math.py)."""
+    args = (ctypes.c_void_p * 2)(w, x)
+    return _CUSTOM_4D(ctx, _GGML_TYPE_F32, TensorStruct.from_address(w).ne[1], TensorStruct.from_address(x).ne[1],
+                      1, 1, args, 2, KERNELS[name], _ALL_THREADS, None)
 
 
 def custom_fun(node: int) -> int:

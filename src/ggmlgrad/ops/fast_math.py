@@ -10,7 +10,7 @@ graph to the CPU).
 from __future__ import annotations
 
 from .._ggml import lib, node_is_leaf, node_name, node_nb, node_ne, node_src, view_source
-from .._ggml.kernels import KERNELS, custom_binary, custom_fun, custom_parts, custom_unary
+from .._ggml.kernels import KERNELS, custom_binary, custom_fun, custom_product, custom_parts, custom_unary
 from ..runtime import devices
 
 
@@ -81,6 +81,33 @@ def gelu_erf_backward(ctx: int, g: int, x: int) -> int:
 def gelu_tanh_backward(ctx: int, g: int, x: int) -> int:
     """g times the tanh-form GELU's derivative at x, one node; kernels only (as tanh_backward)."""
     return custom_binary(ctx, g, x, "gelu_tanh_backward")
+
+
+# linear's x @ w^T as one kernel node where ggml's CPU product is slow (BLAS takes neither case):
+# - inner size K below SMALL_K_BELOW (matmul_small_k): ggml calls a dot product per output element
+#   (4-32-32-2's first layer, 32x4 by 4x32: 4.9 us as ggml's mul_mat, ~1.1 us as the kernel);
+# - at most MATVEC_ROWS rows of x (matvec_rows): ggml runs one AVX2 dot product per
+#   output; a batch-1 784-256 product 12.2 -> 9.2 us (NumPy's sgemv: 9.3).
+SMALL_K_BELOW = 16
+MATVEC_ROWS = 4
+
+
+def linear_product(ctx: int, w: int, x: int, k: int, rows: int) -> int:
+    """x @ w^T (ggml_mul_mat(w, x) for 2-D float32 w (k, N) and x (k, rows) in ggml order) as one
+    kernel node when k or rows is small; 0 when neither kernel applies (use ggml_mul_mat). The caller
+    knows the sizes and that both are float32 (no ggml header read on the common path)."""
+    if k < SMALL_K_BELOW:
+        return custom_product(ctx, w, x, "matmul_small_k") if k > 0 and _SMALL_K else 0
+    if rows <= MATVEC_ROWS and _MATVEC:
+        nbw, nbx = node_nb(w), node_nb(x)
+        if nbw[0] == 4 and nbx[0] == 4 and nbw[1] % 4 == 0:  # unit stride along k (and whole-float rows)
+            return custom_product(ctx, w, x, "matvec_rows")
+    return 0
+
+
+_SMALL_K = ACTIVE and "matmul_small_k" in KERNELS
+_MATVEC = ACTIVE and "matvec_rows" in KERNELS
+LINEAR_KERNELS = _SMALL_K or _MATVEC
 
 
 def log_softmax_rows(ctx: int, x: int) -> int:

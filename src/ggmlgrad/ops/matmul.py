@@ -7,6 +7,7 @@ from .._ggml import consts, lib
 from ..engine import float32, precision
 from ..engine.flat import FlatNode
 from ..runtime.device import ACCELERATORS
+from . import fast_math
 from .build import expand, merged_shape, owned, permute, reshape, zeros_node
 from .registry import define, op, same_device, same_float
 from .shapes import broadcast_shapes, numel
@@ -157,7 +158,10 @@ def _linear(ctx, nodes, inputs, out):
     nx = nodes[0]
     if x.ndim != 2:
         nx = reshape(ctx, nx, (numel(x.shape[:-1]), x.shape[-1]))
-    r = _prec(lib.mul_mat(ctx, nodes[1], nx))
+    r = 0
+    if fast_math.LINEAR_KERNELS and x.dtype is float32 and w.dtype is float32:
+        r = fast_math.linear_product(ctx, nodes[1], nx, w.shape[1], numel(x.shape[:-1]))
+    r = r or _prec(lib.mul_mat(ctx, nodes[1], nx))
     if len(nodes) == 3:
         merged = merged_shape(out.shape) if x.ndim == 2 and w.shape[0] < _BIAS_MERGE_BELOW else None
         if merged is not None:
