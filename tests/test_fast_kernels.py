@@ -442,6 +442,14 @@ def test_tanh_network_gradients_match_finite_differences():
     assert gg.gradcheck(lambda t: (F.gelu(t) + F.elu(t) * F.softplus(t) + F.gelu(t, approximate="tanh")).sum(), [x])
 
 
+def _run_product_kernel(kernel, y, w, x, nth: int) -> None:
+    """``y = x @ w^T`` by a product kernel, each of ``nth`` threads' slices in turn."""
+    d, hw, hx = _matrix_header(y), _matrix_header(w), _matrix_header(x)
+    d.src[0], d.src[1] = ctypes.addressof(hw), ctypes.addressof(hx)
+    for i in range(nth):
+        kernel(ctypes.byref(d), i, nth, None)
+
+
 def _matrix_header(a: np.ndarray) -> TensorStruct:
     """A ggml header over a 2-D float32 array of any strides (ggml order: ne0 = a.shape[1])."""
     t = TensorStruct()
@@ -467,10 +475,7 @@ def test_matmul_small_k_kernel_against_float64(kernel_lib, k, n, b, nth, strided
         w = rng.standard_normal((n, k)).astype(np.float32)
     x[0, 0] = np.nan if b > 1 else x[0, 0]
     y = np.full((b, n), 7.0, np.float32)
-    d, hw, hx = _matrix_header(y), _matrix_header(w), _matrix_header(x)
-    d.src[0], d.src[1] = ctypes.addressof(hw), ctypes.addressof(hx)
-    for i in range(nth):
-        kernel_lib.ggmlgrad_matmul_small_k(ctypes.byref(d), i, nth, None)
+    _run_product_kernel(kernel_lib.ggmlgrad_matmul_small_k, y, w, x, nth)
     ref = x.astype(np.float64) @ w.astype(np.float64).T
     np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
     ok = ~np.isnan(ref)
@@ -491,10 +496,7 @@ def test_matvec_rows_kernel_against_float64(kernel_lib, k, n, b, nth, padded):
     w = rng.standard_normal((n, k + pad)).astype(np.float32)[:, :k]
     w[0, -1] = np.inf
     y = np.full((b, n), 7.0, np.float32)
-    d, hw, hx = _matrix_header(y), _matrix_header(w), _matrix_header(x)
-    d.src[0], d.src[1] = ctypes.addressof(hw), ctypes.addressof(hx)
-    for i in range(nth):
-        kernel_lib.ggmlgrad_matvec_rows(ctypes.byref(d), i, nth, None)
+    _run_product_kernel(kernel_lib.ggmlgrad_matvec_rows, y, w, x, nth)
     ref = x.astype(np.float64) @ w.astype(np.float64).T
     np.testing.assert_array_equal(y[:, 0], ref[:, 0])          # +-inf where w holds inf
     bound = k * np.abs(x).astype(np.float64) @ np.abs(w[1:]).astype(np.float64).T * 2.0 ** -24
