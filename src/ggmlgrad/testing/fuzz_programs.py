@@ -557,7 +557,8 @@ def _scalar_ops() -> list[FuzzOp]:
              ("rsub_c", lambda t, c: c - t, lambda a, c: c - a),
              ("mul_c", lambda t, c: t * c, lambda a, c: a * c),
              ("div_c", lambda t, c: t / c, lambda a, c: a / c),
-             ("rdiv_c", lambda t, c: c / t, lambda a, c: c / a),
+             # torch's c / x is x.reciprocal() * c: the reciprocal rounds (and overflows) in float32
+             ("rdiv_c", lambda t, c: c / t, lambda a, c: (1.0 / np.asarray(a, np.float32)).astype(np.float64) * c),
              ("pow_c", lambda t, c: t ** c, lambda a, c: np.power(a, c)),
              ("gt_c", lambda t, c: t > c, lambda a, c: (a > c).astype(np.float64)),
              ("eq_c", lambda t, c: t == c, lambda a, c: (a == c).astype(np.float64)),
