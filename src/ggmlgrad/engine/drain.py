@@ -91,13 +91,9 @@ class Drainer:
     """Engine part: drains, cached-plan computes and failure attribution (mixed into ``Engine``)."""
 
     last_plan = None  # the graph plan the last planned drain ran (see forward.plan_of_last_drain)
-    settle_queue: list = []  # (weak ref, callback) of queued tensors to settle once computed (per engine)
-
     def settle_when_computed(self, a: Array, fn) -> None:
         """Call ``fn(a)`` once the queued ``a`` is computed, before its drain returns (a view then
         moves into its base's memory: tensor/views.py)."""
-        if not self.settle_queue:
-            self.settle_queue = []
         self.settle_queue.append((weakref.ref(a), fn))
 
     def _settle(self) -> None:

@@ -47,6 +47,7 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
         self._private_leaves = False  # building a plan: leaves it can rebind, not storages' shared headers
         self._private_leaf_of: dict[int, int] = {}
         self.checks: list = []  # index checks of the queue, verified after its drain (checks.py)
+        self.settle_queue: list = []  # (weak ref, callback): queued tensors to settle once computed (drain.py)
         self._new_epoch_state()
 
     def __del__(self) -> None:

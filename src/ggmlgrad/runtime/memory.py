@@ -7,6 +7,7 @@ freed, so a training loop does not malloc per op and memory stays flat.
 """
 from __future__ import annotations
 
+import math
 import os
 import threading
 
@@ -282,7 +283,7 @@ class StridedAlias(SliceAlias):
         return np.lib.stride_tricks.as_strided(raw.view(f"V{self.itemsize}"), self.shape, self.strides)
 
     def read(self, dst_addr: int, nbytes: int, offset: int = 0) -> None:
-        if offset or nbytes != self.itemsize * _numel(self.shape):
+        if offset or nbytes != self.itemsize * math.prod(self.shape):
             raise ValueError("StridedAlias.read: only whole reads (the engine reads a tensor at once)")
         if not nbytes:
             return
@@ -291,7 +292,7 @@ class StridedAlias(SliceAlias):
         host_bytes(dst_addr, nbytes).view(f"V{self.itemsize}").reshape(self.shape)[...] = self._elements(raw)
 
     def write(self, src_addr: int, nbytes: int, offset: int = 0) -> None:
-        if offset or nbytes != self.itemsize * _numel(self.shape):
+        if offset or nbytes != self.itemsize * math.prod(self.shape):
             raise ValueError("StridedAlias.write: only whole writes (the engine writes a tensor at once)")
         if not nbytes:
             return
@@ -300,13 +301,6 @@ class StridedAlias(SliceAlias):
         self.parent.read(array_address(raw), self.nbytes, self.offset)  # the bytes between elements stay
         self._elements(raw)[...] = src.view(f"V{self.itemsize}").reshape(self.shape)
         self.parent.write(array_address(raw), self.nbytes, self.offset)
-
-
-def _numel(shape: tuple) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 _scratch_tensor: ScratchTensor | None = None

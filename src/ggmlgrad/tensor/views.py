@@ -293,7 +293,10 @@ def _squeeze_layout(bstrides, bshape, kept):
 def squeeze_view(out, base, dim=None):
     """torch's squeeze strides: the kept dims keep theirs (``dim``: as squeeze took it, validated)."""
     n = len(base.shape)
-    dims = range(n) if dim is None else {d % n for d in ((dim,) if isinstance(dim, int) else dim)} if n else ()
+    if dim is None or not n:
+        dims = range(n)
+    else:
+        dims = {d % n for d in ((dim,) if isinstance(dim, int) else dim)}
     kept = tuple(i for i, s in enumerate(base.shape) if not (i in dims and s == 1))
     return make_view(out, base, ("reshape", out.shape), _squeeze_layout, kept)
 
