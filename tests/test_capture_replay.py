@@ -112,7 +112,7 @@ def test_replay_outputs_are_fresh_arrays_the_caller_owns():
     assert a3.flags.writeable and a3.flags.owndata
 
 
-def test_a_replay_downloads_once_and_copies_each_tensor_argument_once():
+def test_a_replay_downloads_once_and_reads_tensor_arguments_in_place():
     f = gg.capture(lambda x, y: (x * y).sum())
     x, y = gg.tensor(np.ones((3, 3), np.float32)), gg.tensor(np.full((3, 3), 2.0, np.float32))
     f(x, y)
@@ -121,4 +121,6 @@ def test_a_replay_downloads_once_and_copies_each_tensor_argument_once():
     after = gg.counters()
     assert after["computes"] - before["computes"] == 1
     assert after["downloads_by_site"]["capture"] - before["downloads_by_site"]["capture"] == 1
-    assert after["downloads_by_site"]["capture input"] - before["downloads_by_site"]["capture input"] == 2
+    # host memory: the graph reads both arguments where they lie (no copy in, no upload)
+    assert after["downloads_by_site"].get("capture input", 0) == before["downloads_by_site"].get("capture input", 0)
+    assert after["uploads"] == before["uploads"]

@@ -40,6 +40,45 @@ def bind_node(node: int, data: int, buffer: int) -> None:
     b.value = buffer
 
 
+class LeafBinding:
+    """The leaves of one recorded input (one per graph) and every view of them in ``graphs``, pointed
+    at another tensor's memory per call: a replay in host memory reads a tensor argument where it
+    lies instead of copying it in. Binding the memory they already point at costs a comparison."""
+
+    __slots__ = ("cells", "views", "data", "buffer", "home")
+
+    def __init__(self, leaves: list[int], graphs: list[tuple[int, int]], data: int, buffer: int):
+        """``graphs``: ``(graph, node count)`` pairs; ``data``/``buffer``: where the leaves point now (home)."""
+        leaf_set = set(leaves)
+        self.cells = tuple(_cells(n) for n in leaves)
+        views = []
+        for graph, n_nodes in graphs:
+            for i in range(n_nodes):
+                node = _api.lib.graph_node(graph, i)
+                src, offs = view_of(node)
+                if src in leaf_set:
+                    views.append((*_cells(node), offs))
+        self.views = tuple(views)
+        self.data, self.buffer = data, buffer
+        self.home = (data, buffer)
+
+    def bind(self, data: int, buffer: int) -> None:
+        """Point the leaves (and their views) at ``data`` in backend ``buffer``."""
+        if data == self.data and buffer == self.buffer:
+            return
+        for d, b in self.cells:
+            d.value = data
+            b.value = buffer
+        for d, b, offs in self.views:
+            d.value = data + offs
+            b.value = buffer
+        self.data, self.buffer = data, buffer
+
+    def bind_home(self) -> None:
+        """Point the leaves back at the recording's own input memory."""
+        self.bind(*self.home)
+
+
 class PointerTable:
     """The base nodes of a plan (leaves, then outputs; 0 for a leaf the graph does not use) and the
     views of them, rebound to new memory by :meth:`bind` at the cost of attribute stores for

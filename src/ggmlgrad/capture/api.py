@@ -213,25 +213,34 @@ class _Recording:
         return None
 
     def stage_args(self, leaves: list) -> None:
-        copied = copied_bytes = 0
+        copied = copied_bytes = written = 0
         for slot, v in zip(self.arg_slots, leaves):
             t = type(v)
+            binding = slot.binding  # host memory, no in-place writes: a tensor argument is read where it lies
             if t is Tensor and v._status == COMPUTED and v.dtype is slot.dtype:
                 storage = v._storage
                 if storage.device.is_host and not _FAULTS and type(storage) is not StridedAlias:
+                    if binding is not None:
+                        binding.bind(storage.data, storage.buffer)
+                        continue
                     # put_arg's copy of a computed host tensor, without its four calls down to the memmove
                     nbytes = slot.nbytes
                     host_copy(slot.host.addr, storage.data, nbytes)
                     copied += 1
                     copied_bytes += nbytes
                     continue
+            if binding is not None:
+                binding.bind_home()
             if t is np.ndarray:
                 np.copyto(slot.view, v, casting="unsafe")
+                written += slot.nbytes
             else:
                 put_arg(slot, v)
         if copied:
             COUNTERS.downloads["capture input"] += copied
             COUNTERS.download_bytes["capture input"] += copied_bytes
+        if written:
+            self.inputs.written_bytes += written
         if self.noise_slots:
             fill_noise(self.noise_slots)
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .._ggml import lib
-from .._ggml.nodes import ChangedSpans, HostArray, bind_node, host_view
+from .._ggml.nodes import ChangedSpans, HostArray, LeafBinding, bind_node, host_view
 from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, COUNTERS, CaptureError, DType, bfloat16, float32,
                       modes, user_site)
 from ..engine import checks as _checks, context
@@ -79,7 +79,7 @@ class InputSlot:
     or the clip limit. Its value is written into the host staging block before each upload."""
 
     __slots__ = ("kind", "name", "shape", "dtype", "tensor", "leaves", "offset", "nbytes", "view", "sent",
-                 "noise", "host")
+                 "noise", "host", "binding")
 
     def __init__(self, kind: str, name: str, shape: tuple, dtype: DType, device: Device, noise=None):
         self.kind = kind
@@ -95,6 +95,7 @@ class InputSlot:
         self.nbytes = t.nbytes
         self.view: np.ndarray | None = None
         self.host: HostArray | None = None  # the view, for copies from a tensor argument
+        self.binding: LeafBinding | None = None  # host memory: the leaves, pointed at a tensor argument's memory
 
 
 class _Guard(Observer):
@@ -428,6 +429,11 @@ class Recorder(metaclass=_CurrentRecorder):
         for g in self.graphs:
             g.allocate()
         self.replay_writes = self.writes.finish(inputs.args, {id(s) for _, s, _ in self.refs})
+        if inputs.host and self.replay_writes is None:  # nothing writes an argument: its memory can be read in place
+            graphs = [(g.graph, g.n_nodes) for g in self.graphs]
+            for slot in inputs.args:
+                home = slot.tensor._storage
+                slot.binding = LeafBinding(slot.leaves, graphs, home.data, home.buffer)
         return inputs
 
 
@@ -441,13 +447,19 @@ class Inputs:
             pos = _align(pos + slot.nbytes)
         self.nbytes = pos
         self.block = Storage(device, max(pos, 1))
-        self.stage = np.zeros(max(pos, 1), np.uint8)
-        # In host memory the block itself is the record of what was sent: the upload is one copy
-        # into it, and no second copy is kept.
+        # In host memory the inputs are written straight into the block the graphs read (comparing
+        # with what was sent would cost as much as writing); elsewhere they are staged on the host,
+        # compared with the last upload, and only the span that changed is sent.
         self.host = device.is_host
-        self.sent = host_view(self.block, max(pos, 1)) if self.host else np.zeros(max(pos, 1), np.uint8)
+        if self.host:
+            self.stage = host_view(self.block, max(pos, 1))
+            self.stage[:] = 0
+        else:
+            self.stage = np.zeros(max(pos, 1), np.uint8)
+            self.sent = np.zeros(max(pos, 1), np.uint8)
         self.valid = False  # nothing sent yet
         self.slots = slots
+        self.written_bytes = 0  # host memory: bytes of arguments written in by this replay (the upload's count)
         # Slots start on 64-byte boundaries and padding stays zero in both copies, so each slot's
         # span up to the next boundary compares as one block of bytes (memcmp).
         spans = []
@@ -456,24 +468,33 @@ class Inputs:
             slot.view = self.stage[slot.offset:slot.offset + slot.nbytes].view(np_dt).reshape(slot.shape)
             slot.host = HostArray(slot.view)
             spans.append((slot.offset, _align(slot.offset + slot.nbytes)))
-        self._changed = ChangedSpans(self.stage, self.sent, spans)
-        self._stage_bytes, self._sent_bytes = memoryview(self.stage), memoryview(self.sent)  # slice copies: memcpy
-        self._stage_host = HostArray(self.stage)
+        if not self.host:
+            self._changed = ChangedSpans(self.stage, self.sent, spans)
+            self._stage_bytes, self._sent_bytes = memoryview(self.stage), memoryview(self.sent)  # slice copies
+            self._stage_host = HostArray(self.stage)
         self.args = [s for s in slots if s.kind == "arg"]
         self.noise = [s for s in slots if s.kind == "noise"]
         self.hparams = [s for s in slots if s.kind == "hparam"]
         self.clip = [s for s in slots if s.kind == "clip"]
 
     def upload(self) -> None:
-        """Send the span of slots whose bytes differ from the last upload (one transfer, or none)."""
+        """Send the span of slots whose bytes differ from the last upload (one transfer, or none).
+        In host memory the inputs are in place already: this counts the arguments written in."""
+        if self.host:
+            if _FAULTS:
+                _fault("upload")
+            n, self.written_bytes = self.written_bytes, 0
+            if n:
+                COUNTERS.uploads["capture"] += 1
+                COUNTERS.upload_bytes["capture"] += n
+            return
         lo, hi = self._changed.changed() if self.valid else (0, self.nbytes)
         if lo < 0 or hi <= lo:
             return
         if _FAULTS:
             _fault("upload")
-        if not self.host:
-            self._stage_host.write_span(self.block, lo, hi)
-        self._sent_bytes[lo:hi] = self._stage_bytes[lo:hi]  # in host memory, this is the upload
+        self._stage_host.write_span(self.block, lo, hi)
+        self._sent_bytes[lo:hi] = self._stage_bytes[lo:hi]
         self.valid = True
         COUNTERS.uploads["capture"] += 1
         COUNTERS.upload_bytes["capture"] += hi - lo
