@@ -425,21 +425,30 @@ class Captured:
     def __call__(self, *args, **kwargs):
         with self._call_lock:
             rec = self._fast
-            if rec is not None and not kwargs and self._same_as_last(args) and rec.stale() is None:
-                # The last call's recording, for arguments of its signature: _call and _run in short
-                ENGINE.drain_if_queued("capture")  # queued work may write what the replay reads
-                rec.stage_args(args)
-                rec.inputs.upload()
-                rec.graphs[0].compute()
-                return rec.out_spec.build(rec.read_outputs())
+            if rec is not None and not kwargs and self._same_as_last(args) and self._fast_stale(rec) is None:
+                return self._replay_fast(rec, args)  # the last call's recording: _call and _run in short
             return self._call(args, kwargs)
+
+    def _fast_stale(self, rec: "_Recording") -> str | None:
+        """:meth:`_stale` for the short path (which has compared ``WATCH.epoch`` already)."""
+        return rec.stale()
+
+    def _replay_fast(self, rec: "_Recording", args: tuple):
+        """:meth:`_run` of a recording with no in-place writes or index checks and one graph."""
+        ENGINE.drain_if_queued("capture")  # queued work may write what the replay reads
+        rec.stage_args(args)
+        rec.inputs.upload()
+        rec.graphs[0].compute()
+        return rec.out_spec.build(rec.read_outputs())
 
     def _same_as_last(self, args: tuple) -> bool:
         """Whether ``args`` (positional only) give the last call's signature key, without making it:
         the same types, shapes, dtypes and device, the same precision, and no module changed
         (``WATCH.epoch``, which also moves on ``train()``/``eval()``)."""
-        sig, dev, precision, epoch = self._fast_sig
+        sig, dev, precision, epoch = self._fast_sig[:4]
         if len(args) != len(sig) or WATCH.epoch != epoch or modes.precision() != precision:
+            return False
+        if len(self._fast_sig) > 4 and self._fast_sig[4:] != self._extra_key():
             return False
         first = None
         for a, (t, shape, dtype) in zip(args, sig):
@@ -462,7 +471,7 @@ class Captured:
                 or rec.host_outputs is None or _FAULTS or len(rec.graphs) != 1:
             return
         sig = tuple((type(a), a.shape, a.dtype) for a in args)
-        self._fast_sig = (sig, key[2], key[3], WATCH.epoch)
+        self._fast_sig = (sig, key[2], key[3], WATCH.epoch) + self._extra_key()
         self._fast = rec
 
     def _call(self, args: tuple, kwargs: dict):
@@ -665,7 +674,7 @@ class CapturedStep(Captured):
     """
 
     _kind = "capture_step"
-    _fast_path = False
+    _fast_path = True
 
     def __init__(self, loss_fn: Callable, optimizer, max_grad_norm: float | None = None, max_recordings: int = 8,
                  explain: bool | None = None):
@@ -692,6 +701,24 @@ class CapturedStep(Captured):
 
     def _extra_why(self, old, new) -> list[str]:
         return [f"gradient clipping {'on' if new[0] else 'off'} (was {'on' if old[0] else 'off'})"]
+
+    def _fast_stale(self, rec) -> str | None:
+        if rec.update.changed() or tuple(map(_REQUIRES_GRAD, rec.params)) != rec.grad_flags \
+                or self._last_rec is not rec:
+            return "changed"  # the slow path says what
+        return rec.stale()
+
+    def _replay_fast(self, rec: _Recording, args: tuple):
+        """:meth:`_run` of a merged step (one graph: no clipping, in-place writes or index checks)."""
+        ENGINE.drain_if_queued("capture")
+        rec.stage_args(args)
+        rec.update.write_hparams(rec.hparam_views)
+        rec.inputs.upload()
+        rec.graphs[0].compute()
+        outs = rec.read_outputs()
+        rec.update.advance()
+        refresh_views_of(rec.params)
+        return rec.out_spec.build(outs)
 
     def _stale(self, rec) -> str | None:
         if rec.update.changed():
