@@ -765,7 +765,7 @@ class CapturedStep(Captured):
                 it = iter(dev_out)
                 grads = [next(it) if g is not None else None for g in grads]
                 hps = [recorder.input("hparam", f"optimizer group {i} hyperparameters", a.shape, float32)
-                       for i, a in enumerate(update.hparams())]
+                       for i, a in enumerate(update.hparams(grads))]
                 with no_grad(), recorder.hold():
                     update.queue(grads, hps)
                 recorder.take_graph("optimizer update", [], [])

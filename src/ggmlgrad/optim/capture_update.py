@@ -95,6 +95,9 @@ class CaptureUpdate:
         self._updated_states: list[dict] = []
         self._tables: list = [None] * len(self._quick)  # per group: (hparams key, first step, rows)
         self._state_read: list[tuple] = []  # (parameter id, state key, tensor) that queue()'s update reads
+        # Per group, the updated parameters (indices into _updated) by the step count they shared when
+        # queued: one hyperparameter row per class (bias corrections follow each parameter's own step).
+        self._classes: list[list[list[int]]] = []
 
     def changed(self) -> bool:
         """Whether the parameter set or the update's structure changed since this was made, or a
@@ -113,11 +116,52 @@ class CaptureUpdate:
         for g, (params, struct) in zip(groups, quick):
             if _param_signature(g["params"]) != params or structure(g) != struct:
                 return True
-        return False
+        return not self._classes_hold()
 
-    def hparams(self) -> list[np.ndarray]:
-        """One float32 array per parameter group: the hyperparameters of the next step."""
-        return self.optimizer._hparams_of_groups()
+    def _classes_hold(self) -> bool:
+        """Whether the parameters that shared a step count when the update was queued still do
+        (steps made without some of them, e.g. while one was frozen, split a class)."""
+        updated = self._states()[1]
+        for classes in self._classes:
+            for members in classes:
+                if len(members) > 1:
+                    step = updated[members[0]]["step"]
+                    for i in members:
+                        if updated[i]["step"] != step:
+                            return False
+        return True
+
+    def _step_classes(self, grads: list) -> list[list[tuple[int, list[int]]]]:
+        """Per group, ``(step count, indices into params)`` of the parameters with a gradient, one
+        entry per distinct step count (in order of first appearance)."""
+        states = self.optimizer.state._d
+        out = []
+        i = 0
+        for group in self.optimizer.param_groups:
+            by_step: dict[int, list[int]] = {}
+            for p in group["params"]:
+                if grads[i] is not None:
+                    by_step.setdefault(states[id(p)][1]["step"], []).append(i)
+                i += 1
+            out.append(list(by_step.items()))
+        return out
+
+    def hparams(self, grads: list | None = None) -> list[np.ndarray]:
+        """One float32 array per parameter group: the hyperparameters of the next step.
+
+        With ``grads`` (parallel to ``params``; None: not updated), a group whose updated parameters
+        have different step counts (one missed steps while it had no gradient) gets one row per
+        step count, a 2-D array, in :meth:`_step_classes` order; :meth:`queue` takes it so."""
+        opt = self.optimizer
+        if grads is None:
+            return opt._hparams_of_groups()
+        out = []
+        for group, (classes, base) in zip(opt.param_groups, zip(self._step_classes(grads), opt._hparams_of_groups())):
+            if len(classes) <= 1:
+                out.append(np.asarray(opt._group_hparams(group, classes[0][0] + 1), np.float32) if classes else base)
+            else:
+                out.append(np.stack([np.asarray(opt._group_hparams(group, step + 1), np.float32) for step, _ in classes]))
+        return out
 
     def write_hparams(self, outs: list) -> None:
         """Write :meth:`hparams` into ``outs`` (one byte memoryview per group, of a float32 array shaped
@@ -129,15 +173,25 @@ class CaptureUpdate:
         opt = self.optimizer
         groups = opt.param_groups
         tables = self._tables
-        for gi, states in enumerate(self._states()[0]):
+        updated = self._states()[1]
+        for gi, classes in enumerate(self._classes):
+            if len(classes) != 1:
+                if classes:
+                    self._write_class_rows(outs[gi], groups[gi], [updated[m[0]]["step"] + 1 for m in classes])
+                continue  # no parameter of the group is updated: its row is not read
             group = groups[gi]
-            step = max([st["step"] for st in states]) + 1
+            step = updated[classes[0][0]]["step"] + 1
             key = opt._hparams_key(group)
             table = tables[gi]
             if table is None or table[0] != key or not 0 <= step - table[1] < _TABLE_ROWS:
                 table = tables[gi] = _table(opt, group, key, step)
             outs[gi][:] = table[2][step - table[1]] if table[2] is not None else \
                 np.ascontiguousarray(opt._group_hparams(group, step), np.float32).tobytes()
+
+    def _write_class_rows(self, out, group: dict, steps: list[int]) -> None:
+        """One row per step class, computed (a group whose parameters' steps differ: rare)."""
+        rows = np.stack([np.asarray(self.optimizer._group_hparams(group, t), np.float32) for t in steps])
+        out[:] = rows.tobytes()
 
     def _forget_states(self) -> None:
         self._states_seen = (None, -1)
@@ -165,10 +219,22 @@ class CaptureUpdate:
         if len(hparams) != len(opt.param_groups):
             raise ValueError(f"capture_update: {len(hparams)} hyperparameter tensors for "
                              f"{len(opt.param_groups)} groups")
+        self._classes = []
         if self.changed():
             raise RuntimeError("capture_update: the optimizer's parameters or options changed since "
                                "capture_update() was called; call it again")
-        self._updated = opt._queue_update_each(params, grads, list(hparams))
+        classes = self._step_classes(grads)
+        per_step = []
+        for cls, h in zip(classes, hparams):
+            if len(cls) > 1:
+                if tuple(h.shape[:1]) != (len(cls),):
+                    raise ValueError(f"capture_update: a group with {len(cls)} step counts needs {len(cls)} "
+                                     f"hyperparameter rows (hparams(grads)), got shape {h.shape}")
+                h = {step + 1: h[c] for c, (step, _) in enumerate(cls)}  # each parameter reads its step's row
+            per_step.append(h)
+        self._updated = opt._queue_update_each(params, grads, per_step)
+        pos = {id(p): k for k, p in enumerate(self._updated)}
+        self._classes = [[[pos[id(params[i])] for i in members] for _, members in cls] for cls in classes]
         self._forget_states()
         states = opt.state._d
         self._state_read = [(id(p), k, v) for p in self._updated for k, v in states[id(p)][1].items()
