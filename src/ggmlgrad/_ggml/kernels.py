@@ -23,7 +23,7 @@ KERNEL_NAMES = ("exp", "tanh", "sigmoid", "gelu_tanh", "gelu_erf", "gelu_erf_gra
                 "gelu_erf_parts", "gelu_tanh_parts", "log_softmax_rows", "log_softmax_rows_backward")
 # Kernels added since ABI 3 without changing it: used when the library has them (a library built
 # before keeps every other kernel).
-OPTIONAL_NAMES = ("matmul_small_k", "matvec_rows")
+OPTIONAL_NAMES = ("matmul_small_k", "matvec_rows", "ce_index_mean", "ce_index_backward")
 _ABI = 3
 _ALL_THREADS = -1      # GGML_N_TASKS_MAX: every thread of the compute takes a slice
 
@@ -91,6 +91,16 @@ def custom_product(ctx: int, w: int, x: int, name: str) -> int:
     args = (ctypes.c_void_p * 2)(w, x)
     return _CUSTOM_4D(ctx, _GGML_TYPE_F32, TensorStruct.from_address(w).ne[1], TensorStruct.from_address(x).ne[1],
                       1, 1, args, 2, KERNELS[name], _ALL_THREADS, None)
+
+
+def custom_node(ctx: int, ne: tuple, srcs: tuple, name: str, one_thread: bool = False, userdata: int = 0) -> int:
+    """A float32 node of ggml shape ``ne`` (1 to 4 sizes) computed by kernel ``name`` from ``srcs``
+    (its ``dst->src``), on one thread or on every thread of the compute; ``userdata``: an integer
+    the kernel reads as its last argument."""
+    n = list(ne) + [1] * (4 - len(ne))
+    args = (ctypes.c_void_p * len(srcs))(*srcs)
+    return _CUSTOM_4D(ctx, _GGML_TYPE_F32, n[0], n[1], n[2], n[3], args, len(srcs), KERNELS[name],
+                      1 if one_thread else _ALL_THREADS, ctypes.c_void_p(userdata))
 
 
 def custom_fun(node: int) -> int:

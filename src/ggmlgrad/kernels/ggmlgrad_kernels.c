@@ -520,3 +520,100 @@ GK_VEC void ggmlgrad_matvec_rows(struct ggml_tensor * dst, int ith, int nth, voi
 /* The ABI this file was built for, checked by the loader before any kernel runs. */
 int ggmlgrad_kernels_abi(void) { return 3; }
 size_t ggmlgrad_kernels_tensor_size(void) { return sizeof(struct ggml_tensor); }
+
+/* Cross-entropy against class indices (logits x: ne0 = C classes, ne1 = rows, rows contiguous;
+ * targets int32, one per row), averaged over the counted rows: targets in [0, C) other than the
+ * ignore index (passed as userdata). ggml built this from a one-hot (cast, repeat, sub, abs, step),
+ * CROSS_ENTROPY_LOSS (an expf call per element) and its backward: about 25 us for 256 rows of 8.
+ * Per counted row, loss = log(sum exp(x - m)) - (x[t] - m), m the row max, as torch's log_softmax
+ * then gather: a -inf target logit gives +inf, a row holding NaN or with an infinite max gives NaN.
+ * Rows are taken GK_CE_CHUNK floats at a time: x - m for the chunk, then one vectorised exp over it. */
+#define GK_CE_CHUNK 4096
+
+static inline int ce_counted(int32_t t, int64_t c, int32_t ignore) { return t >= 0 && t < c && t != ignore; }
+
+/* For rows r0..r1 (r1 - r0 <= GK_CE_CHUNK / C): e[] = exp(x - m) per element, m[] the row maxima and
+ * bad[] whether a row's softmax is NaN (it holds NaN, or its max is infinite). */
+static inline void ce_exp_rows(const struct ggml_tensor * x, int64_t r0, int64_t r1, float * restrict e,
+                               float * restrict m, int * restrict bad) {
+    const int64_t c = x->ne[0];
+    for (int64_t r = r0; r < r1; ++r) {
+        const float * restrict xr = (const float *) ((const char *) x->data + r * x->nb[1]);
+        float mx = -INFINITY;
+        int nan = 0;
+        for (int64_t i = 0; i < c; ++i) {
+            mx = xr[i] > mx ? xr[i] : mx;
+            nan |= xr[i] != xr[i];
+        }
+        m[r - r0] = mx;
+        bad[r - r0] = nan || isinf(mx);
+        float * restrict er = e + (r - r0) * c;
+        for (int64_t i = 0; i < c; ++i) er[i] = xr[i] - mx;
+    }
+    const int64_t n = (r1 - r0) * c;
+    for (int64_t i = 0; i < n; ++i) e[i] = gk_exp_nonpos(e[i]);   /* <= 0; a NaN row is marked bad */
+}
+
+/* The mean loss (dst: 1 float). One thread: the sum runs over rows in order (float64). */
+GK_VEC void ggmlgrad_ce_index_mean(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    (void) nth;
+    if (ith != 0) return;
+    const struct ggml_tensor * x = dst->src[0];
+    const int32_t * restrict idx = (const int32_t *) dst->src[1]->data;
+    const int32_t ignore = (int32_t) (intptr_t) userdata;
+    const int64_t c = x->ne[0], rows = x->ne[1], per = GK_CE_CHUNK / c;
+    float e[GK_CE_CHUNK], m[GK_CE_CHUNK];
+    int bad[GK_CE_CHUNK];
+    double total = 0.0;
+    int64_t count = 0;
+    for (int64_t r0 = 0; r0 < rows; r0 += per) {
+        const int64_t r1 = r0 + per < rows ? r0 + per : rows;
+        ce_exp_rows(x, r0, r1, e, m, bad);
+        for (int64_t r = r0; r < r1; ++r) {
+            const int32_t t = idx[r];
+            if (!ce_counted(t, c, ignore)) continue;
+            ++count;
+            const float * restrict er = e + (r - r0) * c;
+            float s = 0.0f;
+            for (int64_t i = 0; i < c; ++i) s += er[i];
+            const float xt = *(const float *) ((const char *) x->data + r * x->nb[1] + t * sizeof(float));
+            total += bad[r - r0] ? (double) NAN : (double) (logf(s) - (xt - m[r - r0]));
+        }
+    }
+    *(float *) dst->data = (float) (total / (double) count);   /* no counted row: 0/0, NaN (torch) */
+}
+
+/* Its gradient (dst: the logits' shape, contiguous): g / count * (softmax(x) - onehot(t)) on counted
+ * rows, 0 on the others; dst->src = {g (1 float), x, targets}. Threads take slices of rows. */
+GK_VEC void ggmlgrad_ce_index_backward(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const struct ggml_tensor * x = dst->src[1];
+    const int32_t * restrict idx = (const int32_t *) dst->src[2]->data;
+    const int32_t ignore = (int32_t) (intptr_t) userdata;
+    const int64_t c = x->ne[0], rows = x->ne[1], per = GK_CE_CHUNK / c;
+    int64_t count = 0;
+    for (int64_t r = 0; r < rows; ++r) count += ce_counted(idx[r], c, ignore);
+    const float scale = *(const float *) dst->src[0]->data / (float) count;
+    const int64_t slice = (rows + nth - 1) / nth, a = slice * ith < rows ? slice * ith : rows;
+    const int64_t b = a + slice < rows ? a + slice : rows;
+    float e[GK_CE_CHUNK], m[GK_CE_CHUNK];
+    int bad[GK_CE_CHUNK];
+    for (int64_t r0 = a; r0 < b; r0 += per) {
+        const int64_t r1 = r0 + per < b ? r0 + per : b;
+        ce_exp_rows(x, r0, r1, e, m, bad);
+        for (int64_t r = r0; r < r1; ++r) {
+            float * restrict out = (float *) dst->data + r * c;
+            const int32_t t = idx[r];
+            if (!ce_counted(t, c, ignore)) {   /* 0, or NaN where the softmax is (torch: -softmax * 0) */
+                const float z = bad[r - r0] ? NAN : 0.0f;
+                for (int64_t i = 0; i < c; ++i) out[i] = z;
+                continue;
+            }
+            const float * restrict er = e + (r - r0) * c;
+            float s = 0.0f;
+            for (int64_t i = 0; i < c; ++i) s += er[i];
+            const float k = bad[r - r0] ? NAN : scale / s;
+            for (int64_t i = 0; i < c; ++i) out[i] = er[i] * k;
+            out[t] -= bad[r - r0] ? 0.0f : scale;
+        }
+    }
+}

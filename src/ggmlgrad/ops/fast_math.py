@@ -10,7 +10,7 @@ graph to the CPU).
 from __future__ import annotations
 
 from .._ggml import lib, node_is_leaf, node_name, node_nb, node_ne, node_src, view_source
-from .._ggml.kernels import KERNELS, custom_binary, custom_fun, custom_product, custom_parts, custom_unary
+from .._ggml.kernels import KERNELS, custom_binary, custom_fun, custom_node, custom_product, custom_parts, custom_unary
 from ..runtime import devices
 
 
@@ -108,6 +108,37 @@ def linear_product(ctx: int, w: int, x: int, k: int, rows: int) -> int:
 _SMALL_K = ACTIVE and "matmul_small_k" in KERNELS
 _MATVEC = ACTIVE and "matvec_rows" in KERNELS
 LINEAR_KERNELS = _SMALL_K or _MATVEC
+
+
+# Cross-entropy against class indices as one node each way (kernels ce_index_*): for classes up to
+# CE_INDEX_MAX_CLASSES (the kernels' chunk holds a few rows at least), float32 logits with
+# contiguous rows; the targets' out-of-range and ignored rows count in neither sum.
+CE_INDEX = ACTIVE and "ce_index_mean" in KERNELS
+CE_INDEX_MAX_CLASSES = 1024
+_NO_IGNORE = -1  # any index outside [0, C) is never counted: "no ignore index"
+
+
+def ce_index_applies(n_classes: int, x: int) -> bool:
+    """Whether the ce_index kernels take logits node ``x`` (ggml rows of ``n_classes``)."""
+    return CE_INDEX and 0 < n_classes <= CE_INDEX_MAX_CLASSES and node_nb(x)[0] == 4
+
+
+def ce_index_mean(ctx: int, x: int, idx: int, ignore_index: int | None) -> int:
+    """Mean cross-entropy of logits ``x`` (C, rows in ggml order) against int32 ``idx`` (rows): 1 float."""
+    return custom_node(ctx, (1,), (x, idx), "ce_index_mean", one_thread=True,
+                       userdata=_ignored(ignore_index))
+
+
+def ce_index_backward(ctx: int, g: int, x: int, idx: int, ignore_index: int | None) -> int:
+    """Its gradient for the logits (C, rows), from the loss's gradient ``g`` (1 float)."""
+    return custom_node(ctx, tuple(node_ne(x)[:2]), (g, x, idx), "ce_index_backward",
+                       userdata=_ignored(ignore_index))
+
+
+def _ignored(ignore_index: int | None) -> int:
+    # userdata is a pointer: the int32 travels as its value (two's complement, masked to 64 bits)
+    v = _NO_IGNORE if ignore_index is None or not -2**31 <= ignore_index < 2**31 else ignore_index
+    return v & 0xFFFFFFFFFFFFFFFF
 
 
 def log_softmax_rows(ctx: int, x: int) -> int:

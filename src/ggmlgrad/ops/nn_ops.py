@@ -16,8 +16,9 @@ from __future__ import annotations
 from .._ggml import consts, lib, node_ne
 from ..engine import float32, int32
 from ..engine.flat import FlatNode
+from . import fast_math
 from .activation import check_mask as _check_mask, mask_node as _mask_node
-from .build import SavedNode, expand, merged_op, owned, permute, reshape, saved_node
+from .build import SavedNode, expand, merged_op, owned, permute, reshape, saved_node, zeros_node
 from .registry import define, op, same_device, same_float
 from .shapes import check_ndim, numel
 from .shapes import ne as _ne
@@ -357,11 +358,69 @@ def _sce_index_mean(ctx, nodes, inputs, out, ignore_index=None):
     carries the one-hot rows and their count for a backward in the same graph."""
     shape = inputs[0].shape
     c, rows = shape[-1], _rows(shape)
-    nx = _finite_below(ctx, reshape(ctx, nodes[0], (rows, c)))
-    nq = lib.reshape_2d(ctx, one_hot_rows(ctx, nodes[1], rows, c, ignore_index), c, rows)
-    denom = lib.sum(ctx, nq)
-    total = lib.scale(ctx, lib.cross_entropy_loss(ctx, nx, nq), float(rows))
-    return SavedNode(owned(ctx, lib.div(ctx, total, denom), ()), onehot=nq, count=denom)
+    nx = reshape(ctx, nodes[0], (rows, c))
+    if fast_math.ce_index_applies(c, nx) and inputs[0].dtype is float32:
+        return owned(ctx, fast_math.ce_index_mean(ctx, nx, reshape(ctx, nodes[1], (rows,)), ignore_index), ())
+    e, s_rows, lse, counted = _row_terms(ctx, nx, nodes[1], rows, c, ignore_index)
+    # per counted row lse - (x_t - m), picked (never masked by a multiply) so that an uncounted
+    # row's NaN stays out of the sum and a -inf target logit gives +inf, as torch's gather
+    xs_t = _pick(ctx, e[1], _target_or_extra(ctx, counted, nodes[1], rows, c), rows, c)
+    per_row = _pick(ctx, lib.sub(ctx, lse, xs_t), _target_or_extra(ctx, counted, None, rows, 1), rows, 1)
+    count = lib.sum(ctx, counted)
+    loss = lib.div(ctx, lib.sum(ctx, per_row), count)  # no counted row: 0/0, NaN (torch)
+    return SavedNode(owned(ctx, loss, ()), exps=e[0], sums=s_rows, counted=counted, count=count)
+
+
+def _flat(ctx, fn, a: int, b: int, rows: int, c: int) -> int:
+    """``fn(a, b)`` of two same-shape (c, rows) nodes as one long row (ggml pays per row)."""
+    n = rows * c
+    return lib.reshape_2d(ctx, fn(ctx, lib.reshape_1d(ctx, a, n), lib.reshape_1d(ctx, b, n)), c, rows)
+
+
+def _row_terms(ctx, nx, idx, rows: int, c: int, ignore_index) -> tuple:
+    """For logits (c, rows in ggml order): ((exp(x - m), x - m), the first's row sums, their log,
+    and 1.0 per row whose target counts; the last three one value per row in ONE ggml row (rows,),
+    which ggml's per-row loops take at once. A row holding NaN, or with an infinite max, gets NaN
+    sums, as torch's log_softmax."""
+    m = lib.pool_1d(ctx, nx, consts.POOL_MAX, c, c, 0)               # (1, rows) row maxima (NaN skipped)
+    xs = _flat(ctx, lib.sub, nx, lib.repeat(ctx, m, nx), rows, c)    # NaN where x is, or the max is infinite
+    e = lib.reshape_2d(ctx, lib.exp(ctx, lib.reshape_1d(ctx, xs, rows * c)), c, rows)
+    s_rows = lib.reshape_1d(ctx, lib.sum_rows(ctx, e), rows)
+    t = lib.cast(ctx, lib.reshape_1d(ctx, idx, rows), consts.TYPE_F32)
+    counted = lib.mul(ctx, lib.step(ctx, lib.scale_bias(ctx, t, 1.0, 0.5)),             # t >= 0
+                      lib.step(ctx, lib.scale_bias(ctx, t, -1.0, c - 0.5)))              # t < c
+    if ignore_index is not None and 0 <= ignore_index < c:
+        counted = lib.mul(ctx, counted, lib.scale_bias(ctx, _eq_const(ctx, t, float(ignore_index)), -1.0, 1.0))
+    return (e, xs), s_rows, lib.log(ctx, s_rows), counted
+
+
+_FLAT_PICK_BELOW = 2 ** 24  # flat indices of a (c + 1, rows) block are exact in float32 below this
+
+
+def _target_or_extra(ctx, counted, idx, rows: int, c: int) -> int:
+    """Per row r the element to pick (int32, (rows,)) of a (c + 1, rows) block: the target (0 when
+    ``idx`` is None) where the row counts, else c, the extra zero (see _pick); as a flat index
+    r (c + 1) + column while that is exact in float32, else the column alone."""
+    if idx is None:
+        col = lib.scale_bias(ctx, counted, -float(c), float(c))
+    else:
+        t = lib.cast(ctx, lib.reshape_1d(ctx, idx, rows), consts.TYPE_F32)
+        col = lib.scale_bias(ctx, lib.mul(ctx, counted, lib.scale_bias(ctx, t, 1.0, -float(c))), 1.0, float(c))
+    if (c + 1) * rows < _FLAT_PICK_BELOW:
+        col = lib.add(ctx, lib.scale(ctx, lib.arange(ctx, 0.0, float(rows), 1.0), float(c + 1)), col)
+    return lib.cast(ctx, col, consts.TYPE_I32)
+
+
+def _pick(ctx, a: int, index: int, rows: int, c: int) -> int:
+    """One element per row of ``a`` (c, rows; (rows,) when c is 1) with a 0.0 appended to every row,
+    at ``index`` (see _target_or_extra): gathered (ggml_get_rows), never masked by a multiply.
+    Returns (rows,)."""
+    padded = lib.concat(ctx, lib.reshape_2d(ctx, a, c, rows), zeros_node(ctx, (rows, 1)), 0)   # (c + 1, rows)
+    if (c + 1) * rows < _FLAT_PICK_BELOW:   # one gather over the block: ggml pays per picked row
+        got = lib.get_rows(ctx, lib.reshape_2d(ctx, padded, 1, (c + 1) * rows), index)
+    else:                                   # a gather per row, by column (any size)
+        got = lib.get_rows(ctx, lib.reshape_3d(ctx, padded, 1, c + 1, rows), lib.reshape_2d(ctx, index, 1, rows))
+    return lib.reshape_1d(ctx, got, rows)
 
 
 def _infer_sce_index_backward(g, x, idx, loss, ignore_index=None):
@@ -381,11 +440,22 @@ def _sce_index_backward_op(ctx, nodes, inputs, out, ignore_index=None):
     shape = inputs[1].shape
     c, rows = shape[-1], _rows(shape)
     nx = reshape(ctx, nodes[1], (rows, c))
-    nq, denom = saved_node(nodes[3], "onehot"), saved_node(nodes[3], "count")
-    if not nq:
-        nq = lib.reshape_2d(ctx, one_hot_rows(ctx, nodes[2], rows, c, ignore_index), c, rows)
-        denom = lib.sum(ctx, nq)
-    return _unit_rows_mean_backward(ctx, nodes[0], nx, nq, denom, shape)
+    if fast_math.ce_index_applies(c, nx) and inputs[1].dtype is float32 and inputs[0].dtype is float32:
+        g = reshape(ctx, nodes[0], (1,))
+        d = fast_math.ce_index_backward(ctx, g, nx, reshape(ctx, nodes[2], (rows,)), ignore_index)
+        return owned(ctx, d, shape)
+    e, s_rows, counted, count = (saved_node(nodes[3], k) for k in ("exps", "sums", "counted", "count"))
+    if not e:
+        (e, _), s_rows, _, counted = _row_terms(ctx, nx, nodes[2], rows, c, ignore_index)
+        count = lib.sum(ctx, counted)
+    # g / count * (softmax * counted - onehot): an uncounted row gets softmax * 0 (NaN where the
+    # softmax is, as torch's), and with no counted row at all every gradient is 0 (count taken as 1)
+    nq = lib.reshape_2d(ctx, one_hot_rows(ctx, nodes[2], rows, c, ignore_index), c, rows)
+    soft = _flat(ctx, lib.mul, e, lib.repeat(ctx, lib.reshape_2d(ctx, lib.div(ctx, counted, s_rows), 1, rows), e),
+                 rows, c)
+    scale = lib.div(ctx, reshape(ctx, nodes[0], (1, 1)), lib.clamp(ctx, lib.dup(ctx, count), 1.0, float("inf")))
+    d = lib.mul(ctx, lib.reshape_1d(ctx, _flat(ctx, lib.sub, soft, nq, rows, c), rows * c), scale)
+    return owned(ctx, d, shape)
 
 
 # ---------------------------------------------------------------- binary cross-entropy with logits
