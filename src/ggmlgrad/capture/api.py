@@ -36,6 +36,7 @@ from ..tensor.views import refresh_views_of
 from ..ops import op
 from ..nn.module import WATCH, Module
 from .recording import Download, Recorder, ReplayGraph, fill_noise, put_arg, unpack
+from .short_path import ShortPath
 from .state import Structure, observing, training_flag, watch
 
 log = logging.getLogger("ggmlgrad.capture")
@@ -260,11 +261,10 @@ def _explain_default() -> bool:
     return os.environ.get("GGMLGRAD_CAPTURE_EXPLAIN", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-class Captured:
+class Captured(ShortPath):
     """A function recorded once per signature and replayed (see :func:`capture`)."""
 
     _kind = "capture"
-    _fast_path = True  # __call__ may replay the last recording in short (CapturedStep's replay has more to do)
 
     def __init__(self, fn: Callable, max_recordings: int = 8, explain: bool | None = None):
         if not callable(fn):
@@ -428,51 +428,6 @@ class Captured:
             if rec is not None and not kwargs and self._same_as_last(args) and self._fast_stale(rec) is None:
                 return self._replay_fast(rec, args)  # the last call's recording: _call and _run in short
             return self._call(args, kwargs)
-
-    def _fast_stale(self, rec: "_Recording") -> str | None:
-        """:meth:`_stale` for the short path (which has compared ``WATCH.epoch`` already)."""
-        return rec.stale()
-
-    def _replay_fast(self, rec: "_Recording", args: tuple):
-        """:meth:`_run` of a recording with no in-place writes or index checks and one graph."""
-        ENGINE.drain_if_queued("capture")  # queued work may write what the replay reads
-        rec.stage_args(args)
-        rec.inputs.upload()
-        rec.graphs[0].compute()
-        return rec.out_spec.build(rec.read_outputs())
-
-    def _same_as_last(self, args: tuple) -> bool:
-        """Whether ``args`` (positional only) give the last call's signature key, without making it:
-        the same types, shapes, dtypes and device, the same precision, and no module changed
-        (``WATCH.epoch``, which also moves on ``train()``/``eval()``)."""
-        sig, dev, precision, epoch = self._fast_sig[:4]
-        if len(args) != len(sig) or WATCH.epoch != epoch or modes.precision() != precision:
-            return False
-        if len(self._fast_sig) > 4 and self._fast_sig[4:] != self._extra_key():
-            return False
-        first = None
-        for a, (t, shape, dtype) in zip(args, sig):
-            if type(a) is not t or a.shape != shape:
-                return False
-            if t is Tensor:
-                if a.dtype is not dtype:
-                    return False
-                if first is None:
-                    first = a
-            elif a.dtype != dtype:
-                return False
-        return (first.device if first is not None else resolve_device(None)).name == dev
-
-    def _remember_fast(self, key: tuple, args: tuple, rec: "_Recording") -> None:
-        """Let the next call with ``args``' signature take __call__'s short path, when ``rec`` needs
-        nothing but staging, one compute and the read of its outputs (see _run)."""
-        self._fast = None
-        if not self._fast_path or not self._flat_args or rec.writes is not None or rec.index_checks \
-                or rec.host_outputs is None or _FAULTS or len(rec.graphs) != 1:
-            return
-        sig = tuple((type(a), a.shape, a.dtype) for a in args)
-        self._fast_sig = (sig, key[2], key[3], WATCH.epoch) + self._extra_key()
-        self._fast = rec
 
     def _call(self, args: tuple, kwargs: dict):
         self._fast = None
