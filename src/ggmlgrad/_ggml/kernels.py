@@ -23,7 +23,7 @@ KERNEL_NAMES = ("exp", "tanh", "sigmoid", "gelu_tanh", "gelu_erf", "gelu_erf_gra
                 "gelu_erf_parts", "gelu_tanh_parts", "log_softmax_rows", "log_softmax_rows_backward")
 # Kernels added since ABI 3 without changing it: used when the library has them (a library built
 # before keeps every other kernel).
-OPTIONAL_NAMES = ("matmul_small_k", "matvec_rows", "ce_index_mean", "ce_index_backward")
+OPTIONAL_NAMES = ("matmul_small_k", "matvec_rows", "ce_index_mean", "ce_index_backward", "adamw")
 _ABI = 3
 _ALL_THREADS = -1      # GGML_N_TASKS_MAX: every thread of the compute takes a slice
 
@@ -63,6 +63,18 @@ def _custom_4d():
 
 
 _CUSTOM_4D = _custom_4d() if KERNELS else None
+
+
+def _custom_inplace():
+    """ggml_custom_inplace (libggml-base, as ggml_custom_4d): a custom op whose result is a view of its target."""
+    fn = ctypes.CDLL(info.files[0]).ggml_custom_inplace
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_void_p,
+                   ctypes.c_int, ctypes.c_void_p]
+    return fn
+
+
+_CUSTOM_INPLACE = _custom_inplace() if KERNELS else None
 _GGML_TYPE_F32 = 0
 
 
@@ -101,6 +113,13 @@ def custom_node(ctx: int, ne: tuple, srcs: tuple, name: str, one_thread: bool = 
     args = (ctypes.c_void_p * len(srcs))(*srcs)
     return _CUSTOM_4D(ctx, _GGML_TYPE_F32, n[0], n[1], n[2], n[3], args, len(srcs), KERNELS[name],
                       1 if one_thread else _ALL_THREADS, ctypes.c_void_p(userdata))
+
+
+def custom_inplace(ctx: int, target: int, srcs: tuple, name: str) -> int:
+    """A node computing kernel ``name`` into ``target``'s own memory (a view of it, ggml_custom_inplace),
+    reading ``target`` and ``srcs`` (``dst->src`` = target, *srcs), on every thread of the compute."""
+    args = (ctypes.c_void_p * len(srcs))(*srcs)
+    return _CUSTOM_INPLACE(ctx, target, args, len(srcs), KERNELS[name], _ALL_THREADS, None)
 
 
 def custom_fun(node: int) -> int:

@@ -617,3 +617,32 @@ GK_VEC void ggmlgrad_ce_index_backward(struct ggml_tensor * dst, int ith, int nt
         }
     }
 }
+
+/* AdamW, in place, with ggml_opt_step_adamw's rule and hyperparameters (dst is a view of the
+ * parameter; dst->src = {w, g, m, v, the 7 floats alpha, beta1, beta2, eps, wd, 1/(1-beta1^t),
+ * 1/(1-beta2^t)}, all contiguous float32): ggml's loop runs per row with pointers that may alias,
+ * here the slices are restrict and the square roots and divisions go 16 lanes at a time.
+ * Threads take equal slices. */
+GK_VEC void ggmlgrad_adamw(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    (void) userdata;
+    const struct ggml_tensor * w = dst->src[0];
+    const float * hp = (const float *) dst->src[4]->data;
+    const float alpha = hp[0], beta1 = hp[1], beta2 = hp[2], eps = hp[3], wd = hp[4], beta1h = hp[5],
+                beta2h = hp[6], keep = 1.0f - alpha * wd;
+    const int64_t n = w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3];
+    const int64_t per = ((n + nth - 1) / nth + 15) & ~(int64_t) 15;
+    const int64_t a = per * ith < n ? per * ith : n, count = n - a < per ? n - a : per;
+    float * restrict p = (float *) w->data + a;
+    const float * restrict g = (const float *) dst->src[1]->data + a;
+    float * restrict m = (float *) dst->src[2]->data + a;
+    float * restrict v = (float *) dst->src[3]->data + a;
+    for (int64_t i = 0; i < count; ++i) {
+        const float mi = m[i] * beta1 + g[i] * (1.0f - beta1);
+        const float vi = v[i] * beta2 + g[i] * g[i] * (1.0f - beta2);
+        m[i] = mi;
+        v[i] = vi;
+        const float mh = mi * beta1h;
+        const float vh = sqrtf(vi * beta2h) + eps;
+        p[i] = p[i] * keep - alpha * mh / vh;
+    }
+}

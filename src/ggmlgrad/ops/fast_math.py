@@ -10,7 +10,8 @@ graph to the CPU).
 from __future__ import annotations
 
 from .._ggml import lib, node_is_leaf, node_name, node_nb, node_ne, node_src, view_source
-from .._ggml.kernels import KERNELS, custom_binary, custom_fun, custom_node, custom_product, custom_parts, custom_unary
+from .._ggml.kernels import (KERNELS, custom_binary, custom_fun, custom_inplace, custom_node, custom_parts,
+                             custom_product, custom_unary)
 from ..runtime import devices
 
 
@@ -139,6 +140,17 @@ def _ignored(ignore_index: int | None) -> int:
     # userdata is a pointer: the int32 travels as its value (two's complement, masked to 64 bits)
     v = _NO_IGNORE if ignore_index is None or not -2**31 <= ignore_index < 2**31 else ignore_index
     return v & 0xFFFFFFFFFFFFFFFF
+
+
+_ADAMW = ACTIVE and "adamw" in KERNELS
+
+
+def adamw(ctx: int, w: int, g: int, m: int, v: int, params7: int) -> int:
+    """ggml_opt_step_adamw's in-place update as one kernel node when all four are contiguous float32
+    of one size (the callers' parameters and state are); 0 otherwise (use ggml's op)."""
+    if not _ADAMW or not all(_contiguous(n) for n in (w, g, m, v)):
+        return 0
+    return custom_inplace(ctx, w, (g, m, v, params7), "adamw")
 
 
 def log_softmax_rows(ctx: int, x: int) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .._ggml import clear_param_flag, consts, lib, node_ne
 from ..engine import float32
+from . import fast_math
 from .registry import define_write
 
 _F32 = consts.TYPE_F32
@@ -81,8 +82,11 @@ def adamw_fused(ctx: int, param: int, grad: int, m: int, v: int, hp: int) -> int
     which is PyTorch's AdamW (eps outside the square root, decay applied to the old p).
     ``param`` must be a leaf of F32 storage; ggml requires its PARAM flag.
     """
-    lib.set_param(param)
     params7 = lib.view_1d(ctx, hp, 7, 0)
+    node = fast_math.adamw(ctx, param, grad, m, v, params7)   # the same rule, vectorised (fast build)
+    if node:
+        return node
+    lib.set_param(param)
     node = lib.opt_step_adamw(ctx, param, grad, m, v, params7)
     # The flag only satisfies the builder's assertion; left on a reused leaf header it would turn
     # the parameter into a graph node in every later graph.
