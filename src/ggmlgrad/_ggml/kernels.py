@@ -23,7 +23,7 @@ KERNEL_NAMES = ("exp", "tanh", "sigmoid", "gelu_tanh", "gelu_erf", "gelu_erf_gra
                 "gelu_erf_parts", "gelu_tanh_parts", "log_softmax_rows", "log_softmax_rows_backward")
 # Kernels added since ABI 3 without changing it: used when the library has them (a library built
 # before keeps every other kernel).
-OPTIONAL_NAMES = ("matmul_small_k", "matvec_rows", "ce_index_mean", "ce_index_backward", "adamw")
+OPTIONAL_NAMES = ("matmul_small_k", "matvec_rows", "ce_index_mean", "ce_index_backward", "adamw", "matmul_small_n")
 _ABI = 3
 _ALL_THREADS = -1      # GGML_N_TASKS_MAX: every thread of the compute takes a slice
 

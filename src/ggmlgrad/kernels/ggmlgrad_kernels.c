@@ -646,3 +646,43 @@ GK_VEC void ggmlgrad_adamw(struct ggml_tensor * dst, int ith, int nth, void * us
         p[i] = p[i] * keep - alpha * mh / vh;
     }
 }
+
+/* y = x w^T for few outputs (N <= 16: class logits, a value head) and a moderate inner size
+ * (K <= GK_SMALL_N_K_MAX); w has ne0 = K, ne1 = N, x ne0 = K, ne1 = B (unit stride along K for
+ * both); dst N x B, contiguous. BLAS takes no product with N < 32 and ggml's tinyBLAS ran 256x64
+ * by 64x8 in ~5 us. Here w is transposed into K rows of two 8-lane vectors, and eight rows of x
+ * go at a time (independent multiply-add chains), each output summed over k in order (the same
+ * 8-lane operations in both clones). Threads take slices of the rows. */
+#define GK_SMALL_N_MAX 16
+#define GK_SMALL_N_K_MAX 512
+
+GK_VEC void ggmlgrad_matmul_small_n(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    (void) userdata;
+    const struct ggml_tensor * w = dst->src[0];
+    const struct ggml_tensor * x = dst->src[1];
+    const int64_t K = w->ne[0], N = w->ne[1], B = x->ne[1];
+    const int64_t per = (B + nth - 1) / nth, r0 = per * ith, r1 = r0 + per < B ? r0 + per : B;
+    if (r0 >= r1) return;
+    gk_v8 wt[GK_SMALL_N_K_MAX][2];
+    memset(wt, 0, (size_t) K * sizeof wt[0]);
+    for (int64_t k = 0; k < K; ++k)
+        for (int64_t n = 0; n < N; ++n) wt[k][n >> 3][n & 7] = at2(w, k, n);
+    const int halves = N > 8 ? 2 : 1;
+    float * restrict out = (float *) dst->data;
+    for (int64_t b0 = r0; b0 < r1; b0 += 8) {
+        const int nr = r1 - b0 < 8 ? (int) (r1 - b0) : 8;
+        const float * xr[8];
+        for (int r = 0; r < 8; ++r) xr[r] = (const float *) ((const char *) x->data + (b0 + (r < nr ? r : 0)) * x->nb[1]);
+        for (int h = 0; h < halves; ++h) {
+            gk_v8 acc[8] = {{0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}};
+            for (int64_t k = 0; k < K; ++k) {
+                const gk_v8 wk = wt[k][h];
+                for (int r = 0; r < 8; ++r) acc[r] += xr[r][k] * wk;
+            }
+            for (int r = 0; r < nr; ++r) {
+                const int64_t n0 = 8 * h, nn = N - n0 < 8 ? N - n0 : 8;
+                for (int64_t j = 0; j < nn; ++j) out[(b0 + r) * N + n0 + j] = acc[r][j];
+            }
+        }
+    }
+}

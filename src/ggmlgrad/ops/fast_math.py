@@ -89,8 +89,12 @@ def gelu_tanh_backward(ctx: int, g: int, x: int) -> int:
 #   (4-32-32-2's first layer, 32x4 by 4x32: 4.9 us as ggml's mul_mat, ~1.1 us as the kernel);
 # - at most MATVEC_ROWS rows of x (matvec_rows): ggml runs one AVX2 dot product per
 #   output; a batch-1 784-256 product 12.2 -> 9.2 us (NumPy's sgemv: 9.3).
+# - 2 to SMALL_N_MAX outputs with K up to SMALL_N_K_MAX (matmul_small_n): a class head (256x64 by
+#   64x8: tinyBLAS 6.5 us, the kernel 4.6; 256x64 by 64x16: 12.1 -> 8.1).
 SMALL_K_BELOW = 16
 MATVEC_ROWS = 4
+SMALL_N_MAX = 16
+SMALL_N_K_MAX = 512
 
 
 def linear_product(ctx: int, w: int, x: int, k: int, rows: int) -> int:
@@ -103,12 +107,16 @@ def linear_product(ctx: int, w: int, x: int, k: int, rows: int) -> int:
         nbw, nbx = node_nb(w), node_nb(x)
         if nbw[0] == 4 and nbx[0] == 4 and nbw[1] % 4 == 0:  # unit stride along k (and whole-float rows)
             return custom_product(ctx, w, x, "matvec_rows")
+    if _SMALL_N and k <= SMALL_N_K_MAX and 2 <= node_ne(w)[1] <= SMALL_N_MAX:   # one output: ggml's dot is faster
+        if node_nb(w)[0] == 4 and node_nb(x)[0] == 4:  # unit stride along k
+            return custom_product(ctx, w, x, "matmul_small_n")
     return 0
 
 
 _SMALL_K = ACTIVE and "matmul_small_k" in KERNELS
 _MATVEC = ACTIVE and "matvec_rows" in KERNELS
-LINEAR_KERNELS = _SMALL_K or _MATVEC
+_SMALL_N = ACTIVE and "matmul_small_n" in KERNELS
+LINEAR_KERNELS = _SMALL_K or _MATVEC or _SMALL_N
 
 
 # Cross-entropy against class indices as one node each way (kernels ce_index_*): for classes up to
