@@ -39,10 +39,13 @@ class CaptureMethods:
             out.append(self._group_hparams(group, step + 1))  # float32 (SGD, Adam); replays cast as they copy
         return out
 
+    _stepped_by = None  # the CaptureUpdate whose replay advanced step counts last (None: an uncaptured step)
+
     def _advance_params(self, params: list[Tensor]) -> None:
         states = self.state._d
         for p in params:
             states[id(p)][1]["step"] += 1
+        self._stepped_by = None
 
     def _signature(self) -> tuple:
         """Everything that shapes the update graph (not its input values).
@@ -98,6 +101,7 @@ class CaptureUpdate:
         # Per group, the updated parameters (indices into _updated) by the step count they shared when
         # queued: one hyperparameter row per class (bias corrections follow each parameter's own step).
         self._classes: list[list[list[int]]] = []
+        self._held_at = -1  # the optimizer state's version when the classes last held (see _classes_hold)
 
     def changed(self) -> bool:
         """Whether the parameter set or the update's structure changed since this was made, or a
@@ -121,6 +125,9 @@ class CaptureUpdate:
     def _classes_hold(self) -> bool:
         """Whether the parameters that shared a step count when the update was queued still do
         (steps made without some of them, e.g. while one was frozen, split a class)."""
+        opt = self.optimizer
+        if opt._stepped_by is self and self._held_at == opt.state.version:
+            return True  # only this update's replays moved step counts since they last held: all by one
         updated = self._states()[1]
         for classes in self._classes:
             for members in classes:
@@ -129,6 +136,7 @@ class CaptureUpdate:
                     for i in members:
                         if updated[i]["step"] != step:
                             return False
+        self._held_at = opt.state.version
         return True
 
     def _step_classes(self, grads: list) -> list[list[tuple[int, list[int]]]]:
@@ -254,6 +262,7 @@ class CaptureUpdate:
         """Count one more step for every parameter the queued update writes."""
         for st in self._states()[1]:
             st["step"] += 1
+        self.optimizer._stepped_by = self
 
 
 def _param_signature(params: list) -> list[tuple]:
