@@ -8,15 +8,13 @@ References: NumPy float64 (always) and torch (when installed), in eager, graph, 
 from __future__ import annotations
 
 import ctypes
-import subprocess
 
 import numpy as np
 import pytest
 
 import ggmlgrad as gg
-from ggmlgrad import fastbuild
-from ggmlgrad._ggml import TensorStruct
 from ggmlgrad.ops import fast_math
+from kernel_helpers import build_kernels, matrix_header
 
 MODES = ["eager", "graph", "check", "capture"]
 
@@ -128,32 +126,10 @@ def test_the_kernels_compute_it_on_the_fast_build_and_ggml_elsewhere():
         assert not fast_math.CE_INDEX and not ours
 
 
-def _rows_header(a: np.ndarray, ne0: int, ne1: int, itemsize: int = 4) -> TensorStruct:
-    h = TensorStruct()
-    h.ne[0], h.ne[1], h.ne[2], h.ne[3] = ne0, ne1, 1, 1
-    h.nb[0], h.nb[1] = itemsize, itemsize * ne0
-    h.nb[2] = h.nb[3] = itemsize * ne0 * ne1
-    h.data = a.ctypes.data
-    return h
-
-
 def test_kernels_thread_split_and_clones_give_the_same_bits(tmp_path):
     """The backward split over 1 or 3 threads, and a build without the AVX-512 clones, give the bits
     of the single-thread clone build (the forward runs on one thread by design)."""
-    cc = fastbuild.find_compilers()
-    if cc is None:
-        pytest.skip("no C compiler to build the kernels with")
-    import libggml
-    from pathlib import Path
-    header = Path(next(iter(libggml.__path__))) / "include"
-    source = Path(gg.__file__).with_name("kernels") / "ggmlgrad_kernels.c"
-    _, flags = fastbuild.cpu_flags()
-    libs = []
-    for extra in ([], ["-DGK_NO_CLONES"]):
-        out = tmp_path / f"libgk{len(libs)}.so"
-        subprocess.run([cc[0], *fastbuild.KERNEL_CFLAGS, *flags, *extra, f"-I{header}", str(source), "-o", str(out),
-                        "-lm"], check=True)
-        libs.append(ctypes.CDLL(str(out)))
+    libs = [build_kernels(tmp_path), build_kernels(tmp_path, "-DGK_NO_CLONES")]
     r = np.random.default_rng(4)
     x = (r.standard_normal((300, 13)) * 4).astype(np.float32)
     x[7, 3], x[9, :], x[11, 2] = np.nan, -np.inf, np.inf
@@ -164,8 +140,8 @@ def test_kernels_thread_split_and_clones_give_the_same_bits(tmp_path):
     for lib_ in libs:
         for nth in (1, 3):
             loss, grad = np.zeros(1, np.float32), np.full_like(x, 9.0)
-            hx, ht, hg = _rows_header(x, 13, 300), _rows_header(t, 300, 1), _rows_header(g, 1, 1)
-            hl, hd = _rows_header(loss, 1, 1), _rows_header(grad, 13, 300)
+            hx, ht, hg = matrix_header(x), matrix_header(t), matrix_header(g)
+            hl, hd = matrix_header(loss), matrix_header(grad)
             hl.src[0], hl.src[1] = ctypes.addressof(hx), ctypes.addressof(ht)
             hd.src[0], hd.src[1], hd.src[2] = ctypes.addressof(hg), ctypes.addressof(hx), ctypes.addressof(ht)
             lib_.ggmlgrad_ce_index_mean(ctypes.byref(hl), 0, 1, ctypes.c_void_p(4))

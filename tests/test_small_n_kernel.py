@@ -5,48 +5,24 @@ bound, the same bits from both builds and any thread split); the route is checke
 from __future__ import annotations
 
 import ctypes
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import ggmlgrad as gg
-from ggmlgrad import fastbuild
-from ggmlgrad._ggml import TensorStruct
 from ggmlgrad.ops import fast_math
+from kernel_helpers import build_kernels, matrix_header
 
 
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory):
-    cc = fastbuild.find_compilers()
-    if cc is None:
-        pytest.skip("no C compiler to build the kernels with")
-    import libggml
-    header = Path(next(iter(libggml.__path__))) / "include"
-    source = Path(gg.__file__).with_name("kernels") / "ggmlgrad_kernels.c"
-    _, flags = fastbuild.cpu_flags()
-    out = []
-    for extra in ([], ["-DGK_NO_CLONES"]):
-        path = tmp_path_factory.mktemp("kernels") / "libgk.so"
-        subprocess.run([cc[0], *fastbuild.KERNEL_CFLAGS, *flags, *extra, f"-I{header}", str(source), "-o", str(path),
-                        "-lm"], check=True)
-        out.append(ctypes.CDLL(str(path)))
-    return out
-
-
-def _matrix_header(a: np.ndarray) -> TensorStruct:
-    t = TensorStruct()
-    t.ne[0], t.ne[1], t.ne[2], t.ne[3] = a.shape[1], a.shape[0], 1, 1
-    t.nb[0], t.nb[1] = a.strides[1], a.strides[0]
-    t.nb[2] = t.nb[3] = a.strides[0] * a.shape[0]
-    t.data = a.ctypes.data
-    return t
+    out = tmp_path_factory.mktemp("kernels")
+    return [build_kernels(out), build_kernels(out, "-DGK_NO_CLONES")]
 
 
 def _product(lib, w: np.ndarray, x: np.ndarray, nth: int) -> np.ndarray:
     y = np.full((x.shape[0], w.shape[0]), 7.0, np.float32)
-    d, hw, hx = _matrix_header(y), _matrix_header(w), _matrix_header(x)
+    d, hw, hx = matrix_header(y), matrix_header(w), matrix_header(x)
     d.src[0], d.src[1] = ctypes.addressof(hw), ctypes.addressof(hx)
     for i in range(nth):
         lib.ggmlgrad_matmul_small_n(ctypes.byref(d), i, nth, None)
