@@ -137,6 +137,9 @@ def test_kernels_give_the_same_bits_without_the_avx512_clones(kernel_lib, tmp_pa
             getattr(lib_, f"ggmlgrad_{kernel}")(ctypes.byref(d), 0, 1, None)
             ys.append(y)
         np.testing.assert_array_equal(ys[0].view(np.uint32), ys[1].view(np.uint32), err_msg=kernel)
+    xs = rng.standard_normal((37, 133)).astype(np.float32)
+    a, b = (_column_sums(lib_, xs, 133, nth=2) for lib_ in (kernel_lib, plain))
+    np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32), err_msg="column_sum")
 
 
 def _ggml_header_dir() -> Path:
@@ -550,6 +553,114 @@ def test_linear_products_that_run_as_one_kernel_node(shape, kernel):
         return
     assert KERNELS[kernel] in [custom_fun(n) for n in nodes]
     assert "MUL_MAT" not in ops
+
+
+def _column_sums(lib, x: np.ndarray, c: int, nth: int) -> np.ndarray:
+    """The column_sum kernel over contiguous ``x`` seen as rows of ``c`` floats, ``nth`` threads' slices."""
+    out = np.full(c, 7.0, np.float32)
+    d, hx = _header(out), _header(x.reshape(-1))
+    d.src[0] = ctypes.addressof(hx)
+    for i in range(nth):
+        lib.ggmlgrad_column_sum(ctypes.byref(d), i, nth, None)
+    return out
+
+
+def _in_order_column_sums(x2: np.ndarray) -> np.ndarray:
+    """Each column summed row by row in float32 from +0 (ggml_repeat_back's order)."""
+    acc = np.zeros(x2.shape[1], np.float32)
+    for row in x2:
+        acc += row
+    return acc
+
+
+@pytest.mark.parametrize("rows, c", [(256, 64), (1, 5), (3, 1), (70, 130), (9, 16), (0, 4)])
+def test_column_sum_kernel_sums_rows_in_order_whatever_the_thread_count(kernel_lib, rows, c):
+    rng = np.random.default_rng(rows + c)
+    x = (rng.standard_normal((rows, c)) * 10).astype(np.float32)
+    if rows > 2 and c > 3:
+        x[:, 0] = -0.0                                  # all -0: +0, as repeat_back (0 + -0)
+        x[1, 1], x[2, 2], x[0, 3], x[1, 3] = np.nan, np.inf, np.inf, -np.inf
+    ref = _in_order_column_sums(x)
+    for nth in (1, 2, 3, 5):
+        got = _column_sums(kernel_lib, x, c, nth)
+        np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32), err_msg=f"nth={nth}")
+    with np.errstate(invalid="ignore"):
+        ref64 = x.astype(np.float64).sum(axis=0)
+    ok = np.isfinite(ref64)
+    bound = rows * np.abs(x).astype(np.float64).sum(axis=0) * 2.0 ** -24
+    assert np.all(np.abs(got[ok] - ref64[ok]) <= bound[ok])
+
+
+def _graph_ops(cached) -> tuple[list[str], list[int]]:
+    """(op names, custom kernels) of every node a captured function's recording computes."""
+    from ggmlgrad._ggml import lib
+    from ggmlgrad._ggml.kernels import custom_fun
+    rec = next(iter(cached._cache.values()))
+    nodes = [lib.graph_node(g.graph, i) for g in rec.graphs for i in range(g.n_nodes)]
+    return [lib.op_desc(n).decode() for n in nodes], [custom_fun(n) for n in nodes]
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "check", "capture"])
+@pytest.mark.parametrize("shape, bshape", [((256, 64), (64,)), ((2, 3, 5), (5,)), ((2, 3, 5), (1, 3, 5)),
+                                           ((4, 3, 5), (3, 1))])
+def test_bias_gradients_sum_the_batch_in_row_order_in_every_mode(mode, shape, bshape):
+    """Leading-axis sums (a bias gradient) give the in-order float32 sums, on the column_sum kernel
+    where built and ggml's repeat_back elsewhere (the same bits); other axes keep repeat_back."""
+    rng = np.random.default_rng(len(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    g = (rng.standard_normal(shape) * 4).astype(np.float32)
+    b = rng.standard_normal(bshape).astype(np.float32)
+
+    def run(xa, ba, ga):
+        bt = gg.as_tensor(ba).requires_grad_()
+        ((gg.as_tensor(xa) + bt) * gg.as_tensor(ga)).sum().backward()
+        return bt.grad
+    if mode == "capture":
+        got = gg.capture(run)(x, b, g)
+    else:
+        with gg.graph_mode(mode != "eager", check=mode == "check"):
+            got = run(x, b, g).numpy()
+    lead = len(shape) - len(bshape)
+    g2 = g.reshape((-1,) + g.shape[lead:]) if lead else g
+    if bshape == (3, 1):        # a middle axis too: compare with float64
+        np.testing.assert_allclose(got, g.astype(np.float64).sum(axis=(0, 2)).reshape(3, 1), rtol=1e-5, atol=1e-5)
+        return
+    ref = _in_order_column_sums(g2.reshape(g2.shape[0], -1)).reshape(g2.shape[1:])
+    if bshape == (1, 3, 5):
+        ref = ref.reshape(bshape)
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_column_sum_route_is_taken_on_the_fast_build_only():
+    f = gg.capture(lambda xa: gg.as_tensor(xa).sum(axis=0, keepdim=True))
+    x = np.arange(64 * 8, dtype=np.float32).reshape(64, 8)
+    np.testing.assert_array_equal(f(x), _in_order_column_sums(x)[None])
+    ops, funs = _graph_ops(f)
+    from ggmlgrad._ggml.kernels import KERNELS
+    if fast_math.ACTIVE and "column_sum" in KERNELS:
+        assert KERNELS["column_sum"] in funs and "REPEAT_BACK" not in ops
+    else:
+        assert "REPEAT_BACK" in ops
+
+
+def test_column_sums_do_not_depend_on_the_thread_count():
+    x = np.random.default_rng(8).standard_normal((1000, 48)).astype(np.float32)
+    before = gg.get_num_threads()
+    outs = []
+    try:
+        for n in (1, 2):
+            gg.set_num_threads(n)
+            outs.append(gg.tensor(x).sum(axis=0).numpy())
+    finally:
+        gg.set_num_threads(before)
+    np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+    np.testing.assert_array_equal(outs[0], _in_order_column_sums(x))
+
+
+def test_bias_gradient_matches_finite_differences():
+    b = gg.randn(5, requires_grad=True)
+    x = gg.randn(6, 5)
+    assert gg.gradcheck(lambda t: gg.tanh(x + t).sum(), [b])
 
 
 def test_build_without_a_compiler_keeps_the_prebuilt_wheel(tmp_path):

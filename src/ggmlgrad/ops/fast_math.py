@@ -9,9 +9,12 @@ graph to the CPU).
 """
 from __future__ import annotations
 
-from .._ggml import lib, node_is_leaf, node_name, node_nb, node_ne, node_src, view_source
-from .._ggml.kernels import KERNELS, custom_binary, custom_fun, custom_product, custom_parts, custom_unary
+from .._ggml import lib, node_is_leaf, node_name, node_nb, node_ne, node_src, node_type, view_source
+from .._ggml.consts import TYPE_F32
+from .._ggml.kernels import (KERNELS, custom_binary, custom_fun, custom_product, custom_parts, custom_reduce,
+                             custom_unary)
 from ..runtime import devices
+from .shapes import ne as _ne
 
 
 def _use_kernels() -> bool:
@@ -108,6 +111,25 @@ def linear_product(ctx: int, w: int, x: int, k: int, rows: int) -> int:
 _SMALL_K = ACTIVE and "matmul_small_k" in KERNELS
 _MATVEC = ACTIVE and "matvec_rows" in KERNELS
 LINEAR_KERNELS = _SMALL_K or _MATVEC
+
+
+_COLUMN_SUM = ACTIVE and "column_sum" in KERNELS
+
+
+def column_sum(ctx: int, node: int, from_shape: tuple, keep_shape: tuple) -> int:
+    """``node`` (NumPy shape ``from_shape``) summed over leading axes down to ``keep_shape`` (1s on a
+    prefix of the axes, ``from_shape``'s sizes after it) by one kernel node: a bias gradient's sum
+    over the batch (256x64: ggml's repeat_back 5 us). 0 when that does not apply (other axes, not
+    float32, not contiguous, no kernel): use ggml's repeat_back. Same bits as repeat_back (each
+    column summed in row order from +0)."""
+    if not _COLUMN_SUM:
+        return 0
+    p = 0
+    while p < len(keep_shape) and keep_shape[p] == 1:
+        p += 1
+    if tuple(keep_shape[p:]) != tuple(from_shape[p:]) or node_type(node) != TYPE_F32 or not _contiguous(node):
+        return 0
+    return custom_reduce(ctx, node, tuple(_ne(keep_shape)), "column_sum")
 
 
 def log_softmax_rows(ctx: int, x: int) -> int:
