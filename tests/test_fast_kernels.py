@@ -137,6 +137,16 @@ def test_kernels_give_the_same_bits_without_the_avx512_clones(kernel_lib, tmp_pa
             getattr(lib_, f"ggmlgrad_{kernel}")(ctypes.byref(d), 0, 1, None)
             ys.append(y)
         np.testing.assert_array_equal(ys[0].view(np.uint32), ys[1].view(np.uint32), err_msg=kernel)
+    for width in (8, 40):              # log_softmax's column-wise (short rows) and row-wise passes
+        xl = (rng.standard_normal((70, width)) * 5).astype(np.float32)
+        ys = []
+        for lib_ in (kernel_lib, plain):
+            y, out = np.zeros_like(xl), np.zeros_like(xl)
+            hx, hy, ho = _rows_header(xl), _rows_header(y), _rows_header(out)
+            lib_.ggmlgrad_log_softmax_rows(ctypes.byref(hy), ctypes.byref(hx), 0, 1, None)
+            lib_.ggmlgrad_log_softmax_rows_backward(ctypes.byref(ho), ctypes.byref(hx), ctypes.byref(hy), 0, 1, None)
+            ys.append(np.concatenate([y, out]))
+        np.testing.assert_array_equal(ys[0].view(np.uint32), ys[1].view(np.uint32), err_msg=f"log_softmax {width}")
     xs = rng.standard_normal((37, 133)).astype(np.float32)
     a, b = (_column_sums(lib_, xs, 133, nth=2) for lib_ in (kernel_lib, plain))
     np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32), err_msg="column_sum")
@@ -261,10 +271,12 @@ def _np_log_softmax_rows(x64):
     return y
 
 
-@pytest.mark.parametrize("width", [1, 2, 7, 8, 33])
+@pytest.mark.parametrize("width", [1, 2, 7, 8, 16, 17, 33])
 def test_log_softmax_rows_kernels_against_float64(kernel_lib, width):
+    """Rows up to 16 wide run column-wise passes over blocks of 64 rows (200 rows over 3 and 2 threads:
+    whole and partial blocks), longer ones row by row."""
     rng = np.random.default_rng(width)
-    x = (rng.standard_normal((40, width)) * 20).astype(np.float32)
+    x = (rng.standard_normal((200, width)) * 20).astype(np.float32)
     x[1, 0], x[2, -1], x[3, 0], x[4] = np.nan, np.inf, -np.inf, -np.inf       # NaN rows and a -inf entry
     x[5] += 1e30 if width > 1 else 0.0
     y = np.full_like(x, 7.0)

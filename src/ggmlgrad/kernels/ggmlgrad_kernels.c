@@ -370,44 +370,135 @@ static inline const float * row_in(const struct ggml_tensor * a, int64_t r) {
     return (const float *) ((const char *) a->data + i1 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3]);
 }
 
+/* log(s) for finite s >= 1 (a sum of exps whose largest term is 1): s = 2^k f, f in [0.707, 1.415),
+ * log f by the atanh series of gk_log1p_unit, k ln 2 in two parts (about 1 ulp, no libm call, so a
+ * loop over many sums vectorises). */
+static inline float gk_log_ge1(float s) {
+    int32_t b = float_to_bits(s);
+    int32_t k = (b >> 23) - 127;
+    float f = bits_to_float((b & 0x007fffff) | 0x3f800000);   /* in [1, 2) */
+    int32_t high = f > 1.41421356f;
+    f = high ? 0.5f * f : f;
+    k += high;
+    float sdiv = (f - 1.0f) / (f + 1.0f);
+    float s2 = sdiv * sdiv;
+    float p = 1.0f / 9.0f;
+    p = p * s2 + 1.0f / 7.0f;
+    p = p * s2 + 0.2f;
+    p = p * s2 + 1.0f / 3.0f;
+    float kf = (float) k;
+    float lo = kf * 1.42860677e-06f + (2.0f * sdiv) * (p * s2);    /* ln 2 = 0.693145752 + 1.42860677e-06 */
+    return (kf * 0.693145752f + 2.0f * sdiv) + lo;
+}
+
+/* Rows are taken in blocks of up to GK_LSM_ROWS: the exps of a block run as one loop over its
+ * contiguous output (vectorised across rows, which short rows of class logits are not), and so do
+ * the logs of its sums. */
+#define GK_LSM_ROWS 64
+#define GK_LSM_SHORT 16
+
 /* log_softmax along rows: (x - m) - log(sum exp(x - m)), m the row max. A row holding NaN, or
  * whose max is infinite, is all NaN (as the composite of argmax, soft_max and log gives). One node
  * instead of eight, whose per-row loops cost ggml ~20 ns a row on short rows (class logits). */
-void ggmlgrad_log_softmax_rows(struct ggml_tensor * dst, const struct ggml_tensor * a, int ith, int nth,
-                               void * userdata) {
+GK_VEC void ggmlgrad_log_softmax_rows(struct ggml_tensor * dst, const struct ggml_tensor * a, int ith, int nth,
+                                      void * userdata) {
     (void) userdata;
     const int64_t ne0 = a->ne[0], nrows = a->ne[1] * a->ne[2] * a->ne[3];
     const int64_t per = (nrows + nth - 1) / nth, r0 = per * ith, r1 = r0 + per < nrows ? r0 + per : nrows;
-    for (int64_t r = r0; r < r1; ++r) {
-        const float * restrict x = row_in(a, r);
-        float * restrict y = (float *) dst->data + r * ne0;
-        float m = -INFINITY;
-        int nan = 0;
-        for (int64_t i = 0; i < ne0; ++i) {
-            m = x[i] > m ? x[i] : m;
-            nan |= x[i] != x[i];
+    float mx[GK_LSM_ROWS], lse[GK_LSM_ROWS];
+    int bad[GK_LSM_ROWS];
+    const int by_columns = ne0 <= GK_LSM_SHORT && a->nb[1] == ne0 * (int64_t) sizeof(float) && is_contiguous(a);
+    for (int64_t b0 = r0; b0 < r1; b0 += GK_LSM_ROWS) {
+        const int64_t nb = r1 - b0 < GK_LSM_ROWS ? r1 - b0 : GK_LSM_ROWS;
+        float * restrict yb = (float *) dst->data + b0 * ne0;
+        if (by_columns) {
+            /* short rows: each pass runs down the block's columns, rows in the vector lanes */
+            const float * restrict xb = (const float *) a->data + b0 * ne0;
+            for (int64_t j = 0; j < nb; ++j) { mx[j] = -INFINITY; bad[j] = 0; }
+            for (int64_t i = 0; i < ne0; ++i)
+                for (int64_t j = 0; j < nb; ++j) {
+                    const float v = xb[j * ne0 + i];
+                    mx[j] = v > mx[j] ? v : mx[j];
+                    bad[j] |= v != v;
+                }
+            for (int64_t j = 0; j < nb; ++j) bad[j] |= isinf(mx[j]);
+            for (int64_t j = 0; j < nb; ++j) lse[j] = 0.0f;
+            for (int64_t i = 0; i < ne0; ++i)
+                for (int64_t j = 0; j < nb; ++j) lse[j] += gk_exp(xb[j * ne0 + i] - mx[j]);
+            for (int64_t j = 0; j < nb; ++j) lse[j] = bad[j] ? NAN : gk_log_ge1(lse[j] >= 1.0f ? lse[j] : 1.0f);
+            for (int64_t i = 0; i < ne0; ++i)
+                for (int64_t j = 0; j < nb; ++j) yb[j * ne0 + i] = (xb[j * ne0 + i] - mx[j]) - lse[j];
+            continue;
+        } else {
+            for (int64_t j = 0; j < nb; ++j) {
+                const float * restrict x = row_in(a, b0 + j);
+                float * restrict y = yb + j * ne0;
+                float m = -INFINITY;
+                int nan = 0;
+                for (int64_t i = 0; i < ne0; ++i) {
+                    m = x[i] > m ? x[i] : m;
+                    nan |= x[i] != x[i];
+                }
+                for (int64_t i = 0; i < ne0; ++i) y[i] = x[i] - m;
+                mx[j] = m;
+                bad[j] = nan || isinf(m);
+            }
+            const int64_t n = nb * ne0;
+            for (int64_t k = 0; k < n; ++k) yb[k] = gk_exp(yb[k]);
+            for (int64_t j = 0; j < nb; ++j) {
+                const float * restrict y = yb + j * ne0;
+                float sum = 0.0f;
+                for (int64_t i = 0; i < ne0; ++i) sum += y[i];
+                lse[j] = sum;
+            }
         }
-        for (int64_t i = 0; i < ne0; ++i) y[i] = gk_exp(x[i] - m);
-        float sum = 0.0f;
-        for (int64_t i = 0; i < ne0; ++i) sum += y[i];
-        const float lse = nan || isinf(m) ? NAN : logf(sum);
-        for (int64_t i = 0; i < ne0; ++i) y[i] = (x[i] - m) - lse;
+        for (int64_t j = 0; j < nb; ++j) lse[j] = bad[j] ? NAN : gk_log_ge1(lse[j] >= 1.0f ? lse[j] : 1.0f);
+        for (int64_t j = 0; j < nb; ++j) {
+            const float * restrict x = row_in(a, b0 + j);
+            float * restrict y = yb + j * ne0;
+            const float m = mx[j], l = lse[j];
+            for (int64_t i = 0; i < ne0; ++i) y[i] = (x[i] - m) - l;
+        }
     }
 }
 
-/* Its backward from the output y: g - exp(y) sum(g) along each row (exp(y) is the softmax). */
-void ggmlgrad_log_softmax_rows_backward(struct ggml_tensor * dst, const struct ggml_tensor * g,
-                                        const struct ggml_tensor * y, int ith, int nth, void * userdata) {
+/* Its backward from the output y: g - exp(y) sum(g) along each row (exp(y) is the softmax); the exps
+ * of a block of rows run as one loop, as in the forward. */
+GK_VEC void ggmlgrad_log_softmax_rows_backward(struct ggml_tensor * dst, const struct ggml_tensor * g,
+                                               const struct ggml_tensor * y, int ith, int nth, void * userdata) {
     (void) userdata;
     const int64_t ne0 = g->ne[0], nrows = g->ne[1] * g->ne[2] * g->ne[3];
     const int64_t per = (nrows + nth - 1) / nth, r0 = per * ith, r1 = r0 + per < nrows ? r0 + per : nrows;
-    for (int64_t r = r0; r < r1; ++r) {
-        const float * restrict gr = row_in(g, r);
-        const float * restrict yr = row_in(y, r);
-        float * restrict out = (float *) dst->data + r * ne0;
-        float total = 0.0f;
-        for (int64_t i = 0; i < ne0; ++i) total += gr[i];
-        for (int64_t i = 0; i < ne0; ++i) out[i] = gr[i] - gk_exp(yr[i]) * total;
+    const int by_columns = ne0 <= GK_LSM_SHORT && g->nb[1] == ne0 * (int64_t) sizeof(float) && is_contiguous(g)
+        && y->nb[1] == ne0 * (int64_t) sizeof(float) && is_contiguous(y);
+    float total[GK_LSM_ROWS];
+    for (int64_t b0 = r0; b0 < r1; b0 += GK_LSM_ROWS) {
+        const int64_t nb = r1 - b0 < GK_LSM_ROWS ? r1 - b0 : GK_LSM_ROWS;
+        float * restrict ob = (float *) dst->data + b0 * ne0;
+        if (by_columns) {
+            const float * restrict gb = (const float *) g->data + b0 * ne0;
+            const float * restrict yb = (const float *) y->data + b0 * ne0;
+            for (int64_t j = 0; j < nb; ++j) total[j] = 0.0f;
+            for (int64_t i = 0; i < ne0; ++i)
+                for (int64_t j = 0; j < nb; ++j) total[j] += gb[j * ne0 + i];
+            for (int64_t i = 0; i < ne0; ++i)
+                for (int64_t j = 0; j < nb; ++j) ob[j * ne0 + i] = gb[j * ne0 + i] - gk_exp(yb[j * ne0 + i]) * total[j];
+            continue;
+        }
+        for (int64_t j = 0; j < nb; ++j) {
+            const float * restrict yr = row_in(y, b0 + j);
+            float * restrict out = ob + j * ne0;
+            for (int64_t i = 0; i < ne0; ++i) out[i] = yr[i];
+        }
+        const int64_t n = nb * ne0;
+        for (int64_t k = 0; k < n; ++k) ob[k] = gk_exp(ob[k]);
+        for (int64_t j = 0; j < nb; ++j) {
+            const float * restrict gr = row_in(g, b0 + j);
+            float * restrict out = ob + j * ne0;
+            float total = 0.0f;
+            for (int64_t i = 0; i < ne0; ++i) total += gr[i];
+            for (int64_t i = 0; i < ne0; ++i) out[i] = gr[i] - out[i] * total;
+        }
     }
 }
 
