@@ -147,6 +147,9 @@ def test_kernels_give_the_same_bits_without_the_avx512_clones(kernel_lib, tmp_pa
             lib_.ggmlgrad_log_softmax_rows_backward(ctypes.byref(ho), ctypes.byref(hx), ctypes.byref(hy), 0, 1, None)
             ys.append(np.concatenate([y, out]))
         np.testing.assert_array_equal(ys[0].view(np.uint32), ys[1].view(np.uint32), err_msg=f"log_softmax {width}")
+    xb, bb = rng.standard_normal((37, 24)).astype(np.float32), rng.standard_normal(24).astype(np.float32)
+    a, b = (_add_rows(lib_, xb, bb, nth=2) for lib_ in (kernel_lib, plain))
+    np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32), err_msg="add_rows")
     xs = rng.standard_normal((37, 133)).astype(np.float32)
     a, b = (_column_sums(lib_, xs, 133, nth=2) for lib_ in (kernel_lib, plain))
     np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32), err_msg="column_sum")
@@ -673,6 +676,68 @@ def test_bias_gradient_matches_finite_differences():
     b = gg.randn(5, requires_grad=True)
     x = gg.randn(6, 5)
     assert gg.gradcheck(lambda t: gg.tanh(x + t).sum(), [b])
+
+
+def _add_rows(lib, x: np.ndarray, b: np.ndarray, nth: int) -> np.ndarray:
+    """The add_rows kernel: ``b`` added to each row of contiguous 2-D ``x``, ``nth`` threads' slices."""
+    out = np.full_like(x, 7.0)
+    d, hx, hb = _matrix_header(out), _matrix_header(x), _header(b)
+    d.src[0], d.src[1] = ctypes.addressof(hx), ctypes.addressof(hb)
+    for i in range(nth):
+        lib.ggmlgrad_add_rows(ctypes.byref(d), i, nth, None)
+    return out
+
+
+@pytest.mark.parametrize("rows, c", [(256, 64), (256, 8), (1, 3), (5, 17), (0, 4)])
+def test_add_rows_kernel_adds_the_bias_to_every_row(kernel_lib, rows, c):
+    rng = np.random.default_rng(rows * c)
+    x = rng.standard_normal((rows, c)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    b[0] = np.inf
+    if rows > 2:
+        x[1, 0], x[2, -1] = -np.inf, np.nan
+    with np.errstate(invalid="ignore"):
+        ref = x + b                                     # float32 additions: the same roundings
+    for nth in (1, 2, 3):
+        np.testing.assert_array_equal(_add_rows(kernel_lib, x, b, nth), ref, err_msg=f"nth={nth}")
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "check", "capture"])
+@pytest.mark.parametrize("shape, out", [((256, 64), 64), ((256, 64), 8), ((3, 5, 7), 9), ((2, 40), 16)])
+def test_linear_bias_is_the_product_plus_the_bias_in_every_mode(mode, shape, out):
+    """linear(x, w, b) == linear(x, w) + b to the bit (one kernel node on the fast build, ggml's add
+    elsewhere), with its gradients against float64."""
+    rng = np.random.default_rng(out)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((out, shape[-1])).astype(np.float32)
+    b = rng.standard_normal(out).astype(np.float32)
+
+    def run(xa, wa, ba):
+        bt = gg.as_tensor(ba).requires_grad_()
+        y = gg.linear(gg.as_tensor(xa), gg.as_tensor(wa), bt)
+        (y * y).sum().backward()
+        return y.detach(), gg.linear(gg.as_tensor(xa), gg.as_tensor(wa)), bt.grad
+    if mode == "capture":
+        y, y0, gb = gg.capture(run)(x, w, b)
+    else:
+        with gg.graph_mode(mode != "eager", check=mode == "check"):
+            y, y0, gb = (t.numpy() for t in run(x, w, b))
+    np.testing.assert_array_equal(y, y0 + b)
+    ref = 2 * (x.astype(np.float64) @ w.astype(np.float64).T + b)
+    np.testing.assert_allclose(gb, ref.reshape(-1, out).sum(axis=0), rtol=1e-4, atol=1e-3)
+
+
+def test_linear_bias_route_is_taken_on_the_fast_build_only():
+    w, b = gg.randn(64, 32), gg.randn(64)
+    f = gg.capture(lambda xa: gg.linear(gg.as_tensor(xa), w, b))
+    x = np.ones((256, 32), np.float32)
+    f(x)
+    ops, funs = _graph_ops(f)
+    from ggmlgrad._ggml.kernels import KERNELS
+    if fast_math.ACTIVE and "add_rows" in KERNELS:
+        assert KERNELS["add_rows"] in funs and "ADD" not in ops and "REPEAT" not in ops
+    else:
+        assert "ADD" in ops
 
 
 def test_build_without_a_compiler_keeps_the_prebuilt_wheel(tmp_path):

@@ -5,7 +5,7 @@ that library is present (and ``GGMLGRAD_KERNELS`` is not ``0``), :data:`KERNELS`
 name (``exp``, ``tanh``, ``sigmoid``, ``gelu_tanh``, ``gelu_erf``, ``gelu_erf_grad``, ``gelu_tanh_grad``,
 ``elu``, ``softplus``, ``relu``; the two-input backward kernels ``relu_grad``, ``tanh_backward``,
 ``gelu_erf_backward``, ``gelu_tanh_backward``; linear's products ``matmul_small_k`` and ``matvec_rows``
-and the bias gradient's ``column_sum`` when the library has them) to its C entry point, and :func:`custom_unary` / :func:`custom_binary` /
+the bias gradient's ``column_sum`` and the bias add ``add_rows`` when the library has them) to its C entry point, and :func:`custom_unary` / :func:`custom_binary` /
 :func:`custom_product` put one into a graph as a ``ggml_map_custom1`` / ``ggml_map_custom2`` /
 ``ggml_custom_4d`` node. Without it the ops use
 ggml's own (scalar libm) kernels; the results agree to float32 rounding.
@@ -23,7 +23,7 @@ KERNEL_NAMES = ("exp", "tanh", "sigmoid", "gelu_tanh", "gelu_erf", "gelu_erf_gra
                 "gelu_erf_parts", "gelu_tanh_parts", "log_softmax_rows", "log_softmax_rows_backward")
 # Kernels added since ABI 3 without changing it: used when the library has them (a library built
 # before keeps every other kernel).
-OPTIONAL_NAMES = ("matmul_small_k", "matvec_rows", "column_sum")
+OPTIONAL_NAMES = ("matmul_small_k", "matvec_rows", "column_sum", "add_rows")
 _ABI = 3
 _ALL_THREADS = -1      # GGML_N_TASKS_MAX: every thread of the compute takes a slice
 
@@ -91,6 +91,14 @@ def custom_product(ctx: int, w: int, x: int, name: str) -> int:
     args = (ctypes.c_void_p * 2)(w, x)
     return _CUSTOM_4D(ctx, _GGML_TYPE_F32, TensorStruct.from_address(w).ne[1], TensorStruct.from_address(x).ne[1],
                       1, 1, args, 2, KERNELS[name], _ALL_THREADS, None)
+
+
+def custom_rows(ctx: int, x: int, row: int, name: str) -> int:
+    """A graph node of ``x``'s shape (contiguous float32) combining ``x`` with ``row`` by kernel
+    ``name`` (``add_rows``: ``row`` added to every row of ``x``)."""
+    args = (ctypes.c_void_p * 2)(x, row)
+    ne = TensorStruct.from_address(x).ne
+    return _CUSTOM_4D(ctx, _GGML_TYPE_F32, ne[0], ne[1], ne[2], ne[3], args, 2, KERNELS[name], _ALL_THREADS, None)
 
 
 def custom_reduce(ctx: int, node: int, ne: tuple, name: str) -> int:

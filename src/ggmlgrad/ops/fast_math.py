@@ -12,7 +12,7 @@ from __future__ import annotations
 from .._ggml import lib, node_is_leaf, node_name, node_nb, node_ne, node_src, node_type, view_source
 from .._ggml.consts import TYPE_F32
 from .._ggml.kernels import (KERNELS, custom_binary, custom_fun, custom_product, custom_parts, custom_reduce,
-                             custom_unary)
+                             custom_rows, custom_unary)
 from ..runtime import devices
 from .shapes import ne as _ne
 
@@ -130,6 +130,20 @@ def column_sum(ctx: int, node: int, from_shape: tuple, keep_shape: tuple) -> int
     if tuple(keep_shape[p:]) != tuple(from_shape[p:]) or node_type(node) != TYPE_F32 or not _contiguous(node):
         return 0
     return custom_reduce(ctx, node, tuple(_ne(keep_shape)), "column_sum")
+
+
+BIAS_ADD = ACTIVE and "add_rows" in KERNELS
+
+
+def add_bias(ctx: int, y: int, bias: int) -> int:
+    """``y`` plus ``bias`` added to each row (linear's bias: ``y`` float32 with rows of ``bias``'s
+    length, ``bias`` a float32 vector) as one kernel node, in place of ggml's repeat and broadcast
+    add; 0 when either is not contiguous or there is no kernel (use ggml's add)."""
+    if not BIAS_ADD or node_type(y) != TYPE_F32 or node_type(bias) != TYPE_F32:
+        return 0
+    if not (_contiguous(y) and _contiguous(bias)):
+        return 0
+    return custom_rows(ctx, y, bias, "add_rows")
 
 
 def log_softmax_rows(ctx: int, x: int) -> int:
