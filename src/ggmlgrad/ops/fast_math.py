@@ -1,5 +1,5 @@
-"""exp, tanh, sigmoid, GELU, ELU, softplus and log_softmax nodes: ggmlgrad's vectorised kernels where
-built, else ggml's.
+"""exp, tanh, sigmoid, GELU, ELU, softplus and log_softmax nodes, and linear's small products, bias
+add and bias-gradient sums: ggmlgrad's vectorised kernels where built, else ggml's.
 
 ggml's CPU kernels for these call libm once per element (tanh about 40x a ReLU); the fast build's
 kernels (:mod:`.._ggml.kernels`) run them at SIMD speed with NaN/Inf as torch, and fuse backward
