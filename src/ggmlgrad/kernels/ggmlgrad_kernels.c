@@ -407,12 +407,13 @@ GK_VEC void ggmlgrad_log_softmax_rows(struct ggml_tensor * dst, const struct ggm
     const int64_t per = (nrows + nth - 1) / nth, r0 = per * ith, r1 = r0 + per < nrows ? r0 + per : nrows;
     float mx[GK_LSM_ROWS], lse[GK_LSM_ROWS];
     int bad[GK_LSM_ROWS];
-    const int by_columns = ne0 <= GK_LSM_SHORT && a->nb[1] == ne0 * (int64_t) sizeof(float) && is_contiguous(a);
+    const int by_columns = ne0 <= GK_LSM_SHORT && is_contiguous(a);
     for (int64_t b0 = r0; b0 < r1; b0 += GK_LSM_ROWS) {
         const int64_t nb = r1 - b0 < GK_LSM_ROWS ? r1 - b0 : GK_LSM_ROWS;
         float * restrict yb = (float *) dst->data + b0 * ne0;
         if (by_columns) {
-            /* short rows: each pass runs down the block's columns, rows in the vector lanes */
+            /* short rows: each pass runs down the block's columns, rows in the vector lanes (each
+             * row's terms are still added in order) */
             const float * restrict xb = (const float *) a->data + b0 * ne0;
             for (int64_t j = 0; j < nb; ++j) { mx[j] = -INFINITY; bad[j] = 0; }
             for (int64_t i = 0; i < ne0; ++i)
@@ -429,28 +430,27 @@ GK_VEC void ggmlgrad_log_softmax_rows(struct ggml_tensor * dst, const struct ggm
             for (int64_t i = 0; i < ne0; ++i)
                 for (int64_t j = 0; j < nb; ++j) yb[j * ne0 + i] = (xb[j * ne0 + i] - mx[j]) - lse[j];
             continue;
-        } else {
-            for (int64_t j = 0; j < nb; ++j) {
-                const float * restrict x = row_in(a, b0 + j);
-                float * restrict y = yb + j * ne0;
-                float m = -INFINITY;
-                int nan = 0;
-                for (int64_t i = 0; i < ne0; ++i) {
-                    m = x[i] > m ? x[i] : m;
-                    nan |= x[i] != x[i];
-                }
-                for (int64_t i = 0; i < ne0; ++i) y[i] = x[i] - m;
-                mx[j] = m;
-                bad[j] = nan || isinf(m);
+        }
+        for (int64_t j = 0; j < nb; ++j) {
+            const float * restrict x = row_in(a, b0 + j);
+            float * restrict y = yb + j * ne0;
+            float m = -INFINITY;
+            int nan = 0;
+            for (int64_t i = 0; i < ne0; ++i) {
+                m = x[i] > m ? x[i] : m;
+                nan |= x[i] != x[i];
             }
-            const int64_t n = nb * ne0;
-            for (int64_t k = 0; k < n; ++k) yb[k] = gk_exp(yb[k]);
-            for (int64_t j = 0; j < nb; ++j) {
-                const float * restrict y = yb + j * ne0;
-                float sum = 0.0f;
-                for (int64_t i = 0; i < ne0; ++i) sum += y[i];
-                lse[j] = sum;
-            }
+            for (int64_t i = 0; i < ne0; ++i) y[i] = x[i] - m;
+            mx[j] = m;
+            bad[j] = nan || isinf(m);
+        }
+        const int64_t n = nb * ne0;
+        for (int64_t k = 0; k < n; ++k) yb[k] = gk_exp(yb[k]);
+        for (int64_t j = 0; j < nb; ++j) {
+            const float * restrict y = yb + j * ne0;
+            float sum = 0.0f;
+            for (int64_t i = 0; i < ne0; ++i) sum += y[i];
+            lse[j] = sum;
         }
         for (int64_t j = 0; j < nb; ++j) lse[j] = bad[j] ? NAN : gk_log_ge1(lse[j] >= 1.0f ? lse[j] : 1.0f);
         for (int64_t j = 0; j < nb; ++j) {
@@ -469,8 +469,7 @@ GK_VEC void ggmlgrad_log_softmax_rows_backward(struct ggml_tensor * dst, const s
     (void) userdata;
     const int64_t ne0 = g->ne[0], nrows = g->ne[1] * g->ne[2] * g->ne[3];
     const int64_t per = (nrows + nth - 1) / nth, r0 = per * ith, r1 = r0 + per < nrows ? r0 + per : nrows;
-    const int by_columns = ne0 <= GK_LSM_SHORT && g->nb[1] == ne0 * (int64_t) sizeof(float) && is_contiguous(g)
-        && y->nb[1] == ne0 * (int64_t) sizeof(float) && is_contiguous(y);
+    const int by_columns = ne0 <= GK_LSM_SHORT && is_contiguous(g) && is_contiguous(y);
     float total[GK_LSM_ROWS];
     for (int64_t b0 = r0; b0 < r1; b0 += GK_LSM_ROWS) {
         const int64_t nb = r1 - b0 < GK_LSM_ROWS ? r1 - b0 : GK_LSM_ROWS;
@@ -495,9 +494,9 @@ GK_VEC void ggmlgrad_log_softmax_rows_backward(struct ggml_tensor * dst, const s
         for (int64_t j = 0; j < nb; ++j) {
             const float * restrict gr = row_in(g, b0 + j);
             float * restrict out = ob + j * ne0;
-            float total = 0.0f;
-            for (int64_t i = 0; i < ne0; ++i) total += gr[i];
-            for (int64_t i = 0; i < ne0; ++i) out[i] = gr[i] - out[i] * total;
+            float t = 0.0f;
+            for (int64_t i = 0; i < ne0; ++i) t += gr[i];
+            for (int64_t i = 0; i < ne0; ++i) out[i] = gr[i] - out[i] * t;
         }
     }
 }

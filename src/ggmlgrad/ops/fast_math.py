@@ -136,12 +136,11 @@ BIAS_ADD = ACTIVE and "add_rows" in KERNELS
 
 
 def add_bias(ctx: int, y: int, bias: int) -> int:
-    """``y`` plus ``bias`` added to each row (linear's bias: ``y`` float32 with rows of ``bias``'s
-    length, ``bias`` a float32 vector) as one kernel node, in place of ggml's repeat and broadcast
-    add; 0 when either is not contiguous or there is no kernel (use ggml's add)."""
-    if not BIAS_ADD or node_type(y) != TYPE_F32 or node_type(bias) != TYPE_F32:
-        return 0
-    if not (_contiguous(y) and _contiguous(bias)):
+    """``y`` plus ``bias`` added to each row as one kernel node, in place of ggml's repeat and
+    broadcast add: linear's bias, ``y`` its product (a new contiguous float32 node with rows of
+    ``bias``'s length). 0 when ``bias`` is not a contiguous float32 vector or there is no kernel
+    (use ggml's add)."""
+    if not BIAS_ADD or node_type(bias) != TYPE_F32 or not _contiguous(bias):
         return 0
     return custom_rows(ctx, y, bias, "add_rows")
 
