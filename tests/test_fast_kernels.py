@@ -137,7 +137,7 @@ def test_kernels_give_the_same_bits_without_the_avx512_clones(kernel_lib, tmp_pa
             getattr(lib_, f"ggmlgrad_{kernel}")(ctypes.byref(d), 0, 1, None)
             ys.append(y)
         np.testing.assert_array_equal(ys[0].view(np.uint32), ys[1].view(np.uint32), err_msg=kernel)
-    for width in (8, 40):              # log_softmax's column-wise (short rows) and row-wise passes
+    for width in (8, 40, 300):         # log_softmax: column-wise (short), block and row-wise (long) passes
         xl = (rng.standard_normal((70, width)) * 5).astype(np.float32)
         ys = []
         for lib_ in (kernel_lib, plain):
@@ -274,10 +274,10 @@ def _np_log_softmax_rows(x64):
     return y
 
 
-@pytest.mark.parametrize("width", [1, 2, 7, 8, 16, 17, 33])
+@pytest.mark.parametrize("width", [1, 2, 7, 8, 16, 17, 33, 300])
 def test_log_softmax_rows_kernels_against_float64(kernel_lib, width):
     """Rows up to 16 wide run column-wise passes over blocks of 64 rows (200 rows over 3 and 2 threads:
-    whole and partial blocks), longer ones row by row."""
+    whole and partial blocks), longer ones row by row (from 256 the backward's exps too)."""
     rng = np.random.default_rng(width)
     x = (rng.standard_normal((200, width)) * 20).astype(np.float32)
     x[1, 0], x[2, -1], x[3, 0], x[4] = np.nan, np.inf, -np.inf, -np.inf       # NaN rows and a -inf entry

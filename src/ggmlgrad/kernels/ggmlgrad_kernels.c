@@ -395,7 +395,8 @@ static inline float gk_log_ge1(float s) {
  * contiguous output (vectorised across rows, which short rows of class logits are not), and so do
  * the logs of its sums. */
 #define GK_LSM_ROWS 64
-#define GK_LSM_SHORT 16
+#define GK_LSM_SHORT 16      /* rows up to this long run column-wise passes */
+#define GK_LSM_LONG 256      /* rows from this long take the backward's exps row by row (AVX2: 4% faster at 1000) */
 
 /* log_softmax along rows: (x - m) - log(sum exp(x - m)), m the row max. A row holding NaN, or
  * whose max is infinite, is all NaN (as the composite of argmax, soft_max and log gives). One node
@@ -463,7 +464,7 @@ GK_VEC void ggmlgrad_log_softmax_rows(struct ggml_tensor * dst, const struct ggm
 }
 
 /* Its backward from the output y: g - exp(y) sum(g) along each row (exp(y) is the softmax); the exps
- * of a block of rows run as one loop, as in the forward. */
+ * of a block of rows run as one loop, as in the forward, below GK_LSM_LONG. */
 GK_VEC void ggmlgrad_log_softmax_rows_backward(struct ggml_tensor * dst, const struct ggml_tensor * g,
                                                const struct ggml_tensor * y, int ith, int nth, void * userdata) {
     (void) userdata;
@@ -482,6 +483,17 @@ GK_VEC void ggmlgrad_log_softmax_rows_backward(struct ggml_tensor * dst, const s
                 for (int64_t j = 0; j < nb; ++j) total[j] += gb[j * ne0 + i];
             for (int64_t i = 0; i < ne0; ++i)
                 for (int64_t j = 0; j < nb; ++j) ob[j * ne0 + i] = gb[j * ne0 + i] - gk_exp(yb[j * ne0 + i]) * total[j];
+            continue;
+        }
+        if (ne0 >= GK_LSM_LONG) {       /* long rows: the exps inline, each row's loop is long enough */
+            for (int64_t j = 0; j < nb; ++j) {
+                const float * restrict gr = row_in(g, b0 + j);
+                const float * restrict yr = row_in(y, b0 + j);
+                float * restrict out = ob + j * ne0;
+                float t = 0.0f;
+                for (int64_t i = 0; i < ne0; ++i) t += gr[i];
+                for (int64_t i = 0; i < ne0; ++i) out[i] = gr[i] - gk_exp(yr[i]) * t;
+            }
             continue;
         }
         for (int64_t j = 0; j < nb; ++j) {
