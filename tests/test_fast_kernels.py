@@ -137,6 +137,22 @@ def test_kernels_give_the_same_bits_without_the_avx512_clones(kernel_lib, tmp_pa
             getattr(lib_, f"ggmlgrad_{kernel}")(ctypes.byref(d), 0, 1, None)
             ys.append(y)
         np.testing.assert_array_equal(ys[0].view(np.uint32), ys[1].view(np.uint32), err_msg=kernel)
+    for width in (8, 40, 300):         # log_softmax: column-wise (short), block and row-wise (long) passes
+        xl = (rng.standard_normal((70, width)) * 5).astype(np.float32)
+        ys = []
+        for lib_ in (kernel_lib, plain):
+            y, out = np.zeros_like(xl), np.zeros_like(xl)
+            hx, hy, ho = _rows_header(xl), _rows_header(y), _rows_header(out)
+            lib_.ggmlgrad_log_softmax_rows(ctypes.byref(hy), ctypes.byref(hx), 0, 1, None)
+            lib_.ggmlgrad_log_softmax_rows_backward(ctypes.byref(ho), ctypes.byref(hx), ctypes.byref(hy), 0, 1, None)
+            ys.append(np.concatenate([y, out]))
+        np.testing.assert_array_equal(ys[0].view(np.uint32), ys[1].view(np.uint32), err_msg=f"log_softmax {width}")
+    xb, bb = rng.standard_normal((37, 24)).astype(np.float32), rng.standard_normal(24).astype(np.float32)
+    a, b = (_add_rows(lib_, xb, bb, nth=2) for lib_ in (kernel_lib, plain))
+    np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32), err_msg="add_rows")
+    xs = rng.standard_normal((37, 133)).astype(np.float32)
+    a, b = (_column_sums(lib_, xs, 133, nth=2) for lib_ in (kernel_lib, plain))
+    np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32), err_msg="column_sum")
 
 
 def _ggml_header_dir() -> Path:
@@ -258,10 +274,12 @@ def _np_log_softmax_rows(x64):
     return y
 
 
-@pytest.mark.parametrize("width", [1, 2, 7, 8, 33])
+@pytest.mark.parametrize("width", [1, 2, 7, 8, 16, 17, 33, 300])
 def test_log_softmax_rows_kernels_against_float64(kernel_lib, width):
+    """Rows up to 16 wide run column-wise passes over blocks of 64 rows (200 rows over 3 and 2 threads:
+    whole and partial blocks), longer ones row by row (from 256 the backward's exps too)."""
     rng = np.random.default_rng(width)
-    x = (rng.standard_normal((40, width)) * 20).astype(np.float32)
+    x = (rng.standard_normal((200, width)) * 20).astype(np.float32)
     x[1, 0], x[2, -1], x[3, 0], x[4] = np.nan, np.inf, -np.inf, -np.inf       # NaN rows and a -inf entry
     x[5] += 1e30 if width > 1 else 0.0
     y = np.full_like(x, 7.0)
@@ -550,6 +568,176 @@ def test_linear_products_that_run_as_one_kernel_node(shape, kernel):
         return
     assert KERNELS[kernel] in [custom_fun(n) for n in nodes]
     assert "MUL_MAT" not in ops
+
+
+def _column_sums(lib, x: np.ndarray, c: int, nth: int) -> np.ndarray:
+    """The column_sum kernel over contiguous ``x`` seen as rows of ``c`` floats, ``nth`` threads' slices."""
+    out = np.full(c, 7.0, np.float32)
+    d, hx = _header(out), _header(x.reshape(-1))
+    d.src[0] = ctypes.addressof(hx)
+    for i in range(nth):
+        lib.ggmlgrad_column_sum(ctypes.byref(d), i, nth, None)
+    return out
+
+
+def _in_order_column_sums(x2: np.ndarray) -> np.ndarray:
+    """Each column summed row by row in float32 from +0 (ggml_repeat_back's order)."""
+    acc = np.zeros(x2.shape[1], np.float32)
+    for row in x2:
+        acc += row
+    return acc
+
+
+@pytest.mark.parametrize("rows, c", [(256, 64), (1, 5), (3, 1), (70, 130), (9, 16), (0, 4)])
+def test_column_sum_kernel_sums_rows_in_order_whatever_the_thread_count(kernel_lib, rows, c):
+    rng = np.random.default_rng(rows + c)
+    x = (rng.standard_normal((rows, c)) * 10).astype(np.float32)
+    if rows > 2 and c > 3:
+        x[:, 0] = -0.0                                  # all -0: +0, as repeat_back (0 + -0)
+        x[1, 1], x[2, 2], x[0, 3], x[1, 3] = np.nan, np.inf, np.inf, -np.inf
+    ref = _in_order_column_sums(x)
+    for nth in (1, 2, 3, 5):
+        got = _column_sums(kernel_lib, x, c, nth)
+        np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32), err_msg=f"nth={nth}")
+    with np.errstate(invalid="ignore"):
+        ref64 = x.astype(np.float64).sum(axis=0)
+    ok = np.isfinite(ref64)
+    bound = rows * np.abs(x).astype(np.float64).sum(axis=0) * 2.0 ** -24
+    assert np.all(np.abs(got[ok] - ref64[ok]) <= bound[ok])
+
+
+def _graph_ops(cached) -> tuple[list[str], list[int]]:
+    """(op names, custom kernels) of every node a captured function's recording computes."""
+    from ggmlgrad._ggml import lib
+    from ggmlgrad._ggml.kernels import custom_fun
+    rec = next(iter(cached._cache.values()))
+    nodes = [lib.graph_node(g.graph, i) for g in rec.graphs for i in range(g.n_nodes)]
+    return [lib.op_desc(n).decode() for n in nodes], [custom_fun(n) for n in nodes]
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "check", "capture"])
+@pytest.mark.parametrize("shape, bshape", [((256, 64), (64,)), ((2, 3, 5), (5,)), ((2, 3, 5), (1, 3, 5)),
+                                           ((4, 3, 5), (3, 1))])
+def test_bias_gradients_sum_the_batch_in_row_order_in_every_mode(mode, shape, bshape):
+    """Leading-axis sums (a bias gradient) give the in-order float32 sums, on the column_sum kernel
+    where built and ggml's repeat_back elsewhere (the same bits); other axes keep repeat_back."""
+    rng = np.random.default_rng(len(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    g = (rng.standard_normal(shape) * 4).astype(np.float32)
+    b = rng.standard_normal(bshape).astype(np.float32)
+
+    def run(xa, ba, ga):
+        bt = gg.as_tensor(ba).requires_grad_()
+        ((gg.as_tensor(xa) + bt) * gg.as_tensor(ga)).sum().backward()
+        return bt.grad
+    if mode == "capture":
+        got = gg.capture(run)(x, b, g)
+    else:
+        with gg.graph_mode(mode != "eager", check=mode == "check"):
+            got = run(x, b, g).numpy()
+    lead = len(shape) - len(bshape)
+    g2 = g.reshape((-1,) + g.shape[lead:]) if lead else g
+    if bshape == (3, 1):        # a middle axis too: compare with float64
+        np.testing.assert_allclose(got, g.astype(np.float64).sum(axis=(0, 2)).reshape(3, 1), rtol=1e-5, atol=1e-5)
+        return
+    ref = _in_order_column_sums(g2.reshape(g2.shape[0], -1)).reshape(g2.shape[1:])
+    if bshape == (1, 3, 5):
+        ref = ref.reshape(bshape)
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_column_sum_route_is_taken_on_the_fast_build_only():
+    f = gg.capture(lambda xa: gg.as_tensor(xa).sum(axis=0, keepdim=True))
+    x = np.arange(64 * 8, dtype=np.float32).reshape(64, 8)
+    np.testing.assert_array_equal(f(x), _in_order_column_sums(x)[None])
+    ops, funs = _graph_ops(f)
+    from ggmlgrad._ggml.kernels import KERNELS
+    if fast_math.ACTIVE and "column_sum" in KERNELS:
+        assert KERNELS["column_sum"] in funs and "REPEAT_BACK" not in ops
+    else:
+        assert "REPEAT_BACK" in ops
+
+
+def test_column_sums_do_not_depend_on_the_thread_count():
+    x = np.random.default_rng(8).standard_normal((1000, 48)).astype(np.float32)
+    before = gg.get_num_threads()
+    outs = []
+    try:
+        for n in (1, 2):
+            gg.set_num_threads(n)
+            outs.append(gg.tensor(x).sum(axis=0).numpy())
+    finally:
+        gg.set_num_threads(before)
+    np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+    np.testing.assert_array_equal(outs[0], _in_order_column_sums(x))
+
+
+def test_bias_gradient_matches_finite_differences():
+    b = gg.randn(5, requires_grad=True)
+    x = gg.randn(6, 5)
+    assert gg.gradcheck(lambda t: gg.tanh(x + t).sum(), [b])
+
+
+def _add_rows(lib, x: np.ndarray, b: np.ndarray, nth: int) -> np.ndarray:
+    """The add_rows kernel: ``b`` added to each row of contiguous 2-D ``x``, ``nth`` threads' slices."""
+    out = np.full_like(x, 7.0)
+    d, hx, hb = _matrix_header(out), _matrix_header(x), _header(b)
+    d.src[0], d.src[1] = ctypes.addressof(hx), ctypes.addressof(hb)
+    for i in range(nth):
+        lib.ggmlgrad_add_rows(ctypes.byref(d), i, nth, None)
+    return out
+
+
+@pytest.mark.parametrize("rows, c", [(256, 64), (256, 8), (1, 3), (5, 17), (0, 4)])
+def test_add_rows_kernel_adds_the_bias_to_every_row(kernel_lib, rows, c):
+    rng = np.random.default_rng(rows * c)
+    x = rng.standard_normal((rows, c)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    b[0] = np.inf
+    if rows > 2:
+        x[1, 0], x[2, -1] = -np.inf, np.nan
+    with np.errstate(invalid="ignore"):
+        ref = x + b                                     # float32 additions: the same roundings
+    for nth in (1, 2, 3):
+        np.testing.assert_array_equal(_add_rows(kernel_lib, x, b, nth), ref, err_msg=f"nth={nth}")
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "check", "capture"])
+@pytest.mark.parametrize("shape, out", [((256, 64), 64), ((256, 64), 8), ((3, 5, 7), 9), ((2, 40), 16)])
+def test_linear_bias_is_the_product_plus_the_bias_in_every_mode(mode, shape, out):
+    """linear(x, w, b) == linear(x, w) + b to the bit (one kernel node on the fast build, ggml's add
+    elsewhere), with its gradients against float64."""
+    rng = np.random.default_rng(out)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((out, shape[-1])).astype(np.float32)
+    b = rng.standard_normal(out).astype(np.float32)
+
+    def run(xa, wa, ba):
+        bt = gg.as_tensor(ba).requires_grad_()
+        y = gg.linear(gg.as_tensor(xa), gg.as_tensor(wa), bt)
+        (y * y).sum().backward()
+        return y.detach(), gg.linear(gg.as_tensor(xa), gg.as_tensor(wa)), bt.grad
+    if mode == "capture":
+        y, y0, gb = gg.capture(run)(x, w, b)
+    else:
+        with gg.graph_mode(mode != "eager", check=mode == "check"):
+            y, y0, gb = (t.numpy() for t in run(x, w, b))
+    np.testing.assert_array_equal(y, y0 + b)
+    ref = 2 * (x.astype(np.float64) @ w.astype(np.float64).T + b)
+    np.testing.assert_allclose(gb, ref.reshape(-1, out).sum(axis=0), rtol=1e-4, atol=1e-3)
+
+
+def test_linear_bias_route_is_taken_on_the_fast_build_only():
+    w, b = gg.randn(64, 32), gg.randn(64)
+    f = gg.capture(lambda xa: gg.linear(gg.as_tensor(xa), w, b))
+    x = np.ones((256, 32), np.float32)
+    f(x)
+    ops, funs = _graph_ops(f)
+    from ggmlgrad._ggml.kernels import KERNELS
+    if fast_math.ACTIVE and "add_rows" in KERNELS:
+        assert KERNELS["add_rows"] in funs and "ADD" not in ops and "REPEAT" not in ops
+    else:
+        assert "ADD" in ops
 
 
 def test_build_without_a_compiler_keeps_the_prebuilt_wheel(tmp_path):

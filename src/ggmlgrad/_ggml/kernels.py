@@ -4,9 +4,10 @@
 that library is present (and ``GGMLGRAD_KERNELS`` is not ``0``), :data:`KERNELS` maps each kernel
 name (``exp``, ``tanh``, ``sigmoid``, ``gelu_tanh``, ``gelu_erf``, ``gelu_erf_grad``, ``gelu_tanh_grad``,
 ``elu``, ``softplus``, ``relu``; the two-input backward kernels ``relu_grad``, ``tanh_backward``,
-``gelu_erf_backward``, ``gelu_tanh_backward``; linear's products ``matmul_small_k`` and ``matvec_rows``
-when the library has them) to its C entry point, and :func:`custom_unary` / :func:`custom_binary` /
-:func:`custom_product` put one into a graph as a ``ggml_map_custom1`` / ``ggml_map_custom2`` /
+``gelu_erf_backward``, ``gelu_tanh_backward``; linear's products ``matmul_small_k`` and ``matvec_rows``,
+its bias add ``add_rows`` and the bias gradient's ``column_sum`` when the library has them) to its C
+entry point, and :func:`custom_unary` / :func:`custom_binary` / :func:`custom_product` (and the
+other ``custom_*``) put one into a graph as a ``ggml_map_custom1`` / ``ggml_map_custom2`` /
 ``ggml_custom_4d`` node. Without it the ops use
 ggml's own (scalar libm) kernels; the results agree to float32 rounding.
 """
@@ -23,7 +24,8 @@ KERNEL_NAMES = ("exp", "tanh", "sigmoid", "gelu_tanh", "gelu_erf", "gelu_erf_gra
                 "gelu_erf_parts", "gelu_tanh_parts", "log_softmax_rows", "log_softmax_rows_backward")
 # Kernels added since ABI 3 without changing it: used when the library has them (a library built
 # before keeps every other kernel).
-OPTIONAL_NAMES = ("matmul_small_k", "matvec_rows", "ce_index_mean", "ce_index_backward", "adamw", "matmul_small_n")
+OPTIONAL_NAMES = ("matmul_small_k", "matvec_rows", "ce_index_mean", "ce_index_backward", "adamw",
+                  "matmul_small_n", "column_sum", "add_rows")
 _ABI = 3
 _ALL_THREADS = -1      # GGML_N_TASKS_MAX: every thread of the compute takes a slice
 
@@ -120,6 +122,21 @@ def custom_inplace(ctx: int, target: int, srcs: tuple, name: str) -> int:
     reading ``target`` and ``srcs`` (``dst->src`` = target, *srcs), on every thread of the compute."""
     args = (ctypes.c_void_p * len(srcs))(*srcs)
     return _CUSTOM_INPLACE(ctx, target, args, len(srcs), KERNELS[name], _ALL_THREADS, None)
+
+
+def custom_rows(ctx: int, x: int, row: int, name: str) -> int:
+    """A graph node of ``x``'s shape (contiguous float32) combining ``x`` with ``row`` by kernel
+    ``name`` (``add_rows``: ``row`` added to every row of ``x``)."""
+    args = (ctypes.c_void_p * 2)(x, row)
+    ne = TensorStruct.from_address(x).ne
+    return _CUSTOM_4D(ctx, _GGML_TYPE_F32, ne[0], ne[1], ne[2], ne[3], args, 2, KERNELS[name], _ALL_THREADS, None)
+
+
+def custom_reduce(ctx: int, node: int, ne: tuple, name: str) -> int:
+    """A graph node of ggml shape ``ne`` (contiguous float32) computed from ``node`` by kernel ``name``
+    (``column_sum``: the sums of ``node``'s rows of numel(ne) floats)."""
+    args = (ctypes.c_void_p * 1)(node)
+    return _CUSTOM_4D(ctx, _GGML_TYPE_F32, ne[0], ne[1], ne[2], ne[3], args, 1, KERNELS[name], _ALL_THREADS, None)
 
 
 def custom_fun(node: int) -> int:

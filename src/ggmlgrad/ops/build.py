@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .._ggml import lib, node_is_op_result, node_is_view, node_ne
 from ..engine.flat import FlatNode
+from .fast_math import column_sum
 from .shapes import ne as _ne
 
 
@@ -68,7 +69,7 @@ def sum_to(ctx: int, node: int, from_shape: tuple, keep_shape: tuple) -> int:
         return node
     if all(s == 1 for s in keep_shape):
         return lib.sum(ctx, node)
-    return lib.repeat_back(ctx, node, shape_only(ctx, keep_shape))
+    return column_sum(ctx, node, from_shape, keep_shape) or lib.repeat_back(ctx, node, shape_only(ctx, keep_shape))
 
 
 def permute(ctx: int, node: int, axes: tuple) -> int:

@@ -1,5 +1,5 @@
-"""exp, tanh, sigmoid, GELU, ELU, softplus and log_softmax nodes: ggmlgrad's vectorised kernels where
-built, else ggml's.
+"""exp, tanh, sigmoid, GELU, ELU, softplus and log_softmax nodes, and linear's small products, bias
+add and bias-gradient sums: ggmlgrad's vectorised kernels where built, else ggml's.
 
 ggml's CPU kernels for these call libm once per element (tanh about 40x a ReLU); the fast build's
 kernels (:mod:`.._ggml.kernels`) run them at SIMD speed with NaN/Inf as torch, and fuse backward
@@ -9,10 +9,12 @@ graph to the CPU).
 """
 from __future__ import annotations
 
-from .._ggml import lib, node_is_leaf, node_name, node_nb, node_ne, node_src, view_source
+from .._ggml import lib, node_is_leaf, node_name, node_nb, node_ne, node_src, node_type, view_source
+from .._ggml.consts import TYPE_F32
 from .._ggml.kernels import (KERNELS, custom_binary, custom_fun, custom_inplace, custom_node, custom_parts,
-                             custom_product, custom_unary)
+                             custom_product, custom_reduce, custom_rows, custom_unary)
 from ..runtime import devices
+from .shapes import ne as _ne
 
 
 def _use_kernels() -> bool:
@@ -159,6 +161,38 @@ def adamw(ctx: int, w: int, g: int, m: int, v: int, params7: int) -> int:
     if not _ADAMW or not all(_contiguous(n) for n in (w, g, m, v)):
         return 0
     return custom_inplace(ctx, w, (g, m, v, params7), "adamw")
+
+
+_COLUMN_SUM = ACTIVE and "column_sum" in KERNELS
+
+
+def column_sum(ctx: int, node: int, from_shape: tuple, keep_shape: tuple) -> int:
+    """``node`` (NumPy shape ``from_shape``) summed over leading axes down to ``keep_shape`` (1s on a
+    prefix of the axes, ``from_shape``'s sizes after it) by one kernel node: a bias gradient's sum
+    over the batch (256x64: ggml's repeat_back 5 us). 0 when that does not apply (other axes, not
+    float32, not contiguous, no kernel): use ggml's repeat_back. Same bits as repeat_back (each
+    column summed in row order from +0)."""
+    if not _COLUMN_SUM:
+        return 0
+    p = 0
+    while p < len(keep_shape) and keep_shape[p] == 1:
+        p += 1
+    if tuple(keep_shape[p:]) != tuple(from_shape[p:]) or node_type(node) != TYPE_F32 or not _contiguous(node):
+        return 0
+    return custom_reduce(ctx, node, tuple(_ne(keep_shape)), "column_sum")
+
+
+BIAS_ADD = ACTIVE and "add_rows" in KERNELS
+
+
+def add_bias(ctx: int, y: int, bias: int) -> int:
+    """``y`` plus ``bias`` added to each row as one kernel node, in place of ggml's repeat and
+    broadcast add: linear's bias, ``y`` its product (a new contiguous float32 node with rows of
+    ``bias``'s length). 0 when ``bias`` is not a contiguous float32 vector or there is no kernel
+    (use ggml's add)."""
+    if not BIAS_ADD or node_type(bias) != TYPE_F32 or not _contiguous(bias):
+        return 0
+    return custom_rows(ctx, y, bias, "add_rows")
 
 
 def log_softmax_rows(ctx: int, x: int) -> int:

@@ -162,7 +162,9 @@ def _linear(ctx, nodes, inputs, out):
     if fast_math.LINEAR_KERNELS and x.dtype is float32 and w.dtype is float32:
         r = fast_math.linear_product(ctx, nodes[1], nx, w.shape[1], numel(x.shape[:-1]))
     r = r or _prec(lib.mul_mat(ctx, nodes[1], nx))
-    if len(nodes) == 3:
+    if len(nodes) == 3 and fast_math.BIAS_ADD:
+        r = fast_math.add_bias(ctx, r, nodes[2]) or lib.add(ctx, r, nodes[2])
+    elif len(nodes) == 3:
         merged = merged_shape(out.shape) if x.ndim == 2 and w.shape[0] < _BIAS_MERGE_BELOW else None
         if merged is not None:
             # ggml adds a broadcast row per output row: 256 rows of 8 took 4.4 µs, the bias
