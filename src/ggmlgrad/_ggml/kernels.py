@@ -4,12 +4,13 @@
 that library is present (and ``GGMLGRAD_KERNELS`` is not ``0``), :data:`KERNELS` maps each kernel
 name (``exp``, ``tanh``, ``sigmoid``, ``gelu_tanh``, ``gelu_erf``, ``gelu_erf_grad``, ``gelu_tanh_grad``,
 ``elu``, ``softplus``, ``relu``; the two-input backward kernels ``relu_grad``, ``tanh_backward``,
-``gelu_erf_backward``, ``gelu_tanh_backward``; linear's products ``matmul_small_k`` and ``matvec_rows``,
-its bias add ``add_rows`` and the bias gradient's ``column_sum`` when the library has them) to its C
-entry point, and :func:`custom_unary` / :func:`custom_binary` / :func:`custom_product` (and the
-other ``custom_*``) put one into a graph as a ``ggml_map_custom1`` / ``ggml_map_custom2`` /
-``ggml_custom_4d`` node. Without it the ops use
-ggml's own (scalar libm) kernels; the results agree to float32 rounding.
+``gelu_erf_backward``, ``gelu_tanh_backward``; and, when the library has them, linear's products
+``matmul_small_k``, ``matvec_rows`` and ``matmul_small_n``, its bias add ``add_rows``, the bias
+gradient's ``column_sum``, cross-entropy against class indices ``ce_index_mean`` /
+``ce_index_backward`` and Adam's update ``adamw``) to its C entry point, and :func:`custom_unary` /
+:func:`custom_binary` / :func:`custom_product` (and the other ``custom_*``) put one into a graph as a
+``ggml_map_custom1`` / ``ggml_map_custom2`` / ``ggml_custom_4d`` / ``ggml_custom_inplace`` node.
+Without it the ops use ggml's own (scalar libm) kernels; the results agree to float32 rounding.
 """
 from __future__ import annotations
 
