@@ -629,7 +629,6 @@ class CapturedStep(Captured):
     """
 
     _kind = "capture_step"
-    _fast_path = True
 
     def __init__(self, loss_fn: Callable, optimizer, max_grad_norm: float | None = None, max_recordings: int = 8,
                  explain: bool | None = None):

@@ -76,7 +76,8 @@ class StorageSlice:
 # ---------------------------------------------------------------------------- slots
 class InputSlot:
     """One input of a recording: a user argument, a noise draw, an optimizer hyperparameter array
-    or the clip limit. Its value is written into the host staging block before each upload."""
+    or the clip limit. Its value is written into the host staging block before each upload (in host
+    memory: into the block the graphs read, or, a tensor argument, read where it lies: ``binding``)."""
 
     __slots__ = ("kind", "name", "shape", "dtype", "tensor", "leaves", "offset", "nbytes", "view", "sent",
                  "noise", "host", "binding")

@@ -64,4 +64,3 @@ class ShortPath:
         sig = tuple((type(a), a.shape, a.dtype) for a in args)
         self._fast_sig = (sig, key[2], key[3], WATCH.epoch) + self._extra_key()
         self._fast = rec
-
