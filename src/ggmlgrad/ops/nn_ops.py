@@ -354,8 +354,9 @@ def _sce_index_backward(g, n):
 def _sce_index_mean(ctx, nodes, inputs, out, ignore_index=None):
     """Cross-entropy against class indices, averaged over the counted rows (targets outside
     [0, C) or equal to ``ignore_index`` count in neither sum): one op for what cross_entropy's
-    class path would otherwise queue as one_hot + softmax_cross_entropy_mean. The result node
-    carries the one-hot rows and their count for a backward in the same graph."""
+    class path would otherwise queue as one_hot + softmax_cross_entropy_mean. On the fast build one
+    kernel node; elsewhere the exps, row sums and counted rows ride on the result node for a
+    backward in the same graph."""
     shape = inputs[0].shape
     c, rows = shape[-1], _rows(shape)
     nx = reshape(ctx, nodes[0], (rows, c))
@@ -435,8 +436,8 @@ def _infer_sce_index_backward(g, x, idx, loss, ignore_index=None):
 @define("softmax_cross_entropy_index_backward", infer=_infer_sce_index_backward, differentiable=False,
         work=lambda g, x, idx, loss, **p: 6.0 * numel(x.shape))
 def _sce_index_backward_op(ctx, nodes, inputs, out, ignore_index=None):
-    """g * (softmax(x) - onehot) / count on counted rows, 0 on the others (the loss's node, when
-    it is in this graph, already holds the one-hot rows and their count)."""
+    """g * (softmax(x) - onehot) / count on counted rows, 0 on the others (NaN where the softmax
+    is NaN, as torch's); the loss's node, when it is in this graph, holds the exps and row sums."""
     shape = inputs[1].shape
     c, rows = shape[-1], _rows(shape)
     nx = reshape(ctx, nodes[1], (rows, c))
