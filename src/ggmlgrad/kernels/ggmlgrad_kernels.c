@@ -836,7 +836,8 @@ GK_VEC void ggmlgrad_matmul_small_n(struct ggml_tensor * dst, int ith, int nth, 
     for (int64_t b0 = r0; b0 < r1; b0 += 8) {
         const int nr = r1 - b0 < 8 ? (int) (r1 - b0) : 8;
         const float * xr[8];
-        for (int r = 0; r < 8; ++r) xr[r] = (const float *) ((const char *) x->data + (b0 + (r < nr ? r : 0)) * x->nb[1]);
+        for (int r = 0; r < 8; ++r)   /* rows past the slice read row b0 again (their sums are not stored) */
+            xr[r] = (const float *) ((const char *) x->data + (b0 + (r < nr ? r : 0)) * x->nb[1]);
         for (int h = 0; h < halves; ++h) {
             gk_v8 acc[8] = {{0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}};
             for (int64_t k = 0; k < K; ++k) {

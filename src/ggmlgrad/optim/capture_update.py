@@ -164,11 +164,10 @@ class CaptureUpdate:
         if grads is None:
             return opt._hparams_of_groups()
         out = []
-        for group, (classes, base) in zip(opt.param_groups, zip(self._step_classes(grads), opt._hparams_of_groups())):
-            if len(classes) <= 1:
-                out.append(np.asarray(opt._group_hparams(group, classes[0][0] + 1), np.float32) if classes else base)
-            else:
-                out.append(np.stack([np.asarray(opt._group_hparams(group, step + 1), np.float32) for step, _ in classes]))
+        bases = opt._hparams_of_groups()
+        for group, classes, base in zip(opt.param_groups, self._step_classes(grads), bases):
+            rows = [np.asarray(opt._group_hparams(group, step + 1), np.float32) for step, _ in classes]
+            out.append(rows[0] if len(rows) == 1 else np.stack(rows) if rows else base)
         return out
 
     def write_hparams(self, outs: list) -> None:
