@@ -23,6 +23,7 @@ import ggmlgrad as gg
 from ggmlgrad import fastbuild
 from ggmlgrad._ggml import TensorStruct
 from ggmlgrad.ops import fast_math
+from kernel_helpers import matrix_header
 
 KERNEL_SOURCE = Path(gg.__file__).with_name("kernels") / "ggmlgrad_kernels.c"
 
@@ -132,7 +133,7 @@ def test_kernels_give_the_same_bits_without_the_avx512_clones(kernel_lib, tmp_pa
         ys = []
         for lib_ in (kernel_lib, plain):
             y = np.zeros((rows, n), np.float32)
-            d, hw, hx = _matrix_header(y), _matrix_header(wm), _matrix_header(xm)
+            d, hw, hx = matrix_header(y), matrix_header(wm), matrix_header(xm)
             d.src[0], d.src[1] = ctypes.addressof(hw), ctypes.addressof(hx)
             getattr(lib_, f"ggmlgrad_{kernel}")(ctypes.byref(d), 0, 1, None)
             ys.append(y)
@@ -462,20 +463,10 @@ def test_tanh_network_gradients_match_finite_differences():
 
 def _run_product_kernel(kernel, y, w, x, nth: int) -> None:
     """``y = x @ w^T`` by a product kernel, each of ``nth`` threads' slices in turn."""
-    d, hw, hx = _matrix_header(y), _matrix_header(w), _matrix_header(x)
+    d, hw, hx = matrix_header(y), matrix_header(w), matrix_header(x)
     d.src[0], d.src[1] = ctypes.addressof(hw), ctypes.addressof(hx)
     for i in range(nth):
         kernel(ctypes.byref(d), i, nth, None)
-
-
-def _matrix_header(a: np.ndarray) -> TensorStruct:
-    """A ggml header over a 2-D float32 array of any strides (ggml order: ne0 = a.shape[1])."""
-    t = TensorStruct()
-    t.ne[0], t.ne[1], t.ne[2], t.ne[3] = a.shape[1], a.shape[0], 1, 1
-    t.nb[0], t.nb[1] = a.strides[1], a.strides[0]
-    t.nb[2] = t.nb[3] = a.strides[0] * a.shape[0]
-    t.data = a.ctypes.data
-    return t
 
 
 @pytest.mark.parametrize("k, n, b, nth", [(1, 3, 5, 1), (4, 32, 32, 3), (7, 130, 9, 2), (15, 64, 4, 5),
@@ -681,7 +672,7 @@ def test_bias_gradient_matches_finite_differences():
 def _add_rows(lib, x: np.ndarray, b: np.ndarray, nth: int) -> np.ndarray:
     """The add_rows kernel: ``b`` added to each row of contiguous 2-D ``x``, ``nth`` threads' slices."""
     out = np.full_like(x, 7.0)
-    d, hx, hb = _matrix_header(out), _matrix_header(x), _header(b)
+    d, hx, hb = matrix_header(out), matrix_header(x), _header(b)
     d.src[0], d.src[1] = ctypes.addressof(hx), ctypes.addressof(hb)
     for i in range(nth):
         lib.ggmlgrad_add_rows(ctypes.byref(d), i, nth, None)

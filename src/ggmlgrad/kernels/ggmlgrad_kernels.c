@@ -41,12 +41,14 @@ static inline float scale_by_exp2(float y, int32_t n) {
     return y * bits_to_float((a + 127) << 23) * bits_to_float((b + 127) << 23);
 }
 
-/* exp(xc) for xc already clamped to [lo, hi] of gk_exp (finite, no NaN): the shared core. */
-static inline float gk_exp_clamped(float xc) {
-    const float shifter = 12582912.0f;     /* 1.5 * 2^23: t's low mantissa bits hold round(x log2 e) */
-    float t = xc * 1.44269504088896341f + shifter;
-    float n = t - shifter;
-    float r = xc - n * 0.693359375f;       /* ln2 split: n*C1 is exact */
+#define GK_SHIFTER 12582912.0f             /* 1.5 * 2^23: t's low mantissa bits hold round(x log2 e) */
+
+/* The exp core shared by exp and tanh: x = n ln2 + r (*t holds n, see GK_SHIFTER) and the degree-6
+ * polynomial p of exp(r) = 1 + r + p r^2 (Cephes expf coefficients); a NaN x gives NaN. Returns p. */
+static inline float gk_exp_poly(float x, float * r_out, float * t_out) {
+    float t = x * 1.44269504088896341f + GK_SHIFTER;
+    float n = t - GK_SHIFTER;
+    float r = x - n * 0.693359375f;        /* ln2 split: n*C1 is exact */
     r = r - n * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
@@ -54,7 +56,16 @@ static inline float gk_exp_clamped(float xc) {
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
-    return scale_by_exp2(p * r * r + r + 1.0f, float_to_bits(t) - float_to_bits(shifter));
+    *r_out = r;
+    *t_out = t;
+    return p;
+}
+
+/* exp(xc) for xc already clamped to [lo, hi] of gk_exp (finite, no NaN). */
+static inline float gk_exp_clamped(float xc) {
+    float r, t;
+    const float p = gk_exp_poly(xc, &r, &t);
+    return scale_by_exp2(p * r * r + r + 1.0f, float_to_bits(t) - float_to_bits(GK_SHIFTER));
 }
 
 static inline float gk_exp(float x) {
@@ -83,21 +94,12 @@ static inline float gk_exp_nonpos(float x) {
  * polynomial below 0.625 beside the exp cost 40% more). -2|x| is clamped at -20, where tanh is 1 in
  * float32, so 2^n (n >= -29) is one normal power; the clamp keeps NaN, which the rest propagates. */
 static inline float gk_tanh(float x) {
-    const float shifter = 12582912.0f;
     float u = -2.0f * fabsf(x);
     u = -20.0f > u ? -20.0f : u;                           /* NaN stays NaN (the compare is false) */
-    float t = u * 1.44269504088896341f + shifter;
-    float n = t - shifter;
-    float r = u - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
+    float r, t;
+    const float p = gk_exp_poly(u, &r, &t);
     float m = p * (r * r) + r;                             /* expm1(r) */
-    float s = bits_to_float((float_to_bits(t) - float_to_bits(shifter) + 127) << 23);   /* 2^n */
+    float s = bits_to_float((float_to_bits(t) - float_to_bits(GK_SHIFTER) + 127) << 23);   /* 2^n */
     float num = (1.0f - s) - s * m;
     float den = (1.0f + s) + s * m;
     return copysignf(num / den, x);                        /* odd: tanh(-0) is -0 */
