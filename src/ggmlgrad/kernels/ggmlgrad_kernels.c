@@ -205,6 +205,14 @@ static inline float gk_expm1(float x) {
 /* ELU with alpha 1: x where x > 0, else exp(x) - 1 (other alphas are composed around it). */
 static inline float gk_elu(float x) { return x > 0.0f ? x : gk_expm1(x); }
 
+/* 1/3 + s2/5 + s2^2/7 + s2^3/9: the atanh series' tail behind log's 2 s (1 + s2 (...)), s = (f-1)/(f+1). */
+static inline float gk_atanh_tail(float s2) {
+    float p = 1.0f / 9.0f;
+    p = p * s2 + 1.0f / 7.0f;
+    p = p * s2 + 0.2f;
+    return p * s2 + 1.0f / 3.0f;
+}
+
 /* log(1 + e) for e in [0, 1]: log(u) of u = 1 + e by an atanh series on u's mantissa, times
  * e / (u - 1), which undoes the rounding of 1 + e (so tiny e give e itself). */
 static inline float gk_log1p_unit(float e) {
@@ -213,11 +221,7 @@ static inline float gk_log1p_unit(float e) {
     float m = u * (1.0f - 0.5f * high);                   /* in [0.707, 1.415): m - 1 is exact */
     float sdiv = (m - 1.0f) / (m + 1.0f);
     float s2 = sdiv * sdiv;
-    float p = 1.0f / 9.0f;
-    p = p * s2 + 1.0f / 7.0f;
-    p = p * s2 + 0.2f;
-    p = p * s2 + 1.0f / 3.0f;
-    p = p * s2 + 1.0f;
+    float p = gk_atanh_tail(s2) * s2 + 1.0f;
     float lg = high * 0.693147180559945f + 2.0f * sdiv * p;
     float d = u - 1.0f;
     return d == 0.0f ? e : lg * (e / d);
@@ -384,10 +388,7 @@ static inline float gk_log_ge1(float s) {
     k += high;
     float sdiv = (f - 1.0f) / (f + 1.0f);
     float s2 = sdiv * sdiv;
-    float p = 1.0f / 9.0f;
-    p = p * s2 + 1.0f / 7.0f;
-    p = p * s2 + 0.2f;
-    p = p * s2 + 1.0f / 3.0f;
+    float p = gk_atanh_tail(s2);
     float kf = (float) k;
     float lo = kf * 1.42860677e-06f + (2.0f * sdiv) * (p * s2);    /* ln 2 = 0.693145752 + 1.42860677e-06 */
     return (kf * 0.693145752f + 2.0f * sdiv) + lo;
