@@ -92,30 +92,27 @@ def custom_binary(ctx: int, a: int, b: int, name: str) -> int:
     return lib.map_custom2(ctx, a, b, KERNELS[name], _ALL_THREADS, None)
 
 
-def custom_parts(ctx: int, node: int, name: str) -> int:
-    """A graph node of 2n floats holding [value | derivative] of kernel ``name`` over the n floats of
-    ``node`` (contiguous): the ``*_parts`` kernels."""
-    args = (ctypes.c_void_p * 1)(node)
-    return _CUSTOM_4D(ctx, _GGML_TYPE_F32, _numel(node), 2, 1, 1, args, 1,
-                      KERNELS[name], _ALL_THREADS, None)
-
-
-def custom_product(ctx: int, w: int, x: int, name: str) -> int:
-    """x @ w^T as one node (w: ne0 = K, ne1 = N; x: ne0 = K, ne1 = B; result N x B) by kernel ``name``
-    (``matmul_small_k``, ``matvec_rows``): for float32 2-D operands (see ops/fast_math.py)."""
-    args = (ctypes.c_void_p * 2)(w, x)
-    return _CUSTOM_4D(ctx, _GGML_TYPE_F32, TensorStruct.from_address(w).ne[1], TensorStruct.from_address(x).ne[1],
-                      1, 1, args, 2, KERNELS[name], _ALL_THREADS, None)
-
-
 def custom_node(ctx: int, ne: tuple, srcs: tuple, name: str, one_thread: bool = False, userdata: int = 0) -> int:
     """A float32 node of ggml shape ``ne`` (1 to 4 sizes) computed by kernel ``name`` from ``srcs``
     (its ``dst->src``), on one thread or on every thread of the compute; ``userdata``: an integer
-    the kernel reads as its last argument."""
+    the kernel reads as its last argument. The custom kernels of a new shape all go through it."""
     n = list(ne) + [1] * (4 - len(ne))
     args = (ctypes.c_void_p * len(srcs))(*srcs)
     return _CUSTOM_4D(ctx, _GGML_TYPE_F32, n[0], n[1], n[2], n[3], args, len(srcs), KERNELS[name],
                       1 if one_thread else _ALL_THREADS, ctypes.c_void_p(userdata))
+
+
+def custom_parts(ctx: int, node: int, name: str) -> int:
+    """A graph node of 2n floats holding [value | derivative] of kernel ``name`` over the n floats of
+    ``node`` (contiguous): the ``*_parts`` kernels."""
+    return custom_node(ctx, (_numel(node), 2), (node,), name)
+
+
+def custom_product(ctx: int, w: int, x: int, name: str) -> int:
+    """x @ w^T as one node (w: ne0 = K, ne1 = N; x: ne0 = K, ne1 = B; result N x B) by kernel ``name``
+    (``matmul_small_k``, ``matvec_rows``, ``matmul_small_n``): for float32 2-D operands (see
+    ops/fast_math.py)."""
+    return custom_node(ctx, (TensorStruct.from_address(w).ne[1], TensorStruct.from_address(x).ne[1]), (w, x), name)
 
 
 def custom_inplace(ctx: int, target: int, srcs: tuple, name: str) -> int:
@@ -123,21 +120,6 @@ def custom_inplace(ctx: int, target: int, srcs: tuple, name: str) -> int:
     reading ``target`` and ``srcs`` (``dst->src`` = target, *srcs), on every thread of the compute."""
     args = (ctypes.c_void_p * len(srcs))(*srcs)
     return _CUSTOM_INPLACE(ctx, target, args, len(srcs), KERNELS[name], _ALL_THREADS, None)
-
-
-def custom_rows(ctx: int, x: int, row: int, name: str) -> int:
-    """A graph node of ``x``'s shape (contiguous float32) combining ``x`` with ``row`` by kernel
-    ``name`` (``add_rows``: ``row`` added to every row of ``x``)."""
-    args = (ctypes.c_void_p * 2)(x, row)
-    ne = TensorStruct.from_address(x).ne
-    return _CUSTOM_4D(ctx, _GGML_TYPE_F32, ne[0], ne[1], ne[2], ne[3], args, 2, KERNELS[name], _ALL_THREADS, None)
-
-
-def custom_reduce(ctx: int, node: int, ne: tuple, name: str) -> int:
-    """A graph node of ggml shape ``ne`` (contiguous float32) computed from ``node`` by kernel ``name``
-    (``column_sum``: the sums of ``node``'s rows of numel(ne) floats)."""
-    args = (ctypes.c_void_p * 1)(node)
-    return _CUSTOM_4D(ctx, _GGML_TYPE_F32, ne[0], ne[1], ne[2], ne[3], args, 1, KERNELS[name], _ALL_THREADS, None)
 
 
 def custom_fun(node: int) -> int:

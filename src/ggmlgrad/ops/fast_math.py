@@ -12,7 +12,7 @@ from __future__ import annotations
 from .._ggml import lib, node_is_leaf, node_name, node_nb, node_ne, node_src, node_type, view_source
 from .._ggml.consts import TYPE_F32
 from .._ggml.kernels import (KERNELS, custom_binary, custom_fun, custom_inplace, custom_node, custom_parts,
-                             custom_product, custom_reduce, custom_rows, custom_unary)
+                             custom_product, custom_unary)
 from ..runtime import devices
 from .shapes import ne as _ne
 
@@ -179,7 +179,7 @@ def column_sum(ctx: int, node: int, from_shape: tuple, keep_shape: tuple) -> int
         p += 1
     if tuple(keep_shape[p:]) != tuple(from_shape[p:]) or node_type(node) != TYPE_F32 or not _contiguous(node):
         return 0
-    return custom_reduce(ctx, node, tuple(_ne(keep_shape)), "column_sum")
+    return custom_node(ctx, tuple(_ne(keep_shape)), (node,), "column_sum")
 
 
 BIAS_ADD = ACTIVE and "add_rows" in KERNELS
@@ -192,7 +192,7 @@ def add_bias(ctx: int, y: int, bias: int) -> int:
     (use ggml's add)."""
     if not BIAS_ADD or node_type(bias) != TYPE_F32 or not _contiguous(bias):
         return 0
-    return custom_rows(ctx, y, bias, "add_rows")
+    return custom_node(ctx, tuple(node_ne(y)), (y, bias), "add_rows")
 
 
 def log_softmax_rows(ctx: int, x: int) -> int:
