@@ -426,7 +426,7 @@ class Captured(ShortPath):
         with self._call_lock:
             rec = self._fast
             if rec is not None and not kwargs and self._same_as_last(args) and self._fast_stale(rec) is None:
-                return self._replay_fast(rec, args)  # the last call's recording: _call and _run in short
+                return self._run(rec, args)  # the last call's recording, its key neither built nor looked up
             return self._call(args, kwargs)
 
     def _call(self, args: tuple, kwargs: dict):
@@ -657,30 +657,20 @@ class CapturedStep(Captured):
         return [f"gradient clipping {'on' if new[0] else 'off'} (was {'on' if old[0] else 'off'})"]
 
     def _fast_stale(self, rec) -> str | None:
-        if rec.update.changed() or tuple(map(_REQUIRES_GRAD, rec.params)) != rec.grad_flags \
-                or self._last_rec is not rec:
-            return "changed"  # the slow path says what
-        return rec.stale()
-
-    def _replay_fast(self, rec: _Recording, args: tuple):
-        """:meth:`_run` of a merged step (one graph: no clipping, in-place writes or index checks)."""
-        ENGINE.drain_if_queued("capture")
-        rec.stage_args(args)
-        rec.update.write_hparams(rec.hparam_views)
-        rec.inputs.upload()
-        rec.graphs[0].compute()
-        outs = rec.read_outputs()
-        rec.update.advance()
-        refresh_views_of(rec.params)
-        return rec.out_spec.build(outs)
+        return self._update_stale(rec) or rec.stale()   # WATCH.epoch: compared by _same_as_last
 
     def _stale(self, rec) -> str | None:
+        return self._update_stale(rec) or self._replaced(rec) or rec.stale()
+
+    @staticmethod
+    def _update_stale(rec) -> str | None:
+        """Why ``rec``'s optimizer update no longer fits: parameters, structure, state or requires_grad."""
         if rec.update.changed():
             return "the optimizer's parameter set, update structure or state tensors changed"
         if tuple(map(_REQUIRES_GRAD, rec.params)) != rec.grad_flags:
             changed = [p.shape for p, f in zip(rec.params, rec.grad_flags) if p.requires_grad != f]
             return f"requires_grad of {len(changed)} optimizer parameter(s) changed (shapes {changed[:3]})"
-        return self._replaced(rec) or rec.stale()
+        return None
 
     def _record(self, key, args, kwargs) -> _Recording:
         device = self._device_of(args, kwargs)
