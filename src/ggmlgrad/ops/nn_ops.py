@@ -362,10 +362,10 @@ def _sce_index_mean(ctx, nodes, inputs, out, ignore_index=None):
     nx = reshape(ctx, nodes[0], (rows, c))
     if fast_math.ce_index_applies(c, nx) and inputs[0].dtype is float32:
         return owned(ctx, fast_math.ce_index_mean(ctx, nx, reshape(ctx, nodes[1], (rows,)), ignore_index), ())
-    e, s_rows, lse, counted = _row_terms(ctx, nx, nodes[1], rows, c, ignore_index)
+    e, s_rows, lse, counted, t = _row_terms(ctx, nx, nodes[1], rows, c, ignore_index)
     # per counted row lse - (x_t - m), picked (never masked by a multiply) so that an uncounted
     # row's NaN stays out of the sum and a -inf target logit gives +inf, as torch's gather
-    xs_t = _pick(ctx, e[1], _target_or_extra(ctx, counted, nodes[1], rows, c), rows, c)
+    xs_t = _pick(ctx, e[1], _target_or_extra(ctx, counted, t, rows, c), rows, c)
     per_row = _pick(ctx, lib.sub(ctx, lse, xs_t), _target_or_extra(ctx, counted, None, rows, 1), rows, 1)
     count = lib.sum(ctx, counted)
     loss = lib.div(ctx, lib.sum(ctx, per_row), count)  # no counted row: 0/0, NaN (torch)
@@ -380,9 +380,9 @@ def _flat(ctx, fn, a: int, b: int, rows: int, c: int) -> int:
 
 def _row_terms(ctx, nx, idx, rows: int, c: int, ignore_index) -> tuple:
     """For logits (c, rows in ggml order): ((exp(x - m), x - m), the first's row sums, their log,
-    and 1.0 per row whose target counts; the last three one value per row in ONE ggml row (rows,),
-    which ggml's per-row loops take at once. A row holding NaN, or with an infinite max, gets NaN
-    sums, as torch's log_softmax."""
+    1.0 per row whose target counts, and the targets as floats; the last four one value per row in
+    ONE ggml row (rows,), which ggml's per-row loops take at once. A row holding NaN, or with an
+    infinite max, gets NaN sums, as torch's log_softmax."""
     m = lib.pool_1d(ctx, nx, consts.POOL_MAX, c, c, 0)               # (1, rows) row maxima (NaN skipped)
     xs = _flat(ctx, lib.sub, nx, lib.repeat(ctx, m, nx), rows, c)    # NaN where x is, or the max is infinite
     e = lib.reshape_2d(ctx, lib.exp(ctx, lib.reshape_1d(ctx, xs, rows * c)), c, rows)
@@ -392,20 +392,19 @@ def _row_terms(ctx, nx, idx, rows: int, c: int, ignore_index) -> tuple:
                       lib.step(ctx, lib.scale_bias(ctx, t, -1.0, c - 0.5)))              # t < c
     if ignore_index is not None and 0 <= ignore_index < c:
         counted = lib.mul(ctx, counted, lib.scale_bias(ctx, _eq_const(ctx, t, float(ignore_index)), -1.0, 1.0))
-    return (e, xs), s_rows, lib.log(ctx, s_rows), counted
+    return (e, xs), s_rows, lib.log(ctx, s_rows), counted, t
 
 
 _FLAT_PICK_BELOW = 2 ** 24  # flat indices of a (c + 1, rows) block are exact in float32 below this
 
 
-def _target_or_extra(ctx, counted, idx, rows: int, c: int) -> int:
-    """Per row r the element to pick (int32, (rows,)) of a (c + 1, rows) block: the target (0 when
-    ``idx`` is None) where the row counts, else c, the extra zero (see _pick); as a flat index
-    r (c + 1) + column while that is exact in float32, else the column alone."""
-    if idx is None:
+def _target_or_extra(ctx, counted, t, rows: int, c: int) -> int:
+    """Per row r the element to pick (int32, (rows,)) of a (c + 1, rows) block: the target ``t``
+    (float, (rows,); 0 when None) where the row counts, else c, the extra zero (see _pick); as a flat
+    index r (c + 1) + column while that is exact in float32, else the column alone."""
+    if t is None:
         col = lib.scale_bias(ctx, counted, -float(c), float(c))
     else:
-        t = lib.cast(ctx, lib.reshape_1d(ctx, idx, rows), consts.TYPE_F32)
         col = lib.scale_bias(ctx, lib.mul(ctx, counted, lib.scale_bias(ctx, t, 1.0, -float(c))), 1.0, float(c))
     if (c + 1) * rows < _FLAT_PICK_BELOW:
         col = lib.add(ctx, lib.scale(ctx, lib.arange(ctx, 0.0, float(rows), 1.0), float(c + 1)), col)
@@ -447,7 +446,7 @@ def _sce_index_backward_op(ctx, nodes, inputs, out, ignore_index=None):
         return owned(ctx, d, shape)
     e, s_rows, counted, count = (saved_node(nodes[3], k) for k in ("exps", "sums", "counted", "count"))
     if not e:
-        (e, _), s_rows, _, counted = _row_terms(ctx, nx, nodes[2], rows, c, ignore_index)
+        (e, _), s_rows, _, counted, _ = _row_terms(ctx, nx, nodes[2], rows, c, ignore_index)
         count = lib.sum(ctx, counted)
     # g / count * (softmax * counted - onehot): an uncounted row gets softmax * 0 (NaN where the
     # softmax is, as torch's), and with no counted row at all every gradient is 0 (count taken as 1)
