@@ -40,3 +40,27 @@ def matrix_header(a: np.ndarray) -> TensorStruct:
     t.nb[2] = t.nb[3] = a2.strides[0] * a2.shape[0]
     t.data = a.ctypes.data
     return t
+
+
+def check_linear_in_mode(mode: str, x: np.ndarray, w: np.ndarray, b: np.ndarray, g: np.ndarray):
+    """``linear(x, w, b)`` and the gradients of x, w and b (loss sum(y * g)) in ``mode`` (eager, graph,
+    check or capture) against float64; returns the captured function in capture mode (else None),
+    for a look at its graph."""
+    def run(xa, wa, ba, ga):
+        xt, wt, bt = (gg.as_tensor(a).requires_grad_() for a in (xa, wa, ba))
+        y = gg.linear(xt, wt, bt)
+        (y * gg.as_tensor(ga)).sum().backward()
+        return y.detach(), xt.grad, wt.grad, bt.grad
+    captured = None
+    if mode == "capture":
+        captured = gg.capture(run)
+        outs = captured(x, w, b, g)
+    else:
+        with gg.graph_mode(mode != "eager", check=mode == "check"):
+            outs = [t.numpy() for t in run(x, w, b, g)]
+    x64, w64, g64 = x.astype(np.float64), w.astype(np.float64), g.astype(np.float64)
+    x2, g2 = x64.reshape(-1, x.shape[-1]), g64.reshape(-1, w.shape[0])
+    refs = [x64 @ w64.T + b, g64 @ w64, g2.T @ x2, g2.sum(axis=0)]
+    for name, got, ref in zip(["y", "x.grad", "w.grad", "b.grad"], outs, refs):
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5, err_msg=name)
+    return captured

@@ -23,7 +23,7 @@ import ggmlgrad as gg
 from ggmlgrad import fastbuild
 from ggmlgrad._ggml import TensorStruct
 from ggmlgrad.ops import fast_math
-from kernel_helpers import matrix_header
+from kernel_helpers import check_linear_in_mode, matrix_header
 
 KERNEL_SOURCE = Path(gg.__file__).with_name("kernels") / "ggmlgrad_kernels.c"
 
@@ -525,21 +525,7 @@ def test_linear_with_a_small_inner_size_in_every_mode(mode, k, lead):
     b = rng.standard_normal(70).astype(np.float32)
     g = rng.standard_normal(lead + (70,)).astype(np.float32)
 
-    def run(xa, wa, ba, ga):
-        xt, wt, bt = (gg.as_tensor(a).requires_grad_() for a in (xa, wa, ba))
-        y = gg.linear(xt, wt, bt)
-        (y * gg.as_tensor(ga)).sum().backward()
-        return y.detach(), xt.grad, wt.grad, bt.grad
-    if mode == "capture":
-        outs = gg.capture(run)(x, w, b, g)
-    else:
-        with gg.graph_mode(mode != "eager", check=mode == "check"):
-            outs = [t.numpy() for t in run(x, w, b, g)]
-    x64, w64, g64 = x.astype(np.float64), w.astype(np.float64), g.astype(np.float64)
-    x2, g2 = x64.reshape(-1, k), g64.reshape(-1, 70)
-    refs = [x64 @ w64.T + b, g64 @ w64, g2.T @ x2, g2.sum(axis=0)]
-    for name, got, ref in zip(["y", "x.grad", "w.grad", "b.grad"], outs, refs):
-        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5, err_msg=name)
+    check_linear_in_mode(mode, x, w, b, g)
 
 
 @needs_kernels
