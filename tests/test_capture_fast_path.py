@@ -179,3 +179,28 @@ def test_step_changes_between_fast_replays_match_uncaptured_steps(frozen, groups
         for a, b in zip(pg, pr):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert n_rec >= 3      # frozen parameter, clipping, replaced memory: each records again
+
+
+def test_a_frozen_then_unfrozen_parameter_steps_as_in_torch():
+    """The same program in torch: Adam skips a parameter without a gradient and its bias
+    corrections follow its own step count after it is unfrozen."""
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(3)
+    w1, w2 = (r.standard_normal(s).astype(np.float32) * 0.5 for s in ((6, 4), (2, 6)))
+    X = [r.standard_normal((5, 4)).astype(np.float32) for _ in range(3)]
+    Y = [r.standard_normal((5, 2)).astype(np.float32) for _ in range(3)]
+    tp = [torch.tensor(w1, requires_grad=True), torch.tensor(w2, requires_grad=True)]
+    topt = torch.optim.Adam(tp, lr=0.05)
+    gp = [gg.tensor(w1, requires_grad=True), gg.tensor(w2, requires_grad=True)]
+    step = gg.capture_step(lambda x, y: ((gg.tanh(x @ gp[0].T) @ gp[1].T - y) ** 2).mean(),
+                           gg.optim.Adam(gp, lr=0.05))
+    for i, frozen in enumerate([False, False, True, True, False, False, False]):
+        tp[0].requires_grad_(not frozen)
+        gp[0].requires_grad_(not frozen)
+        topt.zero_grad()
+        x, y = X[i % 3], Y[i % 3]
+        ((torch.tanh(torch.tensor(x) @ tp[0].T) @ tp[1].T - torch.tensor(y)) ** 2).mean().backward()
+        topt.step()
+        step(x, y)
+        for a, b in zip(tp, gp):
+            np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-5, atol=1e-5)
