@@ -77,6 +77,9 @@ _BASE = {
     "ggml_mul_mat_set_prec": "v:pi", "ggml_flash_attn_ext_set_prec": "v:pi",
     "ggml_pool_1d": "p:ppiiii", "ggml_fill": "p:ppf", "ggml_arange": "p:pfff",
     "ggml_pad": "p:ppiiii", "ggml_diag_mask_inf": "p:ppi", "ggml_diag_mask_zero": "p:ppi",
+    # convolution, pooling, padding (ops/conv.py, ops/pool.py)
+    "ggml_im2col": "p:pppiiiiiibi", "ggml_im2col_back": "p:ppppiiiiiib", "ggml_pad_ext": "p:ppiiiiiiii",
+    "ggml_conv_2d_direct": "p:pppiiiiii", "ggml_pool_2d": "p:ppiiiiiff", "ggml_pool_2d_back": "p:pppiiiiiff",
     "ggml_argsort": "p:ppi", "ggml_top_k": "p:ppi",
     "ggml_flash_attn_ext": "p:pppppfff", "ggml_flash_attn_back": "p:ppppppb",
     "ggml_opt_step_adamw": "p:pppppp", "ggml_opt_step_sgd": "p:pppp", "ggml_set_param": "v:p",
