@@ -530,5 +530,7 @@ def nll_loss(input: Tensor, target, weight: Tensor | None = None, ignore_index: 
 _ = nn_ops
 
 
+from . import conv_functional  # noqa: E402,F401  (conv, pooling, pad, interpolate: declared with public())
+
 # every declared gg.nn.functional entry (these composites, linear, ...): ops/decl.py's public()
 __all__ += [name for name in _install_functions(globals(), "functional") if name not in __all__]
