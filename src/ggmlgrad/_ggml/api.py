@@ -271,6 +271,13 @@ def c_array_i64(values) -> ctypes.Array:
     return (ctypes.c_int64 * len(values))(*values)
 
 
+def im2col_back(ctx: int, grad: int, kernel: int, image_ne, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int,
+                is_2d: bool = True) -> int:
+    """ggml_im2col_back with the image's ``ne`` (4 ints) passed as the int64 array it takes. Its CPU
+    kernel reads src[0] (``grad``) as the window gradient and src[1] (``kernel``, for its shape only)."""
+    return lib.im2col_back(ctx, grad, kernel, c_array_i64(list(image_ne)), s0, s1, p0, p1, d0, d1, is_2d)
+
+
 def c_array_ptr(values) -> ctypes.Array:
     return (ctypes.c_void_p * len(values))(*values)
 

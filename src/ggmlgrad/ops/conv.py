@@ -19,7 +19,8 @@ through a weight gradient raises).
 """
 from __future__ import annotations
 
-from .._ggml import c_array_i64, consts, lib
+from .._ggml import consts, lib
+from .._ggml.api import im2col_back
 from ..engine import float32
 from .build import owned, reshape, shape_only
 from .decl import expose
@@ -101,7 +102,7 @@ def unwindows(ctx, cols: int, image_shape: tuple, kh: int, kw: int, stride, padd
     image of NumPy ``image_shape`` (N, C, H, W)."""
     n, c, h, w = image_shape
     kernel = shape_only(ctx, (1, 1, kh, kw))
-    return lib.im2col_back(ctx, _contiguous(ctx, cols), kernel, c_array_i64([w, h, c, n]), stride[1], stride[0],
+    return im2col_back(ctx, _contiguous(ctx, cols), kernel, (w, h, c, n), stride[1], stride[0],
                            padding[1], padding[0], dilation[1], dilation[0], True)
 
 
