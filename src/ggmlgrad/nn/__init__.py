@@ -10,24 +10,24 @@
 from . import functional, init
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, Sequential
-from .layers import (ELU, GELU, Dropout, Embedding, Flatten, Identity, LayerNorm, LeakyReLU, Linear, LogSoftmax,
-                     ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh)
-from .losses import BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, MSELoss, NLLLoss, SmoothL1Loss, L1Loss
-from .module import Module, Parameter
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
                       AvgPool2d, CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d, Fold, MaxPool1d,
                       MaxPool2d, PixelShuffle, PixelUnshuffle, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
                       ReplicationPad2d, Unflatten, Unfold, Upsample, ZeroPad1d, ZeroPad2d)
+from .layers import (ELU, GELU, Dropout, Embedding, Flatten, Identity, LayerNorm, LeakyReLU, Linear, LogSoftmax,
+                     ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh)
+from .losses import BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, MSELoss, NLLLoss, SmoothL1Loss, L1Loss
+from .module import Module, Parameter
 
 from . import utils  # noqa: F401  (clip_grad_norm_, clip_grad_value_: written with the optimizers)
 
-__all__ = ["Module", "Parameter", "Linear", "Sequential", "ModuleList", "ModuleDict", "Embedding", "LayerNorm",
+__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool1d", "MaxPool2d", "AvgPool1d",
+           "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
+           "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
+           "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d", "CircularPad2d", "Upsample", "PixelShuffle",
+           "PixelUnshuffle", "Unflatten", "Unfold", "Fold",
+           "Module", "Parameter", "Linear", "Sequential", "ModuleList", "ModuleDict", "Embedding", "LayerNorm",
            "Dropout", "MultiheadAttention", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LogSoftmax",
            "LeakyReLU", "Softplus", "ELU", "Flatten", "Identity", "MSELoss", "CrossEntropyLoss", "NLLLoss",
            "BCEWithLogitsLoss", "HuberLoss", "SmoothL1Loss", "L1Loss", "functional", "init", "utils"]
-__all__ += ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool1d", "MaxPool2d", "AvgPool1d",
-            "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
-            "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
-            "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d", "CircularPad2d", "Upsample", "PixelShuffle",
-            "PixelUnshuffle", "Unflatten", "Unfold", "Fold"]

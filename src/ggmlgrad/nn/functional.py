@@ -43,6 +43,7 @@ from ..tensor import Tensor, as_tensor, no_grad, tensor
 from ..ops.decl import public as _public
 from ..tensor.surfaces import functional_entries, install_functions as _install_functions
 from ..distributions.noise import draw_noise
+from . import conv_functional as _conv_functional  # noqa: F401  (conv, pooling, pad, interpolate: public())
 
 # linear (tensor/functional.py) and relu, tanh, sigmoid, gelu, silu, leaky_relu, softplus, elu, softmax,
 # log_softmax (generated from the op declarations: every op whose declaration exposes "nn.functional",
@@ -529,8 +530,6 @@ def nll_loss(input: Tensor, target, weight: Tensor | None = None, ignore_index: 
 
 _ = nn_ops
 
-
-from . import conv_functional  # noqa: E402,F401  (conv, pooling, pad, interpolate: declared with public())
 
 # every declared gg.nn.functional entry (these composites, linear, ...): ops/decl.py's public()
 __all__ += [name for name in _install_functions(globals(), "functional") if name not in __all__]
