@@ -22,6 +22,7 @@ from __future__ import annotations
 from .._ggml import consts, lib
 from .._ggml.api import im2col_back
 from ..engine import float32
+from . import fast_math
 from .build import owned, reshape, shape_only
 from .decl import expose
 from .registry import define, op, same_device, same_float
@@ -29,6 +30,8 @@ from .shapes import numel
 
 #: Use ggml_conv_2d_direct for groups == 1 forwards of at least this many output elements (0: never).
 DIRECT_CONV = 0
+#: conv2d's groups == 1 product made NCHW directly (else windows x weight, then a permuted copy).
+FORWARD_NCHW = True
 
 
 # ---------------------------------------------------------------- argument checks (shared with pool.py)
@@ -107,9 +110,11 @@ def unwindows(ctx, cols: int, image_shape: tuple, kh: int, kw: int, stride, padd
 
 
 def _add_channel_bias(ctx, node: int, bias: int, shape: tuple) -> int:
-    """``node`` (NCHW ``shape``) plus one bias value per channel."""
+    """``node`` (NCHW ``shape``) plus one bias value per channel: the bias spread over one image's
+    planes first (small), so the add runs on whole rows (a broadcast along rows is ggml's slow path)."""
     n, c, h, w = shape
-    return lib.add(ctx, lib.reshape_4d(ctx, node, w, h, c, n), lib.reshape_4d(ctx, bias, 1, 1, c, 1))
+    planes = lib.repeat_4d(ctx, lib.reshape_2d(ctx, bias, 1, c), h * w, c, 1, 1)        # [H*W, C]
+    return lib.add(ctx, lib.reshape_3d(ctx, node, h * w, c, n), planes)
 
 
 # ---------------------------------------------------------------- conv2d
@@ -186,12 +191,27 @@ def _conv2d(ctx, nodes, inputs, out, stride=1, padding=0, dilation=1, groups=1):
     return owned(ctx, r, out.shape)
 
 
+def product(ctx, w: int, x: int, k: int, rows: int) -> int:
+    """x @ w^T of 2-D float32 ggml matrices w [k, N], x [k, rows] (ggml_mul_mat(w, x)): linear's small
+    product kernels where they apply (ggml's own product calls a dot per output for a short k)."""
+    r = fast_math.linear_product(ctx, w, x, k, rows) if fast_math.LINEAR_KERNELS else 0
+    return r or lib.mul_mat(ctx, w, x)
+
+
 def _windows_times_weight(ctx, cols, w, o: int, cgk: int, spots: int, n: int, groups: int) -> int:
     """Per group the windows [cgk, spots] of each image times its weights [cgk, O/groups]: one
     batched mul_mat ([O/g, spots, g, N]) made NCHW ([spots, O, N]) by one permuted copy."""
     og = o // groups
+    if groups == 1 and FORWARD_NCHW:
+        # the windows as the product's first operand: [spots*N, O], each image's channel planes whole
+        # rows, so the NCHW order is one copy of whole rows (a transposed copy is element by element)
+        r = product(ctx, lib.reshape_2d(ctx, cols, cgk, spots * n), lib.reshape_2d(ctx, w, cgk, o), cgk, o)
+        if n == 1:
+            return r
+        return lib.cont(ctx, lib.permute(ctx, lib.reshape_3d(ctx, r, spots, n, o), 0, 2, 1, 3))    # [spots, O, N]
     if groups == 1:
-        r = lib.mul_mat(ctx, lib.reshape_2d(ctx, w, cgk, o), lib.reshape_2d(ctx, cols, cgk, spots * n))  # [O, spots*N]
+        r = product(ctx, lib.reshape_2d(ctx, w, cgk, o), lib.reshape_2d(ctx, cols, cgk, spots * n), cgk,
+                    spots * n)                                                                     # [O, spots*N]
         r = lib.reshape_3d(ctx, r, o, spots, n)
     else:
         cols4 = lib.cont(ctx, lib.permute(ctx, lib.reshape_4d(ctx, cols, cgk, groups, spots, n), 0, 2, 1, 3))
@@ -227,8 +247,11 @@ def _conv2d_weight_grad(ctx, nodes, inputs, out, weight_shape, stride=1, padding
     cgk = cg * kh * kw
     cols = windows(ctx, nodes[1], c, kh, kw, stride, padding, dilation)              # [C*K, OW, OH, N]
     if groups == 1:
-        gt = lib.cont(ctx, lib.permute(ctx, lib.reshape_3d(ctx, nodes[0], spots, o, n), 1, 0, 2, 3))  # [O, spots, N]
-        r = lib.out_prod(ctx, lib.reshape_2d(ctx, cols, cgk, spots * n), lib.reshape_2d(ctx, gt, o, spots * n))
+        # one product summing over every position of every image: both operands with positions
+        # innermost (ggml's out_prod over 40k positions ran 20x slower than this mul_mat)
+        gt = lib.cont(ctx, lib.permute(ctx, lib.reshape_3d(ctx, nodes[0], spots, o, n), 0, 2, 1, 3))  # [spots, N, O]
+        ct = lib.cont(ctx, lib.transpose(ctx, lib.reshape_2d(ctx, cols, cgk, spots * n)))            # [spots*N, cgk]
+        r = lib.mul_mat(ctx, ct, lib.reshape_2d(ctx, gt, spots * n, o))                               # [cgk, O]
     else:
         og = o // groups
         a = lib.cont(ctx, lib.permute(ctx, lib.reshape_4d(ctx, cols, cgk, groups, spots, n), 0, 3, 1, 2))
@@ -293,10 +316,14 @@ def _conv_transpose2d(ctx, nodes, inputs, out, stride=1, padding=0, output_paddi
     n, ci, h, wd = x.shape
     _, cog, kh, kw = w.shape
     spots, cig, cogk = h * wd, ci // groups, cog * kh * kw
-    xs = lib.reshape_4d(ctx, _contiguous(ctx, nodes[0]), spots, cig, groups, n)
-    cols = lib.out_prod(ctx, lib.reshape_4d(ctx, nodes[1], cogk, cig, groups, 1), xs)     # [cogk, spots, G, N]
-    if groups > 1:
-        cols = lib.cont(ctx, lib.permute(ctx, cols, 0, 2, 1, 3))                          # [cogk, G, spots, N]
+    if groups == 1:   # one product: channels innermost in both operands
+        xt = lib.cont(ctx, lib.permute(ctx, lib.reshape_3d(ctx, nodes[0], spots, cig, n), 1, 0, 2, 3))  # [cig, spots, N]
+        wt = lib.cont(ctx, lib.transpose(ctx, lib.reshape_2d(ctx, nodes[1], cogk, cig)))                 # [cig, cogk]
+        cols = product(ctx, wt, lib.reshape_2d(ctx, xt, cig, spots * n), cig, spots * n)                 # [cogk, spots*N]
+    else:
+        xs = lib.reshape_4d(ctx, _contiguous(ctx, nodes[0]), spots, cig, groups, n)
+        cols = lib.out_prod(ctx, lib.reshape_4d(ctx, nodes[1], cogk, cig, groups, 1), xs)  # [cogk, spots, G, N]
+        cols = lib.cont(ctx, lib.permute(ctx, cols, 0, 2, 1, 3))                           # [cogk, G, spots, N]
     cols = lib.reshape_4d(ctx, cols, cogk * groups, wd, h, n)
     r = unwindows(ctx, cols, out.shape, kh, kw, stride, padding, dilation)
     if len(nodes) == 3:

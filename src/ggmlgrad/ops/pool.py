@@ -20,8 +20,9 @@ from .._ggml import consts, lib
 from ..engine import float32, int32
 from .build import owned, reshape, shape_only
 from .conv import _contiguous, _image, _no_empty, int_pair, unwindows, windows
+from .elementwise import is_number01
 from .nn_ops import one_hot_rows
-from .reduce import _first_extreme_key, _row_max, row_nan
+from .reduce import _row_max, row_nan
 from .registry import define, op, same_float
 from .shapes import numel
 
@@ -109,12 +110,66 @@ class _Spec:
         self.shape, self.ndim, self.dtype = tuple(shape), len(shape), float32
 
 
+#: Use ggml's one-pass pool_2d / pool_2d_back where its geometry fits (no dilation, no ceil_mode
+#: overhang): see :func:`_ggml_pool_fits`. False: always the window-row route (exact in every case).
+FAST_MAX_POOL = True
+_F32_MAX = 3.4028234663852886e38
+
+
+def _ggml_pool_fits(shape, kernel_size, stride, padding, dilation, ceil_mode) -> bool:
+    """ggml_pool_2d computes torch's windows when there is no dilation and ceil_mode adds no window."""
+    if not FAST_MAX_POOL:
+        return False
+    k, s, p, d, out, _ = _pool_args("max_pool2d", _Spec(shape), kernel_size, stride, padding, dilation, ceil_mode)
+    floor = tuple((shape[2 + i] + 2 * p[i] - k[i]) // s[i] + 1 for i in range(2))
+    return d == (1, 1) and out == floor
+
+
+def _ggml_max_pool(ctx, x: int, k, s, p) -> int:
+    """torch's max pooling from ggml_pool_2d (one pass; it starts from float32's lowest value and
+    drops NaN): a window of only -inf gets -inf back (log of step(m + FLT_MAX)), a window holding
+    NaN gets NaN (the max of its NaN flags, as sqrt(-flag))."""
+    m = lib.pool_2d(ctx, x, consts.POOL_MAX, k[1], k[0], s[1], s[0], float(p[1]), float(p[0]))
+    m = lib.add(ctx, m, lib.log(ctx, lib.step(ctx, lib.scale_bias(ctx, m, 1.0, _F32_MAX))))
+    nan_flag = lib.scale_bias(ctx, is_number01(ctx, x), -1.0, 1.0)                   # 1 at NaN
+    any_nan = lib.pool_2d(ctx, nan_flag, consts.POOL_MAX, k[1], k[0], s[1], s[0], float(p[1]), float(p[0]))
+    return lib.add(ctx, m, lib.sqrt(ctx, lib.neg(ctx, any_nan)))
+
+
+def _ggml_max_pool_backward(ctx, g: int, x: int, shape: tuple, k, s, p) -> int:
+    """ggml_pool_2d_back routes each window's gradient to its first strict maximum above float32's
+    lowest value: torch's index except in windows holding NaN (torch: the last NaN, its CPU kernel
+    takes every NaN it meets) and windows of only -inf (torch: the first element). Those windows'
+    gradients take two more pool_2d_back passes, on keys whose window maximum is torch's index: the
+    NaN flags times the position in the plane plus one, and the positions counted backwards."""
+    h, w = shape[2:]
+    def back(grad, keys):
+        return lib.pool_2d_back(ctx, grad, keys, consts.POOL_MAX, k[1], k[0], s[1], s[0], float(p[1]), float(p[0]))
+
+    def pooled(flags):
+        return lib.pool_2d(ctx, flags, consts.POOL_MAX, k[1], k[0], s[1], s[0], float(p[1]), float(p[0]))
+
+    nan_flag = lib.scale_bias(ctx, is_number01(ctx, x), -1.0, 1.0)                       # 1 at NaN
+    any_nan = pooled(nan_flag)                                                           # 1: a NaN window
+    above = lib.step(ctx, lib.scale_bias(ctx, x, 1.0, _F32_MAX))                         # 1 above -inf (not NaN)
+    only_neg_inf = lib.mul(ctx, lib.scale_bias(ctx, pooled(above), -1.0, 1.0), lib.scale_bias(ctx, any_nan, -1.0, 1.0))
+    at = lib.reshape_4d(ctx, lib.arange(ctx, 0.0, float(h * w), 1.0), w, h, 1, 1)       # position in the plane
+    plain = back(lib.mul(ctx, g, lib.scale_bias(ctx, any_nan, -1.0, 1.0)), x)
+    nans = back(lib.mul(ctx, g, any_nan), lib.mul(ctx, nan_flag, lib.repeat(ctx, lib.scale_bias(ctx, at, 1.0, 1.0),
+                                                                               nan_flag)))
+    firsts = back(lib.mul(ctx, g, only_neg_inf), lib.repeat(ctx, lib.scale_bias(ctx, at, -1.0, float(h * w)), x))
+    return lib.add(ctx, lib.add(ctx, plain, nans), firsts)
+
+
 @define("max_pool2d", saves=(0,), infer=_infer_max_pool,
         backward=lambda g, n: op.max_pool2d_backward(g, n.inputs[0], **n.params),
         work=lambda x, kernel_size, *a, **p: 4.0 * numel(x.shape) * math.prod(int_pair("", "", kernel_size, 1)))
 def _max_pool2d(ctx, nodes, inputs, out, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     """Max over each window (NaN if the window holds one, as torch)."""
     x = inputs[0]
+    if _ggml_pool_fits(x.shape, kernel_size, stride, padding, dilation, ceil_mode):
+        k, s, p = (_pool_args("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)[i] for i in range(3))
+        return _ggml_max_pool(ctx, _contiguous(ctx, nodes[0]), k, s, p)
     mat, kk, rows, (_, _, _, _, o) = _max_windows(ctx, nodes[0], x.shape, kernel_size, stride, padding, dilation,
                                                   ceil_mode)
     m = lib.add(ctx, lib.reshape_1d(ctx, _row_max(ctx, mat, kk, rows), rows),
@@ -123,8 +178,16 @@ def _max_pool2d(ctx, nodes, inputs, out, kernel_size, stride=None, padding=0, di
 
 
 def _first_max_index(ctx, mat, kk: int, rows: int) -> int:
-    """Per window row, torch's index in the window (the first NaN, else the first maximum), I32 [rows]."""
-    return lib.argmax(ctx, _first_extreme_key(ctx, mat, kk, rows))
+    """Per window row, torch's index in the window, I32 [rows]: the first maximum, or the LAST NaN
+    (torch's CPU max pooling takes every NaN it meets). Maximal positions get rank kk - i (1..kk),
+    NaN positions kk + 1 + i; ggml_argmax then finds the one largest key."""
+    m = lib.reshape_2d(ctx, _row_max(ctx, mat, kk, rows), 1, rows)
+    is_max = lib.scale_bias(ctx, lib.step(ctx, lib.neg(ctx, lib.sub(ctx, mat, lib.repeat(ctx, m, mat)))), -1.0, 1.0)
+    i = lib.arange(ctx, 0.0, float(kk), 1.0)
+    nan01 = lib.scale_bias(ctx, is_number01(ctx, mat), -1.0, 1.0)
+    key = lib.add(ctx, lib.mul(ctx, is_max, lib.repeat(ctx, lib.scale_bias(ctx, i, -1.0, float(kk)), mat)),
+                  lib.mul(ctx, nan01, lib.repeat(ctx, lib.scale_bias(ctx, i, 1.0, float(kk + 1)), mat)))
+    return lib.argmax(ctx, key)
 
 
 def _infer_max_pool_backward(g, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
@@ -138,8 +201,13 @@ def _infer_max_pool_backward(g, x, kernel_size, stride=None, padding=0, dilation
 @define("max_pool2d_backward", infer=_infer_max_pool_backward, differentiable=False,
         work=lambda g, x, kernel_size, *a, **p: 8.0 * numel(x.shape) * math.prod(int_pair("", "", kernel_size, 1)))
 def _max_pool2d_backward(ctx, nodes, inputs, out, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    """Each window's gradient to its first maximum (one-hot rows), summed back into the image (col2im)."""
+    """Each window's gradient to torch's index (the first maximum; with NaN the last NaN), summed back
+    into the image (col2im); where ggml's pool geometry fits, ggml's one-pass pool_2d_back (see
+    :func:`_ggml_max_pool_backward`)."""
     g, x = inputs
+    if _ggml_pool_fits(x.shape, kernel_size, stride, padding, dilation, ceil_mode):
+        k, s, p = (_pool_args("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)[i] for i in range(3))
+        return _ggml_max_pool_backward(ctx, _contiguous(ctx, nodes[0]), _contiguous(ctx, nodes[1]), x.shape, k, s, p)
     mat, kk, rows, (k, s, p, d, _) = _max_windows(ctx, nodes[1], x.shape, kernel_size, stride, padding, dilation,
                                                   ceil_mode)
     hot = lib.reshape_2d(ctx, one_hot_rows(ctx, _first_max_index(ctx, mat, kk, rows), rows, kk), kk, rows)
