@@ -147,7 +147,7 @@ def op_times(number: int) -> list[list[str]]:
     }
     if hasattr(gg.nn, "BatchNorm2d"):
         bn = gg.nn.BatchNorm2d(32)
-        fns["batch_norm2d forward (train)"] = lambda: bn(h).numpy()
+        fns["batch_norm2d forward (train)"] = lambda: bn(h).detach().numpy()
     res = compare(fns, number)
     return [[k, fmt(v)] for k, v in res.items()]
 
