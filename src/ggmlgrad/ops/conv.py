@@ -163,8 +163,15 @@ def _conv2d_backward(g, n):
                                    dilation=dilation, groups=groups)
     grads = (gx, gw)
     if len(n.inputs) == 3:
-        grads += (op.sum(g, axis=(0, 2, 3)) if n.inputs[2].requires_grad else None,)
+        grads += (channel_sums(g) if n.inputs[2].requires_grad else None,)
     return grads
+
+
+def channel_sums(g):
+    """Per channel the sum of an NCHW gradient (the bias gradient): rows of whole planes first,
+    then the small (N, C) table (one sum over axes (0, 2, 3) permutes the whole tensor first)."""
+    n, c, h, w = g.shape
+    return op.sum(op.sum(op.reshape(g, shape=(n, c, h * w)), axis=2), axis=0)
 
 
 def _conv2d_work(x, w, *bias, stride=1, padding=0, dilation=1, groups=1):
@@ -301,7 +308,7 @@ def _conv_transpose2d_backward(g, n):
     gw = op.conv2d_weight_grad(x, g, weight_shape=tuple(w.shape), **geo) if w.requires_grad else None
     grads = (gx, gw)
     if len(n.inputs) == 3:
-        grads += (op.sum(g, axis=(0, 2, 3)) if n.inputs[2].requires_grad else None,)
+        grads += (channel_sums(g) if n.inputs[2].requires_grad else None,)
     return grads
 
 

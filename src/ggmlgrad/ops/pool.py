@@ -140,9 +140,10 @@ def _ggml_max_pool_backward(ctx, g: int, x: int, shape: tuple, k, s, p) -> int:
     """ggml_pool_2d_back routes each window's gradient to its first strict maximum above float32's
     lowest value: torch's index except in windows holding NaN (torch: the last NaN, its CPU kernel
     takes every NaN it meets) and windows of only -inf (torch: the first element). Those windows'
-    gradients take two more pool_2d_back passes, on keys whose window maximum is torch's index: the
-    NaN flags times the position in the plane plus one, and the positions counted backwards."""
+    gradients take one more pool_2d_back pass on a key whose window maximum is torch's index there:
+    HW + i + 1 at a NaN at plane position i, HW - i elsewhere."""
     h, w = shape[2:]
+
     def back(grad, keys):
         return lib.pool_2d_back(ctx, grad, keys, consts.POOL_MAX, k[1], k[0], s[1], s[0], float(p[1]), float(p[0]))
 
@@ -150,15 +151,15 @@ def _ggml_max_pool_backward(ctx, g: int, x: int, shape: tuple, k, s, p) -> int:
         return lib.pool_2d(ctx, flags, consts.POOL_MAX, k[1], k[0], s[1], s[0], float(p[1]), float(p[0]))
 
     nan_flag = lib.scale_bias(ctx, is_number01(ctx, x), -1.0, 1.0)                       # 1 at NaN
-    any_nan = pooled(nan_flag)                                                           # 1: a NaN window
     above = lib.step(ctx, lib.scale_bias(ctx, x, 1.0, _F32_MAX))                         # 1 above -inf (not NaN)
-    only_neg_inf = lib.mul(ctx, lib.scale_bias(ctx, pooled(above), -1.0, 1.0), lib.scale_bias(ctx, any_nan, -1.0, 1.0))
+    any_nan = pooled(nan_flag)                                                           # 1: a window with NaN
+    only_neg_inf = lib.scale_bias(ctx, pooled(above), -1.0, 1.0)                         # (or NaN and -inf)
+    special = lib.clamp(ctx, lib.add(ctx, only_neg_inf, any_nan), 0.0, 1.0)             # NaN or only -inf: 1
     at = lib.reshape_4d(ctx, lib.arange(ctx, 0.0, float(h * w), 1.0), w, h, 1, 1)       # position in the plane
-    plain = back(lib.mul(ctx, g, lib.scale_bias(ctx, any_nan, -1.0, 1.0)), x)
-    nans = back(lib.mul(ctx, g, any_nan), lib.mul(ctx, nan_flag, lib.repeat(ctx, lib.scale_bias(ctx, at, 1.0, 1.0),
-                                                                               nan_flag)))
-    firsts = back(lib.mul(ctx, g, only_neg_inf), lib.repeat(ctx, lib.scale_bias(ctx, at, -1.0, float(h * w)), x))
-    return lib.add(ctx, lib.add(ctx, plain, nans), firsts)
+    keys = lib.add(ctx, lib.repeat(ctx, lib.scale_bias(ctx, at, -1.0, float(h * w)), x),
+                   lib.mul(ctx, nan_flag, lib.repeat(ctx, lib.scale_bias(ctx, at, 2.0, 1.0), x)))
+    plain = back(lib.mul(ctx, g, lib.scale_bias(ctx, special, -1.0, 1.0)), x)
+    return lib.add(ctx, plain, back(lib.mul(ctx, g, special), keys))
 
 
 @define("max_pool2d", saves=(0,), infer=_infer_max_pool,
