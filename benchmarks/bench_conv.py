@@ -129,6 +129,7 @@ def jax_jit():
 def op_times(number: int) -> list[list[str]]:
     """Each op of the step alone in eager mode (one compute each): which node costs what."""
     from ggmlgrad.ops import op
+    from ggmlgrad.ops.conv import channel_sums
     x, _ = _data()
     rng = np.random.default_rng(1)
     gx = gg.tensor(x)
@@ -139,7 +140,7 @@ def op_times(number: int) -> list[list[str]]:
     fns = {
         "conv2d forward (im2col + product)": lambda: op.conv2d(gx, w, **geo).numpy(),
         "conv2d weight gradient": lambda: op.conv2d_weight_grad(h, gx, weight_shape=(32, 1, 3, 3), **geo).numpy(),
-        "bias gradient (sum over N, H, W)": lambda: op.sum(h, axis=(0, 2, 3)).numpy(),
+        "bias gradient (plane sums, then N)": lambda: channel_sums(h).numpy(),
         "relu": lambda: gg.relu(h).numpy(),
         "max_pool2d forward (ggml pool_2d)": lambda: op.max_pool2d(h, kernel_size=(2, 2), stride=(2, 2)).numpy(),
         "max_pool2d backward (pool_2d_back)": lambda: op.max_pool2d_backward(p, h, kernel_size=(2, 2),
