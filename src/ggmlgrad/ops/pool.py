@@ -128,7 +128,9 @@ def _ggml_pool_fits(shape, kernel_size, stride, padding, dilation, ceil_mode) ->
 def _ggml_max_pool(ctx, x: int, k, s, p) -> int:
     """torch's max pooling from ggml_pool_2d (one pass; it starts from float32's lowest value and
     drops NaN): a window of only -inf gets -inf back (log of step(m + FLT_MAX)), a window holding
-    NaN gets NaN (the max of its NaN flags, as sqrt(-flag))."""
+    NaN gets NaN (the max of its NaN flags, as sqrt(-flag)). One corner differs from torch: a window
+    whose largest value is exactly float32's lowest finite value (-3.4028235e38) reads -inf, and its
+    gradient goes to its first element."""
     m = lib.pool_2d(ctx, x, consts.POOL_MAX, k[1], k[0], s[1], s[0], float(p[1]), float(p[0]))
     m = lib.add(ctx, m, lib.log(ctx, lib.step(ctx, lib.scale_bias(ctx, m, 1.0, _F32_MAX))))
     nan_flag = lib.scale_bias(ctx, is_number01(ctx, x), -1.0, 1.0)                   # 1 at NaN
