@@ -219,7 +219,15 @@ def _max_pool2d_backward(ctx, nodes, inputs, out, kernel_size, stride=None, padd
     return unwindows(ctx, lib.reshape_4d(ctx, gcols, c * kk, ow, oh, n), x.shape, k[0], k[1], s, p, d)
 
 
-@define("max_pool2d_indices", infer=lambda x, **p: (_infer_max_pool(x, **p)[0], int32), differentiable=False)
+def _infer_max_pool_indices(x, **params):
+    shape, _ = _infer_max_pool(x, **params)
+    if x.shape[2] * x.shape[3] > 2 ** 24:
+        raise ValueError(f"max_pool2d: return_indices needs planes of at most 2**24 elements (the indices are "
+                         f"computed in float32), got {x.shape[2]}x{x.shape[3]}")
+    return shape, int32
+
+
+@define("max_pool2d_indices", infer=_infer_max_pool_indices, differentiable=False)
 def _max_pool2d_indices(ctx, nodes, inputs, out, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     """torch's ``return_indices``: per window the flat index (h * W + w) in its input plane of the
     value max_pool2d took, int32 (exact in float32 below 2**24 elements per plane)."""
