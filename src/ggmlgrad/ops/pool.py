@@ -154,9 +154,9 @@ def _ggml_max_pool_backward(ctx, g: int, x: int, shape: tuple, k, s, p) -> int:
 
     nan_flag = lib.scale_bias(ctx, is_number01(ctx, x), -1.0, 1.0)                       # 1 at NaN
     above = lib.step(ctx, lib.scale_bias(ctx, x, 1.0, _F32_MAX))                         # 1 above -inf (not NaN)
-    any_nan = pooled(nan_flag)                                                           # 1: a window with NaN
-    only_neg_inf = lib.scale_bias(ctx, pooled(above), -1.0, 1.0)                         # (or NaN and -inf)
-    special = lib.clamp(ctx, lib.add(ctx, only_neg_inf, any_nan), 0.0, 1.0)             # NaN or only -inf: 1
+    # one pool of 2 at NaN, 1 above -inf, 0 at -inf: its window max is 1 exactly for the plain windows
+    kind = pooled(lib.add(ctx, above, lib.scale(ctx, nan_flag, 2.0)))
+    special = lib.abs(ctx, lib.scale_bias(ctx, kind, 1.0, -1.0))                         # NaN or only -inf: 1
     at = lib.reshape_4d(ctx, lib.arange(ctx, 0.0, float(h * w), 1.0), w, h, 1, 1)       # position in the plane
     keys = lib.add(ctx, lib.repeat(ctx, lib.scale_bias(ctx, at, -1.0, float(h * w)), x),
                    lib.mul(ctx, nan_flag, lib.repeat(ctx, lib.scale_bias(ctx, at, 2.0, 1.0), x)))
