@@ -22,6 +22,7 @@ from __future__ import annotations
 from .._ggml import consts, lib
 from .._ggml.api import im2col_back
 from ..engine import float32
+from ..runtime.device import ACCELERATORS
 from . import fast_math
 from .build import owned, reshape, shape_only
 from .decl import expose
@@ -251,8 +252,12 @@ def _conv2d_weight_grad(ctx, nodes, inputs, out, weight_shape, stride=1, padding
         # one product summing over every position of every image: both operands with positions
         # innermost (ggml's out_prod over 40k positions ran 20x slower than this mul_mat)
         gt = lib.cont(ctx, lib.permute(ctx, lib.reshape_3d(ctx, nodes[0], spots, o, n), 0, 2, 1, 3))  # [spots, N, O]
-        ct = lib.cont(ctx, lib.transpose(ctx, lib.reshape_2d(ctx, cols, cgk, spots * n)))            # [spots*N, cgk]
-        r = lib.mul_mat(ctx, ct, lib.reshape_2d(ctx, gt, spots * n, o))                               # [cgk, O]
+        if ACCELERATORS:   # BLAS takes out_prod of a transposed operand (sgemm): 2x the mul_mat route here
+            r = lib.out_prod(ctx, lib.reshape_2d(ctx, cols, cgk, spots * n),
+                             lib.transpose(ctx, lib.reshape_2d(ctx, gt, spots * n, o)))
+        else:
+            ct = lib.cont(ctx, lib.transpose(ctx, lib.reshape_2d(ctx, cols, cgk, spots * n)))        # [spots*N, cgk]
+            r = lib.mul_mat(ctx, ct, lib.reshape_2d(ctx, gt, spots * n, o))                           # [cgk, O]
     else:
         og = o // groups
         a = lib.cont(ctx, lib.permute(ctx, lib.reshape_4d(ctx, cols, cgk, groups, spots, n), 0, 3, 1, 2))
