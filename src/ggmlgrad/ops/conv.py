@@ -322,7 +322,11 @@ def _conv_transpose2d(ctx, nodes, inputs, out, stride=1, padding=0, output_paddi
     n, ci, h, wd = x.shape
     _, cog, kh, kw = w.shape
     spots, cig, cogk = h * wd, ci // groups, cog * kh * kw
-    if groups == 1:   # one product: channels innermost in both operands
+    if groups == 1 and ACCELERATORS:   # BLAS out_prod; the input's planes stay whole rows (a row copy)
+        xr = lib.cont(ctx, lib.permute(ctx, lib.reshape_3d(ctx, nodes[0], spots, cig, n), 0, 2, 1, 3))  # [spots, N, cig]
+        cols = lib.out_prod(ctx, lib.reshape_2d(ctx, nodes[1], cogk, cig), lib.reshape_2d(ctx, xr, spots * n, cig))
+        cols = lib.reshape_2d(ctx, cols, cogk, spots * n)                                               # [cogk, spots*N]
+    elif groups == 1:   # one product: channels innermost in both operands
         xt = lib.cont(ctx, lib.permute(ctx, lib.reshape_3d(ctx, nodes[0], spots, cig, n), 1, 0, 2, 3))  # [cig, spots, N]
         wt = lib.cont(ctx, lib.transpose(ctx, lib.reshape_2d(ctx, nodes[1], cogk, cig)))                 # [cig, cogk]
         cols = product(ctx, wt, lib.reshape_2d(ctx, xt, cig, spots * n), cig, spots * n)                 # [cogk, spots*N]
