@@ -255,3 +255,17 @@ def test_conv_errors_match_torch_kinds():
         gg.nn.Conv2d(3, 4, 3, stride=2, padding="same")
     with pytest.raises(ValueError, match="zeros"):
         gg.nn.ConvTranspose2d(3, 4, 3, padding_mode="reflect")
+
+
+def test_conv_transpose_output_size_matches_torch():
+    torch.manual_seed(0)
+    tm = torch.nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1)
+    gm = gg.nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1)
+    gm.load_state_dict({k: gg.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    x = np.random.default_rng(4).standard_normal((1, 2, 4, 5)).astype(np.float32)
+    for size in ((7, 9), (8, 10), (1, 3, 8, 9)):
+        want = tm(torch.tensor(x), output_size=list(size)).detach().numpy()
+        got = gm(gg.tensor(x), output_size=size).detach().numpy()
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    with pytest.raises(ValueError, match="output size"):
+        gm(gg.tensor(x), output_size=(12, 9))
