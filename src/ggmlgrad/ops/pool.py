@@ -264,6 +264,18 @@ def _infer_avg_pool(x, kernel_size, stride=None, padding=0, ceil_mode=False, cou
     return tuple(x.shape[:2]) + out, float32
 
 
+def _ggml_avg_fits(shape, k, s, p, out, count_include_pad, divisor_override) -> bool:
+    """ggml's pool_2d AVG (one pass; sum / (kH*kW), out-of-range cells skipped) and its pool_2d_back
+    are torch's avg pooling when the padding counts and no ceil_mode window hangs past it: every
+    window then ends inside input + padding, so torch's divisor is kH*kW too."""
+    floor = tuple((shape[2 + i] + 2 * p[i] - k[i]) // s[i] + 1 for i in range(2))
+    return FAST_AVG_POOL and count_include_pad and divisor_override is None and tuple(out) == floor
+
+
+#: Use ggml's pool_2d / pool_2d_back (AVG) where they compute torch's average pooling (see above).
+FAST_AVG_POOL = True
+
+
 def _divisors(ctx, shape, k, s, p, out, right, count_include_pad: bool) -> int:
     """torch's divisor of every window as a [1, OW, OH, 1] node: the window's cells inside the
     input (``count_include_pad`` False) or inside the input and its padding, counted by pooling
@@ -300,6 +312,9 @@ def _avg_pool2d(ctx, nodes, inputs, out, kernel_size, stride=None, padding=0, ce
     n, c = x.shape[:2]
     k, s, p, _, o, right = _avg_args("avg_pool2d", x, kernel_size, stride, padding, ceil_mode, count_include_pad,
                                      divisor_override)
+    if _ggml_avg_fits(x.shape, k, s, p, o, count_include_pad, divisor_override):
+        return lib.pool_2d(ctx, _contiguous(ctx, nodes[0]), consts.POOL_AVG, k[1], k[0], s[1], s[0], float(p[1]),
+                           float(p[0]))
     cols = windows(ctx, _padded(ctx, nodes[0], x.shape, p, right, 0.0), c, k[0], k[1], s, (0, 0), (1, 1))
     sums = lib.reshape_4d(ctx, lib.sum_rows(ctx, lib.reshape_2d(ctx, cols, k[0] * k[1], c * o[0] * o[1] * n)),
                           c, o[1], o[0], n)
@@ -330,6 +345,10 @@ def _avg_pool2d_backward(ctx, nodes, inputs, out, input_shape, kernel_size, stri
     n, c, oh, ow = g.shape
     k, s, p, _, o, right = _avg_args("avg_pool2d", _Spec(input_shape), kernel_size, stride, padding, ceil_mode,
                                      count_include_pad, divisor_override)
+    if _ggml_avg_fits(tuple(input_shape), k, s, p, o, count_include_pad, divisor_override):
+        like = shape_only(ctx, tuple(input_shape))          # pool_2d_back reads only its shape for AVG
+        return lib.pool_2d_back(ctx, _contiguous(ctx, nodes[0]), like, consts.POOL_AVG, k[1], k[0], s[1], s[0],
+                                float(p[1]), float(p[0]))
     rows = lib.reshape_4d(ctx, _nchw_to_rows(ctx, nodes[0], g.shape), c, ow, oh, n)
     scaled = _scale_by_divisor(ctx, rows, tuple(input_shape), k, s, p, o, right, count_include_pad, divisor_override)
     kk = k[0] * k[1]
