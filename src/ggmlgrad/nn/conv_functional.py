@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from ..ops import op
-from ..ops.conv import check_groups, int_pair
+from ..ops.conv import check_groups
 from ..ops.decl import public
 from ..tensor import Tensor
 from ..tensor.functional_shape import cat
@@ -573,5 +573,3 @@ def _positive(name: str, key: str, v) -> int:
         raise ValueError(f"{name}: {key} must be a positive int, got {v!r}")
     return v
 
-
-_ = int_pair

@@ -25,7 +25,6 @@ from ..engine import float32
 from ..runtime.device import ACCELERATORS
 from . import fast_math
 from .build import owned, reshape, shape_only
-from .decl import expose
 from .registry import define, op, same_device, same_float
 from .shapes import numel
 
@@ -403,5 +402,3 @@ def _fold(ctx, nodes, inputs, out, output_size, kernel_size, dilation=1, padding
     cols = lib.reshape_4d(ctx, cols, ck, ow, oh, n)
     return unwindows(ctx, cols, out.shape, k[0], k[1], stride, padding, dilation)
 
-
-_ = expose

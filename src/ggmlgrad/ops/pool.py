@@ -392,7 +392,6 @@ def _pad_constant(ctx, nodes, inputs, out, pads, value=0.0):
     x = inputs[0]
     if numel(x.shape) == 0 or not any(pads):
         return lib.cont(ctx, reshape(ctx, nodes[0], out.shape)) if numel(out.shape) else lib.cont(ctx, nodes[0])
-    nd = max(x.ndim, 1)
     p = list(pads) + [0] * (8 - len(pads))
     src = reshape(ctx, nodes[0], x.shape) if x.ndim else nodes[0]
     r = lib.pad_ext(ctx, src, *p[:8])
@@ -409,7 +408,6 @@ def _pad_constant(ctx, nodes, inputs, out, pads, value=0.0):
             elif value > 0:
                 border = lib.neg(ctx, border)
             r = lib.add(ctx, r, border)
-    _ = nd
     return owned(ctx, r, out.shape)
 
 
@@ -467,5 +465,3 @@ def _resample_matrix(ctx, nodes, inputs, out, axis, size, mode, scale=None):
     w1 = lib.mul(ctx, _eq(ctx, cols, i1), lib.repeat(ctx, lam, cols))
     return lib.add(ctx, w0, w1)
 
-
-_ = owned
