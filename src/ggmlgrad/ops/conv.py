@@ -13,9 +13,9 @@ Routes (ggml 0.20.2's CPU kernels, read in its source):
   as the kernel (ggml.h's comments name them the other way round); the kernel is read for its shape only.
 - the weight gradient is one ``ggml_out_prod`` of the windows and the output gradient.
 
-conv2d's input gradient is conv_transpose2d and conv_transpose2d's is conv2d, so both are
-differentiable twice in the input; the weight gradient op is not differentiable (double backward
-through a weight gradient raises).
+conv2d's input gradient is conv_transpose2d and conv_transpose2d's is conv2d, and the weight
+gradient's own gradients are conv2d and conv_transpose2d again, so convolutions differentiate to any
+order (``create_graph=True``).
 """
 from __future__ import annotations
 
@@ -236,7 +236,26 @@ def _infer_weight_grad(g, x, weight_shape, stride=1, padding=0, dilation=1, grou
     return weight_shape, float32
 
 
-@define("conv2d_weight_grad", infer=_infer_weight_grad, differentiable=False,
+def _weight_grad_backward(gw, n):
+    """conv2d_weight_grad is bilinear in (g, x): with G the upstream gradient (weight-shaped),
+    d<G, Wg>/dg = conv2d(x, G) and d<G, Wg>/dx = conv_transpose2d(g, G) (what double backward
+    through a convolution, e.g. a gradient penalty, needs)."""
+    g, x = n.inputs
+    p = n.params
+    stride, padding, dilation = _geometry("conv2d", p.get("stride", 1), p.get("padding", 0), p.get("dilation", 1))
+    groups = p.get("groups", 1)
+    dg = op.conv2d(x, gw, stride=stride, padding=padding, dilation=dilation, groups=groups) if g.requires_grad else None
+    dx = None
+    if x.requires_grad:
+        natural = [(g.shape[2 + i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (gw.shape[2 + i] - 1) + 1
+                   for i in range(2)]
+        extra = (x.shape[2] - natural[0], x.shape[3] - natural[1])
+        dx = op.conv_transpose2d(g, gw, stride=stride, padding=padding, output_padding=extra, dilation=dilation,
+                                 groups=groups)
+    return dg, dx
+
+
+@define("conv2d_weight_grad", infer=_infer_weight_grad, backward=_weight_grad_backward,
         work=lambda g, x, weight_shape, **p: 2.0 * numel(g.shape) * numel(tuple(weight_shape)[1:]))
 def _conv2d_weight_grad(ctx, nodes, inputs, out, weight_shape, stride=1, padding=0, dilation=1, groups=1):
     """dL/dW of conv2d: sum over images and positions of windows x output gradient (one out_prod)."""

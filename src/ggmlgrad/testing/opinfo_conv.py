@@ -42,6 +42,16 @@ def ref_conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     return out if b is None else out + b[None, :, None, None]
 
 
+def ref_conv2d_weight_grad(g, x, weight_shape, stride=1, padding=0, dilation=1, groups=1):
+    """dL/dW of conv2d for the output gradient g: per group sum over images and positions of g x windows."""
+    o, cg, kh, kw = weight_shape
+    u = ref_unfold(x, (kh, kw), dilation, padding, stride)            # (N, C*kh*kw, L)
+    gg_ = g.reshape(g.shape[0], o, -1)                                 # (N, O, L)
+    og, ck = o // groups, cg * kh * kw
+    parts = [np.einsum("nol,nkl->ok", gg_[:, i * og:(i + 1) * og], u[:, i * ck:(i + 1) * ck]) for i in range(groups)]
+    return np.concatenate(parts, axis=0).reshape(weight_shape)
+
+
 def ref_conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, dilation=1, groups=1):
     s, p, op_, d = _pair(stride), _pair(padding), _pair(output_padding), _pair(dilation)
     n, ci, h, wd = x.shape
@@ -297,6 +307,14 @@ def _interp_samples(r):
 register(
     OpInfo("conv2d", ("conv2d", "conv2d_weight_grad", "conv_transpose2d"),
            lambda x, w, *b, **k: F.conv2d(x, w, *b, **k), ref_conv2d, _conv_samples, atol=1e-4),
+    # the weight gradient as an op of its own: its gradients (double backward through a convolution)
+    OpInfo("conv2d_weight_grad", ("conv2d_weight_grad", "conv2d", "conv_transpose2d"),
+           lambda g, x, **k: op.conv2d_weight_grad(g, x, **k), ref_conv2d_weight_grad,
+           lambda r: [Sample((r.standard_normal((2, 4, 3, 4)), r.standard_normal((2, 3, 5, 6))),
+                             {"weight_shape": (4, 3, 3, 3)}),
+                      Sample((r.standard_normal((1, 6, 4, 4)), r.standard_normal((1, 4, 7, 6))),
+                             {"weight_shape": (6, 2, 3, 2), "stride": (2, 1), "padding": (1, 0), "dilation": (1, 2),
+                              "groups": 2})], atol=1e-4),
     OpInfo("conv_transpose2d", ("conv_transpose2d", "conv2d", "conv2d_weight_grad"),
            lambda x, w, *b, **k: F.conv_transpose2d(x, w, *b, **k), ref_conv_transpose2d, _conv_t_samples, atol=1e-4),
     # (every sample below passes its parameters as keyword arguments: the program fuzzer fuzzes only
@@ -368,7 +386,6 @@ register(
 )
 
 INTERNAL_OPS.update({
-    "conv2d_weight_grad": "conv2d's and conv_transpose2d's weight gradient (opinfo_conv conv2d rows)",
     "max_pool2d_backward": "max_pool2d's gradient (opinfo_conv max_pool2d rows)",
     "avg_pool2d_backward": "avg_pool2d's gradient (opinfo_conv avg_pool2d rows)",
 })
