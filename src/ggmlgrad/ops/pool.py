@@ -1,13 +1,16 @@
 """Pooling, constant padding and resampling matrices as ggml graph nodes (NCHW, torch's semantics).
 
-- ``max_pool2d``/``avg_pool2d``: the windows are copied into rows by ``ggml_im2col`` (threaded over
-  channels; stride, dilation and ``ceil_mode``'s extra windows are its geometry), then reduced per
-  row. ggml's own ``pool_2d`` runs on one thread, has no dilation or ceil_mode, and its max drops
-  NaN (torch propagates it); here the max is ``argmax`` + ``get_rows`` plus a NaN term per row, as
-  ``amax`` does. Max padding is -inf (the windows never take it); avg padding is zero with torch's
-  divisors (``count_include_pad``, ``divisor_override``).
-- their gradients put the window gradients back with ``ggml_im2col_back`` (col2im): max pooling
-  routes each window's gradient to torch's index (the first maximum, or the first NaN).
+- ``max_pool2d``: ggml's one-pass ``pool_2d``/``pool_2d_back`` where their geometry is torch's (no
+  dilation, no ceil_mode window past the padding), with torch's NaN and -inf rules restored around
+  them (ggml's max drops NaN and starts from float32's lowest value): a NaN flag pool in the
+  forward, a second ``pool_2d_back`` pass for windows holding NaN (torch: the last NaN gets the
+  gradient) or only -inf (the first element). Otherwise the windows are copied into rows by
+  ``ggml_im2col`` (threaded over channels; stride, dilation and ceil_mode's extra windows are its
+  geometry), reduced by ``argmax`` + ``get_rows`` plus a NaN term per row as ``amax`` does, and the
+  gradient goes back through ``ggml_im2col_back`` (col2im). Padding is -inf (never taken).
+- ``avg_pool2d``: ggml's ``pool_2d``/``pool_2d_back`` (AVG) where torch's divisor is kH*kW
+  (``count_include_pad``, no ceil_mode overhang, no ``divisor_override``); else the window rows,
+  zero padding and torch's divisors counted by pooling a plane of ones.
 - ``pad_constant``: ``ggml_pad_ext`` (zeros) plus the fill value on the border.
 - ``resample_matrix``: the (out, in) matrix of nearest/linear interpolation or adaptive average
   pooling along one axis, built on the device from ``arange``; interpolation is then two products.
