@@ -10,8 +10,8 @@ naming the function and the value in every mode (see ``ops/indexing.py``).
 Differences from PyTorch (documented):
 - masks: a NumPy bool array or an int32 tensor is a *boolean* mask; a float
   tensor is an *additive* mask (ggmlgrad has no bool dtype);
-- targets of ``cross_entropy``/``binary_cross_entropy_with_logits`` get no
-  gradient;
+- targets of ``cross_entropy`` get no gradient (those of
+  ``binary_cross_entropy_with_logits`` do, as torch's);
 - ``one_hot`` returns float32 (PyTorch: int64).
 
 Attention: ``scaled_dot_product_attention`` (and ``MultiheadAttention`` with
@@ -39,7 +39,7 @@ from ..engine import COMPUTED, ENGINE, active_observer, download, float32, graph
 from ..ops import nn_ops, op
 from ..ops.indexing import check_values
 from ..ops.registry import same_float
-from ..tensor import Tensor, as_tensor, no_grad, tensor
+from ..tensor import Tensor, as_tensor, is_grad_enabled, no_grad, tensor
 from ..ops.decl import public as _public
 from ..tensor.surfaces import functional_entries, install_functions as _install_functions
 from ..distributions.noise import draw_noise
@@ -331,6 +331,9 @@ def binary_cross_entropy_with_logits(input: Tensor, target, weight: Tensor | Non
     """
     _check_reduction("binary_cross_entropy_with_logits", reduction)
     input, target = _pair("binary_cross_entropy_with_logits", input, target)
+    if isinstance(pos_weight, Tensor) and pos_weight.requires_grad and is_grad_enabled():
+        raise RuntimeError("The function 'binary_cross_entropy_with_logits' is not differentiable with respect "
+                           "to argument 'pos_weight'. This input cannot have requires_grad True.")
     args = (input, target) + ((as_tensor(pos_weight, device=input.device),) if pos_weight is not None else ())
     loss = op.bce_with_logits(*args)
     if weight is not None:
