@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import ENGINE, PENDING, dtypes
+from ..engine import ENGINE, PENDING, DType, bfloat16, dtypes, float16, float32
 from ..engine.context import current as _context
 from ..runtime import resolve_device
 from ..tensor import Tensor, no_grad
@@ -261,13 +261,22 @@ class Module(TraversalMethods, ModuleStateMethods):
                     p.grad.zero_()
 
     # ------------------------------------------------------------------ devices
-    def to(self, device=None, dtype=None) -> "Module":
-        """Move parameters and buffers to ``device`` in place (the same Parameter objects, as in PyTorch).
+    def to(self, *args, **kwargs) -> "Module":
+        """Move parameters and buffers in place (the same Parameter objects, as in PyTorch):
+        ``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)`` (its device and dtype),
+        ``non_blocking=`` accepted.
 
-        ``dtype`` is not supported: parameters compute in float32.
+        Parameters compute in float32: float32 and float64 (float32 by the dtype rule) leave them as
+        they are; float16/bfloat16 raise ``NotImplementedError`` (they are storage dtypes here).
+
+        >>> import ggmlgrad as gg
+        >>> m = gg.nn.Linear(2, 2)
+        >>> m.to("cpu", gg.float64) is m and m.weight.dtype is gg.float32
+        True
         """
+        device, dtype = _to_arguments(args, kwargs)
         if dtype is not None:
-            raise NotImplementedError("Module.to(dtype=...): parameters stay float32 (cast inputs instead)")
+            _check_module_dtype(dtype)
         if device is None:
             return self
         dev = resolve_device(device)
@@ -278,6 +287,22 @@ class Module(TraversalMethods, ModuleStateMethods):
             if t.grad is not None:
                 t.grad = t.grad.to(device=dev)
         return self
+
+    def float(self) -> "Module":
+        """float32 parameters: they already are (returns the module)."""
+        return self
+
+    def double(self) -> "Module":
+        """float64 is float32 by the dtype rule: returns the module unchanged."""
+        return self
+
+    def half(self) -> "Module":
+        """Refused: parameters compute in float32 (float16 is a storage dtype in ggmlgrad)."""
+        return self.to(dtype=float16)
+
+    def bfloat16(self) -> "Module":
+        """Refused: parameters compute in float32 (bfloat16 is a storage dtype in ggmlgrad)."""
+        return self.to(dtype=bfloat16)
 
     def cpu(self) -> "Module":
         return self.to("cpu")
@@ -341,3 +366,35 @@ def _move_storage(t: Tensor, dev) -> None:
     t.device = dev
     t._leaf_epoch = -1
     t._version += 1
+
+
+def _to_arguments(args: tuple, kwargs: dict) -> tuple:
+    """(device, dtype) from torch's ``Module.to`` call forms."""
+    kwargs = dict(kwargs)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    if kwargs:
+        raise TypeError(f"Module.to() got unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        elif isinstance(a, DType):
+            dtype = a
+        elif isinstance(a, bool):        # to(device, non_blocking) positional form
+            continue
+        elif device is None:
+            device = a
+        else:
+            raise TypeError(f"Module.to() got an unexpected argument {a!r}")
+    return device, dtype
+
+
+def _check_module_dtype(dtype) -> None:
+    if not isinstance(dtype, DType):
+        raise TypeError(f"Module.to: dtype must be a ggmlgrad dtype, got {dtype!r}")
+    if not dtype.is_float:
+        raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype.name}")
+    if dtype is not float32:
+        raise NotImplementedError(f"Module.to({dtype.name}): ggmlgrad parameters compute in float32 "
+                                  f"({dtype.name} is a storage dtype); keep the module float32")
