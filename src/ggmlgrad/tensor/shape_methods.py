@@ -1,9 +1,10 @@
 """Tensor methods for shapes and indexing, attached to :class:`Tensor` at import.
 
 ``t[...]`` supports NumPy basic indexing: ints (negative ok), slices with positive
-steps along any axis, ``None``/newaxis and ``...``; plus ONE integer index (an int32
-tensor, a list or an int array) combined with slices, which selects along its axis
-(``index_select``; negative values count from the end). Basic indexing and the view
+steps along any axis, ``None``/newaxis and ``...``; plus integer indices (int32 tensors,
+lists or int arrays) combined with slices: one selects along its axis (``index_select``;
+negative values count from the end), several broadcast together and pick elements with
+torch's rule for where their dimensions go (tensor/adv_index.py). Basic indexing and the view
 methods (view, reshape, transpose, narrow, split, ...) return views that alias ``t``
 (tensor/views.py); an index tensor gives a copy, as in torch. Negative steps raise. Boolean
 masks (``x[mask]``, ``x[:, mask]``) and assignment through an index (``x[mask] = v``,
@@ -28,7 +29,7 @@ from ..ops.decl import public
 from . import functional_shape as F
 from .functional_shape import IndexRangeError
 from .grad_mode import is_grad_enabled
-from . import mask_index, views
+from . import adv_index, mask_index, views
 from .tensor import Tensor
 
 
@@ -117,6 +118,10 @@ def getitem(x: Tensor, key) -> Tensor:
     """``x[key]`` with NumPy basic indexing plus one integer index tensor/list (see module doc)."""
     if mask_index.has_mask(key):  # data-dependent shape: the mask is read (tensor/mask_index.py)
         return mask_index.getitem(x, key, _check_key_item)
+    if adv_index.count_advanced(key) > 1:  # several index tensors (tensor/adv_index.py)
+        for k in key:
+            _check_key_item(k)
+        return adv_index.getitem_many(x, key, getitem, _index_for)
     start, stop, step, out_shape, sliced_shape, adv = _parse(x, key)
     if adv is None:   # one op: the slice lays its result out with ints dropped and Nones added
         shape = tuple(out_shape)
@@ -151,7 +156,7 @@ def setitem(x: Tensor, key, value) -> None:
     >>> x.tolist()
     [[1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]]
     """
-    if mask_index.has_mask(key):
+    if mask_index.has_mask(key) or adv_index.count_advanced(key) > 1:   # indices read on the host
         return mask_index.setitem(x, key, value, _check_key_item)
     start, stop, step, out_shape, sliced_shape, adv = _parse(x, key)
     if adv is not None:  # an index tensor/list: the positions are read on the host (tensor/mask_index.py)

@@ -1,0 +1,138 @@
+"""Reading with several index tensors in one key: ``x[rows, cols]``, ``x[:, i, j]``, ``x[i, :, j]``, with
+broadcasting index shapes and slices, ints, ``None`` and ``...`` around them (torch's advanced indexing).
+
+torch's rule, followed here: ints, slices, ``None`` and ``...`` are applied first (a view of ``x``);
+the index tensors, broadcast to one shape, then pick elements of the dimensions they stand in. The
+picked dimensions are replaced by the broadcast index shape, in place when the index tensors are
+adjacent in the key, else at the front (``x[i, :, j]``: the index shape first).
+
+On the device: the dims being indexed are moved first and merged, the index tensors are combined into
+one flat row number (negative values wrapped; each checked against its dimension, an ``IndexError``
+in every mode, see ``ops/indexing.py``), and ``index_select`` picks the rows, so the gradient
+scatter-adds back (repeats accumulate) and the read works in graph mode and inside ``gg.capture``
+(given index tensors; a list index is host data, uploaded by the call). Writes (``x[i, j] = v``,
+``x[i, j] += v``) read the indices on the host (``tensor/mask_index.py``).
+
+>>> import ggmlgrad as gg
+>>> x = gg.arange(12.0).reshape(3, 4)
+>>> x[gg.tensor([0, 2]), gg.tensor([1, 3])].tolist()
+[1.0, 11.0]
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine import float32, int32
+from ..ops import op
+from ..ops.indexing import _EXACT_F32, _check_index
+from ..ops.shapes import check_ndim
+from .functional_shape import IndexRangeError
+from .tensor import Tensor
+
+
+def is_int(k) -> bool:
+    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+
+
+def count_advanced(key) -> int:
+    """How many index tensors/lists/arrays ``key`` holds."""
+    key = key if isinstance(key, tuple) else (key,)
+    return sum(1 for k in key if isinstance(k, (Tensor, list, np.ndarray)))
+
+
+def _split(x: Tensor, key: tuple):
+    """(basic key with every index replaced by a full slice, [(dim in the basic result, index)])."""
+    n_cons = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if n_cons > x.ndim:
+        raise IndexRangeError(f"indexing: too many indices for a tensor of shape {x.shape}: {n_cons} were indexed")
+    if sum(k is Ellipsis for k in key) > 1:
+        raise IndexError("indexing: an index can only have a single ellipsis ('...')")
+    if Ellipsis in [k for k in key if not isinstance(k, (Tensor, list, np.ndarray))]:
+        i = next(j for j, k in enumerate(key) if k is Ellipsis)
+        key = key[:i] + (slice(None),) * (x.ndim - n_cons) + key[i + 1:]
+    else:
+        key = key + (slice(None),) * (x.ndim - n_cons)
+    basic, picks, out_dim, axis = [], [], 0, 0
+    for k in key:
+        if isinstance(k, (Tensor, list, np.ndarray)):
+            picks.append((out_dim, axis, k))
+            basic.append(slice(None))
+        else:
+            basic.append(k)
+        if k is None:
+            out_dim += 1
+        elif is_int(k):
+            axis += 1
+        else:
+            out_dim += 1
+            axis += 1
+    return tuple(basic), picks
+
+
+def _as_index(k, n: int, axis: int, x: Tensor, to_tensor) -> Tensor:
+    """An int32 index tensor (lists and arrays checked on the host, tensors by the index check)."""
+    if isinstance(k, Tensor):
+        _check_index("indexing", k, n, wrap=True, what=f" (dimension {axis} with size {n}, shape {x.shape})")
+        return k
+    return to_tensor(k, n, axis, x)
+
+
+def _wrapped(idx: Tensor, n: int) -> Tensor:
+    """float32 row numbers of ``idx`` with negative values counted from the end."""
+    f = op.cast(idx, dtype=float32)
+    neg = op.cast(op.compare_scalar(f, kind="lt", c=0.0), dtype=float32)
+    return op.add(f, op.scale(neg, c=float(n))) if n else f
+
+
+def getitem_many(x: Tensor, key, basic_getitem, to_tensor) -> Tensor:
+    """``x[key]`` for a key with two or more index tensors/lists (see the module docstring)."""
+    key = key if isinstance(key, tuple) else (key,)
+    basic, picks = _split(x, key)
+    y = basic_getitem(x, basic)
+    dims = [d for d, _, _ in picks]
+    idx = [_as_index(k, y.shape[d], a, x, to_tensor) for d, a, k in picks]
+    try:
+        bshape = tuple(np.broadcast_shapes(*(t.shape for t in idx)))
+    except ValueError:
+        raise IndexError(f"indexing: shape mismatch: indexing tensors could not be broadcast together with shapes "
+                         f"{', '.join(str(list(t.shape)) for t in idx)}") from None
+    rest = [d for d in range(y.ndim) if d not in dims]
+    adjacent = dims == list(range(dims[0], dims[-1] + 1))
+    rest_shape = tuple(y.shape[d] for d in rest)
+    front = dims[0] if adjacent else 0
+    out_shape = rest_shape[:front] + bshape + rest_shape[front:]
+    check_ndim("indexing", out_shape)
+    sizes = [y.shape[d] for d in dims]
+    rows = int(np.prod(sizes, dtype=np.int64))
+    if rows > _EXACT_F32:
+        raise ValueError(f"indexing: the indexed dimensions {tuple(sizes)} hold more than {_EXACT_F32} elements "
+                         f"(row numbers are combined in float32)")
+    moved = op.permute(y, axes=tuple(dims + rest)) if dims + rest != list(range(y.ndim)) else y
+    table = op.reshape(moved, shape=(rows,) + rest_shape)
+    flat, stride = None, rows
+    for t, n in zip(idx, sizes):
+        stride //= max(n, 1)
+        part = _wrapped(t, n)
+        part = op.scale(part, c=float(stride)) if stride != 1 else part
+        flat = part if flat is None else flat + part
+    flat = op.broadcast_to(flat, shape=bshape) if flat.shape != bshape else flat
+    ids = op.cast(op.reshape(flat, shape=(int(np.prod(bshape, dtype=np.int64)),)), dtype=int32)
+    picked = op.index_select(table, ids, axis=0)
+    res = op.reshape(picked, shape=bshape + rest_shape)
+    if front:
+        nb = len(bshape)
+        axes = tuple(range(nb, nb + front)) + tuple(range(nb)) + tuple(range(nb + front, nb + len(rest_shape)))
+        res = op.permute(res, axes=axes)
+    return res
+
+
+def host_positions(flat: np.ndarray, hkey: tuple) -> np.ndarray:
+    """``flat[hkey]`` with torch's rule for ints among index arrays: the ints (and slices, ``None``,
+    ``...``) first, then the arrays (NumPy would count an int as an index array)."""
+    arrays = [k for k in hkey if isinstance(k, np.ndarray)]
+    if not arrays or not any(is_int(k) for k in hkey):
+        return flat[hkey]
+    first = tuple(slice(None) if isinstance(k, np.ndarray) else k for k in hkey)
+    second = tuple(k if isinstance(k, np.ndarray) else Ellipsis if k is Ellipsis else slice(None)
+                   for k in hkey if not is_int(k))
+    return flat[first][second]
