@@ -413,37 +413,67 @@ def _in_place(name: str, x: Tensor, compute, *operands) -> Tensor:
 
 @public(method="scatter_")
 def scatter_(input: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce: str | None = None) -> Tensor:
-    """In-place :func:`scatter` (a write: version bump, reaches views)."""
+    """In-place :func:`scatter` (a write: version bump, reaches views).
+
+    >>> import ggmlgrad as gg
+    >>> gg.zeros(3).scatter_(0, gg.tensor([1]), gg.tensor([4.0])).tolist()
+    [0.0, 4.0, 0.0]
+    """
     return _in_place("scatter_", input, lambda t: scatter(t, dim, index, src, value=value, reduce=reduce), src)
 
 
 @public(method="scatter_add_")
 def scatter_add_(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
-    """In-place :func:`scatter_add`."""
+    """In-place :func:`scatter_add`.
+
+    >>> import ggmlgrad as gg
+    >>> gg.ones(2).scatter_add_(0, gg.tensor([1, 1]), gg.tensor([1.0, 2.0])).tolist()
+    [1.0, 4.0]
+    """
     return _in_place("scatter_add_", input, lambda t: scatter_add(t, dim, index, src), src)
 
 
 @public(method="scatter_reduce_")
 def scatter_reduce_(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
                     include_self: bool = True) -> Tensor:
-    """In-place :func:`scatter_reduce`."""
+    """In-place :func:`scatter_reduce`.
+
+    >>> import ggmlgrad as gg
+    >>> gg.ones(2).scatter_reduce_(0, gg.tensor([0, 0]), gg.tensor([3.0, 5.0]), "prod").tolist()
+    [15.0, 1.0]
+    """
     return _in_place("scatter_reduce_", input,
                      lambda t: scatter_reduce(t, dim, index, src, reduce, include_self=include_self), src)
 
 
 @public(method="index_add_")
 def index_add_(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
-    """In-place :func:`index_add`."""
+    """In-place :func:`index_add`.
+
+    >>> import ggmlgrad as gg
+    >>> gg.zeros(2).index_add_(0, gg.tensor([1]), gg.tensor([2.0]), alpha=3).tolist()
+    [0.0, 6.0]
+    """
     return _in_place("index_add_", input, lambda t: index_add(t, dim, index, source, alpha=alpha), source)
 
 
 @public(method="index_copy_")
 def index_copy_(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
-    """In-place :func:`index_copy`."""
+    """In-place :func:`index_copy`.
+
+    >>> import ggmlgrad as gg
+    >>> gg.zeros(2).index_copy_(0, gg.tensor([0]), gg.tensor([7.0])).tolist()
+    [7.0, 0.0]
+    """
     return _in_place("index_copy_", input, lambda t: index_copy(t, dim, index, source), source)
 
 
 @public(method="index_fill_")
 def index_fill_(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
-    """In-place :func:`index_fill`."""
+    """In-place :func:`index_fill`.
+
+    >>> import ggmlgrad as gg
+    >>> gg.zeros(2).index_fill_(0, gg.tensor([1]), 9.0).tolist()
+    [0.0, 9.0]
+    """
     return _in_place("index_fill_", input, lambda t: index_fill(t, dim, index, value), value)
