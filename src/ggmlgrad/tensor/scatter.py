@@ -279,6 +279,7 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
     >>> x.scatter_reduce(0, gg.tensor([0, 0, 1]), gg.tensor([4.0, 2.0, 3.0]), "amax").tolist()
     [4.0, 5.0]
     """
+    reduce = {"max": "amax", "min": "amin"}.get(reduce, reduce)   # torch accepts these spellings too
     if reduce not in _REDUCES:
         raise RuntimeError(f"scatter_reduce(): reduce argument must be either sum, prod, mean, amax or amin, got "
                            f"{reduce!r}")

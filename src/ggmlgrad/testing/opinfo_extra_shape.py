@@ -237,7 +237,7 @@ errors("scatter", bad(IE, "out of", _F, 1, _i(0, 3).reshape(1, 2), np.ones((1, 2
        bad(RT, "smaller", _F, 1, _i(0, 1, 0, 1, 0, 1).reshape(3, 2), np.ones((3, 2))),
        bad(RT, "dtype", _F, 1, np.ones((2, 2)), np.ones((2, 2))))
 errors("scatter_add", bad(IE, "out of", _F, 0, _i(0, 2, 1).reshape(1, 3), np.ones((1, 3))))
-errors("scatter_reduce", bad(RT, "reduce", _F, 1, _i(0).reshape(1, 1), np.ones((1, 1)), "max", True),
+errors("scatter_reduce", bad(RT, "reduce", _F, 1, _i(0).reshape(1, 1), np.ones((1, 1)), "maximum", True),
        bad(IE, "out of", _F, 1, _i(5).reshape(1, 1), np.ones((1, 1)), "amax", True))
 errors("index_add", bad(IE, "out of", _F, 0, _i(2), np.ones((1, 3))), bad(RT, "index_add", _F, 0, _i(1), np.ones((2, 3))))
 errors("index_copy", bad(IE, "out of", _F, 1, _i(-1), np.ones((2, 1))))
