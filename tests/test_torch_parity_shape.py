@@ -36,6 +36,12 @@ SNIPPETS = {
     "diagonal": (lambda m, x: m.diagonal(x, offset=1, dim1=2, dim2=0), [F234], True),
     "diagonal_method": (lambda m, x: x.diagonal(-1), [F34], True),
     "trace": (lambda m, x: m.trace(x), [F33], True),
+    "trace_f16": (lambda m, x: m.trace(x), [F33.astype(np.float16)], True),
+    "masked_fill_f16": (lambda m, x: x.masked_fill(x > 0, 1.5), [F34.astype(np.float16)], True),
+    "roll_f16": (lambda m, x: m.roll(x, 2, 1), [F34.astype(np.float16)], True),
+    "diagonal_bool": (lambda m, x: (x > 0).diagonal(1), [F34], True),
+    "scatter_bool": (lambda m, x, i: (x > 0).scatter(1, i, x < 0), [F34, IDX], True),
+    "einsum_int": (lambda m, a: m.einsum("ij,kj->ik", a, a), [I34], True),
     "trace_int": (lambda m, x: m.trace(x), [I34], False),   # torch: int64 (here int32), summed on the host
     "outer": (lambda m, a, b: m.outer(a, b), [V3, V4], True),
     "kron": (lambda m, a, b: m.kron(a, b), [F33, V3], True),
@@ -141,7 +147,7 @@ def _gg_inputs(arrays):
     return [gg.tensor(a, dtype=gg.int32) if a.dtype.kind == "i" else gg.tensor(a) for a in arrays]
 
 
-_DTYPES = {torch.float32: gg.float32, torch.int64: gg.int32, torch.bool: gg.bool}
+_DTYPES = {torch.float32: gg.float32, torch.int64: gg.int32, torch.bool: gg.bool, torch.float16: gg.float16}
 
 
 def _check(got, want, name, mode):
@@ -264,6 +270,22 @@ def test_index_writes_match_torch(mode):
         got[gg.tensor([0, 1]), :, gg.tensor([3, 0])] = -1.0
         got[gg.tensor(rows), gg.tensor(cols)] += gg.tensor([[1.0, 2.0, 3.0, 4.0]]).T[:2, :1]
         np.testing.assert_allclose(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_index_write_gradients_match_torch(mode):
+    def run(m, a, v):
+        x = a * 1.0
+        x[m.tensor([0, 2]), m.tensor([1, 3])] = v
+        x[m.tensor([1, 1]), m.tensor([0, 2])] += v * 2
+        return (x * x).sum()
+    ta, tv = torch.tensor(F34, requires_grad=True), torch.tensor(V3[:2].copy(), requires_grad=True)
+    run(torch, ta, tv).backward()
+    with gg.graph_mode(mode == "graph"):
+        ga, gv = gg.tensor(F34, requires_grad=True), gg.tensor(V3[:2].copy(), requires_grad=True)
+        run(gg, ga, gv).backward()
+        np.testing.assert_allclose(ga.grad.numpy(), ta.grad.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(gv.grad.numpy(), tv.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_in_place_scatters_match_torch_and_bump_the_version():

@@ -254,8 +254,10 @@ def masked_fill(x, mask, value):
         value = float(bool(value))
     if x.dtype is bool_:
         return op.cast(where(mask, value, as_float(x)), dtype=bool_)
-    r = where(mask, value, op.cast(x, dtype=float32) if x.dtype is int32 else x)
-    return op.cast(r, dtype=int32) if x.dtype is int32 else r
+    if x.dtype is float32:
+        return where(mask, value, x)
+    # int32 (exact within 2**24), float16/bfloat16 (exact): selected in float32, back in x's dtype
+    return op.cast(where(mask, value, op.cast(x, dtype=float32)), dtype=x.dtype)
 
 
 def empty_reduce(x, dim, value: bool):

@@ -269,7 +269,10 @@ def trace(input: Tensor) -> Tensor:
     _check_tensor("trace", input)
     if input.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
-    return diagonal(input).sum()
+    d = diagonal(input)
+    if d.dtype.is_float and d.dtype is not float32:   # float16/bfloat16: summed in float32, as torch accumulates
+        return op.cast(op.sum(op.cast(d, dtype=float32)), dtype=d.dtype)
+    return d.sum()
 
 
 # ---------------------------------------------------------------- products
