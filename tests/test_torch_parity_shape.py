@@ -30,6 +30,8 @@ SNIPPETS = {
     "roll_int": (lambda m, x: x.roll(1, 0), [I34], True),
     "tril": (lambda m, x: m.tril(x, diagonal=1), [F34], True),
     "triu_neg": (lambda m, x: x.triu(-1), [F234], True),
+    "tril_square": (lambda m, x: m.tril(x, -1), [F33], True),
+    "triu_square_nonfinite": (lambda m, x: m.triu(x), [np.array([[1, np.nan], [np.inf, -np.inf]], np.float32)], True),
     "tril_int": (lambda m, x: m.tril(x), [I34], True),
     "diag_vec": (lambda m, v: m.diag(v, 1), [V3], True),
     "diag_mat": (lambda m, x: m.diag(x, -1), [F34], True),

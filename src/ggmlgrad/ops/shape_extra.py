@@ -132,3 +132,29 @@ def _roll(ctx, nodes, inputs, out, shifts, dims):
     if not any(by_ne):
         return lib.cont(ctx, nodes[0])
     return lib.roll(ctx, lib.cont(ctx, nodes[0]), *by_ne)
+
+
+# ---------------------------------------------------------------- tri (ggml_tri: the triangles of diagonal 0 and ±1)
+# ggml_tri's kinds, by (lower, diagonal) in torch's terms (GGML_TRI_TYPE_*: ggml.h)
+TRI_KINDS = {(False, 0): 0, (False, 1): 1, (True, 0): 2, (True, -1): 3}
+
+
+def _infer_tri(x, lower, diagonal):
+    if x.dtype is not float32:
+        raise TypeError(f"tri: expected a float32 tensor, got {x.dtype.name}")
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"tri: ggml_tri takes square matrices (at least 2 dimensions), got {x.shape}")
+    if (bool(lower), diagonal) not in TRI_KINDS:
+        raise ValueError(f"tri: ggml_tri keeps the diagonals 0 and -1 (lower) or 0 and 1 (upper), got "
+                         f"{'lower' if lower else 'upper'} {diagonal!r}")
+    return x.shape, float32
+
+
+@define("tri", saves=(), infer=_infer_tri,
+        backward=lambda g, n: op.tri(g, lower=n.params["lower"], diagonal=n.params["diagonal"]))
+def _tri(ctx, nodes, inputs, out, lower, diagonal):
+    """The lower (``tril``) or upper (``triu``) triangle of the last two dims, zeros elsewhere (NaN and inf
+    included), with ggml_tri."""
+    if numel(out.shape) == 0:
+        return _zeros_of(ctx, out.shape, float32, nodes[0])
+    return lib.tri(ctx, lib.cont(ctx, nodes[0]), TRI_KINDS[(bool(lower), diagonal)])

@@ -27,6 +27,7 @@ from ..engine import float32, int32
 from ..engine.dtypes import bool_
 from ..ops import op
 from ..ops.decl import public
+from ..ops.shape_extra import TRI_KINDS
 from ..ops.shapes import check_ndim
 from . import views
 from .bool_ops import as_float
@@ -156,6 +157,8 @@ def _tri(opname: str, input: Tensor, diagonal: int, lower: bool) -> Tensor:
     n, m = input.shape[-2:]
     if input.numel_ == 0:
         return op.reshape(input, shape=input.shape)
+    if input.dtype is float32 and n == m and (lower, k) in TRI_KINDS:   # ggml's kernel (square, diagonal 0/±1)
+        return op.tri(input, lower=lower, diagonal=k)
     cols = op.iota(input, shape=(n, m), axis=1)
     rows = op.iota(input, shape=(n, m), axis=0)
     keep = op.compare_scalar(op.sub(cols, rows), kind="le" if lower else "ge", c=float(k))

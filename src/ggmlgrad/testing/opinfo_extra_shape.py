@@ -14,6 +14,7 @@ import itertools
 import numpy as np
 
 import ggmlgrad as gg
+from ggmlgrad.ops import op
 from .opinfo import OpInfo, Sample, bad, errors, register
 
 
@@ -127,6 +128,12 @@ register(
            lambda r: [Sample((_n(r, 3, 4), 0)), Sample((_n(r, 3, 4), 1)), Sample((_n(r, 2, 4, 3), -1)),
                       Sample((np.arange(9).reshape(3, 3) - 4, 0))],
            nonfinite=lambda r: [Sample((np.array([[1.0, np.nan], [np.inf, -np.inf]]), 0))]),
+    OpInfo("tril_triu_kernel", ("tri",), lambda a, lo, k: gg.tril(a, k) if lo else gg.triu(a, k),
+           lambda a, lo, k: np.tril(a, k) if lo else np.triu(a, k),
+           lambda r: [Sample((_n(r, 3, 3), True, 0)), Sample((_n(r, 2, 3, 3), True, -1)), Sample((_n(r, 4, 4), False, 0)),
+                      Sample((_n(r, 2, 2, 3, 3), False, 1))],
+           nonfinite=lambda r: [Sample((np.array([[1.0, np.nan], [np.inf, -np.inf]]), True, -1)),
+                                Sample((np.array([[1.0, np.nan], [np.inf, -np.inf]]), False, 0))]),
     OpInfo("triu", ("iota", "where_scalar", "compare_scalar", "sub"), lambda a, k: a.triu(k),
            lambda a, k: np.triu(a, k),
            lambda r: [Sample((_n(r, 3, 4), 0)), Sample((_n(r, 4, 3), 2)), Sample((_n(r, 2, 3, 3), -1))],
@@ -224,6 +231,8 @@ RT, IE, T = RuntimeError, IndexError, TypeError
 errors("flip", bad(IE, "flip", _F, (2,)), bad(RT, "multiple", _F, (0, 0)))
 errors("roll", bad(RT, "align", _F, (1, 2), (0,)))
 errors("tril", bad(RT, "tril", np.ones(3), 0))
+errors("tril_triu_kernel", bad(ValueError, "square", np.ones((2, 3)), fn=lambda a: op.tri(a, lower=True, diagonal=0)),
+       bad(ValueError, "diagonals", np.ones((3, 3)), fn=lambda a: op.tri(a, lower=True, diagonal=1)))
 errors("diagonal", bad(RT, "identical", _F, 0, 1, 1), bad(IE, "diagonal", _F, 0, 0, 2))
 errors("mm", bad(RT, "mm", _F, np.ones((2, 3))), bad(RT, "mm", np.ones(3), np.ones((3, 2))))
 errors("bmm", bad(RT, "bmm", np.ones((2, 2, 3)), np.ones((3, 3, 2))))
