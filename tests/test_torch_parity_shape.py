@@ -311,3 +311,17 @@ def test_in_place_scatter_on_a_leaf_that_requires_grad_raises_like_torch():
         x = m.tensor(F34, requires_grad=True)
         with pytest.raises(RuntimeError, match="leaf"):
             x.scatter_add_(1, idx, x.detach())
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_in_place_scatters_through_views_reach_the_base_like_torch(mode):
+    def run(m):
+        x = m.zeros(3, 4)
+        x[1:].scatter_(1, m.tensor([[0, 3], [1, 1]]), m.ones(2, 2) * 5)
+        x.T.index_fill_(0, m.tensor([2]), 7.0)
+        x.diagonal().index_add_(0, m.tensor([0, 0]), m.ones(2))
+        x[:, 1].masked_fill_(m.tensor([True, False, True]), -3.0)
+        return x
+    want = run(torch)
+    with gg.graph_mode(mode == "graph"):
+        assert run(gg).tolist() == want.tolist()

@@ -245,9 +245,10 @@ def scatter(input: Tensor, dim: int, index: Tensor, src=None, *, value=None, red
         raise TypeError("scatter() missing 1 required argument: 'src' or 'value'")
     if src is not None and value is not None:
         raise TypeError("scatter() got both 'src' and 'value'")
-    src = value if src is None else src
-    d = _check_scatter("scatter", input, dim, index, src)
-    if isinstance(src, Tensor) and src.ndim:
+    given_value = src is None
+    src = value if given_value else src
+    d = _check_scatter("scatter", input, dim, index, None if given_value else src)
+    if isinstance(src, Tensor) and not given_value:
         return _scatter_src(input, d, index, src, reduce)
     return _scatter_value(input, d, index, src, reduce)
 
