@@ -31,7 +31,7 @@ from ..ops.shape_extra import TRI_KINDS
 from ..ops.shapes import check_ndim
 from . import views
 from .bool_ops import as_float
-from .functional_shape import _dim, _slice_axis
+from .functional_shape import _dim, _slice_axis, tile
 from .tensor import Tensor, tensor
 
 
@@ -351,8 +351,9 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
 
 @public(method="kron", function="kron")
 def kron(input: Tensor, other: Tensor) -> Tensor:
-    """The Kronecker product (torch.kron): block ``(i, j)`` is ``input[i, j] * other``. Up to 2-D operands
-    (the product's intermediate has twice their dimensions, and ggmlgrad stops at 4).
+    """The Kronecker product (torch.kron): block ``(i, j, ...)`` is ``input[i, j, ...] * other``; the operand
+    with fewer dimensions gets leading size-1 ones. Computed as ``input`` with each element repeated
+    ``other.shape`` times (repeat_interleave per dim) times ``other`` tiled ``input.shape`` times.
 
     >>> import ggmlgrad as gg
     >>> gg.kron(gg.tensor([1.0, 2.0]), gg.tensor([1.0, 10.0])).tolist()
@@ -360,14 +361,17 @@ def kron(input: Tensor, other: Tensor) -> Tensor:
     """
     _check_tensor("kron", input), _check_tensor("kron", other)
     nd = max(input.ndim, other.ndim)
-    if nd > 2:
-        raise ValueError(f"kron: operands of more than 2 dimensions ({input.shape}, {other.shape}) need a "
-                         f"{2 * nd}-D intermediate; ggmlgrad supports at most 4 dimensions")
     a_shape = (1,) * (nd - input.ndim) + input.shape
     b_shape = (1,) * (nd - other.ndim) + other.shape
-    a = op.reshape(input, shape=tuple(x for s in a_shape for x in (s, 1)))
-    b = op.reshape(other, shape=tuple(x for s in b_shape for x in (1, s)))
-    return (a * b).reshape(tuple(p * q for p, q in zip(a_shape, b_shape)))
+    check_ndim("kron", a_shape)
+    a = op.reshape(input, shape=a_shape) if a_shape != input.shape else input
+    b = op.reshape(other, shape=b_shape) if b_shape != other.shape else other
+    for k, r in enumerate(b_shape):
+        if r != 1:
+            a = repeat_interleave(a, r, dim=k)
+    if any(n != 1 for n in a_shape):
+        b = tile(b, a_shape)
+    return a * b
 
 
 def _tensordot_dims(a: Tensor, b: Tensor, dims) -> tuple[list, list]:

@@ -63,6 +63,21 @@ def _index_ref(kind, x, dim, index, source=None, value=None, alpha=1.0):
     return out
 
 
+def _nd(a, nd: int, name: str):
+    """``a`` when it has ``nd`` dimensions, else torch's error (the references raise where torch raises)."""
+    if np.ndim(a) != nd:
+        raise RuntimeError(f"{name}: expected {nd} dimensions, got {np.ndim(a)}")
+    return a
+
+
+def _mm_ref(a, b, nd: int):
+    """torch.mm (nd 2) / torch.bmm (nd 3): no broadcasting."""
+    _nd(a, nd, "mm"), _nd(b, nd, "mm")
+    if a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
+        raise RuntimeError(f"mm: shapes {a.shape} and {b.shape} cannot be multiplied")
+    return np.matmul(a, b)
+
+
 def _diag_ref(v, k):
     return np.diag(v, k).copy()
 
@@ -145,18 +160,20 @@ register(
     OpInfo("diag", ("iota", "concat", "where_scalar"), lambda a, k: gg.diag(a, k), _diag_ref,
            lambda r: [Sample((_n(r, 3), 0)), Sample((_n(r, 3), 2)), Sample((_n(r, 2), -1)), Sample((_n(r, 3, 4), 1)),
                       Sample((np.array([3, -1]), 1))]),
-    OpInfo("trace", ("slice", "sum"), lambda a: gg.trace(a), lambda a: np.array(np.trace(a)),
+    OpInfo("trace", ("slice", "sum"), lambda a: gg.trace(a), lambda a: np.array(np.trace(_nd(a, 2, "trace"))),
            lambda r: [Sample((_n(r, 3, 3),)), Sample((_n(r, 2, 4),))]),
-    OpInfo("outer", ("mul",), lambda a, b: gg.outer(a, b), np.outer,
+    OpInfo("outer", ("mul",), lambda a, b: gg.outer(a, b), lambda a, b: np.outer(_nd(a, 1, "outer"), _nd(b, 1, "outer")),
            lambda r: [Sample((_n(r, 3), _n(r, 4)))]),
     OpInfo("kron", ("mul",), lambda a, b: gg.kron(a, b), np.kron,
-           lambda r: [Sample((_n(r, 2, 3), _n(r, 2, 2))), Sample((_n(r, 3), _n(r, 2))), Sample((_n(r, 2), _n(r, 2, 2)))]),
+           lambda r: [Sample((_n(r, 2, 3), _n(r, 2, 2))), Sample((_n(r, 3), _n(r, 2))), Sample((_n(r, 2), _n(r, 2, 2))),
+                      Sample((_n(r, 1, 2, 1, 2), _n(r, 2, 1, 2))), Sample((_n(r), _n(r, 2))),
+                      Sample((np.arange(4).reshape(2, 2), np.arange(3) - 1))]),
     OpInfo("tensordot", ("matmul", "permute"), lambda a, b, d: gg.tensordot(a, b, d),
            lambda a, b, d: np.tensordot(a, b, d),
            lambda r: [Sample((_n(r, 2, 3, 4), _n(r, 3, 4, 2), 2)), Sample((_n(r, 2, 3), _n(r, 3, 2), 1)),
                       Sample((_n(r, 2, 3, 4), _n(r, 4, 2, 3), ([1, 2], [2, 0]))), Sample((_n(r, 2), _n(r, 3), 0))]),
-    OpInfo("mm", ("matmul",), lambda a, b: gg.mm(a, b), np.matmul, lambda r: [Sample((_n(r, 2, 3), _n(r, 3, 4)))]),
-    OpInfo("bmm", ("matmul",), lambda a, b: a.bmm(b), np.matmul, lambda r: [Sample((_n(r, 2, 2, 3), _n(r, 2, 3, 4)))]),
+    OpInfo("mm", ("matmul",), lambda a, b: gg.mm(a, b), lambda a, b: _mm_ref(a, b, 2), lambda r: [Sample((_n(r, 2, 3), _n(r, 3, 4)))]),
+    OpInfo("bmm", ("matmul",), lambda a, b: a.bmm(b), lambda a, b: _mm_ref(a, b, 3), lambda r: [Sample((_n(r, 2, 2, 3), _n(r, 2, 3, 4)))]),
     OpInfo("einsum", ("matmul", "sum", "permute"), lambda eq, *ops: gg.einsum(eq, *ops),
            lambda eq, *ops: np.einsum(eq, *ops), _einsum_samples),
     OpInfo("meshgrid", ("broadcast_to",), lambda a, b, ix: _combine(gg.meshgrid(a, b, indexing=ix)), _meshgrid_ref,
@@ -236,7 +253,6 @@ errors("tril_triu_kernel", bad(ValueError, "square", np.ones((2, 3)), fn=lambda 
 errors("diagonal", bad(RT, "identical", _F, 0, 1, 1), bad(IE, "diagonal", _F, 0, 0, 2))
 errors("mm", bad(RT, "mm", _F, np.ones((2, 3))), bad(RT, "mm", np.ones(3), np.ones((3, 2))))
 errors("bmm", bad(RT, "bmm", np.ones((2, 2, 3)), np.ones((3, 3, 2))))
-errors("kron", bad(ValueError, "kron", np.ones((1, 1, 2)), np.ones((2, 1, 1))))
 errors("einsum", bad(RT, "einsum", "ij,jk->ik", _F, np.ones((2, 2))), bad(RT, "einsum", "i->i", _F),
        bad(RT, "einsum", "ij->k", _F), bad(RT, "einsum", "i#->i", _F))
 errors("tensordot", bad(RT, "tensordot", _F, np.ones((2, 3)), 1))
