@@ -10,7 +10,8 @@ ggml has no scatter kernel, so each is composed of ops in the same graph (never 
   position: the index, flattened to (rows, k), becomes a one-hot (rows, k, size) on the device, the
   values are placed through it and reduced over k (an ``amax``/``amin`` reduction, a product tree).
   That costs rows·k·size elements of memory. With repeated indices, ``scatter`` keeps the last
-  write in index order (torch's CPU result);
+  write in index order (torch's CPU result); ``index_copy`` finds the last writer of each slice from
+  its 1-D index alone (k·size) and picks the slices with ``index_select``;
 - ``int32`` tensors compute in float32 and come back (exact within the ±2**24 rule); bool through
   its 0/1 memory.
 
@@ -315,12 +316,6 @@ def _check_index_op(opname: str, x: Tensor, dim, index, source=None) -> int:
     return d
 
 
-def _full_index(index: Tensor, shape: tuple, d: int) -> Tensor:
-    """A 1-D index along ``d`` as a scatter index of ``shape`` (the same index in every row)."""
-    line = op.reshape(index, shape=tuple(index.numel_ if i == d else 1 for i in range(len(shape))))
-    return op.broadcast_to(line, shape=shape)
-
-
 @public(method="index_add", function="index_add")
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
     """A copy of ``input`` with ``alpha * source``'s slices along ``dim`` added at the slices ``index``
@@ -359,8 +354,17 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
         return op.reshape(input, shape=input.shape)
     x = input if input.ndim else op.reshape(input, shape=(1,))
     src = source if source.ndim else op.reshape(source, shape=(1,))
-    idx = _full_index(index if index.ndim == 1 else op.reshape(index, shape=(1,)), src.shape, d)
-    out = _run(x, idx, d, src, lambda xs, vs: _last_write(xs, idx, vs, d))
+    idx = index if index.ndim == 1 else op.reshape(index, shape=(1,))
+    L, k = x.shape[d], idx.numel_
+    # the slice of source written last to each target slice: one-hot (k, L) of the index, the largest j per l
+    hot = op.one_hot(idx, num_classes=L)
+    last = op.amax(op.where_scalar(hot, op.iota(hot, shape=(k, L), axis=0), c=-1.0), axis=0)     # (L,), -1: none
+    rows = op.cast(op.clamp(last, lo=0.0), dtype=int32)
+    picked = _float(op.index_select(src, rows, axis=d))                      # x's shape
+    written = op.reshape(op.compare_scalar(last, kind="ge", c=0.0),
+                         shape=tuple(L if i == d else 1 for i in range(x.ndim)))
+    out = op.where(written, picked, _float(x))
+    out = op.cast(out, dtype=bool_) if input.dtype is bool_ else _as(out, input.dtype)
     return out if out.shape == input.shape else op.reshape(out, shape=input.shape)
 
 
