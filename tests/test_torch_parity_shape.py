@@ -92,6 +92,7 @@ SNIPPETS = {
     "index_int_then_tensors": (lambda m, x, i: x[0, :, i], [F234, np.array([1, 3], np.int32)], True),
     "index_broadcast": (lambda m, x, i, j: x[:, i.reshape(2, 1), j], [F234, np.array([0, 2], np.int32),
                                                                       np.array([1, 2, 3], np.int32)], True),
+    "index_none_between": (lambda m, x, i: x[i, None, i], [F234, np.array([1, 0], np.int32)], True),
     "index_lists": (lambda m, x: x[[0, 2], [1, 3]], [F34], False),   # lists are host data (an upload)
 }
 

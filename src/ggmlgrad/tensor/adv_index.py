@@ -52,21 +52,25 @@ def _split(x: Tensor, key: tuple):
         key = key[:i] + (slice(None),) * (x.ndim - n_cons) + key[i + 1:]
     else:
         key = key + (slice(None),) * (x.ndim - n_cons)
-    basic, picks, out_dim, axis = [], [], 0, 0
+    # The basic part leaves out the Nones (they only add size-1 dims, put back at the end), so the
+    # intermediate never has more dims than x; ``seq`` keeps them: they separate index tensors.
+    basic, picks, seq, out_dim, axis = [], [], [], 0, 0
     for k in key:
+        if k is None:
+            seq.append("n")
+            continue
         if isinstance(k, (Tensor, list, np.ndarray)):
             picks.append((out_dim, axis, k))
             basic.append(slice(None))
+            seq.append("a")
         else:
             basic.append(k)
-        if k is None:
+            if not is_int(k):
+                seq.append("s")
+        if not is_int(k):
             out_dim += 1
-        elif is_int(k):
-            axis += 1
-        else:
-            out_dim += 1
-            axis += 1
-    return tuple(basic), picks
+        axis += 1
+    return tuple(basic), picks, seq
 
 
 def _as_index(k, n: int, axis: int, x: Tensor, to_tensor) -> Tensor:
@@ -87,7 +91,7 @@ def _wrapped(idx: Tensor, n: int) -> Tensor:
 def getitem_many(x: Tensor, key, basic_getitem, to_tensor) -> Tensor:
     """``x[key]`` for a key with two or more index tensors/lists (see the module docstring)."""
     key = key if isinstance(key, tuple) else (key,)
-    basic, picks = _split(x, key)
+    basic, picks, seq = _split(x, key)
     y = basic_getitem(x, basic)
     dims = [d for d, _, _ in picks]
     idx = [_as_index(k, y.shape[d], a, x, to_tensor) for d, a, k in picks]
@@ -97,10 +101,14 @@ def getitem_many(x: Tensor, key, basic_getitem, to_tensor) -> Tensor:
         raise IndexError(f"indexing: shape mismatch: indexing tensors could not be broadcast together with shapes "
                          f"{', '.join(str(list(t.shape)) for t in idx)}") from None
     rest = [d for d in range(y.ndim) if d not in dims]
-    adjacent = dims == list(range(dims[0], dims[-1] + 1))
     rest_shape = tuple(y.shape[d] for d in rest)
-    front = dims[0] if adjacent else 0
-    out_shape = rest_shape[:front] + bshape + rest_shape[front:]
+    at = [i for i, kind in enumerate(seq) if kind == "a"]
+    adjacent = at == list(range(at[0], at[-1] + 1))
+    front = seq[:at[0]].count("s") if adjacent else 0            # in y's dims (no Nones)
+    sizes_iter = iter(rest_shape)
+    full_rest = [1 if kind == "n" else next(sizes_iter) for kind in seq if kind != "a"]
+    lead = at[0] if adjacent else 0                               # in the result's dims (Nones included)
+    out_shape = tuple(full_rest[:lead]) + bshape + tuple(full_rest[lead:])
     check_ndim("indexing", out_shape)
     sizes = [y.shape[d] for d in dims]
     rows = int(np.prod(sizes, dtype=np.int64))
@@ -123,7 +131,7 @@ def getitem_many(x: Tensor, key, basic_getitem, to_tensor) -> Tensor:
         nb = len(bshape)
         axes = tuple(range(nb, nb + front)) + tuple(range(nb)) + tuple(range(nb + front, nb + len(rest_shape)))
         res = op.permute(res, axes=axes)
-    return res
+    return res if res.shape == out_shape else op.reshape(res, shape=out_shape)
 
 
 def host_positions(flat: np.ndarray, hkey: tuple) -> np.ndarray:

@@ -220,7 +220,9 @@ register(
                       Sample((_n(r, 2, 3, 4), slice(None), _i(0, 2), _i(3, 1)), nondiff=(2, 3)),
                       Sample((_n(r, 2, 3, 4), _i(1, 0), slice(None), _i(-1, 0)), nondiff=(1, 3)),
                       Sample((_n(r, 2, 3, 4), 1, slice(None), _i(2, 2, 3)), nondiff=(3,)),
-                      Sample((_n(r, 3, 4), _i(0, 2).reshape(2, 1), _i(1, 2, 3)), nondiff=(1, 2))]),
+                      Sample((_n(r, 3, 4), _i(0, 2).reshape(2, 1), _i(1, 2, 3)), nondiff=(1, 2)),
+                      Sample((_n(r, 2, 3, 2, 2), _i(1, 0), None, _i(2, 2)), nondiff=(1, 3)),
+                      Sample((_n(r, 2, 3, 4), slice(None), None, _i(0, 2), _i(-1, 1)), nondiff=(3, 4))]),
 )
 
 
