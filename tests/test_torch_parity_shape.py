@@ -326,3 +326,76 @@ def test_in_place_scatters_through_views_reach_the_base_like_torch(mode):
     want = run(torch)
     with gg.graph_mode(mode == "graph"):
         assert run(gg).tolist() == want.tolist()
+
+
+def _write_program(m, x, i, j, v):
+    y = x * 1.0
+    y[i, :, j] = v                       # repeated (i, j) pairs: the last write wins (torch's CPU result)
+    y[j % 2, i] += 10.0
+    y[:, i] = y[:, i] * 2
+    y[i[:1], None, i[:1]] = -1.0
+    return y
+
+
+WRITE_INPUTS = [F234, np.array([0, 1, 0], np.int32), np.array([3, 0, 3], np.int32),
+                np.arange(9, dtype=np.float32).reshape(3, 3)]
+
+
+def test_index_tensor_writes_match_torch_in_every_mode():
+    want = _write_program(torch, *_torch_inputs(WRITE_INPUTS)).numpy()
+    for mode in ("eager", "graph"):
+        with gg.graph_mode(mode == "graph"):
+            np.testing.assert_allclose(_write_program(gg, *_gg_inputs(WRITE_INPUTS)).numpy(), want, err_msg=mode)
+    captured = gg.capture(lambda *ts: _write_program(gg, *ts))
+    for _ in range(2):
+        np.testing.assert_allclose(captured(*WRITE_INPUTS), want, err_msg="capture")
+
+
+def test_index_tensor_write_gradients_match_torch_in_capture():
+    # No repeated positions here: with them torch gives every repeated write the gradient (its documented
+    # "undefined" case), ggmlgrad only the write that stays (the derivative of the values it returns).
+    def loss(m, x, i, j, v):
+        y = x * 1.0
+        y[i, :, j] = v
+        y[j % 2, i] += 10.0 * y[j % 2, i]
+        return (y ** 2).sum()
+    inputs = [F234, np.array([0, 1, 0], np.int32), np.array([3, 0, 2], np.int32), WRITE_INPUTS[3]]
+    tx, ti, tj, tv = _torch_inputs(inputs)
+    tx.requires_grad_(True), tv.requires_grad_(True)
+    loss(torch, tx, ti, tj, tv).backward()
+
+    def step(x, i, j, v):
+        x.requires_grad_(True), v.requires_grad_(True)
+        loss(gg, x, i, j, v).backward()
+        return x.grad, v.grad
+    captured = gg.capture(step)
+    for _ in range(2):
+        gx, gv = captured(*inputs)
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(gv, tv.grad.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "capture"])
+def test_index_tensor_write_out_of_range_raises_index_error(mode):
+    def write(x, i):
+        x[i, i] = 1.0
+        return x * 1
+    args = (F34, np.array([0, 3], np.int32))
+    with pytest.raises(IndexError):
+        if mode == "capture":
+            gg.capture(write)(*args)
+        else:
+            with gg.graph_mode(mode == "graph"):
+                write(gg.tensor(F34), gg.tensor(args[1])).numpy()
+
+
+def test_many_index_writes_go_through_the_host_with_the_same_result():
+    n = 3000                                             # above the device path's write count
+    rng = np.random.default_rng(3)
+    i = rng.integers(0, 50, n).astype(np.int32)
+    v = rng.standard_normal(n).astype(np.float32)
+    t = torch.zeros(50)
+    t[torch.tensor(i.astype(np.int64))] = torch.tensor(v)
+    g = gg.zeros(50)
+    g[gg.tensor(i)] = gg.tensor(v)
+    np.testing.assert_allclose(g.numpy(), t.numpy())

@@ -7,9 +7,11 @@ negative values count from the end), several broadcast together and pick element
 torch's rule for where their dimensions go (tensor/adv_index.py). Basic indexing and the view
 methods (view, reshape, transpose, narrow, split, ...) return views that alias ``t``
 (tensor/views.py); an index tensor gives a copy, as in torch. Negative steps raise. Boolean
-masks (``x[mask]``, ``x[:, mask]``) and assignment through an index (``x[mask] = v``,
+masks (``x[mask]``, ``x[:, mask]``) and assignment through a mask or an index list (``x[mask] = v``,
 ``x[[0, 2]] = v``) read the mask/index on the host (tensor/mask_index.py): the result's shape
 depends on the data, so in graph mode that is a sync point, in a capture a CaptureError.
+Assignment through index tensors (``x[idx] = v``, ``x[i, j] += v``) runs on the device
+(tensor/adv_index.py).
 
 >>> import ggmlgrad as gg
 >>> x = gg.arange(12.0).reshape(3, 4)
@@ -156,6 +158,10 @@ def setitem(x: Tensor, key, value) -> None:
     >>> x.tolist()
     [[1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]]
     """
+    if not mask_index.has_mask(key) and adv_index.device_writable(key, value):   # index tensors: on the device
+        for k in (key if isinstance(key, tuple) else (key,)):
+            _check_key_item(k)
+        return adv_index.setitem_many(x, key, value, getitem, _float_of)
     if mask_index.has_mask(key) or adv_index.count_advanced(key) > 1:   # indices read on the host
         return mask_index.setitem(x, key, value, _check_key_item)
     start, stop, step, out_shape, sliced_shape, adv = _parse(x, key)
@@ -193,6 +199,11 @@ def setitem(x: Tensor, key, value) -> None:
             w = op.reshape(w, shape=sliced_shape)
         return op.slice_set(x, w, **params)
     x._write("__setitem__", make)
+
+
+def _float_of(t: Tensor) -> Tensor:
+    from .shape_extra import _float
+    return _float(t)
 
 
 def _is_region(value: Tensor, x: Tensor, start: tuple, stop: tuple, step: tuple) -> bool:
