@@ -102,6 +102,14 @@ SNIPPETS = {
     "index_broadcast": (lambda m, x, i, j: x[:, i.reshape(2, 1), j], [F234, np.array([0, 2], np.int32),
                                                                       np.array([1, 2, 3], np.int32)], True),
     "index_none_between": (lambda m, x, i: x[i, None, i], [F234, np.array([1, 0], np.int32)], True),
+    "index_put_accumulate": (lambda m, x, i, j: x.clone().index_put_((i, j), x[0, :3] * 2, accumulate=True),
+                             [F34, np.array([0, 0, 2], np.int32), np.array([1, 1, -1], np.int32)], True),
+    "index_put": (lambda m, x, i: m.index_put(x, (i,), x[:1] + 1), [F34, np.array([2, 0], np.int32)], True),
+    "index_put_int": (lambda m, x, i: m.index_put(x, (i,), x[0], accumulate=True), [I34, np.array([1, 1], np.int32)],
+                      True),
+    "take_along_dim": (lambda m, x, i: m.take_along_dim(x, i, dim=1), [F234, np.array([[[0], [2], [1]]], np.int32)],
+                       True),
+    "take_along_dim_flat": (lambda m, x, i: m.take_along_dim(x, i), [F34, np.array([11, 0, 3], np.int32)], True),
     "index_lists": (lambda m, x: x[[0, 2], [1, 3]], [F34], False),   # lists are host data (an upload)
 }
 
@@ -140,6 +148,8 @@ BAD = {
     "index_two_range": (lambda m, x, i, j: x[i, j], [F34, np.array([0, 3], np.int32), np.array([0, 1], np.int32)]),
     "index_two_broadcast": (lambda m, x, i, j: x[i, j], [F34, np.array([0, 1], np.int32),
                                                          np.array([0, 1, 2], np.int32)]),
+    "take_along_dim_dims": (lambda m, x, i: m.take_along_dim(x, i, dim=0), [F34, np.array([1], np.int32)]),
+    "index_put_range": (lambda m, x, i: x.index_put_((i,), x[0, 0], accumulate=True), [F34, np.array([3], np.int32)]),
     "masked_fill_shape": (lambda m, x: x.masked_fill(m.ones(3, dtype=m.bool), 1.0), [F34]),
     "masked_fill__grow": (lambda m, x: x.clone().masked_fill_(m.ones(1, 3, 4, dtype=m.bool), 1.0), [F34]),
     "multinomial_samples": (lambda m, p: m.multinomial(p, 5), [np.abs(V4)]),

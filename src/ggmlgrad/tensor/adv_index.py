@@ -187,11 +187,12 @@ def _superseded(flat: Tensor) -> Tensor:
     return op.amax(op.mul(same, later), axis=1)
 
 
-def setitem_many(x: Tensor, key, value, basic_getitem, to_float) -> None:
+def setitem_many(x: Tensor, key, value, basic_getitem, to_float, accumulate: bool = False) -> None:
     """``x[key] = value`` for a key with index tensors, on the device (see :func:`device_writable`): the
     indexed rows of ``x`` (the dims the index tensors pick, merged) are replaced where written, by a
     number or by ``value`` broadcast to ``x[key]``'s shape, the last write winning. Differentiable
-    (``value`` gets the gradient of the writes that stay), capturable."""
+    (``value`` gets the gradient of the writes that stay), capturable. ``accumulate`` (torch's
+    ``index_put_(..., accumulate=True)``): every write adds, repeats included."""
     from .tensor import tensor as _tensor
     key = key if isinstance(key, tuple) else (key,)
     for k in key:
@@ -231,7 +232,7 @@ def setitem_many(x: Tensor, key, value, basic_getitem, to_float) -> None:
         value = float(value)
     elif not isinstance(value, (int, float, np.integer, np.floating)):
         value = _tensor(np.asarray(value), device=x.device)
-        return setitem_many(x, key, value, basic_getitem, to_float)
+        return setitem_many(x, key, value, basic_getitem, to_float, accumulate)
     sizes = [y.shape[d] for d in dims]
     rows = int(np.prod(sizes, dtype=np.int64))
     nb = int(np.prod(bshape, dtype=np.int64))
@@ -275,10 +276,15 @@ def setitem_many(x: Tensor, key, value, basic_getitem, to_float) -> None:
         ones = op.iota(flat, shape=(nb,), axis=0, start=1.0, step=0.0)
         hit = op.index_select_backward(ones, ids, shape=(rows,), axis=0)
         written = op.compare_scalar(op.reshape(hit, shape=(rows,) + (1,) * len(rest_shape)), kind="gt", c=0.0)
-        if v is None:
+        if v is None and not accumulate:
             return unrows(op.where_scalar(written, table, c=float(value), tensor_if_true=False))
-        keep = op.add_scalar(op.scale(_superseded(flat), c=-1.0), c=1.0)
+        if v is None:   # a number added at every write
+            v = op.iota(flat, shape=(1,), axis=0, start=float(value), step=0.0)
+            v = op.reshape(v, shape=()) if not out_shape else v
         vals = values_as_rows(v)
+        if accumulate:
+            return unrows(op.add(table, op.index_select_backward(vals, ids, shape=(rows,) + rest_shape, axis=0)))
+        keep = op.add_scalar(op.scale(_superseded(flat), c=-1.0), c=1.0)
         vals = op.mul(vals, op.reshape(keep, shape=(nb,) + (1,) * len(rest_shape)))
         placed = op.index_select_backward(vals, ids, shape=(rows,) + rest_shape, axis=0)
         return unrows(op.where(written, placed, table))

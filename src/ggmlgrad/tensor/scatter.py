@@ -483,3 +483,53 @@ def index_fill_(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
     [0.0, 9.0]
     """
     return _in_place("index_fill_", input, lambda t: index_fill(t, dim, index, value), value)
+
+
+# ---------------------------------------------------------------- index_put
+def _index_put_key(opname: str, x: Tensor, indices) -> tuple:
+    if not isinstance(indices, (tuple, list)):
+        raise TypeError(f"{opname}(): indices must be a tuple of tensors, got {type(indices).__name__}")
+    if len(indices) > max(x.ndim, 1):
+        raise IndexError(f"{opname}(): too many indices for tensor of dimension {x.ndim} (got {len(indices)})")
+    for t in indices:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{opname}(): indices must be tensors, got {type(t).__name__}")
+    return tuple(indices)
+
+
+@public(method="index_put_")
+def index_put_(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    """``input[indices] = values`` (torch.Tensor.index_put_); with ``accumulate=True`` every write adds,
+    repeated indices included (``input[indices] += values`` adds once per distinct position).
+
+    >>> import ggmlgrad as gg
+    >>> gg.zeros(3).index_put_((gg.tensor([0, 0, 2]),), gg.tensor(1.0), accumulate=True).tolist()
+    [2.0, 0.0, 1.0]
+    """
+    from . import adv_index
+    from .shape_methods import getitem, setitem
+    _check_tensor("index_put_", input)
+    key = _index_put_key("index_put_", input, indices)
+    if not accumulate:
+        setitem(input, key, values)
+        return input
+    if any(t.dtype is not int32 for t in key):
+        raise TypeError("index_put_(): accumulate=True takes int32 index tensors (masks: use the mask's nonzero())")
+    if isinstance(values, Tensor) and values.dtype is not input.dtype:
+        raise RuntimeError(f"index_put_(): values ({values.dtype.name}) and self ({input.dtype.name}) must have the "
+                           f"same dtype")
+    adv_index.setitem_many(input, key, values, getitem, _float, accumulate=True)
+    return input
+
+
+@public(method="index_put", function="index_put")
+def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    """Out-of-place :func:`index_put_` (torch.index_put): a copy of ``input`` with ``values`` put at ``indices``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.index_put(gg.zeros(2, 2), (gg.tensor([1]), gg.tensor([0])), gg.tensor(5.0)).tolist()
+    [[0.0, 0.0], [5.0, 0.0]]
+    """
+    from .views import copy_of
+    _check_tensor("index_put", input)
+    return index_put_(copy_of(input), indices, values, accumulate)

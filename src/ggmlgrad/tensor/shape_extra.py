@@ -474,6 +474,39 @@ def take(input: Tensor, index: Tensor) -> Tensor:
     return op.reshape(out, shape=index.shape)
 
 
+@public(method="take_along_dim", function="take_along_dim")
+def take_along_dim(input: Tensor, indices: Tensor, dim=None) -> Tensor:
+    """``input``'s values at ``indices`` along ``dim``, the other dims of the two broadcast together
+    (torch.take_along_dim); without ``dim`` both are flattened. Out-of-range indices raise ``IndexError``.
+
+    >>> import ggmlgrad as gg
+    >>> x = gg.tensor([[10.0, 30.0, 20.0], [60.0, 50.0, 40.0]])
+    >>> gg.take_along_dim(x, x.argmax(dim=1, keepdim=True), dim=1).tolist()
+    [[30.0], [60.0]]
+    """
+    from .functional_shape import gather
+    _check_tensor("take_along_dim", input)
+    if not isinstance(indices, Tensor) or indices.dtype is not int32:
+        raise RuntimeError("take_along_dim(): dtype of indices should be int32 (torch: Long)")
+    if dim is None:
+        return gather(op.reshape(input, shape=(input.numel_,)), 0, op.reshape(indices, shape=(indices.numel_,)))
+    if input.ndim != indices.ndim:
+        raise RuntimeError(f"take_along_dim(): input and indices should have the same number of dimensions, but got "
+                           f"{input.ndim} dimensions for input, and {indices.ndim} dimensions for indices")
+    d = _dim("take_along_dim", dim, input.ndim)
+    try:
+        common = np.broadcast_shapes(tuple(1 if i == d else n for i, n in enumerate(input.shape)),
+                                     tuple(1 if i == d else n for i, n in enumerate(indices.shape)))
+    except ValueError:
+        raise RuntimeError(f"take_along_dim(): shapes {input.shape} and {indices.shape} do not broadcast outside "
+                           f"dim {d}") from None
+    xs = tuple(input.shape[d] if i == d else n for i, n in enumerate(common))
+    js = tuple(indices.shape[d] if i == d else n for i, n in enumerate(common))
+    x = input if input.shape == xs else op.broadcast_to(input, shape=xs)
+    idx = indices if indices.shape == js else op.broadcast_to(indices, shape=js)
+    return gather(x, d, idx)
+
+
 # ---------------------------------------------------------------- repeat_interleave
 @public(method="repeat_interleave", function="repeat_interleave")
 def repeat_interleave(input: Tensor, repeats=None, dim=None, *, output_size=None) -> Tensor:

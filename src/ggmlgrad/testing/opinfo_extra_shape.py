@@ -78,6 +78,12 @@ def _mm_ref(a, b, nd: int):
     return np.matmul(a, b)
 
 
+def _put_ref(x, i, j, v):
+    out = np.array(x, dtype=np.float64, copy=True)
+    np.add.at(out, (i.astype(np.int64), j.astype(np.int64)), np.broadcast_to(v, np.broadcast_shapes(i.shape, j.shape)))
+    return out
+
+
 def _diag_ref(v, k):
     return np.diag(v, k).copy()
 
@@ -181,6 +187,17 @@ register(
     OpInfo("take", ("index_select",), lambda a, i: gg.take(a, i), lambda a, i: np.take(a, i.astype(np.int64)),
            lambda r: [Sample((_n(r, 3, 4), _i(0, 11, -1, 5, 5)), nondiff=(1,)),
                       Sample((_n(r, 2, 3), _i(1, -6, 2, 2).reshape(2, 2)), nondiff=(1,))]),
+    OpInfo("take_along_dim", ("gather", "broadcast_to"), lambda a, i, d: gg.take_along_dim(a, i, d),
+           lambda a, i, d: np.take_along_axis(a, i.astype(np.int64), d) if d is not None else
+           np.take(a.reshape(-1), i.astype(np.int64).reshape(-1)),
+           lambda r: [Sample((_n(r, 3, 4), _i(0, 3, 1).reshape(3, 1), 1), nondiff=(1,)),
+                      Sample((_n(r, 3, 4), _i(2, 0, 1, 1).reshape(1, 4), 0), nondiff=(1,)),
+                      Sample((_n(r, 2, 3), _i(5, 0, 5), None), nondiff=(1,))]),
+    OpInfo("index_put_accumulate", ("index_select_backward", "add"),
+           lambda x, i, j, v: gg.index_put(x, (i, j), v, accumulate=True),
+           lambda x, i, j, v: _put_ref(x, i, j, v),
+           lambda r: [Sample((_n(r, 3, 4), _i(0, 0, 2), _i(1, 1, 3), _n(r, 3)), nondiff=(1, 2)),
+                      Sample((_n(r, 3, 4), _i(2, 2).reshape(2, 1), _i(0, 1, -1), _n(r, 1, 3)), nondiff=(1, 2))]),
     OpInfo("repeat_interleave", ("broadcast_to", "index_select", "iota", "floor"),
            lambda a, r, d: a.repeat_interleave(r, dim=d), _repeat_ref,
            lambda r: [Sample((_n(r, 2, 3), 2, 0)), Sample((_n(r, 2, 3), 3, 1)), Sample((_n(r, 2, 3), 2, None)),
@@ -258,6 +275,8 @@ errors("bmm", bad(RT, "bmm", np.ones((2, 2, 3)), np.ones((3, 3, 2))))
 errors("einsum", bad(RT, "einsum", "ij,jk->ik", _F, np.ones((2, 2))), bad(RT, "einsum", "i->i", _F),
        bad(RT, "einsum", "ij->k", _F), bad(RT, "einsum", "i#->i", _F))
 errors("tensordot", bad(RT, "tensordot", _F, np.ones((2, 3)), 1))
+errors("take_along_dim", bad(IE, "out of", _F, _i(0, 3).reshape(1, 2), 1))
+errors("index_put_accumulate", bad(IE, "out of", _F, _i(2), _i(0), np.ones(1)))
 errors("take", bad(IE, "out of", _F, _i(0, 6)), bad(IE, "out of", _F, _i(-7)))
 errors("scatter", bad(IE, "out of", _F, 1, _i(0, 3).reshape(1, 2), np.ones((1, 2))),
        bad(IE, "out of", _F, 1, _i(-1, 0).reshape(1, 2), np.ones((1, 2))),
