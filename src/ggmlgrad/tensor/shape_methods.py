@@ -71,9 +71,6 @@ def _parse(x: Tensor, key):
     if consuming > x.ndim:
         raise IndexRangeError(f"indexing: too many indices for a tensor of shape {x.shape}: {consuming} "
                               f"were indexed")
-    if sum(1 for k in key if _advanced(k)) > 1:
-        raise TypeError("indexing: only one index tensor/list per indexing expression is supported; "
-                        "index in two steps or use gg.gather")
     if Ellipsis in [k for k in key if not _advanced(k)]:
         i = next(j for j, k in enumerate(key) if k is Ellipsis)
         key = key[:i] + (slice(None),) * (x.ndim - consuming) + key[i + 1:]
