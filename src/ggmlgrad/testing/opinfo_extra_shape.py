@@ -18,6 +18,9 @@ from ggmlgrad.ops import op
 from .opinfo import OpInfo, Sample, bad, errors, register
 
 
+_SPECIAL = np.array([[np.nan, np.inf, -1.0], [-np.inf, -0.0, np.nan]])
+
+
 def _n(rng, *shape):
     return rng.standard_normal(shape)
 
@@ -136,14 +139,16 @@ def _take_rows(a, i, j):
 register(
     OpInfo("flip", ("flip",), lambda a, d: gg.flip(a, d), lambda a, d: np.flip(a, d).copy(),
            lambda r: [Sample((_n(r, 3, 4), (0,))), Sample((_n(r, 2, 3, 4), (0, 2))), Sample((_n(r, 2, 3), (-1,))),
-                      Sample((np.arange(12).reshape(3, 4), (1,))), Sample((_n(r, 1, 2, 2, 3), (1, 2, 3)))]),
+                      Sample((np.arange(12).reshape(3, 4), (1,))), Sample((_n(r, 1, 2, 2, 3), (1, 2, 3)))],
+           nonfinite=lambda r: [Sample((_SPECIAL, (0, 1)))]),
     OpInfo("fliplr_flipud", ("flip",), lambda a: a.fliplr() + a.flipud() * 2.0,
            lambda a: np.fliplr(a) + np.flipud(a) * 2.0, lambda r: [Sample((_n(r, 3, 3),))]),
     OpInfo("roll", ("roll", "slice", "concat"), lambda a, s, d: gg.roll(a, s, d),
            lambda a, s, d: np.roll(a, s, d),
            lambda r: [Sample((_n(r, 3, 4), 1, 0)), Sample((_n(r, 2, 3, 4), (1, -2), (0, 2))),
                       Sample((_n(r, 3, 4), 5, None)), Sample((_n(r, 3, 4), -7, 1)),
-                      Sample((np.arange(12).reshape(3, 4), (2, 1), (1, 0)))]),
+                      Sample((np.arange(12).reshape(3, 4), (2, 1), (1, 0)))],
+           nonfinite=lambda r: [Sample((_SPECIAL, 1, 1)), Sample((_SPECIAL, 3, None))]),
     OpInfo("tril", ("iota", "where_scalar", "compare_scalar", "sub"), lambda a, k: gg.tril(a, k),
            lambda a, k: np.tril(a, k),
            lambda r: [Sample((_n(r, 3, 4), 0)), Sample((_n(r, 3, 4), 1)), Sample((_n(r, 2, 4, 3), -1)),
@@ -162,7 +167,8 @@ register(
     OpInfo("diagonal", ("slice", "reshape", "permute"), lambda a, o, d1, d2: a.diagonal(o, d1, d2),
            lambda a, o, d1, d2: np.diagonal(a, o, d1, d2).copy(),
            lambda r: [Sample((_n(r, 3, 4), 0, 0, 1)), Sample((_n(r, 3, 4), 1, 0, 1)), Sample((_n(r, 3, 4), -2, 0, 1)),
-                      Sample((_n(r, 2, 3, 4), 1, 1, 2)), Sample((_n(r, 2, 3, 4), 0, 2, 0))]),
+                      Sample((_n(r, 2, 3, 4), 1, 1, 2)), Sample((_n(r, 2, 3, 4), 0, 2, 0))],
+           nonfinite=lambda r: [Sample((_SPECIAL, 0, 0, 1)), Sample((_SPECIAL, -1, 1, 0))]),
     OpInfo("diag", ("iota", "concat", "where_scalar"), lambda a, k: gg.diag(a, k), _diag_ref,
            lambda r: [Sample((_n(r, 3), 0)), Sample((_n(r, 3), 2)), Sample((_n(r, 2), -1)), Sample((_n(r, 3, 4), 1)),
                       Sample((np.array([3, -1]), 1))]),
