@@ -67,9 +67,24 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
+def _with_grad(value: Tensor, surrogate: Tensor) -> Tensor:
+    """``value``'s values with ``surrogate``'s gradient (torch's conventions at kinks, NaN and inf,
+    where the value's own formula would differentiate differently)."""
+    if not surrogate.requires_grad:
+        return value
+    return op.value_with_grad_of(value.detach(), surrogate)
+
+
+def _strictly_inside(x: Tensor, lo: float, hi: float):
+    """(lo < x < hi as a bool mask, x there and 0 elsewhere): a branch fed with the second has a
+    finite gradient everywhere (no 0 * inf or 0 * NaN leaking from the branch not taken)."""
+    inside = (x > lo) & (x < hi)
+    return inside, where(inside, x, 0.0)
+
+
 @_public(functional="hardsigmoid")
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
-    """0 for x <= -3, 1 for x >= 3, else x / 6 + 1/2.
+    """``clamp(x / 6 + 1/2, 0, 1)``; gradient 1/6 strictly between -3 and 3, else 0 (NaN too: torch).
 
     >>> import ggmlgrad as gg, ggmlgrad.nn.functional as F
     >>> F.hardsigmoid(gg.tensor([-4.0, 0.0, 4.0])).tolist()
@@ -77,20 +92,26 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """
     _float_input("hardsigmoid", input)
     _no_inplace("hardsigmoid", inplace)
-    return where(input <= -3.0, 0.0, where(input >= 3.0, 1.0, input * (1.0 / 6.0) + 0.5))
+    value = op.clamp(input * (1.0 / 6.0) + 0.5, lo=0.0, hi=1.0)
+    inside, xm = _strictly_inside(input, -3.0, 3.0)
+    return _with_grad(value, where(inside, xm * (1.0 / 6.0), 0.0))
 
 
 @_public(functional="hardswish")
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
-    """0 for x <= -3, x for x >= 3, else x (x + 3) / 6 (torch's gradient: 0 at -3, 1 at 3).
+    """``x * clamp(x + 3, 0, 6) / 6`` (so -inf gives NaN, as torch); the gradient is torch's: 0 for
+    x <= -3, ``x / 3 + 1/2`` strictly between -3 and 3, 1 for x >= 3 and NaN.
 
     >>> import ggmlgrad as gg, ggmlgrad.nn.functional as F
     >>> F.hardswish(gg.tensor([-4.0, 0.0, 4.0])).tolist()
-    [0.0, 0.0, 4.0]
+    [-0.0, 0.0, 4.0]
     """
     _float_input("hardswish", input)
     _no_inplace("hardswish", inplace)
-    return where(input <= -3.0, 0.0, where(input < 3.0, input * (input + 3.0) * (1.0 / 6.0), input))
+    value = input * op.clamp(input + 3.0, lo=0.0, hi=6.0) * (1.0 / 6.0)
+    inside, xm = _strictly_inside(input, -3.0, 3.0)
+    surrogate = where(inside, xm * (xm + 3.0) * (1.0 / 6.0), where(input <= -3.0, 0.0, input))
+    return _with_grad(value, surrogate)
 
 
 @_public(function="prelu", method="prelu", functional="prelu")

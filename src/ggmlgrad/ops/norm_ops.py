@@ -35,5 +35,11 @@ def _rms_norm_backward(g, n):
 @define("rms_norm", saves=(0,), infer=_infer_rms_norm, backward=_rms_norm_backward, save_output=True,
         work=lambda x, eps: 4.0 * numel(x.shape))
 def _rms_norm(ctx, nodes, inputs, out, eps):
-    """x / sqrt(mean(x^2) + eps) over the last axis, via ggml_rms_norm."""
-    return lib.rms_norm(ctx, nodes[0], float(eps))
+    """x / sqrt(mean(x^2) + eps) over the last axis, via ggml_rms_norm.
+
+    Marked as a graph output: ggml's CPU backend fuses an RMS_NORM whose only consumer is a MUL
+    (the weight of an RMSNorm) into one kernel that never writes the normalised rows, but this
+    op's result is a tensor of its own (read again by the backward, or by the user)."""
+    node = lib.rms_norm(ctx, nodes[0], float(eps))
+    lib.set_output(node)
+    return node
