@@ -108,7 +108,7 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """
     _float_input("hardswish", input)
     _no_inplace("hardswish", inplace)
-    value = input * op.clamp(input + 3.0, lo=0.0, hi=6.0) * (1.0 / 6.0)
+    value = input * (op.clamp(input + 3.0, lo=0.0, hi=6.0) * (1.0 / 6.0))   # scaled first: no overflow at 1e38
     inside, xm = _strictly_inside(input, -3.0, 3.0)
     surrogate = where(inside, xm * (xm + 3.0) * (1.0 / 6.0), where(input <= -3.0, 0.0, input))
     return _with_grad(value, surrogate)

@@ -87,7 +87,9 @@ ACTIVATIONS = {
 
 
 def ref_prelu(x, w):
-    wb = w.reshape((-1,) + (1,) * (x.ndim - 2)) if x.ndim >= 2 else w
+    if w.ndim != 1 or w.size not in (1, x.shape[1] if x.ndim >= 2 else 1):
+        raise ValueError("prelu: weight must have 1 element or one per channel")   # torch's rule
+    wb = w.reshape((-1,) + (1,) * (x.ndim - 2)) if x.ndim >= 2 else w.reshape(())
     return np.where(x > 0, x, x * wb)
 
 
