@@ -1,9 +1,10 @@
 """Normalisation functions of ``gg.nn.functional``: ``batch_norm``, ``instance_norm``, ``group_norm``,
 ``rms_norm`` (``layer_norm`` is in functional.py).
 
-Every one runs as graph ops: the normalised rows go through ggml's ``norm`` kernel (the
-``layer_norm`` op) or ``rms_norm`` kernel after a reshape that puts the normalised elements on the
-last axis (a channel-first copy for ``batch_norm``). Running statistics are updated in place
+Every one runs as graph ops: ``batch_norm`` is one fused op (ops/norm_ops.py: per-channel sums
+with ggml's ``sum_rows``, no copy of the input in another layout), the others normalise rows with
+ggml's ``norm`` kernel (the ``layer_norm`` op) or ``rms_norm`` kernel after a reshape that puts the
+normalised elements on the last axis. Running statistics are updated in place
 under ``no_grad``, all buffers of one call in ONE write (:func:`write_buffers`): in graph mode
 that write is an in-place write (it drains first, as every in-place write does); inside a
 capture the write is part of the recorded graph, so a replay updates the statistics in the
@@ -99,13 +100,6 @@ def _normalize_rows(rows: Tensor, eps: float) -> Tensor:
     return op.layer_norm(rows, eps=eps)
 
 
-def _with_running(x_shape: tuple, running_mean, running_var, eps: float) -> tuple:
-    """(shift, scale) of the running statistics, shaped (C, 1, ...)."""
-    shape = (x_shape[1],) + (1,) * (len(x_shape) - 2)
-    scale = op.pow_scalar(op.add_scalar(running_var, c=eps), p=-0.5)
-    return running_mean.reshape(shape), scale.reshape(shape)
-
-
 def _updated(old: Tensor, batch: Tensor, factor) -> Tensor:
     """``(1 - factor) * old + factor * batch`` (factor a number or a 0-d tensor)."""
     if isinstance(factor, Tensor):
@@ -129,26 +123,39 @@ def batch_norm_impl(input: Tensor, running_mean, running_var, weight, bias, trai
     if not training:
         if running_mean is None or running_var is None:
             raise RuntimeError(f"{fn}: running_mean must be defined in evaluation mode")
-        shift, scale = _with_running(input.shape, running_mean, running_var, eps)
-        return _affine((input - shift) * scale, weight, bias)
+        return _eval_norm(input, running_mean, running_var, weight, bias, eps)
     per_channel = math.prod(input.shape) // max(c, 1)
     if per_channel == 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size {input.shape}")
-    rows = input.transpose(0, 1).reshape(c, per_channel)       # channel-first copy: (C, N * spatial)
-    y = _normalize_rows(rows, eps).reshape((c, input.shape[0]) + tuple(input.shape[2:])).transpose(0, 1)
+    x3 = input.reshape(input.shape[0], c, per_channel // input.shape[0])    # (N, C, S): a view
+    affine = tuple(t for t in (weight, bias) if t is not None)
+    y3 = op.batch_norm(x3, *affine, eps=eps, has_weight=weight is not None, has_bias=bias is not None)
+    pairs = []
     if running_mean is not None or running_var is not None:
+        with no_grad():   # the forward's own statistics when it is in the same graph (graph mode, capture)
+            stats = op.batch_norm_stats(x3, y3, eps=eps)
+            if running_mean is not None:
+                pairs.append((running_mean, _updated(running_mean, stats[0], factor)))
+            if running_var is not None:
+                pairs.append((running_var, _updated(running_var, stats[1], factor)))
+    if num_batches_tracked is not None:
         with no_grad():
-            r = rows.detach()
-            mean = r.mean(-1)
-            var = r.var(-1, correction=1)                       # unbiased, as torch's running_var
-            pairs = [(running_mean, _updated(running_mean, mean, factor) if running_mean is not None else None),
-                     (running_var, _updated(running_var, var, factor) if running_var is not None else None)]
-            if num_batches_tracked is not None:
-                pairs.append((num_batches_tracked, num_batches_tracked + 1))
-        write_buffers(pairs, f"{fn} running stats")
-    elif num_batches_tracked is not None:
-        write_buffers([(num_batches_tracked, num_batches_tracked + 1)], f"{fn} running stats")
-    return _affine(y, weight, bias)
+            pairs.append((num_batches_tracked, num_batches_tracked + 1))
+    write_buffers(pairs, f"{fn} running stats")
+    return y3.reshape(input.shape)
+
+
+def _eval_norm(input: Tensor, running_mean: Tensor, running_var: Tensor, weight, bias, eps: float) -> Tensor:
+    """``x * scale + shift`` per channel, with the running statistics and the affine folded into the
+    two small vectors first (two passes over x)."""
+    scale = op.pow_scalar(op.add_scalar(running_var, c=eps), p=-0.5)
+    if weight is not None:
+        scale = scale * weight
+    shift = -running_mean * scale
+    if bias is not None:
+        shift = shift + bias
+    shape = _channel_shape(input)
+    return input * scale.reshape(shape) + shift.reshape(shape)
 
 
 @_public(functional="batch_norm", function="batch_norm")
@@ -201,8 +208,7 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
         if running_mean is None or running_var is None:
             raise RuntimeError(f"{fn}: Expected running_mean and running_var to be defined when use_input_stats "
                                f"is false")
-        shift, scale = _with_running(input.shape, running_mean, running_var, eps)
-        return _affine((input - shift) * scale, weight, bias)
+        return _eval_norm(input, running_mean, running_var, weight, bias, eps)
     spatial = math.prod(input.shape[2:])
     if spatial == 1:
         raise ValueError(f"Expected more than 1 spatial element when training, got input size {input.shape}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .._ggml import lib
 from ..engine import float32
+from .build import SavedNode, owned, permute, reshape, saved_node
 from .registry import define, op, same_float
 from .shapes import numel
 
@@ -43,3 +44,133 @@ def _rms_norm(ctx, nodes, inputs, out, eps):
     node = lib.rms_norm(ctx, nodes[0], float(eps))
     lib.set_output(node)
     return node
+
+
+# ---------------------------------------------------------------- batch norm (training), fused
+# x is (N, C, S) (the front end reshapes (N, C, ...) to it): statistics per channel over N and S. The
+# channel sums are ggml_sum_rows over S, then over N on the small (C, N) transpose: no copy of x in
+# another layout and no repeat_back (broadcast gradients of per-channel tensors). The forward saves
+# its centred input, mean, variance and 1/std on its result node (SavedNode): a backward or the
+# running-statistics op in the same graph reuses them instead of computing them again.
+def _chan_sum(ctx, node, n: int, c: int, s: int) -> int:
+    """Per-channel sums of a contiguous (N, C, S) node, as a (1, C, 1) node."""
+    r = lib.sum_rows(ctx, node)                       # (N, C, 1)
+    if n == 1:
+        return reshape(ctx, r, (1, c, 1))
+    t = lib.cont(ctx, permute(ctx, reshape(ctx, r, (n, c)), (1, 0)))   # (C, N): small
+    return reshape(ctx, lib.sum_rows(ctx, t), (1, c, 1))
+
+
+def _bn_stats(ctx, x: int, shape: tuple, eps: float) -> tuple:
+    """(mean, x - mean, biased variance, 1 / sqrt(variance + eps)), the per-channel ones (1, C, 1)."""
+    n, c, s = shape
+    m = n * s
+    mean = lib.scale(ctx, _chan_sum(ctx, x, n, c, s), 1.0 / m)
+    xc = lib.sub(ctx, x, mean)
+    var = lib.scale(ctx, _chan_sum(ctx, lib.sqr(ctx, xc), n, c, s), 1.0 / m)
+    rstd = lib.div(ctx, lib.fill(ctx, var, 1.0), lib.sqrt(ctx, lib.scale_bias(ctx, var, 1.0, float(eps))))
+    return mean, xc, var, rstd
+
+
+def _saved_stats(ctx, x: int, y: int, shape: tuple, eps: float) -> tuple:
+    """The forward's statistics when its result ``y`` is in this graph, else computed from ``x``."""
+    xc = saved_node(y, "xc")
+    if xc:
+        return saved_node(y, "mean"), xc, saved_node(y, "var"), saved_node(y, "rstd")
+    return _bn_stats(ctx, x, shape, eps)
+
+
+def _infer_batch_norm(x, *affine, eps, has_weight=False, has_bias=False):
+    same_float("batch_norm", x, *affine)
+    if x.ndim != 3 or numel(x.shape) == 0:
+        raise ValueError(f"batch_norm: expected a non-empty (N, C, S) input, got {x.shape}")
+    if not isinstance(has_weight, bool) or not isinstance(has_bias, bool) or len(affine) != has_weight + has_bias:
+        raise TypeError(f"batch_norm: {len(affine)} affine inputs for has_weight={has_weight!r}, "
+                        f"has_bias={has_bias!r}")
+    for t in affine:
+        if t.shape != (x.shape[1],):
+            raise ValueError(f"batch_norm: weight and bias must have shape ({x.shape[1]},), got {t.shape}")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
+        raise ValueError(f"batch_norm: eps must be a number >= 0, got {eps!r}")
+    return x.shape, float32
+
+
+def _batch_norm_backward(g, n):
+    x = n.inputs[0]
+    p = n.params
+    w = n.inputs[1] if p.get("has_weight") else None
+    b = n.inputs[-1] if p.get("has_bias") else None
+    y = n.output
+    extra = (w,) if w is not None else ()
+    gx = op.batch_norm_backward(g, x, y, *extra, part="input", **p) if x.requires_grad else None
+    gw = op.batch_norm_backward(g, x, y, part="weight", **p) if w is not None and w.requires_grad else None
+    gb = op.batch_norm_backward(g, x, y, part="bias", **p) if b is not None and b.requires_grad else None
+    return (gx,) + ((gw,) if w is not None else ()) + ((gb,) if b is not None else ())
+
+
+@define("batch_norm", infer=_infer_batch_norm, backward=_batch_norm_backward, save_output=True,
+        work=lambda x, *a, **p: 8.0 * numel(x.shape))
+def _batch_norm(ctx, nodes, inputs, out, eps, has_weight=False, has_bias=False):
+    """(x - mean) / sqrt(var + eps) * weight + bias per channel of (N, C, S), batch statistics
+    (biased variance, as torch's training mode)."""
+    shape = inputs[0].shape
+    c = shape[1]
+    mean, xc, var, rstd = _bn_stats(ctx, nodes[0], shape, eps)
+    k = lib.mul(ctx, rstd, reshape(ctx, nodes[1], (1, c, 1))) if has_weight else rstd
+    y = lib.mul(ctx, xc, k)
+    if has_bias:
+        y = lib.add(ctx, y, reshape(ctx, nodes[-1], (1, c, 1)))
+    # xhat: built here, computed only when a backward in this graph reads it (once for both of
+    # the weight's and the input's gradients)
+    return SavedNode(y, mean=mean, xc=xc, var=var, rstd=rstd, xhat=lib.mul(ctx, xc, rstd))
+
+
+def _infer_batch_norm_backward(g, x, y, *w, part, eps, has_weight=False, has_bias=False):
+    same_float("batch_norm_backward", g, x, y, *w)
+    if g.shape != x.shape or y.shape != x.shape or x.ndim != 3:
+        raise ValueError(f"batch_norm_backward: gradient {g.shape}, input {x.shape} and output {y.shape} must be "
+                         f"the same (N, C, S) shape")
+    if part not in ("input", "weight", "bias"):
+        raise ValueError(f"batch_norm_backward: part must be 'input', 'weight' or 'bias', got {part!r}")
+    return (x.shape if part == "input" else (x.shape[1],)), float32
+
+
+@define("batch_norm_backward", infer=_infer_batch_norm_backward, differentiable=False,
+        work=lambda g, *a, **p: 8.0 * numel(g.shape))
+def _batch_norm_backward_op(ctx, nodes, inputs, out, part, eps, has_weight=False, has_bias=False):
+    """One gradient of :func:`_batch_norm`, from the upstream gradient g:
+    bias: sum(g); weight: sum(g * xhat); input: k * (g - mean(g) - xhat * mean(g * xhat)) with
+    k = weight / std (sums and means per channel over N and S)."""
+    g, x, y = nodes[:3]
+    shape = inputs[1].shape
+    n, c, s = shape
+    if part == "bias":
+        return owned(ctx, _chan_sum(ctx, g, n, c, s), (c,))
+    _, xc, _, rstd = _saved_stats(ctx, x, y, shape, eps)
+    xhat = saved_node(y, "xhat") or lib.mul(ctx, xc, rstd)
+    gxh = _chan_sum(ctx, lib.mul(ctx, g, xhat), n, c, s)
+    if part == "weight":
+        return owned(ctx, gxh, (c,))
+    inv_m = 1.0 / (n * s)
+    k = lib.mul(ctx, rstd, reshape(ctx, nodes[3], (1, c, 1))) if len(nodes) > 3 else rstd
+    centred = lib.sub(ctx, g, lib.scale(ctx, _chan_sum(ctx, g, n, c, s), inv_m))
+    return lib.mul(ctx, lib.sub(ctx, centred, lib.mul(ctx, xhat, lib.scale(ctx, gxh, inv_m))), k)
+
+
+def _infer_batch_norm_stats(x, y, eps):
+    same_float("batch_norm_stats", x, y)
+    if x.ndim != 3 or y.shape != x.shape:
+        raise ValueError(f"batch_norm_stats: input {x.shape} and output {y.shape} must be the same (N, C, S) shape")
+    return (2, x.shape[1]), float32
+
+
+@define("batch_norm_stats", infer=_infer_batch_norm_stats, differentiable=False,
+        work=lambda x, y, eps: 4.0 * numel(x.shape))
+def _batch_norm_stats(ctx, nodes, inputs, out, eps):
+    """(2, C): the batch mean and the unbiased batch variance per channel (torch's running-statistics
+    update), the batch_norm forward's own when its result is in this graph."""
+    n, c, s = inputs[0].shape
+    mean, _, var, _ = _saved_stats(ctx, nodes[0], nodes[1], inputs[0].shape, eps)
+    m = n * s
+    unbiased = lib.scale(ctx, var, m / (m - 1)) if m > 1 else lib.scale(ctx, var, float("nan"))
+    return lib.concat(ctx, reshape(ctx, mean, (1, c)), reshape(ctx, unbiased, (1, c)), 1)

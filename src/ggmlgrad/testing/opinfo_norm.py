@@ -35,6 +35,10 @@ def ref_batch_norm(x, w=None, b=None, eps=1e-5):
     return _affine((x - mu) / np.sqrt(var + eps), w, b)
 
 
+def ref_bn_stats(x, eps):
+    return np.stack([x.mean((0, 2)), x.var((0, 2), ddof=1)])
+
+
 def ref_batch_norm_eval(x, rm, rv, w, b, eps=1e-5):
     return _affine((x - _channel(rm, x.ndim)) / np.sqrt(_channel(rv, x.ndim) + eps), w, b)
 
@@ -87,9 +91,9 @@ ACTIVATIONS = {
 
 
 def ref_prelu(x, w):
-    if w.ndim != 1 or w.size not in (1, x.shape[1] if x.ndim >= 2 else 1):
+    if w.ndim > 1 or w.size not in (1, x.shape[1] if x.ndim >= 2 else 1):
         raise ValueError("prelu: weight must have 1 element or one per channel")   # torch's rule
-    wb = w.reshape((-1,) + (1,) * (x.ndim - 2)) if x.ndim >= 2 else w.reshape(())
+    wb = w.reshape((-1,) + (1,) * (x.ndim - 2)) if x.ndim >= 2 else w.reshape(()) if w.size == 1 else w
     return np.where(x > 0, x, x * wb)
 
 
@@ -179,6 +183,11 @@ def _bn_samples(r):
     return [Sample((_n(r, 5, 3), _pos(r, 3), _n(r, 3))),
             Sample((_n(r, 3, 2, 4), _pos(r, 2), _n(r, 2)), {"eps": 1e-3}),
             Sample((_n(r, 2, 3, 3, 2), _pos(r, 3), _n(r, 3)))]
+
+
+def _bn_op_samples(r):
+    return [Sample((_n(r, 4, 3, 5),), {"eps": 1e-5}), Sample((3 + 2 * _n(r, 1, 2, 6),), {"eps": 1e-3}),
+            Sample((_n(r, 5, 3, 1),), {"eps": 1e-5})]
 
 
 def _bn_eval_samples(r):
@@ -297,9 +306,13 @@ def _act_entry(name):
 register(
     OpInfo("rms_norm", ("rms_norm",), lambda x, eps: op.rms_norm(x, eps=eps), ref_rms_rows, _rms_op_samples,
            atol=2e-5),
-    OpInfo("F.batch_norm_train", ("layer_norm",),
+    OpInfo("F.batch_norm_train", ("batch_norm", "batch_norm_backward"),
            lambda x, w, b, **k: _F().batch_norm(x, None, None, w, b, training=True, **k),
            ref_batch_norm, _bn_samples, atol=3e-5),
+    OpInfo("batch_norm_no_affine", ("batch_norm", "batch_norm_backward"), lambda x, **k: op.batch_norm(x, **k),
+           lambda x, eps: ref_batch_norm(x, eps=eps), _bn_op_samples, atol=3e-5),
+    OpInfo("batch_norm_stats", ("batch_norm_stats",), lambda x, eps: op.batch_norm_stats(x, op.batch_norm(x, eps=eps), eps=eps),
+           ref_bn_stats, _bn_op_samples, grad=False, atol=3e-5),
     OpInfo("F.batch_norm_eval", ("pow_scalar",), lambda x, rm, rv, w, b, **k: _F().batch_norm(x, rm, rv, w, b, **k),
            ref_batch_norm_eval, _bn_eval_samples, atol=3e-5),
     OpInfo("F.instance_norm", ("layer_norm",), lambda x, w, b: _F().instance_norm(x, weight=w, bias=b),
@@ -344,6 +357,10 @@ errors("rms_norm", bad(_V, "rms_norm", np.array(1.0), 1e-5), bad(_V, "rms_norm",
 errors("F.batch_norm_train", bad(_V, "more than 1 value per channel", _ones(1, 3), _ones(3), _ones(3)),
        bad(_R, "weight", _ones(4, 3), _ones(2), _ones(3)),
        bad(_V, "at least 2 dimensions", _ones(3), _ones(3), _ones(3)))
+errors("batch_norm_no_affine", bad(_V, "(N, C, S)", _ones(4, 3), eps=1e-5),
+       bad(_T, "affine inputs", _ones(2, 3, 4), _ones(3), eps=1e-5),
+       bad(_V, "weight and bias", _ones(2, 3, 4), _ones(2), eps=1e-5, has_weight=True,
+           fn=lambda x, w, **k: op.batch_norm(x, w, **k)))
 errors("F.batch_norm_eval", bad(_R, "running_mean", _ones(4, 3), _ones(4), _ones(3), _ones(3), _ones(3)))
 errors("F.instance_norm", bad(_V, "more than 1 spatial element", _ones(2, 3, 1), _ones(3), _ones(3)))
 errors("F.group_norm", bad(_R, "divisible by num_groups", _ones(2, 3, 4), 2, _ones(3), _ones(3)),
