@@ -128,7 +128,7 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
 
 
 # ---------------------------------------------------------------- losses
-@_public(functional="kl_div", function="kl_div")
+@_public(functional="kl_div")  # torch.kl_div: another signature
 def kl_div(input: Tensor, target, size_average=None, reduce=None, reduction: str = "mean",
            log_target: bool = False) -> Tensor:
     """KL divergence of ``target`` from the log-probabilities ``input``: pointwise
@@ -162,7 +162,7 @@ def _same_ndim(fn: str, *xs) -> None:
                            + ", ".join(str(list(x.shape)) for x in xs))
 
 
-@_public(functional="margin_ranking_loss", function="margin_ranking_loss")
+@_public(functional="margin_ranking_loss")  # torch.margin_ranking_loss: another signature
 def margin_ranking_loss(input1: Tensor, input2: Tensor, target, margin: float = 0.0, size_average=None,
                         reduce=None, reduction: str = "mean") -> Tensor:
     """``max(0, -target * (input1 - input2) + margin)``; target is 1 or -1.
@@ -180,7 +180,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target, margin: float = 
     return _reduce(op.clamp(-target * (input1 - input2) + float(margin), lo=0.0), reduction)
 
 
-@_public(functional="cosine_embedding_loss", function="cosine_embedding_loss")
+@_public(functional="cosine_embedding_loss")  # torch.cosine_embedding_loss: another signature
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target, margin: float = 0.0, size_average=None,
                           reduce=None, reduction: str = "mean") -> Tensor:
     """``1 - cos(x1, x2)`` where target is 1, ``max(0, cos(x1, x2) - margin)`` where it is -1
@@ -210,7 +210,7 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target, margin: float 
     return _reduce(pos + neg, reduction)
 
 
-@_public(functional="triplet_margin_loss", function="triplet_margin_loss")
+@_public(functional="triplet_margin_loss")  # torch.triplet_margin_loss: another signature
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2,
                         eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
                         reduction: str = "mean") -> Tensor:
@@ -237,7 +237,7 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
     return _reduce(op.clamp(d_pos - d_neg + float(margin), lo=0.0), reduction)
 
 
-@_public(functional="poisson_nll_loss", function="poisson_nll_loss")
+@_public(functional="poisson_nll_loss")  # torch.poisson_nll_loss: another signature
 def poisson_nll_loss(input: Tensor, target, log_input: bool = True, full: bool = False, size_average=None,
                      eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
     """Poisson negative log likelihood: ``exp(input) - target * input`` (``log_input``), else
@@ -280,7 +280,7 @@ def _check_nonnegative(fn: str, var: Tensor) -> None:
     check_values(fn, flag, 0, 0, f"{fn}: var has negative entry/entries")
 
 
-@_public(functional="gaussian_nll_loss", function="gaussian_nll_loss")
+@_public(functional="gaussian_nll_loss")
 def gaussian_nll_loss(input: Tensor, target, var, full: bool = False, eps: float = 1e-6,
                       reduction: str = "mean") -> Tensor:
     """Gaussian negative log likelihood ``0.5 * (log(var) + (input - target)^2 / var)`` (+ 0.5 log 2 pi

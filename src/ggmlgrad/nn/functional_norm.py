@@ -158,7 +158,7 @@ def _eval_norm(input: Tensor, running_mean: Tensor, running_var: Tensor, weight,
     return input * scale.reshape(shape) + shift.reshape(shape)
 
 
-@_public(functional="batch_norm", function="batch_norm")
+@_public(functional="batch_norm")  # torch.batch_norm: another signature
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None = None,
                bias: Tensor | None = None, training: bool = False, momentum: float = 0.1,
                eps: float = 1e-5) -> Tensor:
@@ -181,7 +181,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
 
 
 # ---------------------------------------------------------------- instance norm
-@_public(functional="instance_norm", function="instance_norm")
+@_public(functional="instance_norm")  # torch.instance_norm: another signature
 def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,
                   weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
                   momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
