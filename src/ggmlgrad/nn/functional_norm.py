@@ -67,19 +67,16 @@ def _check_param(fn: str, name: str, t, c: int) -> None:
         raise RuntimeError(f"{fn}: {name} should contain {c} elements not {t.numel()} (shape {tuple(t.shape)})")
 
 
-def _channel_shape(x: Tensor) -> tuple:
-    """(C, 1, 1, ...): a per-channel vector broadcast over axis 1 of ``x``."""
-    return (x.shape[1],) + (1,) * (x.ndim - 2)
-
-
 def _affine(y: Tensor, weight, bias) -> Tensor:
-    """``y * weight + bias`` with per-channel (axis 1) weight and bias."""
-    shape = _channel_shape(y)
-    if weight is not None:
-        y = y * weight.reshape(shape)
-    if bias is not None:
-        y = y + bias.reshape(shape)
-    return y
+    """``y * weight + bias`` with per-channel (axis 1) weight and bias: the channel_affine op (its
+    weight and bias gradients are per-channel sums, not generic broadcast gradients)."""
+    if (weight is None and bias is None) or y.numel() == 0:
+        return y
+    n, c = y.shape[:2]
+    wb = tuple(t for t in (weight, bias) if t is not None)
+    y3 = y.reshape(n, c, math.prod(y.shape[2:]))
+    out = op.channel_affine(y3, *wb, has_weight=weight is not None, has_bias=bias is not None)
+    return out.reshape(y.shape)
 
 
 def _input(fn: str, input) -> None:
@@ -154,8 +151,7 @@ def _eval_norm(input: Tensor, running_mean: Tensor, running_var: Tensor, weight,
     shift = -running_mean * scale
     if bias is not None:
         shift = shift + bias
-    shape = _channel_shape(input)
-    return input * scale.reshape(shape) + shift.reshape(shape)
+    return _affine(input, scale, shift)
 
 
 @_public(functional="batch_norm")  # torch.batch_norm: another signature

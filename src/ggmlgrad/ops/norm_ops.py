@@ -174,3 +174,61 @@ def _batch_norm_stats(ctx, nodes, inputs, out, eps):
     m = n * s
     unbiased = lib.scale(ctx, var, m / (m - 1)) if m > 1 else lib.scale(ctx, var, float("nan"))
     return lib.concat(ctx, reshape(ctx, mean, (1, c)), reshape(ctx, unbiased, (1, c)), 1)
+
+
+# ---------------------------------------------------------------- per-channel affine x * w + b of (N, C, S)
+# The affine of group / instance norm and of batch norm in eval mode. Its weight and bias gradients
+# are per-channel sums (sum_rows, then over N on a small transpose) instead of the generic broadcast
+# gradient (ggml_repeat_back, several times slower on these shapes).
+def _infer_channel_affine(x, *wb, has_weight=True, has_bias=True):
+    same_float("channel_affine", x, *wb)
+    if x.ndim != 3 or numel(x.shape) == 0:
+        raise ValueError(f"channel_affine: expected a non-empty (N, C, S) input, got {x.shape}")
+    if not isinstance(has_weight, bool) or not isinstance(has_bias, bool) or len(wb) != has_weight + has_bias \
+            or not wb:
+        raise TypeError(f"channel_affine: {len(wb)} inputs for has_weight={has_weight!r}, has_bias={has_bias!r}")
+    for t in wb:
+        if t.shape != (x.shape[1],):
+            raise ValueError(f"channel_affine: weight and bias must have shape ({x.shape[1]},), got {t.shape}")
+    return x.shape, float32
+
+
+def _channel_affine_backward(g, n):
+    x = n.inputs[0]
+    p = n.params
+    w = n.inputs[1] if p.get("has_weight", True) else None
+    b = n.inputs[-1] if p.get("has_bias", True) else None
+    gx = (op.channel_affine(g, w, has_weight=True, has_bias=False) if w is not None else g) \
+        if x.requires_grad else None
+    gw = op.channel_sum(op.mul(g, x)) if w is not None and w.requires_grad else None
+    gb = op.channel_sum(g) if b is not None and b.requires_grad else None
+    return (gx,) + ((gw,) if w is not None else ()) + ((gb,) if b is not None else ())
+
+
+@define("channel_affine", infer=_infer_channel_affine, backward=_channel_affine_backward,
+        saves=(0, 1), work=lambda x, *a, **p: 2.0 * numel(x.shape))
+def _channel_affine(ctx, nodes, inputs, out, has_weight=True, has_bias=True):
+    """x * weight[c] + bias[c] for each channel c of (N, C, S)."""
+    c = inputs[0].shape[1]
+    y = nodes[0]
+    if has_weight:
+        y = lib.mul(ctx, y, reshape(ctx, nodes[1], (1, c, 1)))
+    if has_bias:
+        y = lib.add(ctx, y, reshape(ctx, nodes[-1], (1, c, 1)))
+    return y
+
+
+def _infer_channel_sum(x):
+    same_float("channel_sum", x)
+    if x.ndim != 3 or numel(x.shape) == 0:
+        raise ValueError(f"channel_sum: expected a non-empty (N, C, S) input, got {x.shape}")
+    return (x.shape[1],), float32
+
+
+@define("channel_sum", saves=(), infer=_infer_channel_sum,
+        backward=lambda g, n: op.expand_as(op.reshape(g, shape=(1, g.shape[0], 1)), n.inputs[0]),
+        work=lambda x: float(numel(x.shape)))
+def _channel_sum(ctx, nodes, inputs, out):
+    """(C,): the sum of each channel of (N, C, S) over N and S."""
+    n, c, s = inputs[0].shape
+    return owned(ctx, _chan_sum(ctx, nodes[0], n, c, s), (c,))

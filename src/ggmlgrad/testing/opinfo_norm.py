@@ -39,6 +39,12 @@ def ref_bn_stats(x, eps):
     return np.stack([x.mean((0, 2)), x.var((0, 2), ddof=1)])
 
 
+def ref_channel_affine(x, *wb, has_weight=True, has_bias=True):
+    w = wb[0] if has_weight else None
+    b = wb[-1] if has_bias else None
+    return _affine(x, w, b)
+
+
 def ref_batch_norm_eval(x, rm, rv, w, b, eps=1e-5):
     return _affine((x - _channel(rm, x.ndim)) / np.sqrt(_channel(rv, x.ndim) + eps), w, b)
 
@@ -190,6 +196,12 @@ def _bn_op_samples(r):
             Sample((_n(r, 5, 3, 1),), {"eps": 1e-5})]
 
 
+def _affine_samples(r):
+    return [Sample((_n(r, 2, 3, 4), _n(r, 3), _n(r, 3))),
+            Sample((_n(r, 3, 2, 1), _n(r, 2)), {"has_bias": False}),
+            Sample((_n(r, 1, 4, 5), _n(r, 4)), {"has_weight": False})]
+
+
 def _bn_eval_samples(r):
     return [Sample((_n(r, 4, 3), _n(r, 3), _pos(r, 3), _pos(r, 3), _n(r, 3))),
             Sample((_n(r, 2, 2, 3, 3), _n(r, 2), _pos(r, 2), _pos(r, 2), _n(r, 2)), {"eps": 0.1})]
@@ -314,11 +326,13 @@ register(
     OpInfo("batch_norm_stats", ("batch_norm_stats",),
            lambda x, eps: op.batch_norm_stats(x, op.batch_norm(x, eps=eps), eps=eps),
            ref_bn_stats, _bn_op_samples, grad=False, atol=3e-5),
-    OpInfo("F.batch_norm_eval", ("pow_scalar",), lambda x, rm, rv, w, b, **k: _F().batch_norm(x, rm, rv, w, b, **k),
+    OpInfo("channel_affine", ("channel_affine", "channel_sum"), lambda x, *wb, **k: op.channel_affine(x, *wb, **k),
+           ref_channel_affine, _affine_samples),
+    OpInfo("F.batch_norm_eval", ("pow_scalar", "channel_affine"), lambda x, rm, rv, w, b, **k: _F().batch_norm(x, rm, rv, w, b, **k),
            ref_batch_norm_eval, _bn_eval_samples, atol=3e-5),
     OpInfo("F.instance_norm", ("layer_norm",), lambda x, w, b: _F().instance_norm(x, weight=w, bias=b),
            lambda x, w, b: ref_instance_norm(x, w, b), _in_samples, atol=3e-5),
-    OpInfo("F.group_norm", ("layer_norm",), lambda x, g, w, b, **k: _F().group_norm(x, g, w, b, **k),
+    OpInfo("F.group_norm", ("layer_norm", "channel_affine", "channel_sum"), lambda x, g, w, b, **k: _F().group_norm(x, g, w, b, **k),
            ref_group_norm, _gn_samples, atol=3e-5),
     OpInfo("F.rms_norm", ("rms_norm",), lambda x, w, **k: _F().rms_norm(x, weight=w, **k),
            ref_rms_norm, _rms_samples, atol=3e-5),
@@ -362,6 +376,8 @@ errors("batch_norm_no_affine", bad(_V, "(N, C, S)", _ones(4, 3), eps=1e-5),
        bad(_T, "affine inputs", _ones(2, 3, 4), _ones(3), eps=1e-5),
        bad(_V, "weight and bias", _ones(2, 3, 4), _ones(2), eps=1e-5, has_weight=True,
            fn=lambda x, w, **k: op.batch_norm(x, w, **k)))
+errors("channel_affine", bad(_T, "channel_affine", _ones(2, 3, 4), _ones(3), has_bias=True),
+       bad(_V, "(N, C, S)", _ones(2, 3), _ones(3), _ones(3)), bad(_V, "shape (3,)", _ones(2, 3, 4), _ones(2), _ones(3)))
 errors("F.batch_norm_eval", bad(_R, "running_mean", _ones(4, 3), _ones(4), _ones(3), _ones(3), _ones(3)))
 errors("F.instance_norm", bad(_V, "more than 1 spatial element", _ones(2, 3, 1), _ones(3), _ones(3)))
 errors("F.group_norm", bad(_R, "divisible by num_groups", _ones(2, 3, 4), 2, _ones(3), _ones(3)),
