@@ -373,7 +373,7 @@ errors("F.batch_norm_train", bad(_V, "more than 1 value per channel", _ones(1, 3
        bad(_R, "weight", _ones(4, 3), _ones(2), _ones(3)),
        bad(_V, "at least 2 dimensions", _ones(3), _ones(3), _ones(3)))
 errors("batch_norm_no_affine", bad(_V, "(N, C, S)", _ones(4, 3), eps=1e-5),
-       bad(_T, "affine inputs", _ones(2, 3, 4), _ones(3), eps=1e-5),
+       bad(_T, "affine inputs", _ones(2, 3, 4), _ones(3), eps=1e-5, fn=lambda x, w, **k: op.batch_norm(x, w, **k)),
        bad(_V, "weight and bias", _ones(2, 3, 4), _ones(2), eps=1e-5, has_weight=True,
            fn=lambda x, w, **k: op.batch_norm(x, w, **k)))
 errors("channel_affine", bad(_T, "channel_affine", _ones(2, 3, 4), _ones(3), has_bias=True),
