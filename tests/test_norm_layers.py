@@ -233,3 +233,61 @@ def test_gaussian_nll_refuses_negative_variance():
         loss = F.gaussian_nll_loss(x, x, v)
         with pytest.raises(RuntimeError, match="var has negative"):
             loss.item()
+
+
+# ---------------------------------------------------------------- the layers together, trained as torch trains them
+def _block(lib):
+    class Net(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp = lib.nn.Linear(5, 24)
+            self.bn = lib.nn.BatchNorm2d(4, momentum=None)
+            self.act = lib.nn.PReLU(4)
+            self.gn = lib.nn.GroupNorm(2, 4)
+            self.rms = lib.nn.RMSNorm(6)
+            self.out = lib.nn.Linear(12, 3)
+
+        def forward(self, x):
+            h = self.inp(x).reshape(x.shape[0], 4, 2, 3)
+            h = self.gn(self.act(self.bn(h))).reshape(x.shape[0], 4, 6)
+            h = lib.nn.functional.glu(self.rms(h), dim=-1).reshape(x.shape[0], 12)
+            return lib.nn.functional.hardswish(self.out(h))
+    return Net()
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "capture"])
+def test_network_of_the_new_layers_trains_as_in_torch(mode):
+    torch.manual_seed(1)
+    tm, gm = _block(torch), _block(gg)
+    gm.load_state_dict({k: v.numpy() for k, v in tm.state_dict().items()})
+    # SGD: the RMSNorm after the GroupNorm makes the GroupNorm's weight gradient 0 up to rounding, which
+    # Adam would blow up to steps of lr
+    topt = torch.optim.SGD(tm.parameters(), lr=0.1, momentum=0.9)
+    opt = gg.optim.SGD(gm.parameters(), lr=0.1, momentum=0.9)
+    rng = np.random.default_rng(9)
+    step = gg.capture_step(lambda x, y: F.kl_div(F.log_softmax(gm(x), -1), y, reduction="batchmean"), opt)
+    for _ in range(3):
+        x = rng.standard_normal((8, 5)).astype(np.float32)
+        y = rng.dirichlet(np.ones(3), 8).astype(np.float32)
+        topt.zero_grad()
+        tl = torch.nn.functional.kl_div(torch.log_softmax(tm(torch.tensor(x)), -1), torch.tensor(y),
+                                        reduction="batchmean")
+        tl.backward()
+        topt.step()
+        if mode == "capture":
+            loss = step(x, y)
+        else:
+            with gg.graph_mode(mode == "graph"):
+                opt.zero_grad()
+                lv = F.kl_div(F.log_softmax(gm(gg.tensor(x)), -1), gg.tensor(y), reduction="batchmean")
+                lv.backward()
+                opt.step()
+                loss = lv.item()
+        np.testing.assert_allclose(loss, tl.item(), rtol=1e-4, atol=1e-6)
+    for k, v in tm.state_dict().items():
+        np.testing.assert_allclose(gm.state_dict()[k].numpy(), v.numpy(), rtol=2e-4, atol=2e-5, err_msg=k)
+    gm.eval()
+    tm.eval()
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    np.testing.assert_allclose(gm(gg.tensor(x)).detach().numpy(), tm(torch.tensor(x)).detach().numpy(), rtol=1e-4,
+                               atol=1e-5)
