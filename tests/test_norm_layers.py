@@ -291,3 +291,14 @@ def test_network_of_the_new_layers_trains_as_in_torch(mode):
     x = rng.standard_normal((4, 5)).astype(np.float32)
     np.testing.assert_allclose(gm(gg.tensor(x)).detach().numpy(), tm(torch.tensor(x)).detach().numpy(), rtol=1e-4,
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("module", ["ggmlgrad.nn.functional_norm", "ggmlgrad.nn.functional_act",
+                                    "ggmlgrad.nn.functional_loss", "ggmlgrad.nn.normalization",
+                                    "ggmlgrad.nn.activations_extra", "ggmlgrad.nn.losses_extra",
+                                    "ggmlgrad.nn.parameter_containers", "ggmlgrad.ops.norm_ops"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.failed == 0 and (result.attempted > 0 or module.endswith("norm_ops"))

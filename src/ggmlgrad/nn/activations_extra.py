@@ -93,42 +93,72 @@ class ReLU6(Hardtanh):
 
 
 class Hardswish(_Inplace):
-    """``F.hardswish``."""
+    """``F.hardswish``: ``x * relu6(x + 3) / 6``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.nn.Hardswish()(gg.tensor([-4.0, 4.0])).tolist()
+    [-0.0, 4.0]
+    """
 
     def forward(self, input: Tensor) -> Tensor:
         return F.hardswish(input, self.inplace)
 
 
 class Hardsigmoid(_Inplace):
-    """``F.hardsigmoid``."""
+    """``F.hardsigmoid``: ``relu6(x + 3) / 6``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.nn.Hardsigmoid()(gg.tensor([0.0, 4.0])).tolist()
+    [0.5, 1.0]
+    """
 
     def forward(self, input: Tensor) -> Tensor:
         return F.hardsigmoid(input, self.inplace)
 
 
 class Mish(_Inplace):
-    """``F.mish``: ``x * tanh(softplus(x))``."""
+    """``F.mish``: ``x * tanh(softplus(x))``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.nn.Mish()(gg.tensor([0.0])).tolist()
+    [0.0]
+    """
 
     def forward(self, input: Tensor) -> Tensor:
         return F.mish(input, self.inplace)
 
 
 class LogSigmoid(Module):
-    """``F.logsigmoid``."""
+    """``F.logsigmoid``: ``log(sigmoid(x))``.
+
+    >>> import ggmlgrad as gg
+    >>> round(gg.nn.LogSigmoid()(gg.tensor([0.0])).item(), 4)
+    -0.6931
+    """
 
     def forward(self, input: Tensor) -> Tensor:
         return F.logsigmoid(input)
 
 
 class Softsign(Module):
-    """``F.softsign``: ``x / (1 + |x|)``."""
+    """``F.softsign``: ``x / (1 + |x|)``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.nn.Softsign()(gg.tensor([1.0])).tolist()
+    [0.5]
+    """
 
     def forward(self, input: Tensor) -> Tensor:
         return F.softsign(input)
 
 
 class Tanhshrink(Module):
-    """``F.tanhshrink``: ``x - tanh(x)``."""
+    """``F.tanhshrink``: ``x - tanh(x)``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.nn.Tanhshrink()(gg.tensor([0.0])).tolist()
+    [0.0]
+    """
 
     def forward(self, input: Tensor) -> Tensor:
         return F.tanhshrink(input)
@@ -178,14 +208,24 @@ class Dropout1d(_DropoutNd):
 
 
 class Dropout2d(_DropoutNd):
-    """Zero whole channels of (N, C, H, W) / (C, H, W) in training (``F.dropout2d``)."""
+    """Zero whole channels of (N, C, H, W) / (C, H, W) in training (``F.dropout2d``).
+
+    >>> import ggmlgrad as gg
+    >>> gg.nn.Dropout2d(0.5).eval()(gg.ones(1, 2, 2, 2)).sum().item()
+    8.0
+    """
 
     def forward(self, input: Tensor) -> Tensor:
         return F.dropout2d(input, self.p, self.training, self.inplace)
 
 
 class AlphaDropout(_DropoutNd):
-    """Dropout for SELU networks, keeping zero mean and unit variance (``F.alpha_dropout``)."""
+    """Dropout for SELU networks, keeping zero mean and unit variance (``F.alpha_dropout``).
+
+    >>> import ggmlgrad as gg
+    >>> gg.nn.AlphaDropout(0.2)
+    AlphaDropout(p=0.2, inplace=False)
+    """
 
     def forward(self, input: Tensor) -> Tensor:
         return F.alpha_dropout(input, self.p, self.training, self.inplace)

@@ -65,14 +65,24 @@ class _MarginLoss(_LegacyLoss):
 
 
 class CosineEmbeddingLoss(_MarginLoss):
-    """``F.cosine_embedding_loss``: ``1 - cos`` for target 1, ``max(0, cos - margin)`` for -1."""
+    """``F.cosine_embedding_loss``: ``1 - cos`` for target 1, ``max(0, cos - margin)`` for -1.
+
+    >>> import ggmlgrad as gg
+    >>> gg.nn.CosineEmbeddingLoss()(gg.tensor([[1.0, 0.0]]), gg.tensor([[1.0, 0.0]]), gg.tensor([1])).item()
+    0.0
+    """
 
     def forward(self, input1: Tensor, input2: Tensor, target) -> Tensor:
         return F.cosine_embedding_loss(input1, input2, target, self.margin, reduction=self.reduction)
 
 
 class MarginRankingLoss(_MarginLoss):
-    """``F.margin_ranking_loss``: ``max(0, -target * (x1 - x2) + margin)``."""
+    """``F.margin_ranking_loss``: ``max(0, -target * (x1 - x2) + margin)``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.nn.MarginRankingLoss()(gg.tensor([2.0]), gg.tensor([1.0]), gg.tensor([-1.0])).item()
+    1.0
+    """
 
     def forward(self, input1: Tensor, input2: Tensor, target) -> Tensor:
         return F.margin_ranking_loss(input1, input2, target, self.margin, reduction=self.reduction)
@@ -99,7 +109,12 @@ class TripletMarginLoss(_LegacyLoss):
 
 
 class PoissonNLLLoss(_LegacyLoss):
-    """``F.poisson_nll_loss`` with ``log_input``, ``full`` and ``eps``."""
+    """``F.poisson_nll_loss`` with ``log_input``, ``full`` and ``eps``.
+
+    >>> import ggmlgrad as gg
+    >>> gg.nn.PoissonNLLLoss()(gg.tensor([0.0]), gg.tensor([2.0])).item()
+    1.0
+    """
 
     def __init__(self, log_input: bool = True, full: bool = False, size_average=None, eps: float = 1e-8,
                  reduce=None, reduction: str = "mean") -> None:
@@ -112,7 +127,12 @@ class PoissonNLLLoss(_LegacyLoss):
 
 
 class GaussianNLLLoss(_Loss):
-    """``F.gaussian_nll_loss(input, target, var)`` with ``full`` and ``eps`` (keyword-only, as torch)."""
+    """``F.gaussian_nll_loss(input, target, var)`` with ``full`` and ``eps`` (keyword-only, as torch).
+
+    >>> import ggmlgrad as gg
+    >>> gg.nn.GaussianNLLLoss()(gg.tensor([0.0]), gg.tensor([0.0]), gg.tensor([1.0])).item()
+    0.0
+    """
 
     def __init__(self, *, full: bool = False, eps: float = 1e-6, reduction: str = "mean") -> None:
         super().__init__(reduction)
