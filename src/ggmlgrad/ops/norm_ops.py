@@ -1,9 +1,17 @@
-"""RMS normalisation over the last axis (ggml's ``rms_norm`` kernel): the primitive behind
+"""RMS normalisation over the last axis (ggml's ``rms_norm`` kernel), the primitive behind
 ``F.rms_norm`` and ``nn.RMSNorm`` (the other normalisations compose ``layer_norm``, ops/nn_ops.py).
 
 ggml_rms_norm(x, eps) computes ``x / sqrt(mean(x^2) + eps)`` along ne[0] (NumPy's last axis),
 which is torch's ``rms_norm`` without the weight. The backward is written with ops:
 ``dx = r * (g - y * mean(g * y))`` with ``r = (mean(x^2) + eps)^-1/2`` and ``y`` the output.
+
+Also here: the fused training-mode ``batch_norm`` (with its backward and running-statistics op) and
+the per-channel ``channel_affine`` / ``channel_sum`` of the normalisation layers.
+
+>>> import ggmlgrad as gg
+>>> from ggmlgrad.ops import op
+>>> [round(v, 3) for v in op.rms_norm(gg.tensor([3.0, 4.0]), eps=0.0).tolist()]
+[0.849, 1.131]
 """
 from __future__ import annotations
 
