@@ -302,3 +302,35 @@ def test_docstring_examples(module):
     import importlib
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_captured_step_that_writes_a_parameter_keeps_two_computes_and_eager_values():
+    """Only writes to memory the optimizer does not update join the update's graph (merge_ok)."""
+    def run(captured: bool):
+        gg.manual_seed(3)
+        lin = gg.nn.Linear(3, 2)
+        opt = gg.optim.SGD(lin.parameters(), lr=0.1)
+        x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+
+        def loss_fn(xb):
+            with gg.no_grad():
+                lin.bias.mul_(0.5)                 # an in-place write of an updated parameter
+            return (lin(xb) ** 2).mean()
+        counts = []
+        if captured:
+            step = gg.capture_step(loss_fn, opt)
+            for _ in range(3):
+                gg.reset_counters()
+                step(x)
+                counts.append(gg.counters()["computes"])
+        else:
+            for _ in range(3):
+                opt.zero_grad()
+                loss_fn(gg.tensor(x)).backward()
+                opt.step()
+        return lin.weight.detach().numpy(), lin.bias.detach().numpy(), counts
+    w1, b1, counts = run(True)
+    w0, b0, _ = run(False)
+    np.testing.assert_allclose(w1, w0, rtol=1e-6)
+    np.testing.assert_allclose(b1, b0, rtol=1e-6)
+    assert counts[-1] == 2

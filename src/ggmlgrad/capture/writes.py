@@ -166,10 +166,11 @@ class RecordedWrites:
 
     def merge_ok(self, params) -> bool:
         """Whether the step's two graphs may compute as one with these writes: nothing is written back
-        to an argument, and no written memory is a parameter the update reads and writes (a batch
-        norm's running statistics qualify). The writes' copies follow every node of the first graph
-        and precede the update's nodes, so the order is that of two computes."""
-        if self.writebacks:
+        to an argument, nothing is written through a view, and no written memory is a parameter the
+        update reads and writes (a batch norm's running statistics qualify). The writes' copies follow
+        every node of the first graph and precede the update's nodes, so the order is that of two
+        computes."""
+        if self.writebacks or self.covered:
             return False
         if not self.external_ids:
             return True
