@@ -334,3 +334,16 @@ def test_captured_step_that_writes_a_parameter_keeps_two_computes_and_eager_valu
     np.testing.assert_allclose(w1, w0, rtol=1e-6)
     np.testing.assert_allclose(b1, b0, rtol=1e-6)
     assert counts[-1] == 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_empty_batches_give_empty_results_as_torch(mode):
+    tb = torch.nn.BatchNorm2d(3)
+    tb(torch.zeros(0, 3, 4, 4))
+    bn, gn, inn = gg.nn.BatchNorm2d(3), gg.nn.GroupNorm(1, 3), gg.nn.InstanceNorm1d(3)
+    with gg.graph_mode(mode == "graph"):
+        assert bn(gg.zeros(0, 3, 4, 4)).numpy().shape == (0, 3, 4, 4)
+        assert gn(gg.zeros(0, 3, 4)).numpy().shape == (0, 3, 4)
+        assert inn(gg.zeros(0, 3, 4)).numpy().shape == (0, 3, 4)
+    np.testing.assert_array_equal(bn.running_mean.numpy(), tb.running_mean.numpy())
+    assert bn.num_batches_tracked.item() == tb.num_batches_tracked.item() == 1

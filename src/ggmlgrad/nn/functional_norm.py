@@ -121,6 +121,11 @@ def batch_norm_impl(input: Tensor, running_mean, running_var, weight, bias, trai
         if running_mean is None or running_var is None:
             raise RuntimeError(f"{fn}: running_mean must be defined in evaluation mode")
         return _eval_norm(input, running_mean, running_var, weight, bias, eps)
+    if input.numel() == 0:   # torch: an empty batch gives an empty result; only the batch counter moves
+        if num_batches_tracked is not None:
+            with no_grad():
+                write_buffers([(num_batches_tracked, num_batches_tracked + 1)], f"{fn} running stats")
+        return input * 1.0
     per_channel = math.prod(input.shape) // max(c, 1)
     if per_channel == 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size {input.shape}")
