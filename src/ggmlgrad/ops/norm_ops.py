@@ -104,15 +104,21 @@ def _infer_batch_norm(x, *affine, eps, has_weight=False, has_bias=False):
 
 
 def _batch_norm_backward(g, n):
+    """Per channel: db = sum(g), dw = sum(g * xhat), and dx from both (one op each: the input's
+    gradient reads the two sums instead of computing them again)."""
     x = n.inputs[0]
     p = n.params
     w = n.inputs[1] if p.get("has_weight") else None
     b = n.inputs[-1] if p.get("has_bias") else None
     y = n.output
-    extra = (w,) if w is not None else ()
-    gx = op.batch_norm_backward(g, x, y, *extra, part="input", **p) if x.requires_grad else None
-    gw = op.batch_norm_backward(g, x, y, part="weight", **p) if w is not None and w.requires_grad else None
-    gb = op.batch_norm_backward(g, x, y, part="bias", **p) if b is not None and b.requires_grad else None
+    need_x = x.requires_grad
+    sg = op.batch_norm_backward(g, x, y, part="bias", **p) if need_x or (b is not None and b.requires_grad) else None
+    sgx = op.batch_norm_backward(g, x, y, part="weight", **p) if need_x or (w is not None and w.requires_grad) \
+        else None
+    gx = op.batch_norm_backward(g, x, y, sgx, sg, *((w,) if w is not None else ()), part="input", **p) \
+        if need_x else None
+    gw = sgx if w is not None and w.requires_grad else None
+    gb = sg if b is not None and b.requires_grad else None
     return (gx,) + ((gw,) if w is not None else ()) + ((gb,) if b is not None else ())
 
 
@@ -128,41 +134,44 @@ def _batch_norm(ctx, nodes, inputs, out, eps, has_weight=False, has_bias=False):
     y = lib.mul(ctx, xc, k)
     if has_bias:
         y = lib.add(ctx, y, reshape(ctx, nodes[-1], (1, c, 1)))
-    # xhat: built here, computed only when a backward in this graph reads it (once for both of
-    # the weight's and the input's gradients)
-    return SavedNode(y, mean=mean, xc=xc, var=var, rstd=rstd, xhat=lib.mul(ctx, xc, rstd))
+    return SavedNode(y, mean=mean, xc=xc, var=var, rstd=rstd)
 
 
-def _infer_batch_norm_backward(g, x, y, *w, part, eps, has_weight=False, has_bias=False):
-    same_float("batch_norm_backward", g, x, y, *w)
+def _infer_batch_norm_backward(g, x, y, *sums_w, part, eps, has_weight=False, has_bias=False):
+    same_float("batch_norm_backward", g, x, y, *sums_w)
     if g.shape != x.shape or y.shape != x.shape or x.ndim != 3:
         raise ValueError(f"batch_norm_backward: gradient {g.shape}, input {x.shape} and output {y.shape} must be "
                          f"the same (N, C, S) shape")
     if part not in ("input", "weight", "bias"):
         raise ValueError(f"batch_norm_backward: part must be 'input', 'weight' or 'bias', got {part!r}")
+    want = (2 + bool(has_weight)) if part == "input" else 0
+    if len(sums_w) != want or any(t.shape != (x.shape[1],) for t in sums_w):
+        raise ValueError(f"batch_norm_backward: part {part!r} takes {want} per-channel inputs of shape "
+                         f"({x.shape[1]},), got {[t.shape for t in sums_w]}")
     return (x.shape if part == "input" else (x.shape[1],)), float32
 
 
 @define("batch_norm_backward", infer=_infer_batch_norm_backward, differentiable=False,
-        work=lambda g, *a, **p: 8.0 * numel(g.shape))
+        work=lambda g, *a, **p: 4.0 * numel(g.shape))
 def _batch_norm_backward_op(ctx, nodes, inputs, out, part, eps, has_weight=False, has_bias=False):
-    """One gradient of :func:`_batch_norm`, from the upstream gradient g:
-    bias: sum(g); weight: sum(g * xhat); input: k * (g - mean(g) - xhat * mean(g * xhat)) with
-    k = weight / std (sums and means per channel over N and S)."""
+    """One gradient of :func:`_batch_norm` from the upstream gradient g (sums per channel over N, S):
+    bias: sum(g); weight: sum(g * xhat) = rstd * sum(g * (x - mean)); input, given those two sums
+    and the weight: k * (g - sum(g) / M - xhat * sum(g * xhat) / M) with k = weight * rstd, computed
+    as g * k - (x - mean) * (k * rstd * sum(g * xhat) / M) - k * sum(g) / M (four passes over g)."""
     g, x, y = nodes[:3]
     shape = inputs[1].shape
     n, c, s = shape
     if part == "bias":
         return owned(ctx, _chan_sum(ctx, g, n, c, s), (c,))
     _, xc, _, rstd = _saved_stats(ctx, x, y, shape, eps)
-    xhat = saved_node(y, "xhat") or lib.mul(ctx, xc, rstd)
-    gxh = _chan_sum(ctx, lib.mul(ctx, g, xhat), n, c, s)
     if part == "weight":
-        return owned(ctx, gxh, (c,))
+        return owned(ctx, lib.mul(ctx, _chan_sum(ctx, lib.mul(ctx, g, xc), n, c, s), rstd), (c,))
     inv_m = 1.0 / (n * s)
-    k = lib.mul(ctx, rstd, reshape(ctx, nodes[3], (1, c, 1))) if len(nodes) > 3 else rstd
-    centred = lib.sub(ctx, g, lib.scale(ctx, _chan_sum(ctx, g, n, c, s), inv_m))
-    return lib.mul(ctx, lib.sub(ctx, centred, lib.mul(ctx, xhat, lib.scale(ctx, gxh, inv_m))), k)
+    sgx, sg = (reshape(ctx, t, (1, c, 1)) for t in nodes[3:5])
+    k = lib.mul(ctx, rstd, reshape(ctx, nodes[5], (1, c, 1))) if has_weight else rstd
+    k2 = lib.scale(ctx, lib.mul(ctx, lib.mul(ctx, k, rstd), sgx), inv_m)
+    k3 = lib.scale(ctx, lib.mul(ctx, k, sg), inv_m)
+    return lib.sub(ctx, lib.mul(ctx, g, k), lib.add(ctx, lib.mul(ctx, xc, k2), k3))
 
 
 def _infer_batch_norm_stats(x, y, eps):
