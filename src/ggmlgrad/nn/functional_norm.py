@@ -130,18 +130,17 @@ def batch_norm_impl(input: Tensor, running_mean, running_var, weight, bias, trai
     if per_channel == 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size {input.shape}")
     x3 = input.reshape(input.shape[0], c, per_channel // input.shape[0])    # (N, C, S): a view
+    with no_grad():
+        stats = op.batch_norm_stats(x3)                 # (2, C): batch mean and biased variance
     affine = tuple(t for t in (weight, bias) if t is not None)
-    y3 = op.batch_norm(x3, *affine, eps=eps, has_weight=weight is not None, has_bias=bias is not None)
+    y3 = op.batch_norm(x3, stats, *affine, eps=eps, has_weight=weight is not None, has_bias=bias is not None)
     pairs = []
-    if running_mean is not None or running_var is not None:
-        with no_grad():   # the forward's own statistics when it is in the same graph (graph mode, capture)
-            stats = op.batch_norm_stats(x3, y3, eps=eps)
-            if running_mean is not None:
-                pairs.append((running_mean, _updated(running_mean, stats[0], factor)))
-            if running_var is not None:
-                pairs.append((running_var, _updated(running_var, stats[1], factor)))
-    if num_batches_tracked is not None:
-        with no_grad():
+    with no_grad():
+        if running_mean is not None:
+            pairs.append((running_mean, _updated(running_mean, stats[0], factor)))
+        if running_var is not None:   # torch's running variance is the unbiased one
+            pairs.append((running_var, _updated(running_var, stats[1] * (per_channel / (per_channel - 1)), factor)))
+        if num_batches_tracked is not None:
             pairs.append((num_batches_tracked, num_batches_tracked + 1))
     write_buffers(pairs, f"{fn} running stats")
     return y3.reshape(input.shape)

@@ -5,7 +5,7 @@ ggml_rms_norm(x, eps) computes ``x / sqrt(mean(x^2) + eps)`` along ne[0] (NumPy'
 which is torch's ``rms_norm`` without the weight. The backward is written with ops:
 ``dx = r * (g - y * mean(g * y))`` with ``r = (mean(x^2) + eps)^-1/2`` and ``y`` the output.
 
-Also here: the fused training-mode ``batch_norm`` (with its backward and running-statistics op) and
+Also here: the fused training-mode ``batch_norm`` (with its statistics and backward ops) and
 the per-channel ``channel_affine`` / ``channel_sum`` of the normalisation layers.
 
 >>> import ggmlgrad as gg
@@ -57,9 +57,13 @@ def _rms_norm(ctx, nodes, inputs, out, eps):
 # ---------------------------------------------------------------- batch norm (training), fused
 # x is (N, C, S) (the front end reshapes (N, C, ...) to it): statistics per channel over N and S. The
 # channel sums are ggml_sum_rows over S, then over N on the small (C, N) transpose: no copy of x in
-# another layout and no repeat_back (broadcast gradients of per-channel tensors). The forward saves
-# its centred input, mean, variance and 1/std on its result node (SavedNode): a backward or the
-# running-statistics op in the same graph reuses them instead of computing them again.
+# another layout and no repeat_back (broadcast gradients of per-channel tensors).
+#
+# batch_norm_stats(x) gives (2, C): the batch mean and biased variance; batch_norm(x, stats, ...)
+# normalises with them. The statistics are a tensor of their own so that the running-statistics
+# update reads them, and a backward in a later graph (graph mode drains at that in-place update)
+# reads them instead of computing them again. Within one graph the centred input x - mean travels
+# on the result nodes (SavedNode) from the statistics to the forward and on to the backward.
 def _chan_sum(ctx, node, n: int, c: int, s: int) -> int:
     """Per-channel sums of a contiguous (N, C, S) node, as a (1, C, 1) node."""
     r = lib.sum_rows(ctx, node)                       # (N, C, 1)
@@ -69,29 +73,51 @@ def _chan_sum(ctx, node, n: int, c: int, s: int) -> int:
     return reshape(ctx, lib.sum_rows(ctx, t), (1, c, 1))
 
 
-def _bn_stats(ctx, x: int, shape: tuple, eps: float) -> tuple:
-    """(mean, x - mean, biased variance, 1 / sqrt(variance + eps)), the per-channel ones (1, C, 1)."""
-    n, c, s = shape
+def _stat_row(ctx, stats: int, row: int, c: int) -> int:
+    """Row ``row`` (0: mean, 1: variance) of a (2, C) statistics node, as a (1, C, 1) node."""
+    saved = saved_node(stats, ("mean", "var")[row])
+    if saved:
+        return saved
+    return reshape(ctx, lib.view_1d(ctx, stats, c, 4 * c * row), (1, c, 1))
+
+
+def _centred(ctx, x: int, stats: int, c: int) -> int:
+    """x - mean: the statistics op's own node when it is in this graph."""
+    return saved_node(stats, "xc") or lib.sub(ctx, x, _stat_row(ctx, stats, 0, c))
+
+
+def _rstd(ctx, stats: int, c: int, eps: float) -> int:
+    var = _stat_row(ctx, stats, 1, c)
+    return lib.div(ctx, lib.fill(ctx, var, 1.0), lib.sqrt(ctx, lib.scale_bias(ctx, var, 1.0, float(eps))))
+
+
+def _infer_batch_norm_stats(x):
+    same_float("batch_norm_stats", x)
+    if x.ndim != 3 or numel(x.shape) == 0:
+        raise ValueError(f"batch_norm_stats: expected a non-empty (N, C, S) input, got {x.shape}")
+    return (2, x.shape[1]), float32
+
+
+@define("batch_norm_stats", infer=_infer_batch_norm_stats, differentiable=False,
+        work=lambda x: 4.0 * numel(x.shape))
+def _batch_norm_stats(ctx, nodes, inputs, out):
+    """(2, C): the mean and the biased variance of each channel of (N, C, S) over N and S (two-pass:
+    the variance of the centred values)."""
+    n, c, s = inputs[0].shape
     m = n * s
-    mean = lib.scale(ctx, _chan_sum(ctx, x, n, c, s), 1.0 / m)
-    xc = lib.sub(ctx, x, mean)
+    mean = lib.scale(ctx, _chan_sum(ctx, nodes[0], n, c, s), 1.0 / m)
+    xc = lib.sub(ctx, nodes[0], mean)
     var = lib.scale(ctx, _chan_sum(ctx, lib.sqr(ctx, xc), n, c, s), 1.0 / m)
-    rstd = lib.div(ctx, lib.fill(ctx, var, 1.0), lib.sqrt(ctx, lib.scale_bias(ctx, var, 1.0, float(eps))))
-    return mean, xc, var, rstd
+    both = lib.concat(ctx, reshape(ctx, mean, (1, c)), reshape(ctx, var, (1, c)), 1)
+    return SavedNode(both, mean=mean, var=var, xc=xc)
 
 
-def _saved_stats(ctx, x: int, y: int, shape: tuple, eps: float) -> tuple:
-    """The forward's statistics when its result ``y`` is in this graph, else computed from ``x``."""
-    xc = saved_node(y, "xc")
-    if xc:
-        return saved_node(y, "mean"), xc, saved_node(y, "var"), saved_node(y, "rstd")
-    return _bn_stats(ctx, x, shape, eps)
-
-
-def _infer_batch_norm(x, *affine, eps, has_weight=False, has_bias=False):
-    same_float("batch_norm", x, *affine)
+def _infer_batch_norm(x, stats, *affine, eps, has_weight=False, has_bias=False):
+    same_float("batch_norm", x, stats, *affine)
     if x.ndim != 3 or numel(x.shape) == 0:
         raise ValueError(f"batch_norm: expected a non-empty (N, C, S) input, got {x.shape}")
+    if stats.shape != (2, x.shape[1]):
+        raise ValueError(f"batch_norm: statistics must have shape (2, {x.shape[1]}), got {stats.shape}")
     if not isinstance(has_weight, bool) or not isinstance(has_bias, bool) or len(affine) != has_weight + has_bias:
         raise TypeError(f"batch_norm: {len(affine)} affine inputs for has_weight={has_weight!r}, "
                         f"has_bias={has_bias!r}")
@@ -105,43 +131,46 @@ def _infer_batch_norm(x, *affine, eps, has_weight=False, has_bias=False):
 
 def _batch_norm_backward(g, n):
     """Per channel: db = sum(g), dw = sum(g * xhat), and dx from both (one op each: the input's
-    gradient reads the two sums instead of computing them again)."""
-    x = n.inputs[0]
+    gradient reads the two sums instead of computing them again). The statistics input gets no
+    gradient of its own: dx is the whole derivative, through the batch statistics too."""
+    x, stats = n.inputs[:2]
     p = n.params
-    w = n.inputs[1] if p.get("has_weight") else None
+    w = n.inputs[2] if p.get("has_weight") else None
     b = n.inputs[-1] if p.get("has_bias") else None
     y = n.output
     need_x = x.requires_grad
-    sg = op.batch_norm_backward(g, x, y, part="bias", **p) if need_x or (b is not None and b.requires_grad) else None
-    sgx = op.batch_norm_backward(g, x, y, part="weight", **p) if need_x or (w is not None and w.requires_grad) \
-        else None
-    gx = op.batch_norm_backward(g, x, y, sgx, sg, *((w,) if w is not None else ()), part="input", **p) \
+    sg = op.batch_norm_backward(g, x, y, stats, part="bias", **p) \
+        if need_x or (b is not None and b.requires_grad) else None
+    sgx = op.batch_norm_backward(g, x, y, stats, part="weight", **p) \
+        if need_x or (w is not None and w.requires_grad) else None
+    gx = op.batch_norm_backward(g, x, y, stats, sgx, sg, *((w,) if w is not None else ()), part="input", **p) \
         if need_x else None
     gw = sgx if w is not None and w.requires_grad else None
     gb = sg if b is not None and b.requires_grad else None
-    return (gx,) + ((gw,) if w is not None else ()) + ((gb,) if b is not None else ())
+    return (gx, None) + ((gw,) if w is not None else ()) + ((gb,) if b is not None else ())
 
 
 @define("batch_norm", infer=_infer_batch_norm, backward=_batch_norm_backward, save_output=True,
-        work=lambda x, *a, **p: 8.0 * numel(x.shape))
+        work=lambda x, *a, **p: 4.0 * numel(x.shape))
 def _batch_norm(ctx, nodes, inputs, out, eps, has_weight=False, has_bias=False):
-    """(x - mean) / sqrt(var + eps) * weight + bias per channel of (N, C, S), batch statistics
-    (biased variance, as torch's training mode)."""
-    shape = inputs[0].shape
-    c = shape[1]
-    mean, xc, var, rstd = _bn_stats(ctx, nodes[0], shape, eps)
-    k = lib.mul(ctx, rstd, reshape(ctx, nodes[1], (1, c, 1))) if has_weight else rstd
+    """(x - mean) / sqrt(var + eps) * weight + bias per channel of (N, C, S), with the batch
+    statistics ``stats`` (batch_norm_stats: biased variance, as torch's training mode)."""
+    c = inputs[0].shape[1]
+    stats = nodes[1]
+    xc = _centred(ctx, nodes[0], stats, c)
+    rstd = _rstd(ctx, stats, c, eps)
+    k = lib.mul(ctx, rstd, reshape(ctx, nodes[2], (1, c, 1))) if has_weight else rstd
     y = lib.mul(ctx, xc, k)
     if has_bias:
         y = lib.add(ctx, y, reshape(ctx, nodes[-1], (1, c, 1)))
-    return SavedNode(y, mean=mean, xc=xc, var=var, rstd=rstd)
+    return SavedNode(y, xc=xc, rstd=rstd)
 
 
-def _infer_batch_norm_backward(g, x, y, *sums_w, part, eps, has_weight=False, has_bias=False):
-    same_float("batch_norm_backward", g, x, y, *sums_w)
-    if g.shape != x.shape or y.shape != x.shape or x.ndim != 3:
+def _infer_batch_norm_backward(g, x, y, stats, *sums_w, part, eps, has_weight=False, has_bias=False):
+    same_float("batch_norm_backward", g, x, y, stats, *sums_w)
+    if g.shape != x.shape or y.shape != x.shape or x.ndim != 3 or stats.shape != (2, x.shape[1]):
         raise ValueError(f"batch_norm_backward: gradient {g.shape}, input {x.shape} and output {y.shape} must be "
-                         f"the same (N, C, S) shape")
+                         f"the same (N, C, S) shape, statistics (2, C), got {stats.shape}")
     if part not in ("input", "weight", "bias"):
         raise ValueError(f"batch_norm_backward: part must be 'input', 'weight' or 'bias', got {part!r}")
     want = (2 + bool(has_weight)) if part == "input" else 0
@@ -158,39 +187,20 @@ def _batch_norm_backward_op(ctx, nodes, inputs, out, part, eps, has_weight=False
     bias: sum(g); weight: sum(g * xhat) = rstd * sum(g * (x - mean)); input, given those two sums
     and the weight: k * (g - sum(g) / M - xhat * sum(g * xhat) / M) with k = weight * rstd, computed
     as g * k - (x - mean) * (k * rstd * sum(g * xhat) / M) - k * sum(g) / M (four passes over g)."""
-    g, x, y = nodes[:3]
-    shape = inputs[1].shape
-    n, c, s = shape
+    g, x, y, stats = nodes[:4]
+    n, c, s = inputs[1].shape
     if part == "bias":
         return owned(ctx, _chan_sum(ctx, g, n, c, s), (c,))
-    _, xc, _, rstd = _saved_stats(ctx, x, y, shape, eps)
+    xc = saved_node(y, "xc") or _centred(ctx, x, stats, c)
+    rstd = saved_node(y, "rstd") or _rstd(ctx, stats, c, eps)
     if part == "weight":
         return owned(ctx, lib.mul(ctx, _chan_sum(ctx, lib.mul(ctx, g, xc), n, c, s), rstd), (c,))
     inv_m = 1.0 / (n * s)
-    sgx, sg = (reshape(ctx, t, (1, c, 1)) for t in nodes[3:5])
-    k = lib.mul(ctx, rstd, reshape(ctx, nodes[5], (1, c, 1))) if has_weight else rstd
+    sgx, sg = (reshape(ctx, t, (1, c, 1)) for t in nodes[4:6])
+    k = lib.mul(ctx, rstd, reshape(ctx, nodes[6], (1, c, 1))) if has_weight else rstd
     k2 = lib.scale(ctx, lib.mul(ctx, lib.mul(ctx, k, rstd), sgx), inv_m)
     k3 = lib.scale(ctx, lib.mul(ctx, k, sg), inv_m)
     return lib.sub(ctx, lib.mul(ctx, g, k), lib.add(ctx, lib.mul(ctx, xc, k2), k3))
-
-
-def _infer_batch_norm_stats(x, y, eps):
-    same_float("batch_norm_stats", x, y)
-    if x.ndim != 3 or y.shape != x.shape:
-        raise ValueError(f"batch_norm_stats: input {x.shape} and output {y.shape} must be the same (N, C, S) shape")
-    return (2, x.shape[1]), float32
-
-
-@define("batch_norm_stats", infer=_infer_batch_norm_stats, differentiable=False,
-        work=lambda x, y, eps: 4.0 * numel(x.shape))
-def _batch_norm_stats(ctx, nodes, inputs, out, eps):
-    """(2, C): the batch mean and the unbiased batch variance per channel (torch's running-statistics
-    update), the batch_norm forward's own when its result is in this graph."""
-    n, c, s = inputs[0].shape
-    mean, _, var, _ = _saved_stats(ctx, nodes[0], nodes[1], inputs[0].shape, eps)
-    m = n * s
-    unbiased = lib.scale(ctx, var, m / (m - 1)) if m > 1 else lib.scale(ctx, var, float("nan"))
-    return lib.concat(ctx, reshape(ctx, mean, (1, c)), reshape(ctx, unbiased, (1, c)), 1)
 
 
 # ---------------------------------------------------------------- per-channel affine x * w + b of (N, C, S)

@@ -36,7 +36,7 @@ def ref_batch_norm(x, w=None, b=None, eps=1e-5):
 
 
 def ref_bn_stats(x, eps):
-    return np.stack([x.mean((0, 2)), x.var((0, 2), ddof=1)])
+    return np.stack([x.mean((0, 2)), x.var((0, 2))])
 
 
 def ref_channel_affine(x, *wb, has_weight=True, has_bias=True):
@@ -321,10 +321,10 @@ register(
     OpInfo("F.batch_norm_train", ("batch_norm", "batch_norm_backward"),
            lambda x, w, b, **k: _F().batch_norm(x, None, None, w, b, training=True, **k),
            ref_batch_norm, _bn_samples, atol=3e-5),
-    OpInfo("batch_norm_no_affine", ("batch_norm", "batch_norm_backward"), lambda x, **k: op.batch_norm(x, **k),
+    OpInfo("batch_norm_no_affine", ("batch_norm", "batch_norm_backward"),
+           lambda x, **k: op.batch_norm(x, op.batch_norm_stats(x.detach()), **k),
            lambda x, eps: ref_batch_norm(x, eps=eps), _bn_op_samples, atol=3e-5),
-    OpInfo("batch_norm_stats", ("batch_norm_stats",),
-           lambda x, eps: op.batch_norm_stats(x, op.batch_norm(x, eps=eps), eps=eps),
+    OpInfo("batch_norm_stats", ("batch_norm_stats",), lambda x, eps: op.batch_norm_stats(x),
            ref_bn_stats, _bn_op_samples, grad=False, atol=3e-5),
     OpInfo("channel_affine", ("channel_affine", "channel_sum"), lambda x, *wb, **k: op.channel_affine(x, *wb, **k),
            ref_channel_affine, _affine_samples),
@@ -373,9 +373,14 @@ errors("F.batch_norm_train", bad(_V, "more than 1 value per channel", _ones(1, 3
        bad(_R, "weight", _ones(4, 3), _ones(2), _ones(3)),
        bad(_V, "at least 2 dimensions", _ones(3), _ones(3), _ones(3)))
 errors("batch_norm_no_affine", bad(_V, "(N, C, S)", _ones(4, 3), eps=1e-5),
-       bad(_T, "affine inputs", _ones(2, 3, 4), _ones(3), eps=1e-5, fn=lambda x, w, **k: op.batch_norm(x, w, **k)),
-       bad(_V, "weight and bias", _ones(2, 3, 4), _ones(2), eps=1e-5, has_weight=True,
-           fn=lambda x, w, **k: op.batch_norm(x, w, **k)))
+       bad(_T, "affine inputs", _ones(2, 3, 4), _ones(2, 3), _ones(3), eps=1e-5,
+           fn=lambda x, st, w, **k: op.batch_norm(x, st, w, **k)),
+       bad(_V, "weight and bias", _ones(2, 3, 4), _ones(2, 3), _ones(2), eps=1e-5, has_weight=True,
+           fn=lambda x, st, w, **k: op.batch_norm(x, st, w, **k)),
+       bad(_V, "statistics must have shape", _ones(2, 3, 4), _ones(3, 2), eps=1e-5,
+           fn=lambda x, st, **k: op.batch_norm(x, st, **k)))
+errors("batch_norm_stats", bad(_V, "batch_norm_stats", _ones(2, 3), eps=0.0),
+       bad(_T, "float32", np.ones((2, 3, 4), np.int32), eps=0.0))
 errors("channel_affine", bad(_T, "channel_affine", _ones(2, 3, 4), _ones(3), has_bias=True),
        bad(_V, "(N, C, S)", _ones(2, 3), _ones(3), _ones(3)), bad(_V, "shape (3,)", _ones(2, 3, 4), _ones(2), _ones(3)))
 errors("F.batch_norm_eval", bad(_R, "running_mean", _ones(4, 3), _ones(4), _ones(3), _ones(3), _ones(3)))
