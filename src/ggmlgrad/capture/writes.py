@@ -164,6 +164,19 @@ class RecordedWrites:
                     ENGINE.queue_effect(lib.cpy(ctx, t.node, t.leaf), "capture write")
         return [t for t in live if t.slot is not None]
 
+    def merge_ok(self, params) -> bool:
+        """Whether the step's two graphs may compute as one with these writes: nothing is written back
+        to an argument, nothing is written through a view, and no written memory is a parameter the
+        update reads and writes (a batch norm's running statistics qualify). The writes' copies follow
+        every node of the first graph and precede the update's nodes, so the order is that of two
+        computes."""
+        if self.writebacks or self.covered:
+            return False
+        if not self.external_ids:
+            return True
+        updated = {id(s) for p in params for s in _memories(p)}
+        return not (self.external_ids & updated)
+
     # -- when the recording ends
     def finish(self, arg_slots: list, ref_storages: set) -> "ReplayWrites | None":
         """Undo the version bumps of outside tensors (each replay makes them) and build the replay side."""

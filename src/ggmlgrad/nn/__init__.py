@@ -14,6 +14,12 @@ from .layers import (ELU, GELU, Dropout, Embedding, Flatten, Identity, LayerNorm
                      ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh)
 from .losses import BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, MSELoss, NLLLoss, SmoothL1Loss, L1Loss
 from .module import Module, Parameter
+from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, RMSNorm
+from .activations_extra import (GLU, AlphaDropout, Dropout1d, Dropout2d, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid,
+                                Mish, PReLU, ReLU6, Softsign, Tanhshrink)
+from .losses_extra import (BCELoss, CosineEmbeddingLoss, GaussianNLLLoss, KLDivLoss, MarginRankingLoss, PoissonNLLLoss,
+                           TripletMarginLoss)
+from .parameter_containers import ParameterDict, ParameterList
 
 from . import utils  # noqa: F401  (clip_grad_norm_, clip_grad_value_: written with the optimizers)
 
@@ -21,3 +27,7 @@ __all__ = ["Module", "Parameter", "Linear", "Sequential", "ModuleList", "ModuleD
            "Dropout", "MultiheadAttention", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LogSoftmax",
            "LeakyReLU", "Softplus", "ELU", "Flatten", "Identity", "MSELoss", "CrossEntropyLoss", "NLLLoss",
            "BCEWithLogitsLoss", "HuberLoss", "SmoothL1Loss", "L1Loss", "functional", "init", "utils"]
+__all__ += ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "RMSNorm", "PReLU", "Mish",
+            "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid", "LogSigmoid", "GLU", "Softsign", "Tanhshrink",
+            "Dropout1d", "Dropout2d", "AlphaDropout", "ParameterList", "ParameterDict", "BCELoss", "KLDivLoss",
+            "CosineEmbeddingLoss", "MarginRankingLoss", "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss"]

@@ -103,15 +103,15 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
 
 
 @_public(functional="normalize")
-def normalize(input: Tensor, p: float = 2.0, dim: int = -1, eps: float = 1e-12) -> Tensor:
-    """``x / max(||x||_p, eps)`` along ``dim``.
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """``x / max(||x||_p, eps)`` along ``dim`` (default 1, as torch).
 
     >>> import ggmlgrad as gg
     >>> import ggmlgrad.nn.functional as F
     >>> [round(v, 4) for v in F.normalize(gg.tensor([3.0, 4.0]), dim=0).tolist()]
     [0.6, 0.8]
     """
-    norm = (op.abs(input) ** p).sum(axis=dim, keepdim=True) ** (1.0 / p)
+    norm = _functional_loss._vector_norm(input, float(p), dim, True)   # p = inf too; gradient 0 at a zero norm
     return input / op.clamp(norm, lo=eps)
 
 
@@ -532,6 +532,11 @@ def nll_loss(input: Tensor, target, weight: Tensor | None = None, ignore_index: 
 
 _ = nn_ops
 
+
+# normalisation, activation, loss and distance composites of their own files (they declare their names
+# with public() and read _reduce/_check_reduction above, so they are imported here)
+from . import functional_act as _functional_act, functional_loss as _functional_loss  # noqa: E402,F401
+from . import functional_norm as _functional_norm  # noqa: E402,F401
 
 # every declared gg.nn.functional entry (these composites, linear, ...): ops/decl.py's public()
 __all__ += [name for name in _install_functions(globals(), "functional") if name not in __all__]
