@@ -54,3 +54,12 @@ def test_get_buffer_and_get_submodule_as_torch():
         t.get_submodule("5")
     with pytest.raises(AttributeError):
         g.get_submodule("5")
+
+
+def test_registering_a_name_the_class_already_has_is_refused_as_torch():
+    for mod, tensor in ((torch.nn, torch.zeros(1)), (gg.nn, gg.zeros(1))):
+        m = mod.Linear(1, 1)
+        with pytest.raises(KeyError, match="already exists"):
+            m.register_buffer("half", tensor)
+        with pytest.raises(KeyError, match="already exists"):
+            m.register_buffer("train", tensor)

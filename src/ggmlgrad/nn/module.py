@@ -217,6 +217,8 @@ class Module(TraversalMethods, ModuleStateMethods):
     def _check_name(self, fn: str, name: str) -> None:
         if not isinstance(name, str) or not name or "." in name:
             raise KeyError(f"{fn}: name must be a non-empty string without '.', got {name!r}")
+        if hasattr(type(self), name):           # a method or property (``half``, ``train``): torch refuses too
+            raise KeyError(f"attribute '{name}' already exists")
 
     # ------------------------------------------------------------------ calling
     def forward(self, *args, **kwargs):
