@@ -9,4 +9,4 @@ from .queue import ENGINE, Engine, is_pending, queue_length, user_site
 from .records import phase, reset_phase, set_phase
 from .observer import Observer, active_observer
 from . import context
-from .transfer import download, host_array, new_from_host, upload_into
+from .transfer import count_download, download, host_array, host_value, new_from_host, upload_into

@@ -29,6 +29,7 @@ from . import functional_shape as F
 from .functional_shape import IndexRangeError
 from .grad_mode import is_grad_enabled
 from . import mask_index, views
+from .host_writes import try_setitem
 from .tensor import Tensor
 
 
@@ -151,6 +152,8 @@ def setitem(x: Tensor, key, value) -> None:
     >>> x.tolist()
     [[1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]]
     """
+    if try_setitem(x, key, value):  # plain host memory, bytes only: NumPy writes the region (host_writes.py)
+        return
     if mask_index.has_mask(key):
         return mask_index.setitem(x, key, value, _check_key_item)
     start, stop, step, out_shape, sliced_shape, adv = _parse(x, key)

@@ -1,0 +1,101 @@
+"""``x[key] = value`` on host memory: NumPy writes the region itself, no graph.
+
+A row write into rollout storage (``buf[i] = obs``) as the write op costs a ``slice_set`` node
+over the whole buffer and a copy of it back (two computes, ~60 µs for a 4x4 row of a 128x4x4
+buffer). When the write op could only copy bytes (same dtype, or a float array rounded to float32
+as the upload of ``gg.tensor(array)`` rounds it), NumPy copies the region in place instead: the
+same bits, the same version bump and the same ordering (the queue computes first). Anything else
+(autograd, views, capture, other dtypes, a pending value, a GPU) takes the write op.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine import COMPUTED, ENGINE, context, float32, host_value
+from ..runtime.executor import COMPUTE_LOCK
+
+_NUMBERS = (float, int, np.floating, np.integer)
+
+
+def try_setitem(x, key, value) -> bool:
+    """Do ``x[key] = value`` on host memory and return True, or return False (nothing done) when
+    the write op must do it. ``key``: ints and slices with positive steps only."""
+    if x.requires_grad or "_view" in x.__dict__ or x._status != COMPUTED:
+        return False
+    cell = x._vcell
+    if len(cell) > 1 and cell[1].live():  # live views must see the write (tensor/views.py)
+        return False
+    if not _basic_key(key, x.shape):
+        return False
+    src = _source(x, value)
+    if src is None:
+        return False
+    c = context.current()
+    if c.recorder is not None or c.observer is not None:
+        return False  # a capture recording records writes as rebindings
+    engine = ENGINE.current
+    with engine.lock:
+        if engine._hold:
+            return False
+        engine.drain("inplace")  # queued nodes may read this memory: they run first, as the write op's
+        dst = host_value(x)
+        if type(src) is not np.ndarray:  # a tensor: its value, computed by the drain
+            src = host_value(src)
+        if dst is None or src is None:
+            return False
+        shape = np.shape(dst[key])  # () when every dim is indexed (NumPy gives a scalar then)
+        if src.shape != shape and not _broadcasts_to(src.shape, shape):
+            return False  # the write op raises its own error
+        with COMPUTE_LOCK:  # no graph reads or writes this memory meanwhile (a replay on another thread)
+            dst[key] = src
+    x._version += 1
+    return True
+
+
+def _basic_key(key, shape: tuple) -> bool:
+    """Whether ``key`` is ints in range and slices with positive integer steps, at most one per dim."""
+    if type(key) is not tuple:
+        key = (key,)
+    if not key or len(key) > len(shape):
+        return False
+    for k, n in zip(key, shape):
+        t = type(k)
+        if t is int or (isinstance(k, np.integer) and t is not np.bool_):
+            if not -n <= k < n:
+                return False
+        elif t is slice:
+            step = k.step
+            if step is not None and (type(step) is not int or step <= 0):
+                return False
+            if not (k.start is None or type(k.start) is int) or not (k.stop is None or type(k.stop) is int):
+                return False
+        else:
+            return False
+    return True
+
+
+def _source(x, value):
+    """The value to copy: a same-dtype computed host tensor, or an array/number converted as the
+    write op converts it (float → float32); None when only the write op can do it."""
+    from .tensor import Tensor
+    if isinstance(value, Tensor):
+        if value.dtype is not x.dtype or value.device is not x.device or value.requires_grad:
+            return None
+        return value if "_view" not in value.__dict__ else None
+    if type(value) is np.ndarray:
+        kind = value.dtype.kind
+        if value.dtype == x.dtype.np_dtype and x.dtype.name in ("float32", "int32"):
+            return value
+        if x.dtype is float32 and kind == "f":
+            return value.astype(np.float32)  # gg.tensor(value, dtype=float32)'s rounding
+        return None
+    if x.dtype is float32 and isinstance(value, _NUMBERS) and not isinstance(value, (bool, np.bool_)):
+        return np.asarray(float(value), dtype=np.float32)  # slice_set's fill=float(value), as a float32
+    return None
+
+
+def _broadcasts_to(src: tuple, dst: tuple) -> bool:
+    try:
+        return np.broadcast_shapes(src, dst) == dst
+    except ValueError:
+        return False
