@@ -363,33 +363,39 @@ class Drainer:
         out, label, build, inputs, work, params, c = one
         sig = []
         for x in inputs:
-            if x._status != COMPUTED or x._storage is None or not x.numel_ or type(x._storage) is StridedAlias:
+            s = x._storage
+            if x._status != COMPUTED or s is None or not x.numel_ or type(s) is StridedAlias:
                 return False  # (a plan's leaves are contiguous)
             sig.append(x.shape)
             sig.append(x.dtype)
         device = out.device
+        plans = c.op_plans
         try:
             # Inputs share out's device (every op's validation checks it).
-            key = (build, out.shape, out.dtype, device.dev_ptr, c.precision, tuple(sig),
+            key = (build, out.shape, out.dtype, device.dev_ptr, c.precision, *sig,
                    freeze_params(params) if params else ())
-            plans = c.op_plans
             plan = plans.plans.get(key, False)
         except TypeError:  # an unhashable parameter (e.g. a tensor): no plan
             return False
         if plan is None:
             return False
-        if plan is False and not plans.want(key):
-            return False
-        s = Storage(device, out.nbytes)
+        w = work or float(out.numel_)
         if plan is False:
+            if not plans.want(key):
+                return False
+            s = Storage(device, out.nbytes)
             plan = make_op_plan(plans, key, device, build, inputs, out, params, s, work)
             if plan is None:
                 return False
+        else:
+            s = None
         counters = c.counters
         counters.drains[reason] += 1
-        w = work or float(out.numel_)
         try:
-            status = plan.run([x._storage for x in inputs], (s,), choose_threads(w, w))
+            if s is None:  # a hit: the plan picks the result's memory
+                status, s = plan.run_op(inputs, device, out.nbytes, choose_threads(w, w))
+            else:
+                status = plan.run([x._storage for x in inputs], (s,), choose_threads(w, w))
             if status != 0:
                 raise RuntimeError(f"ggml graph compute returned status {status}")
         except BaseException as e:  # the drain's failure path (the op's own call is the site)

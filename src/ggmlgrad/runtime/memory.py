@@ -330,13 +330,32 @@ def allocate(device: Device, nbytes: int) -> Storage:
     return Storage(device, nbytes)
 
 
+# Callables ``fn(drop) -> (count, bytes)`` over storages that only a cached plan holds, as the memory
+# of its next run's result (engine/plans.py ``OpPlan``): cached memory, not live; ``drop=True`` lets them go.
+_SPARE_HOLDERS: list = []
+
+
+def register_spares(fn) -> None:
+    """Count the storages ``fn`` reports as cached memory (see ``_SPARE_HOLDERS``)."""
+    _SPARE_HOLDERS.append(fn)
+
+
 def pool_stats() -> dict[str, int]:
-    """Live and cached device bytes (for memory tests and diagnosis)."""
-    return {"live_bytes": _POOL.live_bytes, "live_count": _POOL.live_count, "cached_bytes": _POOL.cached_bytes}
+    """Live and cached device bytes (for memory tests and diagnosis). Memory that a cached plan
+    keeps only for its next result counts as cached."""
+    n = b = 0
+    for fn in _SPARE_HOLDERS:
+        k, m = fn(False)
+        n += k
+        b += m
+    return {"live_bytes": _POOL.live_bytes - b, "live_count": _POOL.live_count - n,
+            "cached_bytes": _POOL.cached_bytes + b}
 
 
 def empty_cache() -> None:
     """Free every cached (unused) block back to the device."""
+    for fn in _SPARE_HOLDERS:
+        fn(True)
     _POOL.trim(0)
 
 
