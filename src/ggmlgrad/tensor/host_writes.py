@@ -1,4 +1,4 @@
-"""``x[key] = value`` on host memory: NumPy writes the region itself, no graph.
+"""``x[key] = value`` and ``x[key]`` on host memory: the region is copied where it lies, no graph.
 
 A row write into rollout storage (``buf[i] = obs``) as the write op costs a ``slice_set`` node
 over the whole buffer and a copy of it back (two computes, ~60 µs for a 4x4 row of a 128x4x4
@@ -6,13 +6,20 @@ buffer). When the write op could only copy bytes (same dtype, or a float array r
 as the upload of ``gg.tensor(array)`` rounds it), NumPy copies the region in place instead: the
 same bits, the same version bump and the same ordering (the queue computes first). Anything else
 (autograd, views, capture, other dtypes, a pending value, a GPU) takes the write op.
+
+A row read (``buf[i]`` in eager mode) is a view whose value the ``slice`` op copies into memory
+of its own: the same copy is made here with one ``memmove`` (a region that is contiguous in the
+base) or NumPy, and the view is recorded as the op's result would be (tensor/views.py).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..engine import COMPUTED, ENGINE, context, float32, host_value
+from ..runtime import Storage
 from ..runtime.executor import COMPUTE_LOCK
+from . import views
+from .grad_mode import _enabled
 
 _NUMBERS = (float, int, np.floating, np.integer)
 
@@ -99,3 +106,54 @@ def _broadcasts_to(src: tuple, dst: tuple) -> bool:
         return np.broadcast_shapes(src, dst) == dst
     except ValueError:
         return False
+
+
+def try_getitem(x, key):
+    """``x[key]`` (ints and slices with positive steps) as a view whose value is copied on the host
+    in eager mode, or None (nothing done) when the ``slice`` op must make it."""
+    if x._status != COMPUTED or not _basic_key(key, x.shape) or (x.requires_grad and _enabled.get()):
+        return None
+    c = context.current()
+    if c.graph or c.recorder is not None or c.observer is not None or host_value(x) is None:
+        return None
+    shape = x.shape
+    keys = key if type(key) is tuple else (key,)
+    start, stop, step, out_shape = [], [], [], []
+    offset, contiguous, leading = 0, True, True
+    stride = x.numel_
+    for d, n in enumerate(shape):  # the slice op's parameters, as tensor/shape_methods.py's _parse makes them
+        stride //= n
+        k = keys[d] if d < len(keys) else slice(None)
+        if type(k) is slice:
+            b, e, st = k.indices(n)
+            ln = len(range(b, e, st))
+            out_shape.append(ln)
+        else:
+            b = int(k) % n
+            e, st, ln = b + 1, 1, 1
+        start.append(b), stop.append(e), step.append(st)
+        offset += b * stride
+        # contiguous in x: dims of one element, then one of step 1, then whole dims
+        if not leading and (b != 0 or ln != n or st != 1):
+            contiguous = False
+        if ln != 1 and leading:
+            leading = False
+            if st != 1:
+                contiguous = False
+    out_shape = tuple(out_shape)
+    numel = 1
+    for n in out_shape:
+        numel *= n
+    if not numel:
+        return None
+    from .tensor import Tensor
+    out = Tensor._blank(out_shape, x.dtype, x.device)
+    size = x.dtype.itemsize
+    s = out._storage = Storage(x.device, numel * size)
+    xs = x._storage
+    with COMPUTE_LOCK:  # as a compute reads: not while a graph on another thread writes this memory
+        if contiguous:
+            s.write(xs.data + offset * size, numel * size)
+        else:
+            host_value(out)[...] = host_value(x)[key]
+    return views.index_view(out, x, key, tuple(start), tuple(stop), tuple(step))

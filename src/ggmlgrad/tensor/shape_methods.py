@@ -29,7 +29,7 @@ from . import functional_shape as F
 from .functional_shape import IndexRangeError
 from .grad_mode import is_grad_enabled
 from . import mask_index, views
-from .host_writes import try_setitem
+from .host_writes import try_getitem, try_setitem
 from .tensor import Tensor
 
 
@@ -116,6 +116,9 @@ def _parse(x: Tensor, key):
 
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]`` with NumPy basic indexing plus one integer index tensor/list (see module doc)."""
+    out = try_getitem(x, key)  # eager, plain host memory: the row copied where it lies (host_writes.py)
+    if out is not None:
+        return out
     if mask_index.has_mask(key):  # data-dependent shape: the mask is read (tensor/mask_index.py)
         return mask_index.getitem(x, key, _check_key_item)
     start, stop, step, out_shape, sliced_shape, adv = _parse(x, key)
