@@ -127,7 +127,7 @@ class Drainer:
 
     def drain(self, reason: str) -> bool:
         """Compute everything queued as one graph. Returns False when nothing was queued."""
-        if self.one is None and not (self.roots or self.effects or self.lazy):
+        if not (self.roots or self.effects or self.lazy):
             return False  # nothing queued (leaving a graph-mode block after a read): no lock needed
         with self.lock:
             return self._drain_locked(reason)
@@ -136,12 +136,6 @@ class Drainer:
         """:meth:`drain` for a caller that holds the lock. The one route of every compute: a queue
         of one record (an eager op) looks up its op plan, a longer one its graph plan; without a
         plan the records are built and computed as one graph. Same counters, same failures."""
-        one = self.one
-        if one is not None:  # an eager or check-mode op, alone in the queue
-            self.one = None  # taken before computing, as every drain does
-            if self._fail_next is None and self._drain_one(one, reason):
-                return True
-            self._build_record(*one[:6])
         lazy = self.lazy
         if self._draining or not (self.roots or self.effects or lazy):
             return False
