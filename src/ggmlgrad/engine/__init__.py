@@ -1,5 +1,5 @@
 """Layer 3: the engine — execution queue, drains, modes, errors, counters, transfers."""
-from .array import COMPUTED, FAILED, PENDING, Array, ggml_ne
+from .array import COMPUTED, FAILED, PENDING, Array, bind, cache_leaf, fail, forget_leaf, ggml_ne, share_value
 from .counters import COUNTERS, counters, graph_node_counts, reset_counters
 from .dtypes import DType, bfloat16, float16, float32, int32
 from . import dtypes
