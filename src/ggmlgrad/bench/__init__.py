@@ -68,6 +68,7 @@ def run(quick: bool = False, threads: int | None = None, rounds: int | None = No
         s.rounds = rounds
     if ppo_steps:
         s.ppo_steps = ppo_steps
+    s.threads = threads
     want = (lambda g: only is None or g in only)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": _machine(), "versions": versions(found), "threads": _threads(found, threads),

@@ -32,6 +32,7 @@ class Settings:
     ppo_steps: int = 16_384
     widths: tuple = (32, 64, 128, 256, 512, 1024)
     batches: tuple = (1, 8, 32, 128, 512)
+    threads: int | None = None  # pinned for both sides (the PPO runs get it through the environment)
 
 
 def _status(status: str, why: str) -> dict:
@@ -329,8 +330,10 @@ _STEPS = re.compile(r"^(\d+) environment steps", re.M)
 _SCORE = re.compile(r"mean return ([0-9.]+)")
 
 
-def _run_example(args: list[str], cwd: str, timeout: float) -> dict:
+def _run_example(args: list[str], cwd: str, timeout: float, threads: int | None = None) -> dict:
     env = dict(os.environ)
+    if threads is not None:  # torch reads OMP_NUM_THREADS at start-up, ggmlgrad GGMLGRAD_NUM_THREADS
+        env["OMP_NUM_THREADS"] = env["GGMLGRAD_NUM_THREADS"] = str(threads)
     src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
     p = subprocess.run([sys.executable, *args, "--no-progress"], cwd=cwd, env=env, capture_output=True, text=True,
@@ -359,8 +362,8 @@ def ppo(found: dict, s: Settings) -> dict:
                     {**{k: _status("absent", "gymnasium is not installed") for k in CONTENDERS}, **results})
     steps = ["--steps", str(s.ppo_steps)]
     for mode in P.GG_MODES:
-        results[mode] = _run_example(["ppo_cartpole.py", *steps, "--mode", mode.split()[1]], d, 600)
-    results["torch"] = (_run_example(["torch_ppo_cartpole.py", *steps], d, 600) if found["torch"] is not None
+        results[mode] = _run_example(["ppo_cartpole.py", *steps, "--mode", mode.split()[1]], d, 600, s.threads)
+    results["torch"] = (_run_example(["torch_ppo_cartpole.py", *steps], d, 600, s.threads) if found["torch"] is not None
                         else _status("absent", "torch is not installed"))
     scores = {results[m].get("eval_return") for m in P.GG_MODES if "eval_return" in results[m]}
     return _row(name, "ppo", "us per env step", results, same_return_in_every_gg_mode=len(scores) == 1)
