@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine import COMPUTED, ENGINE, context, float32, host_value
-from ..runtime import Storage
+from ..runtime import SliceAlias, Storage
 from ..runtime.executor import COMPUTE_LOCK
 from . import views
 from .grad_mode import _enabled
@@ -149,8 +149,13 @@ def try_getitem(x, key):
     from .tensor import Tensor
     out = Tensor._blank(out_shape, x.dtype, x.device)
     size = x.dtype.itemsize
-    s = out._storage = Storage(x.device, numel * size)
     xs = x._storage
+    cell = x._vcell
+    if contiguous and len(cell) > 1 and cell[1].shared and "_view" not in x.__dict__:
+        # x's memory is shared outside ggmlgrad: its views live in it (views.settle), no copy
+        out._storage = SliceAlias(xs, offset * size, numel * size)
+        return views.index_view(out, x, key, tuple(start), tuple(stop), tuple(step))
+    s = out._storage = Storage(x.device, numel * size)
     with COMPUTE_LOCK:  # as a compute reads: not while a graph on another thread writes this memory
         if contiguous:
             s.write(xs.data + offset * size, numel * size)
