@@ -117,6 +117,12 @@ def try_getitem(x, key):
     if c.graph or c.recorder is not None or c.observer is not None or host_value(x) is None:
         return None
     shape = x.shape
+    if type(key) is int:  # a row (buf[i]): the common case, worked out directly
+        n = shape[0]
+        i = key % n
+        rest = len(shape) - 1
+        return _view_of(x, key, (i,) + (0,) * rest, (i + 1,) + shape[1:], (1,) * len(shape), shape[1:],
+                        i * (x.numel_ // n), True)
     keys = key if type(key) is tuple else (key,)
     start, stop, step, out_shape = [], [], [], []
     offset, contiguous, leading = 0, True, True
@@ -140,7 +146,12 @@ def try_getitem(x, key):
             leading = False
             if st != 1:
                 contiguous = False
-    out_shape = tuple(out_shape)
+    return _view_of(x, key, tuple(start), tuple(stop), tuple(step), tuple(out_shape), offset, contiguous)
+
+
+def _view_of(x, key, start: tuple, stop: tuple, step: tuple, out_shape: tuple, offset: int, contiguous: bool):
+    """The view ``x[key]`` (the slice op's ``start/stop/step``; ``offset`` in elements of x, where the
+    region starts; ``contiguous``: whether it is one block of x's memory), its value copied."""
     numel = 1
     for n in out_shape:
         numel *= n
@@ -154,11 +165,11 @@ def try_getitem(x, key):
     if contiguous and len(cell) > 1 and cell[1].shared and "_view" not in x.__dict__:
         # x's memory is shared outside ggmlgrad: its views live in it (views.settle), no copy
         out._storage = SliceAlias(xs, offset * size, numel * size)
-        return views.index_view(out, x, key, tuple(start), tuple(stop), tuple(step))
+        return views.index_view(out, x, key, start, stop, step)
     s = out._storage = Storage(x.device, numel * size)
     with COMPUTE_LOCK:  # as a compute reads: not while a graph on another thread writes this memory
         if contiguous:
             s.write(xs.data + offset * size, numel * size)
         else:
             host_value(out)[...] = host_value(x)[key]
-    return views.index_view(out, x, key, tuple(start), tuple(stop), tuple(step))
+    return views.index_view(out, x, key, start, stop, step)
