@@ -58,7 +58,7 @@ def test_quick_run_writes_plots_when_matplotlib_is_there(quick_run):
 
 
 def test_absent_peers_are_reported_absent(monkeypatch):
-    monkeypatch.setattr(bench, "peers", lambda: {"torch": None, "jax": None})
+    monkeypatch.setattr(bench, "peers", lambda threads=None: {"torch": None, "jax": None})
     payload = bench.run(quick=True, only={"forward"}, log=lambda m: None)
     (row,) = payload["workloads"]
     assert row["results"]["torch"]["status"] == "absent" and row["results"]["jax jit"]["status"] == "absent"

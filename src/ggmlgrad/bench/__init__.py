@@ -12,6 +12,7 @@ as absent. Output: a markdown table of medians and ratios, ``bench.json`` and PN
     python -m ggmlgrad bench                 # about two minutes on a quiet 2-core machine
     python -m ggmlgrad bench --quick         # a few seconds: a smoke run (CI)
     python -m ggmlgrad bench --threads 1     # both sides pinned to one thread
+    python -m ggmlgrad bench --threads 1 --clock cpu   # CPU time: steadier on a busy machine
 """
 from __future__ import annotations
 
@@ -54,13 +55,13 @@ def _threads(found: dict, n: int | None) -> dict:
             found["torch"].set_num_threads(n)
     return {"ggmlgrad": gg.info().get("threads"),
             "torch": found["torch"].get_num_threads() if found["torch"] is not None else None,
-            "jax": "default (XLA's own)" if found["jax"] is not None else None}
+            "jax": (os.environ.get("XLA_FLAGS") or "XLA's default") if found["jax"] is not None else None}
 
 
 def run(quick: bool = False, threads: int | None = None, rounds: int | None = None, ppo_steps: int | None = None,
-        only: set[str] | None = None, log=print) -> dict:
+        only: set[str] | None = None, log=print, clock: str = "wall") -> dict:
     """Run the bench; returns the JSON payload (``meta``, ``workloads``, ``sweeps``, ``per_op_summary``)."""
-    found = peers()
+    found = peers(threads)
     s = W.Settings()
     if quick:
         s = W.Settings(rounds=3, block_s=0.004, quick=True, widths=(32, 128), batches=(8, 64))
@@ -69,10 +70,11 @@ def run(quick: bool = False, threads: int | None = None, rounds: int | None = No
     if ppo_steps:
         s.ppo_steps = ppo_steps
     s.threads = threads
+    s.clock = clock
     want = (lambda g: only is None or g in only)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": _machine(), "versions": versions(found), "threads": _threads(found, threads),
-            "settings": {"rounds": s.rounds, "block_s": s.block_s, "quick": quick}}
+            "settings": {"rounds": s.rounds, "block_s": s.block_s, "quick": quick, "clock": clock}}
     rows: list[dict] = []
     if want("per-op"):
         log("per-op table ...")
@@ -110,9 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, help="interleaved timing rounds (default 7, --quick 3)")
     ap.add_argument("--ppo-steps", type=int, help="environment steps of each PPO run (default 16384)")
     ap.add_argument("--only", help="comma-separated groups: per-op,mlp,forward,layers,ppo,sweep")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="wall time (default) or process CPU time (steadier on a busy machine; use with --threads 1)")
     args = ap.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
-    payload = run(args.quick, args.threads, args.rounds, args.ppo_steps, only, log=lambda m: print(m, file=sys.stderr))
+    payload = run(args.quick, args.threads, args.rounds, args.ppo_steps, only, log=lambda m: print(m, file=sys.stderr),
+                  clock=args.clock)
     os.makedirs(args.out, exist_ok=True)
     json_path = os.path.join(args.out, "bench.json")
     pngs = report.plots(args.out, payload["workloads"], payload["sweeps"])
@@ -120,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     report.write_json(json_path, payload)
     m = payload["meta"]
     print(f"{m['date']} | {m['machine']['cpu']} ({', '.join(m['machine']['simd'])}), {m['machine']['cores']} cores, "
-          f"load {m['machine']['load_avg_1min']} | {m['versions']} | threads {m['threads']}")
+          f"load {m['machine']['load_avg_1min']:.1f} | {m['versions']} | threads {m['threads']} | clock {args.clock}")
     print(report.table(payload["workloads"]))
     if payload["sweeps"]:
         print("\nsweeps (us per Adam step):")

@@ -5,6 +5,9 @@ starts from the same initial weights (made with NumPy) and the same data.
 """
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 
 import ggmlgrad as gg
@@ -20,8 +23,14 @@ def try_import(name: str):
         return None
 
 
-def peers() -> dict:
-    """``{"torch": module or None, "jax": module or None}``."""
+def peers(threads: int | None = None) -> dict:
+    """``{"torch": module or None, "jax": module or None}``. With ``threads``, XLA is asked for that
+    many threads too (read when JAX is first imported; a JAX imported earlier keeps its own)."""
+    if threads is not None and "jax" not in sys.modules:
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "intra_op_parallelism_threads" not in flags:
+            os.environ["XLA_FLAGS"] = (flags + f" --xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'}"
+                                       f" intra_op_parallelism_threads={threads}").strip()
     torch = try_import("torch")
     jax = try_import("jax")
     if jax is not None:

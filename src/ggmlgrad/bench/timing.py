@@ -11,6 +11,9 @@ import time
 from typing import Callable
 
 
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
 def calls_per_block(fn: Callable[[], object], block_s: float, cap: int = 100_000) -> int:
     """How many calls of ``fn`` fill about ``block_s`` seconds (at least 1)."""
     n = 1
@@ -25,9 +28,13 @@ def calls_per_block(fn: Callable[[], object], block_s: float, cap: int = 100_000
     return max(1, min(cap, int(n * block_s / max(dt, 1e-9))))
 
 
-def interleaved(fns: dict[str, Callable[[], object]], rounds: int, block_s: float, warmup: int = 3) -> dict:
+def interleaved(fns: dict[str, Callable[[], object]], rounds: int, block_s: float, warmup: int = 3,
+                clock: str = "wall") -> dict:
     """``{name: {"median_us", "min_us", "max_us", "samples_us"}}`` per call of each fn, the fns run
-    in blocks of about ``block_s`` seconds, taking turns (order rotating per round), GC off in a block."""
+    in blocks of about ``block_s`` seconds, taking turns (order rotating per round), GC off in a block.
+    ``clock="cpu"``: this process's CPU time (all its threads), steadier than wall time on a busy
+    machine, and the step's own cost with one thread per framework."""
+    now = CLOCKS[clock]
     for fn in fns.values():
         for _ in range(warmup):
             fn()
@@ -41,10 +48,10 @@ def interleaved(fns: dict[str, Callable[[], object]], rounds: int, block_s: floa
             gc_was = gc.isenabled()
             gc.disable()
             try:
-                t0 = time.perf_counter()
+                t0 = now()
                 for _ in range(n):
                     fn()
-                dt = time.perf_counter() - t0
+                dt = now() - t0
             finally:
                 if gc_was:
                     gc.enable()

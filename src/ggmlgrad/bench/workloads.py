@@ -33,6 +33,7 @@ class Settings:
     widths: tuple = (32, 64, 128, 256, 512, 1024)
     batches: tuple = (1, 8, 32, 128, 512)
     threads: int | None = None  # pinned for both sides (the PPO runs get it through the environment)
+    clock: str = "wall"         # or "cpu": process CPU time (not for the PPO runs: their own wall time)
 
 
 def _status(status: str, why: str) -> dict:
@@ -47,7 +48,7 @@ def _timed(fns: dict, s: Settings, fixed: dict) -> dict:
     """Time ``fns`` interleaved; ``fixed`` (statuses of contenders not timed) joins the result."""
     out = dict(fixed)
     if fns:
-        out.update(interleaved(fns, s.rounds, s.block_s))
+        out.update(interleaved(fns, s.rounds, s.block_s, clock=s.clock))
     return out
 
 
