@@ -140,9 +140,10 @@ class OwnedGraph:
         ex = self.executor
         tuner = self.tuner
         if tuner is None:
-            # set_threads itself skips ggml calls when nothing changes; the thread count alone
-            # is not enough to compare (the split between BLAS and CPU depends on the graph)
-            ex.set_threads(threads, self.accelerated)
+            # The thread count alone is not enough to compare (the split between BLAS and the CPU
+            # depends on the graph): both must match to skip the call (an eager op plan runs per op)
+            if ex.threads != threads or ex.last_accelerated is not self.accelerated:
+                ex.set_threads(threads, self.accelerated)
             return lib.backend_sched_graph_compute(self.sched, self.graph)
         threads = tuner.pick()
         ex.set_threads(threads, self.accelerated)
@@ -245,13 +246,7 @@ class OpPlan(Plan):
             else:
                 s = Storage(device, nbytes)
             self.pointers.bind_op(inputs, s)
-            if self.tuner is None and not _FAULTS:
-                ex = self.executor
-                if ex.threads != threads or ex.last_accelerated is not self.accelerated:
-                    ex.set_threads(threads, self.accelerated)
-                status = lib.backend_sched_graph_compute(self.sched, self.graph)
-            else:
-                status = self._compute_locked(threads)
+            status = self._compute_locked(threads)
             if nbytes <= _SPARE_BYTES:
                 self.spare = s
             return status, s
