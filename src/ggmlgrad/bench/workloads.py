@@ -129,7 +129,8 @@ def per_op(found: dict, s: Settings) -> list[dict]:
     if torch is not None:
         torch.set_num_threads(1)
     try:
-        return _per_op_rows(torch, s)
+        with gg.graph_mode(False):  # eager, whatever the environment's default (GGMLGRAD_GRAPH=1)
+            return _per_op_rows(torch, s)
     finally:
         gg.set_num_threads(old[0])
         if torch is not None:
