@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import ENGINE, PENDING, DType, bfloat16, dtypes, float16, float32
+from ..engine import ENGINE, PENDING, DType, bfloat16, dtypes, float16, float32, share_value
 from ..engine.context import current as _context
 from ..runtime import resolve_device
 from ..tensor import Tensor, no_grad
@@ -63,7 +63,7 @@ class Parameter(Tensor):
         p = object.__new__(cls)  # not cls._blank: that calls cls.__new__ (this method) again
         p._init_array(data.shape, data.dtype, data.device)
         p.requires_grad, p.grad, p.grad_fn, p._version, p._retains_grad = False, None, None, 0, False
-        p._storage, p._status, p._error = data._storage, data._status, data._error
+        share_value(p, data)
         p._vcell = data._vcell  # same memory, same version counter: writes through `data` are seen
         if requires_grad:
             p.requires_grad_(True)
@@ -364,9 +364,8 @@ def _move_storage(t: Tensor, dev) -> None:
     An in-place change of ``t``: queued ops that read it compute first, from the old memory."""
     with ENGINE.exclusive("to(device)"):
         moved = Tensor.detach(t).to(device=dev)
-    t._storage, t._status, t._error = moved._storage, moved._status, moved._error
+    share_value(t, moved)
     t.device = dev
-    t._leaf_epoch = -1
     t._version += 1
 
 

@@ -32,6 +32,7 @@ from . import functional_shape as F
 from .functional_shape import IndexRangeError
 from .grad_mode import is_grad_enabled
 from . import adv_index, mask_index, views
+from .host_writes import try_getitem, try_setitem
 from .tensor import Tensor
 
 
@@ -115,6 +116,9 @@ def _parse(x: Tensor, key):
 
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]`` with NumPy basic indexing plus one integer index tensor/list (see module doc)."""
+    out = try_getitem(x, key)  # eager, plain host memory: the row copied where it lies (host_writes.py)
+    if out is not None:
+        return out
     if mask_index.has_mask(key):  # data-dependent shape: the mask is read (tensor/mask_index.py)
         return mask_index.getitem(x, key, _check_key_item)
     if adv_index.count_advanced(key) > 1:  # several index tensors (tensor/adv_index.py)
@@ -155,6 +159,8 @@ def setitem(x: Tensor, key, value) -> None:
     >>> x.tolist()
     [[1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]]
     """
+    if try_setitem(x, key, value):  # plain host memory, bytes only: NumPy writes the region (host_writes.py)
+        return
     if not mask_index.has_mask(key) and adv_index.device_writable(key, value):   # index tensors: on the device
         for k in (key if isinstance(key, tuple) else (key,)):
             _check_key_item(k)
