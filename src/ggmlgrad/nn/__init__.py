@@ -14,10 +14,12 @@ from .layers import (ELU, GELU, Dropout, Embedding, Flatten, Identity, LayerNorm
                      ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh)
 from .losses import BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, MSELoss, NLLLoss, SmoothL1Loss, L1Loss
 from .module import Module, Parameter
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 
 from . import utils  # noqa: F401  (clip_grad_norm_, clip_grad_value_: written with the optimizers)
 
 __all__ = ["Module", "Parameter", "Linear", "Sequential", "ModuleList", "ModuleDict", "Embedding", "LayerNorm",
            "Dropout", "MultiheadAttention", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LogSoftmax",
            "LeakyReLU", "Softplus", "ELU", "Flatten", "Identity", "MSELoss", "CrossEntropyLoss", "NLLLoss",
-           "BCEWithLogitsLoss", "HuberLoss", "SmoothL1Loss", "L1Loss", "functional", "init", "utils"]
+           "BCEWithLogitsLoss", "HuberLoss", "SmoothL1Loss", "L1Loss", "functional", "init", "utils",
+           "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
