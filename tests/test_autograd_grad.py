@@ -371,3 +371,12 @@ def test_create_graph_in_graph_mode_is_one_compute():
     (tg,) = torch.autograd.grad(torch.tanh(torch.ones(4, 3, dtype=torch.float64) @ t.T).sum(), t, create_graph=True)
     (th,) = torch.autograd.grad((tg * tg).sum(), t)
     np.testing.assert_allclose(h.detach().numpy(), th.detach().numpy(), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("module", ["ggmlgrad.autograd", "ggmlgrad.tensor.autograd_api", "ggmlgrad.nn.hooks",
+                                    "ggmlgrad.ops.higher_order"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0

@@ -322,3 +322,11 @@ def test_parameter_names_and_init_range():
     for (n, p), (_, q) in zip(m.named_parameters(), t.named_parameters()):
         assert p.shape == tuple(q.shape), n
         assert np.abs(_np(p)).max() <= 1 / np.sqrt(5) + 1e-7
+
+
+@pytest.mark.parametrize("module", ["ggmlgrad.nn.rnn", "ggmlgrad.nn.utils.rnn"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
