@@ -18,6 +18,8 @@ from ggmlgrad.nn.utils import rnn as grnn
 from torch_transfer import grads_close, transfer
 
 RNG = np.random.default_rng(0)
+# torch warns about its own fast paths (nested tensors, oneDNN projections): not ours
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
 def _np(t):

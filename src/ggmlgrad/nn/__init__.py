@@ -15,6 +15,8 @@ from .layers import (ELU, GELU, Dropout, Embedding, Flatten, Identity, LayerNorm
 from .losses import BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, MSELoss, NLLLoss, SmoothL1Loss, L1Loss
 from .module import Module, Parameter
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
+                          TransformerEncoderLayer)
 
 from . import utils  # noqa: F401  (clip_grad_norm_, clip_grad_value_: written with the optimizers)
 
@@ -22,4 +24,6 @@ __all__ = ["Module", "Parameter", "Linear", "Sequential", "ModuleList", "ModuleD
            "Dropout", "MultiheadAttention", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LogSoftmax",
            "LeakyReLU", "Softplus", "ELU", "Flatten", "Identity", "MSELoss", "CrossEntropyLoss", "NLLLoss",
            "BCEWithLogitsLoss", "HuberLoss", "SmoothL1Loss", "L1Loss", "functional", "init", "utils",
-           "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
+           "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
+           "Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+           "TransformerDecoderLayer"]
