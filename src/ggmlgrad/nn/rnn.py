@@ -27,7 +27,9 @@ import numpy as np
 
 from ..ops import op
 from ..tensor import Tensor
+from ..tensor.autograd_api import Function
 from ..tensor.creation import zeros
+from ..tensor.grad_mode import is_grad_enabled
 from ..tensor.functional_shape import cat, stack
 from . import functional as F
 from . import init
@@ -38,6 +40,51 @@ from .utils.rnn import PackedSequence, filled, narrow, take
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+# ---------------------------------------------------------------- splitting with one gradient
+class _Piece(Function):
+    """One piece of :func:`split`. A plain slice's gradient is its input's shape, zero outside the
+    slice: split into L pieces, that is L full-size gradients to add (O(L^2) for a sequence). The
+    pieces instead leave their gradients in a shared stash, and the first piece, which every later
+    one takes as an (ungraded) input so that backward reaches it last, returns them concatenated."""
+
+    @staticmethod
+    def forward(ctx, x, prev, stash, k, axis, start, stop):
+        ctx.stash, ctx.k, ctx.axis = stash, k, axis
+        return narrow(x, axis, start, stop)
+
+    @staticmethod
+    def backward(ctx, g):
+        stash = ctx.stash
+        stash["grads"][ctx.k] = g
+        if ctx.k != stash["first"]:
+            return None, None, None, None, None, None, None
+        grads, stash["grads"] = stash["grads"], {}
+        parts = []
+        for k, (start, stop) in enumerate(stash["bounds"]):
+            gk = grads.get(k)
+            if gk is None:   # a piece no gradient reached (e.g. steps after the last one the loss reads)
+                shape = list(g.shape)
+                shape[ctx.axis] = stop - start
+                gk = filled(g, tuple(shape), 0.0)
+            parts.append(gk)
+        return cat(parts, ctx.axis), None, None, None, None, None, None
+
+
+def split(x: Tensor, axis: int, bounds: list, order=None) -> list:
+    """``x`` cut along ``axis`` at ``bounds`` ([(start, stop), ...] covering the axis in order), with
+    one concatenated gradient instead of one full-size gradient per piece. ``order``: the order in
+    which the pieces are consumed (default: along the axis); the first consumed delivers the gradient."""
+    if not (x.requires_grad and is_grad_enabled()) or len(bounds) == 1:
+        return [narrow(x, axis, a, b) for a, b in bounds]
+    order = list(range(len(bounds))) if order is None else list(order)
+    stash = {"grads": {}, "bounds": bounds, "first": order[0]}
+    pieces, prev = [None] * len(bounds), None
+    for k in order:
+        a, b = bounds[k]
+        prev = pieces[k] = _Piece.apply(x, prev, stash, k, axis, a, b)
+    return pieces
 
 
 # ---------------------------------------------------------------- one time step (shared with the cells)
@@ -257,10 +304,11 @@ class RNNBase(Module):
             # torch (with more steps the later ones give it one, and the first skips the zero matmul)
             state = (filled(xw, (bs[0], w_hh.shape[1]), 0.0), filled(xw, (bs[0], hid), 0.0))
         outs = [None] * len(bs)
+        steps = split(xw, 0, [(starts[t], starts[t] + bs[t]) for t in range(len(bs))], order)
         done_h, done_c = [], []   # forward direction: rows that finished (the shortest sequences last)
         for t in order:
             b = bs[t]
-            xw_t = narrow(xw, 0, starts[t], starts[t] + b)
+            xw_t = steps[t]
             if h is not None and h.shape[0] > b:            # forward: sequences that ended keep their state
                 done_h.append(narrow(h, 0, b, h.shape[0]))
                 h = narrow(h, 0, 0, b)
