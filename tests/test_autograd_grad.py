@@ -380,3 +380,32 @@ def test_docstring_examples(module):
     import importlib
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("kind", ["lstm", "encoder"])
+def test_gradient_penalty_through_sequence_layers_matches_torch(kind, tmp_path):
+    torch.manual_seed(0)
+    if kind == "lstm":
+        t, g = torch.nn.LSTM(3, 4), nn.LSTM(3, 4)
+    else:
+        t = torch.nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0)
+        g = nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0)
+    transfer(t, g, tmp_path)
+    xs = np.random.default_rng(2).standard_normal((5, 2, 3 if kind == "lstm" else 4)).astype(np.float32)
+
+    def run(mod, x, grad):
+        y = mod(x)
+        y = y[0] if isinstance(y, tuple) else y
+        (gx,) = grad((y * y).sum(), x, create_graph=True)
+        return gx, (gx * gx).sum()
+
+    tx = torch.tensor(xs, requires_grad=True)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel(SDPBackend.MATH):   # torch's flash attention has no double backward; its math form has
+        tgx, tpen = run(t, tx, lambda o, i, create_graph: torch.autograd.grad(o, i, create_graph=create_graph))
+        tpen.backward()
+    gx = gg.tensor(xs, requires_grad=True)
+    ggx, gpen = run(g, gx, gg.autograd.grad)
+    gpen.backward()
+    np.testing.assert_allclose(ggx.detach().numpy(), tgx.detach().numpy(), rtol=1e-3, atol=1e-5)
+    grads_close(t, g, rtol=5e-3, atol=1e-4)

@@ -347,3 +347,12 @@ def test_gradients_when_the_loss_reads_some_steps_and_backward_runs_twice(tmp_pa
     loss.backward(retain_graph=True)
     loss.backward()
     grads_close(t, g, rtol=1e-3, atol=1e-5)
+
+
+def test_empty_sequence_raises_and_empty_batch_works():
+    with pytest.raises(RuntimeError, match="sequence length to be larger than 0"):
+        nn.LSTM(3, 4)(gg.zeros(0, 2, 3))
+    out, h = nn.GRU(3, 4)(gg.zeros(5, 0, 3))
+    assert out.shape == (5, 0, 4) and h.shape == (1, 0, 4)
+    h, c = nn.LSTMCell(3, 4)(gg.zeros(0, 3))
+    assert h.shape == c.shape == (0, 4)

@@ -226,6 +226,8 @@ class RNNBase(Module):
             if self.batch_first and not unbatched:
                 x = x.transpose(0, 1)
             steps, n = x.shape[0], x.shape[1]
+            if steps == 0:
+                raise RuntimeError(f"{name}: Expected sequence length to be larger than 0 in RNN")
             bs = [n] * steps
             x = x.reshape(steps * n, x.shape[2])
         if x.shape[-1] != self.input_size:

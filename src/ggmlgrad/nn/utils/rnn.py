@@ -82,6 +82,8 @@ def take(x: Tensor, index, axis: int) -> Tensor:
 
 def filled(ref: Tensor, shape: tuple, value: float) -> Tensor:
     """A float tensor of ``shape`` holding ``value``, made from ``ref`` by ops (no upload)."""
+    if 0 in shape:   # nothing to fill (e.g. a batch of 0): an empty slice of ``ref``, relabelled
+        return narrow(ref.reshape(-1), 0, 0, 0).reshape(tuple(shape))
     one = op.fill_like(narrow(ref.reshape(-1), 0, 0, 1), c=float(value))
     return op.broadcast_to(one.reshape((1,) * len(shape)), shape=tuple(shape))
 
