@@ -409,3 +409,42 @@ def test_gradient_penalty_through_sequence_layers_matches_torch(kind, tmp_path):
     gpen.backward()
     np.testing.assert_allclose(ggx.detach().numpy(), tgx.detach().numpy(), rtol=1e-3, atol=1e-5)
     grads_close(t, g, rtol=5e-3, atol=1e-4)
+
+
+def test_autograd_backward_of_several_tensors_and_inputs_matches_torch():
+    xs = np.array([0.5, -1.0, 2.0], np.float32)
+    tx = torch.tensor(xs, requires_grad=True)
+    ta, tb = (tx * tx).sum(), tx.sin()
+    torch.autograd.backward([ta, tb], [None, torch.tensor([1.0, 2.0, 3.0])])
+    x = gg.tensor(xs, requires_grad=True)
+    a, b = (x * x).sum(), x.sin()
+    gg.autograd.backward([a, b], [None, gg.tensor([1.0, 2.0, 3.0])])
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+    # inputs=: only these leaves accumulate
+    w = gg.tensor([1.0, 2.0], requires_grad=True)
+    v = gg.tensor([3.0, 4.0], requires_grad=True)
+    (w * v).sum().backward(inputs=[w])
+    assert v.grad is None
+    np.testing.assert_allclose(w.grad.numpy(), [3.0, 4.0])
+    (w * v).sum().backward(inputs=[w])
+    np.testing.assert_allclose(w.grad.numpy(), [6.0, 8.0])
+
+
+def test_module_hooks_are_recorded_by_capture_step():
+    gg.manual_seed(0)
+    lin = nn.Linear(3, 1)
+    ref = nn.Linear(3, 1)
+    ref.load_state_dict(lin.state_dict())
+    lin.register_forward_hook(lambda m, args, out: out * 2.0)
+    opt = gg.optim.SGD(lin.parameters(), lr=0.1)
+    ref_opt = gg.optim.SGD(ref.parameters(), lr=0.1)
+    step = gg.capture_step(lambda xb: lin(xb).square().mean(), opt)
+    xs = np.random.default_rng(0).standard_normal((3, 4, 3)).astype(np.float32)
+    for xb in xs:
+        got = float(step(xb))
+        ref_opt.zero_grad()
+        want = (ref(gg.tensor(xb)) * 2.0).square().mean()
+        want.backward()
+        ref_opt.step()
+        np.testing.assert_allclose(got, want.item(), rtol=1e-5)
+    np.testing.assert_allclose(lin.weight.detach().numpy(), ref.weight.detach().numpy(), rtol=1e-5)

@@ -192,13 +192,24 @@ def backward(tensors, grad_tensors=None, retain_graph: bool | None = None, creat
     """
     tensors = _as_seq("backward", tensors)
     seeds = _seeds("backward", tensors, grad_tensors)
-    if inputs is not None or len(seeds) != 1:
-        if inputs is None:
-            raise NotImplementedError("autograd.backward: several tensors at once need inputs= (the leaves to fill)")
+    if inputs is not None:
         _accumulate(seeds, _as_seq("backward", inputs), retain_graph, create_graph)
         return
-    o, go = seeds[0]
-    o.backward(go, retain_graph=retain_graph, create_graph=create_graph)
+    if len(seeds) == 1:
+        o, go = seeds[0]
+        o.backward(go, retain_graph=retain_graph, create_graph=create_graph)
+        return
+    if retain_graph is None:
+        retain_graph = create_graph
+    assigned: set = set()
+    for o, go in seeds:   # outputs that are leaves themselves: their seed is their gradient
+        if o.grad_fn is None:
+            tape._accumulate_leaf(o, go if go is not None else tape._seed(o), assigned)
+    rooted = [(o, go) for o, go in seeds if o.grad_fn is not None]
+    if rooted:   # one pass from every root: shared parts of the graph run once
+        fns = [o.grad_fn for o, _ in rooted]
+        with ENGINE.lock:
+            tape._run_pass(rooted, tape._topo(fns[0], tuple(fns[1:])), bool(retain_graph), bool(create_graph))
 
 
 def backward_into(root: Tensor, gradient, retain_graph, create_graph: bool, inputs) -> None:
