@@ -314,6 +314,8 @@ def test_tensor_hooks_on_leaf_and_non_leaf(mode):
         assert seen == [(2,)]
         h1.remove()
         h2.remove()
+        from ggmlgrad.tensor import tape
+        assert not tape.HOOKS.used   # no hook left: backward passes are cached again
         x.grad = None
         (x * x * 3).sum().backward()
         np.testing.assert_allclose(x.grad.detach().numpy(), [6.0, 12.0])

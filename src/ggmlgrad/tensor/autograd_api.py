@@ -36,12 +36,14 @@ class RemovableHandle:
 
     _ids = itertools.count()
 
-    def __init__(self, hooks: dict) -> None:
+    def __init__(self, hooks: dict, on_remove=None) -> None:
         self.hooks = hooks
         self.id = next(self._ids)
+        self.on_remove = on_remove
 
     def remove(self) -> None:
-        self.hooks.pop(self.id, None)
+        if self.hooks.pop(self.id, None) is not None and self.on_remove is not None:
+            self.on_remove()
 
     def __enter__(self) -> "RemovableHandle":
         return self
@@ -62,10 +64,17 @@ def register_tensor_hook(t: Tensor, hook) -> RemovableHandle:
         hooks = tape.HOOKS.by_node.get(t.grad_fn)
         if hooks is None:
             hooks = tape.HOOKS.by_node[t.grad_fn] = collections.OrderedDict()
+    tape.HOOKS.live += 1
     tape.HOOKS.used = True
-    handle = RemovableHandle(hooks)
+    handle = RemovableHandle(hooks, _tensor_hook_removed)
     hooks[handle.id] = hook
     return handle
+
+
+def _tensor_hook_removed() -> None:
+    # with no tensor hook left, backward passes are cached again (a hook must run at every pass)
+    tape.HOOKS.live -= 1
+    tape.HOOKS.used = tape.HOOKS.live > 0
 
 
 # ---------------------------------------------------------------- grad / backward

@@ -296,10 +296,11 @@ HIGHER: contextvars.ContextVar = contextvars.ContextVar("ggmlgrad_create_graph",
 
 class _Hooks:
     """Gradient hooks (``Tensor.register_hook``): a leaf's by the tensor, a non-leaf's by its node.
-    ``used`` turns on once a hook is registered, so backward without hooks never looks them up."""
+    ``used`` is on while a hook is registered, so backward without hooks never looks them up."""
 
     def __init__(self) -> None:
         self.used = False
+        self.live = 0   # hooks registered and not removed (a dead tensor's hooks stay counted)
         self.by_node: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
