@@ -288,3 +288,14 @@ def test_docstring_examples(module):
     import importlib
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_sdpa_grouped_query_attention_matches_torch():
+    q = RNG.standard_normal((2, 4, 5, 8)).astype(np.float32)
+    k, v = (RNG.standard_normal((2, 2, 6, 8)).astype(np.float32) for _ in range(2))
+    want = torch.nn.functional.scaled_dot_product_attention(*map(torch.tensor, (q, k, v)), enable_gqa=True)
+    got = F.scaled_dot_product_attention(gg.tensor(q), gg.tensor(k), gg.tensor(v), enable_gqa=True)
+    np.testing.assert_allclose(_np(got), want.numpy(), rtol=2e-3, atol=2e-4)
+    with pytest.raises(ValueError, match="multiple"):
+        F.scaled_dot_product_attention(gg.tensor(q), gg.tensor(k[:, :1].repeat(3, 1)), gg.tensor(v[:, :1].repeat(3, 1)),
+                                       enable_gqa=True)
