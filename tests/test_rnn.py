@@ -356,3 +356,25 @@ def test_empty_sequence_raises_and_empty_batch_works():
     assert out.shape == (5, 0, 4) and h.shape == (1, 0, 4)
     h, c = nn.LSTMCell(3, 4)(gg.zeros(0, 3))
     assert h.shape == c.shape == (0, 4)
+
+
+@pytest.mark.parametrize("cls,kwargs", [("LSTM", dict(proj_size=2, bidirectional=True, num_layers=2)),
+                                        ("GRU", dict(bidirectional=True, num_layers=2))])
+def test_packed_input_with_initial_states_matches_torch(cls, kwargs, tmp_path):
+    t, g = _torch_pair(cls, dict(input_size=3, hidden_size=4, **kwargs), tmp_path)
+    x = RNG.standard_normal((6, 3, 3)).astype(np.float32)
+    lengths = [4, 6, 2]
+    lead = kwargs["num_layers"] * 2
+    h0 = RNG.standard_normal((lead, 3, kwargs.get("proj_size", 4))).astype(np.float32)
+    c0 = RNG.standard_normal((lead, 3, 4)).astype(np.float32)
+    thx = (torch.tensor(h0), torch.tensor(c0)) if cls == "LSTM" else torch.tensor(h0)
+    ghx = (gg.tensor(h0), gg.tensor(c0)) if cls == "LSTM" else gg.tensor(h0)
+    to, th = t(trnn.pack_padded_sequence(torch.tensor(x), lengths, enforce_sorted=False), thx)
+    go, gh = g(grnn.pack_padded_sequence(gg.tensor(x), lengths, enforce_sorted=False), ghx)
+    ths, ghs = (th, gh) if cls == "LSTM" else ((th,), (gh,))
+    np.testing.assert_allclose(_np(go.data), _np(to.data), rtol=1e-4, atol=1e-5)
+    for a, b in zip(ghs, ths):
+        np.testing.assert_allclose(_np(a), _np(b), rtol=1e-4, atol=1e-5)
+    (to.data.square().sum() + sum(s.sum() for s in ths)).backward()
+    (go.data.square().sum() + sum(s.sum() for s in ghs)).backward()
+    grads_close(t, g, rtol=1e-3, atol=1e-5)
