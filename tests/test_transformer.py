@@ -299,3 +299,29 @@ def test_sdpa_grouped_query_attention_matches_torch():
     with pytest.raises(ValueError, match="multiple"):
         F.scaled_dot_product_attention(gg.tensor(q), gg.tensor(k[:, :1].repeat(3, 1)), gg.tensor(v[:, :1].repeat(3, 1)),
                                        enable_gqa=True)
+
+
+@pytest.mark.parametrize("run", ["graph", "capture"])
+def test_encoder_and_decoder_layers_in_graph_mode_and_capture_match_torch(run, tmp_path):
+    base = dict(d_model=8, nhead=2, dim_feedforward=16, dropout=0.0, batch_first=True)
+    te, ge = _pair("TransformerEncoderLayer", dict(base, norm_first=True), tmp_path)
+    td, gd = _pair("TransformerDecoderLayer", dict(base, activation="gelu"), tmp_path)
+    src = RNG.standard_normal((2, 5, 8)).astype(np.float32)
+    tgt = RNG.standard_normal((2, 4, 8)).astype(np.float32)
+    kpm = np.zeros((2, 5), bool)
+    kpm[1, 3:] = True
+    tmem = te(torch.tensor(src), src_key_padding_mask=torch.tensor(kpm))
+    tout = td(torch.tensor(tgt), tmem, tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(4),
+              memory_key_padding_mask=torch.tensor(kpm), tgt_is_causal=True)
+
+    def fn(s, t, m):
+        mem = ge(s, src_key_padding_mask=m)
+        return mem, gd(t, mem, memory_key_padding_mask=m, tgt_is_causal=True)
+
+    if run == "capture":
+        mem, out = gg.capture(fn)(src, tgt, kpm)
+    else:
+        with gg.graph_mode(True):
+            mem, out = (_np(t) for t in fn(gg.tensor(src), gg.tensor(tgt), gg.tensor(kpm)))
+    np.testing.assert_allclose(mem, _np(tmem), rtol=1e-3, atol=2e-4)
+    np.testing.assert_allclose(out, _np(tout), rtol=1e-3, atol=2e-4)
