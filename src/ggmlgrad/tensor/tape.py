@@ -226,6 +226,7 @@ def _run_pass(seeds: list, order: list[Node], retain_graph: bool, create_graph: 
     hooks = HOOKS.used
     token = _enabled.set(create_graph)
     higher_token = HIGHER.set("?") if create_graph else None
+    only_token = GRAD_ONLY.set(True) if capture is not None else None
     label_token = set_phase("backward")  # GraphError names these "backward"
     try:
         for pos in range(len(order) - 1, -1, -1):
@@ -283,6 +284,8 @@ def _run_pass(seeds: list, order: list[Node], retain_graph: bool, create_graph: 
         reset_phase(label_token)
         if higher_token is not None:
             HIGHER.reset(higher_token)
+        if only_token is not None:
+            GRAD_ONLY.reset(only_token)
         _enabled.reset(token)
         del saved_outputs
     return ran
@@ -292,6 +295,9 @@ def _run_pass(seeds: list, order: list[Node], retain_graph: bool, create_graph: 
 # The op whose gradient rule a create_graph pass is running (None outside such a pass): apply()
 # names it when the rule uses a fused gradient op that has no derivative of its own.
 HIGHER: contextvars.ContextVar = contextvars.ContextVar("ggmlgrad_create_graph", default=None)
+# True while an autograd.grad pass runs (it writes no .grad): a rule that accumulates into .grad
+# itself (checkpoint's recomputation) refuses to run there.
+GRAD_ONLY: contextvars.ContextVar = contextvars.ContextVar("ggmlgrad_grad_only", default=False)
 
 
 class _Hooks:
