@@ -378,3 +378,48 @@ def test_packed_input_with_initial_states_matches_torch(cls, kwargs, tmp_path):
     (to.data.square().sum() + sum(s.sum() for s in ths)).backward()
     (go.data.square().sum() + sum(s.sum() for s in ghs)).backward()
     grads_close(t, g, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("trial", range(10))
+def test_random_configurations_match_torch(trial):
+    """Random layer options x packed or padded x initial state x mode: outputs, states, input and
+    parameter gradients against torch (weights copied through load_state_dict)."""
+    rng = np.random.default_rng(100 + trial)
+    cls = ["LSTM", "GRU", "RNN"][trial % 3]
+    kw = dict(num_layers=int(rng.integers(1, 3)), bias=bool(rng.integers(2)), batch_first=bool(rng.integers(2)),
+              bidirectional=bool(rng.integers(2)))
+    if cls == "LSTM" and rng.random() < 0.5:
+        kw["proj_size"] = 2
+    torch.manual_seed(trial)
+    t = getattr(torch.nn, cls)(3, 4, **kw)
+    g = getattr(nn, cls)(3, 4, **kw)
+    g.load_state_dict({k: gg.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    steps, n = int(rng.integers(1, 5)), int(rng.integers(1, 4))
+    x = rng.standard_normal((n, steps, 3) if kw["batch_first"] else (steps, n, 3)).astype(np.float32)
+    lead = kw["num_layers"] * (2 if kw["bidirectional"] else 1)
+    h0 = rng.standard_normal((lead, n, kw.get("proj_size", 4))).astype(np.float32)
+    c0 = rng.standard_normal((lead, n, 4)).astype(np.float32)
+    thx = ghx = None
+    if rng.random() < 0.5:
+        thx = (torch.tensor(h0), torch.tensor(c0)) if cls == "LSTM" else torch.tensor(h0)
+        ghx = (gg.tensor(h0), gg.tensor(c0)) if cls == "LSTM" else gg.tensor(h0)
+    tx, gx = torch.tensor(x, requires_grad=True), gg.tensor(x, requires_grad=True)
+    packed = rng.random() < 0.5
+    if packed:
+        lens = [int(v) for v in rng.integers(1, steps + 1, n)]
+        ti = trnn.pack_padded_sequence(tx, lens, batch_first=kw["batch_first"], enforce_sorted=False)
+        gi = grnn.pack_padded_sequence(gx, lens, batch_first=kw["batch_first"], enforce_sorted=False)
+    else:
+        ti, gi = tx, gx
+    with gg.graph_mode(bool(trial % 2)):
+        to, th = t(ti, thx)
+        go, gh = g(gi, ghx)
+        tod, god = (to.data, go.data) if packed else (to, go)
+        ths, ghs = (th, gh) if cls == "LSTM" else ((th,), (gh,))
+        (tod.square().sum() + sum(s.sum() for s in ths)).backward()
+        (god.square().sum() + sum(s.sum() for s in ghs)).backward()
+        np.testing.assert_allclose(_np(god), _np(tod), rtol=1e-4, atol=1e-5)
+        for a, b in zip(ghs, ths):
+            np.testing.assert_allclose(_np(a), _np(b), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(_np(gx.grad), tx.grad.numpy(), rtol=1e-3, atol=1e-5)
+        grads_close(t, g, rtol=1e-3, atol=1e-5)
