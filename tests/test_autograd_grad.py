@@ -375,7 +375,7 @@ def test_create_graph_in_graph_mode_is_one_compute():
     np.testing.assert_allclose(h.detach().numpy(), th.detach().numpy(), rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("module", ["ggmlgrad.autograd", "ggmlgrad.tensor.autograd_api", "ggmlgrad.nn.hooks",
+@pytest.mark.parametrize("module", ["ggmlgrad.autograd", "ggmlgrad.autograd.function", "ggmlgrad.tensor.autograd_api", "ggmlgrad.nn.hooks",
                                     "ggmlgrad.ops.higher_order"])
 def test_docstring_examples(module):
     import doctest
@@ -450,3 +450,45 @@ def test_module_hooks_are_recorded_by_capture_step():
         ref_opt.step()
         np.testing.assert_allclose(got, want.item(), rtol=1e-5)
     np.testing.assert_allclose(lin.weight.detach().numpy(), ref.weight.detach().numpy(), rtol=1e-5)
+
+
+def test_once_differentiable_backward_runs_and_refuses_a_second_derivative():
+    class Square(gg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        @gg.autograd.function.once_differentiable
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 2 * x
+
+    x = gg.tensor([1.0, 3.0], requires_grad=True)
+    (g,) = gg.autograd.grad(Square.apply(x).sum(), x)
+    np.testing.assert_allclose(g.detach().numpy(), [2.0, 6.0])
+    (g,) = gg.autograd.grad(Square.apply(x).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        gg.autograd.grad(g.sum(), x)
+
+
+def test_full_backward_pre_hook_replaces_grad_output_as_torch(tmp_path):
+    torch.manual_seed(0)
+    tl, gl = torch.nn.Linear(3, 2), nn.Linear(3, 2)
+    transfer(tl, gl, tmp_path)
+    tl.register_full_backward_pre_hook(lambda m, go: (go[0] * 3,))
+    gl.register_full_backward_pre_hook(lambda m, go: (go[0] * 3,))
+    xs = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    tx, gx = torch.tensor(xs, requires_grad=True), gg.tensor(xs, requires_grad=True)
+    tl(tx).square().sum().backward()
+    gl(gx).square().sum().backward()
+    np.testing.assert_allclose(gx.grad.detach().numpy(), tx.grad.numpy(), rtol=1e-5)
+    grads_close(tl, gl, rtol=1e-5)
+
+
+def test_rnn_flatten_parameters_and_all_weights():
+    m = nn.LSTM(3, 4, num_layers=2, bidirectional=True)
+    m.flatten_parameters()
+    t = torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True)
+    assert [[tuple(p.shape) for p in ws] for ws in m.all_weights] == [[tuple(p.shape) for p in ws] for ws in t.all_weights]

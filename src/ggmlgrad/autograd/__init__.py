@@ -10,6 +10,7 @@ package is its public path, so ``import ggmlgrad.autograd`` works as ``import to
 """
 from ..tensor.autograd_api import Function, FunctionCtx, RemovableHandle, backward, grad
 from ..tensor.grad_mode import enable_grad, no_grad, set_grad_enabled
+from . import function  # noqa: E402  (gg.autograd.function.once_differentiable)
 
 __all__ = ["grad", "backward", "Function", "FunctionCtx", "RemovableHandle", "no_grad", "enable_grad",
-           "set_grad_enabled"]
+           "set_grad_enabled", "function"]

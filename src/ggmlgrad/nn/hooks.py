@@ -21,7 +21,6 @@ import collections
 from ..tensor import Tensor
 from ..tensor.autograd_api import Function, RemovableHandle
 
-_KINDS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks")
 
 
 class HookMethods:
@@ -61,6 +60,11 @@ class HookMethods:
         tuple replaces ``grad_input``."""
         return self._register("_backward_hooks", hook, prepend, False)
 
+    def register_full_backward_pre_hook(self, hook, prepend: bool = False) -> RemovableHandle:
+        """``hook(module, grad_output)`` when the gradients of the module's outputs are known, before
+        those of its inputs; a returned tuple replaces ``grad_output``."""
+        return self._register("_backward_pre_hooks", hook, prepend, False)
+
     def register_backward_hook(self, hook) -> RemovableHandle:
         raise NotImplementedError("register_backward_hook is deprecated in torch; use register_full_backward_hook")
 
@@ -79,9 +83,10 @@ class HookMethods:
                 if r is not None:
                     args = r if isinstance(r, tuple) else (r,)
         bw = list(d.get("_backward_hooks", {}).values())
+        pre = list(d.get("_backward_pre_hooks", {}).values())
         state = None
-        if bw:
-            state = {"module": self, "hooks": [h for h, _ in bw], "grad_output": None,
+        if bw or pre:
+            state = {"module": self, "hooks": [h for h, _ in bw], "pre_hooks": [h for h, _ in pre], "grad_output": None,
                      "inputs_tracked": any(isinstance(a, Tensor) and a.requires_grad for a in args)}
             if state["inputs_tracked"]:
                 args = _wrap(_HookInputs, state, args)
@@ -133,8 +138,15 @@ class _HookOutputs(Function):
 
     @staticmethod
     def backward(ctx, *grads):
+        for hook in ctx.state["pre_hooks"]:
+            r = hook(ctx.state["module"], grads)
+            if r is not None:
+                r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+                if len(r) != len(grads):
+                    raise RuntimeError(f"backward pre-hook returned {len(r)} gradients, expected {len(grads)}")
+                grads = r
         ctx.state["grad_output"] = grads
-        if not ctx.state["inputs_tracked"]:
+        if not ctx.state["inputs_tracked"] and ctx.state["hooks"]:
             _call_backward_hooks(ctx.state, (None,))
         return (None,) + grads
 

@@ -187,6 +187,19 @@ class RNNBase(Module):
         for p in self.parameters():
             init.uniform_(p, -bound, bound)
 
+    def flatten_parameters(self) -> None:
+        """A no-op, as torch's on the CPU (cuDNN's packed weight buffer does not exist here)."""
+
+    @property
+    def _flat_weights_names(self) -> list:
+        return list(self._parameters)
+
+    @property
+    def all_weights(self) -> list:
+        """The parameters per layer and direction: [[weight_ih, weight_hh, bias_ih, bias_hh(, weight_hr)], ...]."""
+        return [[p for p in self._weights(layer, sfx) if p is not None]
+                for layer in range(self.num_layers) for sfx in self._suffixes()]
+
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
         if self.num_layers != 1:

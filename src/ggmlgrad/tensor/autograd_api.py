@@ -28,7 +28,7 @@ from . import tape
 from .grad_mode import is_grad_enabled, no_grad
 from .tensor import Tensor, as_tensor
 
-__all__ = ["grad", "backward", "Function", "FunctionCtx", "RemovableHandle"]
+__all__ = ["grad", "backward", "Function", "FunctionCtx", "RemovableHandle", "once_differentiable"]
 
 
 class RemovableHandle:
@@ -341,6 +341,53 @@ class Function:
                 seq[i] = packed[at:at + n].reshape(seq[i].shape)
                 at += n
         return seq[0] if single else type(outs)(seq) if isinstance(outs, tuple) else seq
+
+
+def once_differentiable(backward):
+    """Decorator for a :class:`Function`'s ``backward`` that is not itself differentiable (it may use
+    non-differentiable host code): it runs without recording, and differentiating its result
+    (``create_graph=True``) raises instead of giving a silent zero.
+
+    >>> import ggmlgrad as gg
+    >>> class Twice(gg.autograd.Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         return x * 2
+    ...     @staticmethod
+    ...     @gg.autograd.function.once_differentiable
+    ...     def backward(ctx, g):
+    ...         return g * 2
+    >>> x = gg.tensor([1.0], requires_grad=True)
+    >>> Twice.apply(x).sum().backward()
+    >>> x.grad.tolist()
+    [2.0]
+    """
+    def wrapper(ctx, *grads):
+        with no_grad():
+            out = backward(ctx, *grads)
+        tracked = [g for g in grads if isinstance(g, Tensor) and g.requires_grad]
+        if not (is_grad_enabled() and tracked):
+            return out
+        single = not isinstance(out, tuple)
+        outs = (out,) if single else out
+        outs = tuple(_DelayedError.apply(o, *tracked) if isinstance(o, Tensor) and o.dtype.is_float else o
+                     for o in outs)
+        return outs[0] if single else outs
+    wrapper.__name__ = getattr(backward, "__name__", "backward")
+    wrapper.__doc__ = backward.__doc__
+    return wrapper
+
+
+class _DelayedError(Function):
+    """Passes a value through; differentiating it raises (once_differentiable's guard)."""
+
+    @staticmethod
+    def forward(ctx, value, *anchors):
+        return value
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("trying to differentiate twice a function that was marked with @once_differentiable")
 
 
 def _attach(opdef: OpDef, inputs: tuple, params: dict, out: Tensor) -> None:
