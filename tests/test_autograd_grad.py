@@ -14,11 +14,11 @@ import ggmlgrad as gg
 from ggmlgrad import nn
 from torch_transfer import grads_close, transfer
 
-MODES = ("eager", "graph")
+MODES = ("eager", "graph", "check")
 
 
 def _mode(mode):
-    return gg.graph_mode(mode == "graph")
+    return gg.graph_mode(mode != "eager", check=mode == "check")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -164,7 +164,7 @@ def _penalty_gg(critic, real, fake, alpha):
     return critic(fake).mean() - critic(real).mean() + 10.0 * gp
 
 
-@pytest.mark.parametrize("mode", ["eager", "graph", "capture"])
+@pytest.mark.parametrize("mode", ["eager", "graph", "check", "capture"])
 def test_wgan_gp_gradient_penalty_parameter_grads_match_torch(mode, tmp_path):
     torch.manual_seed(0)
     tc = _TorchCritic()

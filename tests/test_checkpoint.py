@@ -19,7 +19,7 @@ def _block():
     return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Dropout(0.5), nn.Linear(8, 4))
 
 
-@pytest.mark.parametrize("mode", ["eager", "graph", "capture"])
+@pytest.mark.parametrize("mode", ["eager", "graph", "check", "capture"])
 def test_checkpointed_block_has_the_plain_blocks_values_and_gradients(mode):
     xs = np.random.default_rng(0).standard_normal((6, 4)).astype(np.float32)
     results = []
@@ -40,7 +40,7 @@ def test_checkpointed_block_has_the_plain_blocks_values_and_gradients(mode):
             loss = float(step(xs))
             loss2 = float(step(xs))   # a replay: fresh masks, the same ones in both runs of the block
         else:
-            with gg.graph_mode(mode == "graph"):
+            with gg.graph_mode(mode != "eager", check=mode == "check"):
                 lv = loss_fn(gg.tensor(xs))
                 lv.backward()
                 loss, loss2 = lv.item(), None

@@ -71,7 +71,7 @@ def _params(m):
 
 
 @pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN_TANH", "RNN_RELU"])
-@pytest.mark.parametrize("run", ["eager", "graph", "capture"])
+@pytest.mark.parametrize("run", ["eager", "graph", "check", "capture"])
 def test_values_against_numpy(mode, run):
     m = _make(mode, 3, 4)
     x = RNG.standard_normal((5, 2, 3)).astype(np.float32)
@@ -86,7 +86,7 @@ def test_values_against_numpy(mode, run):
     if run == "capture":
         got = gg.capture(fn)(x, h0, c0)
     else:
-        with gg.graph_mode(run == "graph"):
+        with gg.graph_mode(run != "eager", check=run == "check"):
             got = [_np(t) for t in fn(gg.tensor(x), gg.tensor(h0), gg.tensor(c0))]
     np.testing.assert_allclose(got[0], want_out, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got[1][0], want_h, rtol=1e-5, atol=1e-6)

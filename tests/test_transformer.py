@@ -36,7 +36,7 @@ MASKS = ["none", "bool_np", "bool_tensor", "float", "causal"]
 
 
 @pytest.mark.parametrize("mask_kind", MASKS)
-@pytest.mark.parametrize("run", ["eager", "graph", "capture"])
+@pytest.mark.parametrize("run", ["eager", "graph", "check", "capture"])
 def test_sdpa_values_against_numpy_and_grads_against_torch(mask_kind, run):
     q, k, v = (RNG.standard_normal((2, 3, 4, 8)).astype(np.float32) for _ in range(3))
     k, v = k[:, :, :3], v[:, :, :3]   # S = 3 keys for L = 4 queries
@@ -72,7 +72,7 @@ def test_sdpa_values_against_numpy_and_grads_against_torch(mask_kind, run):
     elif run == "capture":
         got = gg.capture(fn_run)(q, k, v, *extra)
     else:
-        with gg.graph_mode(run == "graph"):
+        with gg.graph_mode(run != "eager", check=run == "check"):
             got = _np(fn_run(gg.tensor(q), gg.tensor(k), gg.tensor(v), *[gg.tensor(e) for e in extra]))
     np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-4)   # flash attention's float16 accumulation
 
