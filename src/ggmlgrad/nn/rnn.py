@@ -109,11 +109,14 @@ def rnn_step(mode: str, xw: Tensor, h: Tensor, c, w_hh: Tensor, b_hh, w_hr=None)
     if mode == "RNN_RELU":
         return op.relu(gates), None
     hid = w_hh.shape[0] // 4
-    s = op.sigmoid(gates)          # i, f, o from one sigmoid over all gates; g is tanh of its block
-    i, f, o = _cols(s, 0, hid), _cols(s, 1, hid), _cols(s, 3, hid)
-    g = op.tanh(_cols(gates, 2, hid))
-    c = op.add(op.mul(f, c), op.mul(i, g))
-    h = op.mul(o, op.tanh(c))
+    if c.shape[0]:   # the cell's pointwise part as one op (ops/rnn_cell.py), [h | c'] side by side
+        hc = op.lstm_cell(gates, c)
+        h, c = narrow(hc, 1, 0, hid), narrow(hc, 1, hid, 2 * hid)
+    else:            # an empty batch: the composed form (ggml kernels take no empty operands)
+        s = op.sigmoid(gates)
+        i, f, o = _cols(s, 0, hid), _cols(s, 1, hid), _cols(s, 3, hid)
+        c = op.add(op.mul(f, c), op.mul(i, op.tanh(_cols(gates, 2, hid))))
+        h = op.mul(o, op.tanh(c))
     if w_hr is not None:
         h = F.linear(h, w_hr)
     return h, c

@@ -19,7 +19,13 @@ True
 """
 from __future__ import annotations
 
+import contextvars
+
 from .registry import op
+
+# True while the autograd layer runs a create_graph pass: a rule that normally emits a fused gradient
+# node can compose the same gradient from differentiable ops instead (ops/rnn_cell.py does).
+CREATE_GRAPH: contextvars.ContextVar = contextvars.ContextVar("ggmlgrad_create_graph_pass", default=False)
 
 ZERO_GRADIENT = frozenset({"fill_like", "lt", "le", "gt", "ge", "eq", "ne", "compare_scalar", "argmax", "argmin",
                            "step", "index_check", "one_hot"})

@@ -15,7 +15,7 @@ from ..engine import context
 from ..engine.context import current as _context
 from ..engine.plans import SegmentPlan, freeze_params
 from ..engine.records import reset_phase, set_phase
-from ..ops.higher_order import DOUBLE_BACKWARD, ZERO_GRADIENT
+from ..ops.higher_order import CREATE_GRAPH, DOUBLE_BACKWARD, ZERO_GRADIENT
 from ..ops.registry import OpDef, op
 from .grad_mode import _enabled, is_grad_enabled
 
@@ -226,6 +226,7 @@ def _run_pass(seeds: list, order: list[Node], retain_graph: bool, create_graph: 
     hooks = HOOKS.used
     token = _enabled.set(create_graph)
     higher_token = HIGHER.set("?") if create_graph else None
+    composed_token = CREATE_GRAPH.set(create_graph)
     only_token = GRAD_ONLY.set(True) if capture is not None else None
     label_token = set_phase("backward")  # GraphError names these "backward"
     try:
@@ -284,6 +285,7 @@ def _run_pass(seeds: list, order: list[Node], retain_graph: bool, create_graph: 
         reset_phase(label_token)
         if higher_token is not None:
             HIGHER.reset(higher_token)
+        CREATE_GRAPH.reset(composed_token)
         if only_token is not None:
             GRAD_ONLY.reset(only_token)
         _enabled.reset(token)
