@@ -26,9 +26,10 @@ def test_lstm_classifier_quick_reaches_95_percent():
 
 def test_lstm_classifier_graph_mode_trains_as_capture():
     args = (str(EXAMPLES / "lstm_classifier.py"), "--epochs", "1", "--train-size", "256")
-    losses = [re.search(r"loss (\S+)  test accuracy (\S+)", _run(*args, "--mode", m)).groups()
-              for m in ("capture", "graph")]
-    assert losses[0] == losses[1]
+    got = [[float(v) for v in re.search(r"loss (\S+)  test accuracy (\S+)", _run(*args, "--mode", m)).groups()]
+           for m in ("capture", "graph")]
+    (loss_c, acc_c), (loss_g, acc_g) = got
+    assert abs(loss_c - loss_g) <= 1e-3 * abs(loss_g) and abs(acc_c - acc_g) <= 0.01, got
 
 
 def test_char_transformer_quick_learns_and_samples():
@@ -43,5 +44,5 @@ def test_char_transformer_graph_mode_trains_as_capture():
     args = (str(EXAMPLES / "char_transformer.py"), "--steps", "3")
     firsts = [re.search(r"train loss (\S+)  held-out loss (\S+)", _run(*args, "--mode", m)).groups()
               for m in ("capture", "graph")]
-    np_close = [abs(float(a) - float(b)) <= 2e-3 * abs(float(b)) for a, b in zip(*firsts)]
-    assert all(np_close), firsts
+    close = [abs(float(a) - float(b)) <= 2e-3 * abs(float(b)) for a, b in zip(*firsts)]
+    assert all(close), firsts
