@@ -7,7 +7,8 @@ program calls them. This table gives those kernels a gradient rule of their own,
 ops again, so they can be differentiated once more (third derivatives and beyond work too).
 
 - ``DOUBLE_BACKWARD[name](gg, node)``: the input gradients of the fused op ``name`` given ``gg``,
-  the gradient of its output; ``node.inputs`` and ``node.params`` as for any rule.
+  the gradient of its output; ``node.inputs`` and ``node.params`` as for any rule. A rule with an
+  ``accepts(params)`` attribute covers only the parameters it accepts (gelu: the exact form).
 - ``ZERO_GRADIENT``: ops whose output is piecewise constant in its inputs (comparisons, masks,
   fills): their derivative is zero almost everywhere, as in torch, so they record nothing.
 
@@ -113,7 +114,18 @@ def _outer_grad_bw(gg, n):
             op.linear(x, gg) if g.requires_grad else None)
 
 
+def _gelu_bw(gg, n):
+    # exact GELU: gelu'' = phi(x) (2 - x^2), phi the standard normal density; the tanh form has no rule
+    g, x = n.inputs
+    phi = op.scale(op.exp(op.scale(op.square(x), c=-0.5)), c=0.3989422804014327)
+    d2 = op.mul(phi, op.add_scalar(op.neg(op.square(x)), c=2.0))
+    return op.gelu_backward(gg, x, **n.params), op.mul(op.mul(gg, g), d2)
+
+
+_gelu_bw.accepts = lambda params: params.get("approximate", "none") == "none"   # the tanh form: no rule
+
 DOUBLE_BACKWARD = {
+    "gelu_backward": _gelu_bw,
     "relu_backward": _relu_bw,
     "leaky_relu_backward": _leaky_bw,
     "clamp_backward": _clamp_bw,

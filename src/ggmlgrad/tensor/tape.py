@@ -346,12 +346,14 @@ def record_higher(opdef: OpDef, inputs: tuple, params: dict, out) -> None:
     proxy = _HIGHER_DEFS.get(name)
     if proxy is None:
         rule = DOUBLE_BACKWARD.get(name)
-        if rule is None:
-            raise RuntimeError(
-                f"create_graph: the gradient of {HIGHER.get()} is computed by {name}, which has no derivative "
-                f"of its own; second derivatives through {HIGHER.get()} are not supported (use create_graph=False, "
-                f"or an op with a composed gradient)")
-        proxy = _HIGHER_DEFS[name] = dataclasses.replace(opdef, backward=rule, differentiable=True, saves=None)
+        if rule is not None:
+            proxy = _HIGHER_DEFS[name] = dataclasses.replace(opdef, backward=rule, differentiable=True, saves=None)
+    accepts = getattr(proxy.backward, "accepts", None) if proxy is not None else None
+    if proxy is None or (accepts is not None and not accepts(params)):
+        raise RuntimeError(
+            f"create_graph: the gradient of {HIGHER.get()} is computed by {name}, which has no derivative "
+            f"of its own; second derivatives through {HIGHER.get()} are not supported (use create_graph=False, "
+            f"or an op with a composed gradient)")
     out.requires_grad = True
     out.grad_fn = Node(proxy, inputs, params, out)
 
