@@ -389,16 +389,18 @@ def test_docstring_examples(module):
     assert result.attempted > 0 and result.failed == 0
 
 
-@pytest.mark.parametrize("kind", ["lstm", "encoder"])
+@pytest.mark.parametrize("kind", ["lstm", "gru", "encoder"])
 def test_gradient_penalty_through_sequence_layers_matches_torch(kind, tmp_path):
     torch.manual_seed(0)
     if kind == "lstm":
         t, g = torch.nn.LSTM(3, 4), nn.LSTM(3, 4)
+    elif kind == "gru":
+        t, g = torch.nn.GRU(3, 4, num_layers=2), nn.GRU(3, 4, num_layers=2)
     else:
         t = torch.nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0)
         g = nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0)
     transfer(t, g, tmp_path)
-    xs = np.random.default_rng(2).standard_normal((5, 2, 3 if kind == "lstm" else 4)).astype(np.float32)
+    xs = np.random.default_rng(2).standard_normal((5, 2, 4 if kind == "encoder" else 3)).astype(np.float32)
 
     def run(mod, x, grad):
         y = mod(x)

@@ -98,7 +98,9 @@ def rnn_step(mode: str, xw: Tensor, h: Tensor, c, w_hh: Tensor, b_hh, w_hr=None)
     b_hh folded in when ``b_hh`` is None): returns (h', c') (c' None except for LSTM)."""
     if mode == "GRU":
         hw = F.linear(h, w_hh, b_hh)
-        hid = w_hh.shape[1] if w_hr is None else w_hh.shape[0] // 3
+        if h.shape[0]:   # one op (ops/rnn_cell.py); an empty batch takes the composed form below
+            return op.gru_cell(xw, hw, h), None
+        hid = w_hh.shape[1]
         rz = op.sigmoid(op.add(narrow(xw, 1, 0, 2 * hid), narrow(hw, 1, 0, 2 * hid)))
         r, z = _cols(rz, 0, hid), _cols(rz, 1, hid)
         n = op.tanh(op.add(_cols(xw, 2, hid), op.mul(r, _cols(hw, 2, hid))))

@@ -1,4 +1,5 @@
-"""The LSTM cell's pointwise part as one op: ``lstm_cell(gates, c) -> [h | c']``.
+"""The recurrent cells' pointwise parts as one op each: ``lstm_cell(gates, c) -> [h | c']`` and
+``gru_cell(xw, hw, h) -> h'`` (torch's GRU: r, z, n from the input and hidden projections).
 
 ``gates`` (N, 4H) are the pre-activations in torch's order i, f, g, o (input and hidden
 projections and biases already added), ``c`` (N, H) the previous cell state:
@@ -114,5 +115,95 @@ def _lstm_cell_backward(ctx, nodes, inputs, out):
     dc = lib.mul(ctx, dcn, f)
     out_node = lib.concat(ctx, di, df, 0)
     for part in (dg, do, dc):
+        out_node = lib.concat(ctx, out_node, part, 0)
+    return out_node
+
+
+# ---------------------------------------------------------------- GRU
+def _infer_gru(xw, hw, h):
+    name = "gru_cell"
+    same_device(name, xw, hw, h)
+    same_float(name, xw, hw, h)
+    if (xw.ndim != 2 or hw.shape != xw.shape or h.ndim != 2 or xw.shape[1] != 3 * h.shape[1]
+            or xw.shape[0] != h.shape[0]):
+        raise ValueError(f"gru_cell: expected xw and hw (N, 3H) and h (N, H), got {xw.shape}, {hw.shape} and {h.shape}")
+    if 0 in h.shape:
+        raise ValueError(f"gru_cell: empty input {h.shape} (the layers use the composed cell for those)")
+    return tuple(h.shape), float32
+
+
+def _gru_parts(ctx, xw, hw, n: int, h: int) -> tuple:
+    """r, z, n and the hidden part hn from the node inputs (torch's GRU: n = tanh(xn + r * hn))."""
+    xs = _blocks3(ctx, xw, n, h)
+    hs = _blocks3(ctx, hw, n, h)
+    r = fast_math.sigmoid(ctx, lib.add(ctx, xs[0], hs[0]))
+    z = fast_math.sigmoid(ctx, lib.add(ctx, xs[1], hs[1]))
+    nn_ = fast_math.tanh(ctx, lib.add(ctx, xs[2], lib.mul(ctx, r, hs[2])))
+    return r, z, nn_, hs[2]
+
+
+def _blocks3(ctx, node, n: int, h: int) -> list:
+    return [lib.cont(ctx, lib.view_2d(ctx, node, h, n, 3 * h * 4, k * h * 4)) for k in range(3)]
+
+
+def _gru_backward(g, n):
+    xw, hw, h = n.inputs
+    hid = h.shape[1]
+    if CREATE_GRAPH.get():
+        return _gru_composed_backward(g, xw, hw, h, hid)
+    both = op.gru_cell_backward(g, xw, hw, h)
+    rows = h.shape[0]
+
+    def part(a, b):
+        return op.slice(both, start=(0, a * hid), stop=(rows, b * hid), step=(1, 1))
+    return (part(0, 3) if xw.requires_grad else None, part(3, 6) if hw.requires_grad else None,
+            part(6, 7) if h.requires_grad else None)
+
+
+def _gru_composed_backward(g, xw, hw, h, hid: int):
+    """The same gradient from differentiable ops (second derivatives)."""
+    xr, xz, xn = (_cols(xw, k, hid) for k in range(3))
+    hr, hz, hn = (_cols(hw, k, hid) for k in range(3))
+    r, z = op.sigmoid(op.add(xr, hr)), op.sigmoid(op.add(xz, hz))
+    nn_ = op.tanh(op.add(xn, op.mul(r, hn)))
+    one_minus = lambda t: op.add_scalar(op.neg(t), c=1.0)  # noqa: E731
+    dpre_n = op.mul(op.mul(g, one_minus(z)), one_minus(op.square(nn_)))
+    dpre_r = op.mul(op.mul(dpre_n, hn), op.mul(r, one_minus(r)))
+    dpre_z = op.mul(op.mul(g, op.sub(h, nn_)), op.mul(z, one_minus(z)))
+    dxw = op.concat(dpre_r, dpre_z, dpre_n, axis=1)
+    dhw = op.concat(dpre_r, dpre_z, op.mul(dpre_n, r), axis=1)
+    return dxw, dhw, op.mul(g, z)
+
+
+@define("gru_cell", infer=_infer_gru, backward=_gru_backward,
+        work=lambda xw, hw, h: 25.0 * h.shape[0] * h.shape[1])
+def _gru_cell(ctx, nodes, inputs, out):
+    """h' = (1 - z) n + z h = n + z (h - n) from the input and hidden projections (biases included)."""
+    xw, hw, h = nodes
+    rows, hid = inputs[2].shape
+    r, z, nn_, hn = _gru_parts(ctx, xw, hw, rows, hid)
+    return lib.add(ctx, nn_, lib.mul(ctx, z, lib.sub(ctx, h, nn_)))
+
+
+def _infer_gru_backward(g, xw, hw, h):
+    same_float("gru_cell_backward", g, xw, hw, h)
+    if tuple(g.shape) != tuple(h.shape):
+        raise ValueError(f"gru_cell_backward: gradient {g.shape} does not match the cell's output {h.shape}")
+    return (h.shape[0], 7 * h.shape[1]), float32
+
+
+@define("gru_cell_backward", infer=_infer_gru_backward, differentiable=False,
+        work=lambda g, xw, hw, h: 35.0 * h.shape[0] * h.shape[1])
+def _gru_cell_backward(ctx, nodes, inputs, out):
+    """[d xw | d hw | d h] (N, 7H) from the output gradient, recomputing the gates."""
+    g, xw, hw, h = nodes
+    rows, hid = inputs[3].shape
+    r, z, nn_, hn = _gru_parts(ctx, xw, hw, rows, hid)
+    one_minus = lambda t: lib.scale_bias(ctx, t, -1.0, 1.0)  # noqa: E731
+    dpre_n = lib.mul(ctx, lib.mul(ctx, g, one_minus(z)), one_minus(lib.sqr(ctx, nn_)))
+    dpre_r = lib.mul(ctx, lib.mul(ctx, dpre_n, hn), lib.mul(ctx, r, one_minus(r)))
+    dpre_z = lib.mul(ctx, lib.mul(ctx, g, lib.sub(ctx, h, nn_)), lib.mul(ctx, z, one_minus(z)))
+    out_node = dpre_r
+    for part in (dpre_z, dpre_n, dpre_r, dpre_z, lib.mul(ctx, dpre_n, r), lib.mul(ctx, g, z)):
         out_node = lib.concat(ctx, out_node, part, 0)
     return out_node

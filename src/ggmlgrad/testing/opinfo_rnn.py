@@ -35,3 +35,28 @@ register(
                          bad(TypeError, "lstm_cell", np.zeros((2, 8), np.float32), np.zeros((2, 2), np.int32)),
                          bad(ValueError, "lstm_cell", np.zeros((0, 8), np.float32), np.zeros((0, 2), np.float32)))),
 )
+
+
+def ref_gru_cell(xw, hw, h):
+    xr, xz, xn = np.split(xw, 3, axis=-1)
+    hr, hz, hn = np.split(hw, 3, axis=-1)
+    r, z = _sigmoid(xr + hr), _sigmoid(xz + hz)
+    n = np.tanh(xn + r * hn)
+    return (1 - z) * n + z * h
+
+
+def _gru_samples(r):
+    return [Sample((r.standard_normal((n, 3 * h)), r.standard_normal((n, 3 * h)), r.standard_normal((n, h))))
+            for n, h in ((1, 1), (3, 4), (4, 6))]
+
+
+register(
+    OpInfo("gru_cell", ("gru_cell", "gru_cell_backward"), lambda x, hw, h: op.gru_cell(x, hw, h), ref_gru_cell,
+           _gru_samples, atol=1e-6,
+           error_inputs=(bad(ValueError, "gru_cell", np.zeros((2, 6), np.float32), np.zeros((2, 6), np.float32),
+                             np.zeros((2, 3), np.float32)),
+                         bad(ValueError, "gru_cell", np.zeros((2, 6), np.float32), np.zeros((2, 3), np.float32),
+                             np.zeros((2, 2), np.float32)),
+                         bad(TypeError, "gru_cell", np.zeros((2, 6), np.float32), np.zeros((2, 6), np.float32),
+                             np.zeros((2, 2), np.int32)))),
+)
