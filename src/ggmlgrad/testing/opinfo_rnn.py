@@ -12,6 +12,9 @@ def _sigmoid(x):
 
 
 def ref_lstm_cell(gates, c):
+    # the op's shape rule (no broadcasting; the fuzzer feeds it any shapes and expects the same error)
+    if gates.ndim != 2 or c.ndim != 2 or gates.shape != (c.shape[0], 4 * c.shape[1]) or 0 in c.shape:
+        raise ValueError(f"lstm_cell: expected gates (N, 4H) and c (N, H), got {gates.shape} and {c.shape}")
     i, f, g, o = np.split(gates, 4, axis=-1)
     c_new = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
     return np.concatenate([_sigmoid(o) * np.tanh(c_new), c_new], axis=-1)
@@ -38,6 +41,9 @@ register(
 
 
 def ref_gru_cell(xw, hw, h):
+    if (xw.ndim != 2 or h.ndim != 2 or xw.shape != hw.shape or xw.shape != (h.shape[0], 3 * h.shape[1])
+            or 0 in h.shape):
+        raise ValueError(f"gru_cell: expected xw and hw (N, 3H) and h (N, H), got {xw.shape}, {hw.shape}, {h.shape}")
     xr, xz, xn = np.split(xw, 3, axis=-1)
     hr, hz, hn = np.split(hw, 3, axis=-1)
     r, z = _sigmoid(xr + hr), _sigmoid(xz + hz)
