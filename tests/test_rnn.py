@@ -445,3 +445,12 @@ def test_packed_sequences_inside_capture_match_eager():
     gg.reset_counters()
     captured(x)
     assert gg.counters()["computes"] == 1
+
+
+def test_packed_sequence_helpers():
+    p = grnn.pack_padded_sequence(gg.tensor(RNG.standard_normal((3, 2, 2)).astype(np.float32)), [3, 1])
+    assert p.to("cpu").data is p.data and p.cpu().batch_sizes is p.batch_sizes
+    np.testing.assert_array_equal(p.lengths(), [3, 1])
+    perm = [2, 0, 1]
+    np.testing.assert_array_equal(grnn.invert_permutation(perm), trnn.invert_permutation(torch.tensor(perm)).numpy())
+    assert grnn.invert_permutation(None) is None

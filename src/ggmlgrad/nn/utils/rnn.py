@@ -32,7 +32,7 @@ from ...tensor import Tensor
 from ...tensor.functional_shape import cat, stack
 
 __all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence", "pack_sequence",
-           "unpad_sequence", "unpack_sequence"]
+           "unpad_sequence", "unpack_sequence", "invert_permutation"]
 
 
 class PackedSequence(NamedTuple):
@@ -59,6 +59,27 @@ class PackedSequence(NamedTuple):
 
     def is_pinned(self) -> bool:
         return False
+
+    def to(self, *args, **kwargs) -> "PackedSequence":
+        """The same sequence with ``data.to(*args, **kwargs)`` (the host index arrays stay)."""
+        data = self.data.to(*args, **kwargs)
+        return self if data is self.data else self._replace(data=data)
+
+    def cpu(self) -> "PackedSequence":
+        return self.to("cpu")
+
+    def float(self) -> "PackedSequence":
+        return self._replace(data=self.data.float())
+
+
+def invert_permutation(permutation) -> np.ndarray | None:
+    """The inverse of a permutation (host ints), as torch.nn.utils.rnn.invert_permutation."""
+    if permutation is None:
+        return None
+    perm = np.asarray(permutation, dtype=np.int64)
+    out = np.empty_like(perm)
+    out[perm] = np.arange(len(perm))
+    return out
 
 
 # ---------------------------------------------------------------- helpers (slices, no uploads)
