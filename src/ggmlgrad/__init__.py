@@ -31,6 +31,7 @@ from . import optim  # noqa: E402  (toolkit: gg.optim)
 from .capture import Buffer, capture, capture_step
 from .tensor.gradcheck import GradcheckError, gradcheck
 from . import distributions, nn  # noqa: E402  (toolkit: gg.nn, gg.distributions)
+from . import autograd, utils  # noqa: E402  (toolkit: gg.autograd, gg.utils.checkpoint)
 
 
 def pending(t: Tensor) -> bool:

@@ -189,13 +189,15 @@ def _is_binary_mask(mask) -> bool:
 @_public(functional="scaled_dot_product_attention")
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
-                                 training: bool = True) -> Tensor:
+                                 enable_gqa: bool = False, *, training: bool = True) -> Tensor:
     """softmax(Q K^T * scale + mask) V over inputs shaped (..., L, E) with at most 2 leading axes.
 
     ``attn_mask``: bool (True = may attend, as PyTorch) as a NumPy array or int32 tensor, or a float
     tensor added to the scores; broadcast to (batch, heads, L, S). ``is_causal`` masks j > i.
     The forward runs ggml's flash attention for no / boolean masks (float masks: matmul + softmax);
     with ``dropout_p > 0`` the weights are materialised so the dropout mask can be applied.
+    ``enable_gqa``: grouped-query attention, key/value with fewer heads (dim -3) than the query, each
+    shared by ``query heads / key heads`` consecutive query heads (torch's rule).
 
     >>> import ggmlgrad as gg
     >>> import ggmlgrad.nn.functional as F
@@ -210,6 +212,14 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                          f"got {query.shape}, {key.shape}, {value.shape}")
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal, not both (as PyTorch)")
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        hq, hk = query.shape[-3], key.shape[-3]
+        if hk == 0 or hq % hk or value.shape[-3] != hk:
+            raise ValueError(f"scaled_dot_product_attention: with enable_gqa the query heads ({hq}) must be a "
+                             f"multiple of the key/value heads ({hk}, {value.shape[-3]})")
+        from .utils.rnn import take   # same layer: slices + concat, no index upload
+        shared = [h for h in range(hk) for _ in range(hq // hk)]
+        key, value = take(key, shared, key.ndim - 3), take(value, shared, value.ndim - 3)
     e = query.shape[-1]
     sc = 1.0 / math.sqrt(e) if scale is None else float(scale)
     lead = query.shape[:-2]

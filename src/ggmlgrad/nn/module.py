@@ -14,6 +14,7 @@ from ..tensor import Tensor, no_grad
 from ..tensor.tensor import _from_numpy
 from ..tensor.views import share_memory
 from .module_state import IncompatibleKeys, ModuleStateMethods  # noqa: F401  (IncompatibleKeys: imported from here)
+from .hooks import HookMethods
 from .traversal import TraversalMethods
 
 
@@ -87,7 +88,7 @@ def _is_tensor(x) -> bool:
     return isinstance(x, Tensor)
 
 
-class Module(TraversalMethods, ModuleStateMethods):
+class Module(TraversalMethods, ModuleStateMethods, HookMethods):
     """Base class of layers: register parameters, buffers and submodules by attribute assignment.
 
     >>> import ggmlgrad as gg
@@ -228,6 +229,8 @@ class Module(TraversalMethods, ModuleStateMethods):
         obs = _context().module_observer
         if obs is not None:
             obs.saw(self)  # a capture recording depends on this module's structure
+        if "_has_hooks" in self.__dict__:
+            return self._call_hooked(args, kwargs)
         replayed = REPLAYED.get(type(self))
         if replayed is not None and len(args) == 1 and not kwargs:
             return replayed(self, args[0])
