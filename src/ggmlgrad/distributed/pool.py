@@ -1,0 +1,93 @@
+"""A pool of Ray actors that Ray restarts when they die; one call to all of them per round.
+
+Your worker class stays plain Python (no Ray in it): ``WorkerPool`` hosts one instance per
+actor, constructed as ``worker_cls(index, *args, **kwargs)``. A round (:meth:`WorkerPool.map`)
+calls one method on every worker with the same arguments; each NumPy array argument is put
+in the object store ONCE and read by all (a packed weight vector is one transfer per round,
+not one per worker or per parameter). A worker that dies mid-round (or misses the timeout)
+drops out of that round only: the round returns the others' results, and Ray restarts the
+actor (``max_restarts``) so that it takes part again in the next round. An exception raised by
+a worker's method or constructor is a bug, not a fault: it is raised to the caller.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._ray import ray_module, worker_setup
+
+__all__ = ["WorkerPool"]
+
+
+class _Host:
+    """The body of each actor: builds the user's worker and forwards calls to it."""
+
+    def __init__(self, worker_cls: type, index: int, num_threads: int | None, args: tuple, kwargs: dict) -> None:
+        worker_setup(num_threads)
+        self.worker = worker_cls(index, *args, **kwargs)
+
+    def call(self, method: str, kwargs: dict, *args: Any) -> Any:
+        # args travel as top-level arguments: Ray resolves object references only there
+        return getattr(self.worker, method)(*args, **kwargs)
+
+
+class WorkerPool:
+    """``num_workers`` Ray actors each holding ``worker_cls(index, *args, **kwargs)``.
+
+    >>> import ray, ggmlgrad as gg
+    >>> _ = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    >>> class Echo:
+    ...     def __init__(self, index): self.index = index
+    ...     def times(self, k): return self.index * k
+    >>> pool = gg.distributed.WorkerPool(Echo, num_workers=3)
+    >>> pool.map("times", 10)
+    {0: 0, 1: 10, 2: 20}
+    >>> pool.close(); ray.shutdown()
+    """
+
+    def __init__(self, worker_cls: type, num_workers: int, *args: Any, max_restarts: int = 3,
+                 num_threads: int | None = 1, **kwargs: Any) -> None:
+        if not isinstance(num_workers, int) or num_workers < 1:
+            raise ValueError(f"WorkerPool: num_workers must be a positive int, got {num_workers!r}")
+        ray = ray_module()
+        # max_task_retries=0: a call in flight when its actor dies fails (the round goes on
+        # without it) instead of running again on the restarted actor.
+        actor = ray.remote(max_restarts=max_restarts, max_task_retries=0)(_Host)
+        self.workers = [actor.remote(worker_cls, i, num_threads, args, kwargs) for i in range(num_workers)]
+        self.failed_calls = 0      # calls lost to dead or late workers, over the pool's life
+
+    def map(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> dict[int, Any]:
+        """Call ``method(*args, **kwargs)`` on every worker; ``{worker index: result}`` of those that
+        answered (within ``timeout`` seconds, if given). A late worker is killed and restarted."""
+        ray = ray_module()
+        args = tuple(ray.put(a) if isinstance(a, np.ndarray) else a for a in args)
+        refs = [w.call.remote(method, kwargs, *args) for w in self.workers]
+        ready, late = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+        for r in late:
+            ray.kill(self.workers[refs.index(r)], no_restart=False)
+        out = {}
+        for i, r in enumerate(refs):
+            if r in late:
+                continue
+            try:
+                out[i] = ray.get(r)
+            except ray.exceptions.RayActorError as e:
+                if getattr(e, "actor_init_failed", False):    # a bug in the worker's constructor: not a fault to ride out
+                    raise RuntimeError(f"WorkerPool: worker {i} could not be constructed: {e}") from e
+                # died mid-round: Ray restarts it for the next round
+        self.failed_calls += len(refs) - len(out)
+        return out
+
+    def close(self) -> None:
+        """End the actors."""
+        ray = ray_module()
+        for w in self.workers:
+            ray.kill(w)
+        self.workers = []
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
