@@ -96,39 +96,60 @@ def rollout_throughput(workers: list[int], rounds: int) -> list[list[str]]:
     gg.manual_seed(0)
     weights = gg.distributed.pack_parameters(base.Agent(4, 2).parameters())
     single = ppo_ray.CartPoleWorker(0, cfg, 10**9)
-    it = iter(range(10**9))
-    t_single = median_seconds(lambda: single.rollout(weights, next(it)), rounds)
-    rows = [["1 (no Ray, in the driver)", f"{cfg.batch / t_single:,.0f}", f"{t_single * 1e3:.1f}", "-"]]
     ppo_ray._ship_by_value(base, ppo_ray)
+    rows, it = [], iter(range(10**9))
     for n in workers:
         with gg.distributed.WorkerPool(ppo_ray.CartPoleWorker, n, cfg, 10**9) as pool:
-            it = iter(range(10**9))
-            t = median_seconds(lambda: pool.map("rollout", weights, next(it)), rounds)
-        rows.append([str(n), f"{n * cfg.batch / t:,.0f}", f"{t * 1e3:.1f}", f"{n * t_single / t:.2f}"])
+            t = interleaved({"driver": lambda: single.rollout(weights, next(it)),
+                             "pool": lambda: pool.map("rollout", weights, next(it))}, rounds)
+        rows.append([str(n), f"{n * cfg.batch / t['pool']:,.0f}", f"{t['pool'] * 1e3:.1f}",
+                     f"{cfg.batch / t['driver']:,.0f}", f"{n * t['driver'] / t['pool']:.2f}"])
     return rows
 
 
-def dp_steps(sizes, rows: int, n: int, backend: str, repeat: int) -> tuple[float, float]:
-    """Seconds per data-parallel step on ``rows`` rows, and on one row per worker."""
+def interleaved(fns: dict, repeat: int, warmup: int = 3) -> dict:
+    """Median seconds of each function, timed in turns (one call of each per repeat), so that a
+    machine whose load changes treats them alike."""
+    times = {k: [] for k in fns}
+    for i in range(warmup + repeat):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            if i >= warmup:
+                times[k].append(time.perf_counter() - t0)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def dp_steps(sizes, rows: int, n: int, repeat: int) -> dict:
+    """{(backend, rows per step): seconds per data-parallel step} for every backend, on one set of
+    actors (the gloo group's ranks also run the object-store orders), with ``rows`` rows and with
+    one row per worker, timed in turns."""
     x, y = data(sizes, rows)
+
+    def step(backend, k):
+        def run():
+            dp.backend = backend
+            dp.step(x[:k], y[:k])
+        return run
     with gg.distributed.DataParallel(lambda: mlp(sizes), lambda ps: gg.optim.Adam(ps, lr=1e-3), loss_fn,
-                                     num_workers=n, backend=backend) as dp:
-        return (median_seconds(lambda: dp.step(x, y), repeat),
-                median_seconds(lambda: dp.step(x[:n], y[:n]), repeat))
+                                     num_workers=n, backend="gloo") as dp:
+        return interleaved({(b, k): step(b, k) for b in BACKENDS for k in (rows, n)}, repeat)
 
 
 def broadcast_cost(sizes, n: int, repeat: int) -> tuple[float, float]:
-    """(round with the packed weights loaded by every worker, empty round) seconds."""
+    """(round with the packed weights loaded by every worker, empty round) seconds, timed in turns."""
     gg.manual_seed(0)
     weights = gg.distributed.pack_parameters(mlp(sizes).parameters())
     with gg.distributed.WorkerPool(Holder, n, sizes) as pool:
-        return (median_seconds(lambda: pool.map("load", weights), repeat),
-                median_seconds(lambda: pool.map("noop"), repeat))
+        t = interleaved({"load": lambda: pool.map("load", weights), "noop": lambda: pool.map("noop")}, repeat)
+    return t["load"], t["noop"]
 
 
 def first_dominated(comm: dict[int, float], compute: float) -> str:
     """The smallest worker count N >= 2 at which communication >= compute / N, with the measured
     communication at 2 and 4 workers fitted as a + b log2(N) (a tree or a ring on one machine)."""
+    if 2 not in comm or 4 not in comm:
+        return "needs 2 and 4 workers"
     if comm[2] >= compute / 2:
         return "2 (already)"
     b = max((comm[4] - comm[2]), 1e-9)
@@ -158,7 +179,8 @@ def main(argv=None) -> int:
 
     print("**Rollouts** (CartPole-v1, each worker 4 environments x 128 steps per round, PPO's 64-64 policy "
           "captured; the round includes the packed weight broadcast)\n")
-    print(table(["workers", "environment steps/s", "round ms", "speed-up"], rollout_throughput(args.workers, repeat)))
+    print(table(["workers", "environment steps/s", "round ms", "one process without Ray, steps/s", "speed-up"],
+                rollout_throughput(args.workers, repeat)))
 
     comm_rows, dp_rows, cross_rows = [], [], []
     for name, (sizes, batch) in NETWORKS.items():
@@ -166,27 +188,29 @@ def main(argv=None) -> int:
         t_graph_1, t_capture_1 = local_steps(sizes, 1, repeat)
         per_row = max(t_capture - t_capture_1, 1e-9) / (batch - 1)      # captured step time per batch row
         n_params = gg.distributed.pack_parameters(mlp(sizes).parameters()).size
-        dp_rows.append([name, str(batch), "1 (no Ray)", "graph / captured", f"{t_graph * 1e3:.2f} / {t_capture * 1e3:.2f}"])
+        dp_rows.append([name, str(batch), "1 (no Ray): graph mode / captured", f"{t_graph * 1e3:.2f}",
+                        f"{t_capture * 1e3:.2f}", ""])
         grad_comm = {}
-        for backend in BACKENDS:
-            for n in args.workers:
-                t, t_one_row_each = dp_steps(sizes, batch, n, backend, repeat)
-                dp_rows.append([name, str(batch), str(n), backend, f"{t * 1e3:.2f}"])
+        for n in args.workers:
+            t = dp_steps(sizes, batch, n, repeat)
+            dp_rows.append([name, str(batch), str(n)] + [f"{t[b, batch] * 1e3:.2f}" for b in BACKENDS])
+            for b in BACKENDS:
                 # gradient averaging + coordination: a step of one row per worker minus one row's local step
-                grad_comm[backend, n] = t_one_row_each - t_graph_1
+                grad_comm[b, n] = t[b, n] - t_graph_1
         bcast = {n: broadcast_cost(sizes, n, repeat) for n in args.workers}
         for n in args.workers:
             comm_rows.append([name, f"{n_params:,} ({n_params * 4 / 1024:.0f} KiB)", str(n)]
                              + [f"{grad_comm[b, n] * 1e3:.2f}" for b in BACKENDS]
                              + [f"{bcast[n][0] * 1e3:.2f} ({bcast[n][1] * 1e3:.2f})"])
-        best = min(BACKENDS, key=lambda b: grad_comm[b, 2])
+        n_ref = 2 if 2 in args.workers else args.workers[0]
+        best = min(BACKENDS, key=lambda b: grad_comm[b, n_ref])
         cross_rows.append([name, f"{t_capture * 1e3:.2f}", best,
-                           first_dominated({n: grad_comm[best, n] for n in (2, 4)}, t_capture),
-                           first_dominated({n: bcast[n][0] for n in (2, 4)}, t_capture),
-                           f"{grad_comm[best, 2] / per_row:,.0f}"])
+                           first_dominated({n: grad_comm[best, n] for n in (2, 4) if n in args.workers}, t_capture),
+                           first_dominated({n: bcast[n][0] for n in (2, 4) if n in args.workers}, t_capture),
+                           f"{grad_comm[best, n_ref] / per_row:,.0f}"])
 
     print("\n**Data-parallel step** (`DataParallel.step`, Adam, cross-entropy; global batch split over the workers), ms\n")
-    print(table(["network", "global batch", "workers", "backend", "step ms"], dp_rows))
+    print(table(["network", "global batch", "workers"] + [f"{b} ms" for b in BACKENDS], dp_rows))
     print("\n**Communication**, ms per step: gradient averaging (a data-parallel step of one row per worker "
           "minus a local step of one row) per backend, and a rollout round that loads the packed weights "
           "into every worker (in brackets: the same round without weights)\n")
@@ -195,7 +219,7 @@ def main(argv=None) -> int:
     print("\n**Where communication dominates**: the smallest N at which the measured communication (fitted "
           "a + b log2 N from 2 and 4 workers) is at least the captured single-process step divided by N\n")
     print(table(["network", "captured step ms (1 process)", "fastest averaging", "averaging dominates at N",
-                 "weight broadcast dominates at N", "rows per worker to match averaging (N=2)"], cross_rows))
+                 "weight broadcast dominates at N", "rows per worker whose compute equals the averaging (N=2)"], cross_rows))
     print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
     ray.shutdown()
     return 0

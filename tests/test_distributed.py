@@ -11,6 +11,7 @@ import doctest
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -199,6 +200,35 @@ def test_a_killed_rollout_worker_is_restarted_and_training_goes_on():
     assert stats.rows == [64, 32, 64, 64]
     assert stats.failed_calls == 1
     assert np.isfinite(pack_parameters(agent.parameters())).all()
+
+
+class Sleepy:
+    def __init__(self, index):
+        self.index = index
+
+    def work(self, seconds):
+        if self.index == 1:
+            time.sleep(seconds)
+        return self.index
+
+
+class Broken:
+    def __init__(self, index):
+        raise ValueError("no environment here")
+
+
+def test_a_late_worker_is_dropped_from_the_round_and_restarted():
+    with WorkerPool(Sleepy, 2) as pool:
+        assert pool.map("work", 0.0) == {0: 0, 1: 1}                   # both started
+        assert pool.map("work", 60.0, timeout=3.0) == {0: 0}
+        assert pool.failed_calls == 1
+        assert pool.map("work", 0.0, timeout=60.0) == {0: 0, 1: 1}
+
+
+def test_a_worker_constructor_error_is_raised_not_ridden_out():
+    with WorkerPool(Broken, 1) as pool:
+        with pytest.raises(RuntimeError, match="(?s)worker 0 could not be constructed.*no environment here"):
+            pool.map("work", 0.0)
 
 
 def test_a_resumed_run_equals_an_unbroken_run(tmp_path):

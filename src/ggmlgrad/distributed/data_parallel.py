@@ -108,7 +108,10 @@ class DataParallel:
     ``model_fn`` and ``optimizer_fn`` run inside the actors (after ``gg.manual_seed(seed)``), so
     they must be picklable (functions, lambdas and classes are; Ray pickles them by value when
     they live in ``__main__``). Rank 0's initial weights are broadcast to every rank. Call
-    ``ray.init(...)`` first to choose the cluster (else Ray starts a local one).
+    ``ray.init(...)`` first to choose the cluster (else Ray starts a local one). The attribute
+    ``backend`` may be switched between steps to ``"tree"`` or ``"ring"`` (and back to ``"gloo"`` if
+    the object was made with it): ``scripts/ray_scaling.py`` compares them on the same actors. A rank
+    that dies fails the step (as in torch's DDP); for fault tolerance use :class:`WorkerPool`.
 
     >>> import numpy as np, ray, ggmlgrad as gg
     >>> _ = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

@@ -6,11 +6,12 @@ calls one method on every worker with the same arguments; each NumPy array argum
 in the object store ONCE and read by all (a packed weight vector is one transfer per round,
 not one per worker or per parameter). A worker that dies mid-round (or misses the timeout)
 drops out of that round only: the round returns the others' results, and Ray restarts the
-actor (``max_restarts``) so that it takes part again in the next round. An exception raised by
+actor (``max_restarts``); the next round waits for it (``restart_timeout``) so that it takes part. An exception raised by
 a worker's method or constructor is a bug, not a fault: it is raised to the caller.
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,9 @@ class _Host:
     def __init__(self, worker_cls: type, index: int, num_threads: int | None, args: tuple, kwargs: dict) -> None:
         worker_setup(num_threads)
         self.worker = worker_cls(index, *args, **kwargs)
+
+    def ping(self) -> bool:
+        return True
 
     def call(self, method: str, kwargs: dict, *args: Any) -> Any:
         # args travel as top-level arguments: Ray resolves object references only there
@@ -47,7 +51,7 @@ class WorkerPool:
     """
 
     def __init__(self, worker_cls: type, num_workers: int, *args: Any, max_restarts: int = 3,
-                 num_threads: int | None = 1, **kwargs: Any) -> None:
+                 restart_timeout: float = 60.0, num_threads: int | None = 1, **kwargs: Any) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"WorkerPool: num_workers must be a positive int, got {num_workers!r}")
         ray = ray_module()
@@ -56,11 +60,14 @@ class WorkerPool:
         actor = ray.remote(max_restarts=max_restarts, max_task_retries=0)(_Host)
         self.workers = [actor.remote(worker_cls, i, num_threads, args, kwargs) for i in range(num_workers)]
         self.failed_calls = 0      # calls lost to dead or late workers, over the pool's life
+        self.restart_timeout = restart_timeout
+        self._lost: set[int] = set()   # workers that failed the last round: waited for before the next
 
     def map(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> dict[int, Any]:
         """Call ``method(*args, **kwargs)`` on every worker; ``{worker index: result}`` of those that
         answered (within ``timeout`` seconds, if given). A late worker is killed and restarted."""
         ray = ray_module()
+        self._await_restarts()
         args = tuple(ray.put(a) if isinstance(a, np.ndarray) else a for a in args)
         refs = [w.call.remote(method, kwargs, *args) for w in self.workers]
         ready, late = ray.wait(refs, num_returns=len(refs), timeout=timeout)
@@ -77,7 +84,26 @@ class WorkerPool:
                     raise RuntimeError(f"WorkerPool: worker {i} could not be constructed: {e}") from e
                 # died mid-round: Ray restarts it for the next round
         self.failed_calls += len(refs) - len(out)
+        self._lost = set(range(len(refs))) - set(out)
         return out
+
+    def _await_restarts(self) -> None:
+        """Wait (up to ``restart_timeout`` s) until Ray has restarted the workers lost last round, so
+        that they rejoin now: a call made while Ray still reports one unreachable would fail."""
+        ray = ray_module()
+        deadline = time.monotonic() + self.restart_timeout
+        for i in sorted(self._lost):
+            while True:
+                try:
+                    ray.get(self.workers[i].ping.remote(), timeout=max(deadline - time.monotonic(), 0.01))
+                    break
+                except ray.exceptions.ActorUnavailableError:      # not reachable yet: ask again
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
+                except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                    break          # dead for good (restarts used up) or not back in time: the round goes on without it
+        self._lost = set()
 
     def close(self) -> None:
         """End the actors."""
