@@ -225,6 +225,27 @@ def test_a_late_worker_is_dropped_from_the_round_and_restarted():
         assert pool.map("work", 0.0, timeout=60.0) == {0: 0, 1: 1}
 
 
+class Mortal:
+    def __init__(self, index):
+        self.index = index
+
+    def work(self):
+        if self.index == 0:
+            os._exit(1)
+        return self.index
+
+
+def test_workers_that_used_up_their_restarts_are_left_out_and_then_the_pool_fails_loudly():
+    with WorkerPool(Mortal, 2, max_restarts=0) as pool:
+        assert pool.map("work") == {1: 1}
+        assert pool.map("work") == {1: 1} and pool.dead == {0}
+        assert pool.failed_calls == 1
+    with WorkerPool(Mortal, 1, max_restarts=0) as pool:
+        assert pool.map("work") == {}
+        with pytest.raises(RuntimeError, match="all 1 workers died and used up their restarts"):
+            pool.map("work")
+
+
 def test_a_worker_constructor_error_is_raised_not_ridden_out():
     with WorkerPool(Broken, 1) as pool:
         with pytest.raises(RuntimeError, match="(?s)worker 0 could not be constructed.*no environment here"):

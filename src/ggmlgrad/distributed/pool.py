@@ -62,20 +62,22 @@ class WorkerPool:
         self.failed_calls = 0      # calls lost to dead or late workers, over the pool's life
         self.restart_timeout = restart_timeout
         self._lost: set[int] = set()   # workers that failed the last round: waited for before the next
+        self.dead: set[int] = set()    # workers whose restarts are used up: no longer called
 
     def map(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> dict[int, Any]:
         """Call ``method(*args, **kwargs)`` on every worker; ``{worker index: result}`` of those that
         answered (within ``timeout`` seconds, if given). A late worker is killed and restarted."""
         ray = ray_module()
         self._await_restarts()
+        if len(self.dead) == len(self.workers):
+            raise RuntimeError(f"WorkerPool: all {len(self.workers)} workers died and used up their restarts")
         args = tuple(ray.put(a) if isinstance(a, np.ndarray) else a for a in args)
-        refs = [w.call.remote(method, kwargs, *args) for w in self.workers]
-        ready, late = ray.wait(refs, num_returns=len(refs), timeout=timeout)
-        for r in late:
-            ray.kill(self.workers[refs.index(r)], no_restart=False)
+        refs = {i: w.call.remote(method, kwargs, *args) for i, w in enumerate(self.workers) if i not in self.dead}
+        _, late = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout)
         out = {}
-        for i, r in enumerate(refs):
+        for i, r in refs.items():
             if r in late:
+                ray.kill(self.workers[i], no_restart=False)
                 continue
             try:
                 out[i] = ray.get(r)
@@ -83,8 +85,8 @@ class WorkerPool:
                 if getattr(e, "actor_init_failed", False):    # a bug in the worker's constructor: not a fault to ride out
                     raise RuntimeError(f"WorkerPool: worker {i} could not be constructed: {e}") from e
                 # died mid-round: Ray restarts it for the next round
-        self.failed_calls += len(refs) - len(out)
-        self._lost = set(range(len(refs))) - set(out)
+        self._lost = set(refs) - set(out)
+        self.failed_calls += len(self._lost)
         return out
 
     def _await_restarts(self) -> None:
@@ -101,8 +103,11 @@ class WorkerPool:
                     if time.monotonic() > deadline:
                         break
                     time.sleep(0.05)
-                except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-                    break          # dead for good (restarts used up) or not back in time: the round goes on without it
+                except ray.exceptions.RayActorError:              # dead for good: restarts used up
+                    self.dead.add(i)
+                    break
+                except ray.exceptions.GetTimeoutError:            # not back in time: this round goes on without it
+                    break
         self._lost = set()
 
     def close(self) -> None:
