@@ -168,13 +168,17 @@ class Collector:
         self.obs_buf = np.zeros(shape + (self.n_obs,), np.float32)
         self.act_buf, self.logp_buf = np.zeros(shape, np.int32), np.zeros(shape, np.float32)
         self.rew_buf, self.done_buf, self.val_buf = (np.zeros(shape, np.float32) for _ in range(3))
-        self.obs, _ = self.envs.reset(seed=cfg.seed)
-        self.done = np.zeros(cfg.num_envs, np.float32)
+        self.reset(cfg.seed)
         # Wall times, and the acting step's CPU time (this process's, all threads: the per-step cost
         # without the waits of a busy machine)
         self.times = {"environment": 0.0, "acting": 0.0, "acting_cpu": 0.0, "learning": 0.0}
         self.returns: list[float] = []
-        self._running = np.zeros(cfg.num_envs)
+
+    def reset(self, seed: int) -> None:
+        """Start fresh episodes in every environment (environment i seeded with ``seed + i``)."""
+        self.obs, _ = self.envs.reset(seed=seed)
+        self.done = np.zeros(self.cfg.num_envs, np.float32)
+        self._running = np.zeros(self.cfg.num_envs)
 
     def rollout(self, act, rng: np.random.Generator):
         """One rollout; returns (obs, actions, logprobs, advantages, returns), flat over the batch."""
@@ -216,6 +220,18 @@ def plain_update(agent: Agent, store: Rollout, opt, cfg: Config, graph: bool):
     return update
 
 
+def learn(store: Rollout, update, batch, rng: np.random.Generator, cfg: Config) -> None:
+    """``cfg.update_epochs`` epochs of minibatch updates on one rollout ``batch`` (its rows may be
+    fewer than ``cfg.batch``: a distributed rollout that lost a worker)."""
+    store.write(*batch)
+    n = len(batch[0])
+    size = n // cfg.num_minibatches
+    for _ in range(cfg.update_epochs):
+        perm = rng.permutation(n).astype(np.int32)
+        for start in range(0, size * cfg.num_minibatches, size):
+            update(perm[start:start + size])
+
+
 def train(cfg: Config, act_mode: str = "capture", progress: bool = True, mode: str = "capture"):
     gg.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
@@ -234,11 +250,7 @@ def train(cfg: Config, act_mode: str = "capture", progress: bool = True, mode: s
         opt.param_groups[0]["lr"] = cfg.lr * (1.0 - u / n_updates)
         batch = col.rollout(act, rng)
         t0 = time.perf_counter()   # GAE (in rollout) is host work both libraries share: not learning
-        store.write(*batch)
-        for _ in range(cfg.update_epochs):
-            perm = rng.permutation(cfg.batch).astype(np.int32)
-            for start in range(0, cfg.batch, cfg.minibatch):
-                update(perm[start:start + cfg.minibatch])
+        learn(store, update, batch, rng, cfg)
         col.times["learning"] += time.perf_counter() - t0
         bar.update(cfg.batch)
         if col.returns:

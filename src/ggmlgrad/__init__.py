@@ -32,6 +32,7 @@ from .capture import Buffer, capture, capture_step
 from .tensor.gradcheck import GradcheckError, gradcheck
 from . import distributions, nn  # noqa: E402  (toolkit: gg.nn, gg.distributions)
 from . import autograd, utils  # noqa: E402  (toolkit: gg.autograd, gg.utils.checkpoint)
+from . import distributed  # noqa: E402  (toolkit: gg.distributed; imports Ray only when used)
 
 
 def pending(t: Tensor) -> bool:
