@@ -10,6 +10,7 @@ from ..ops import op
 from ..runtime import resolve_device
 from . import interop
 from .grad_mode import no_grad
+from .printing import print_options
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -71,7 +72,7 @@ class ConversionMethods:
     def __repr__(self) -> str:
         if self._status == FAILED:
             return f"tensor(<failed: no value>, shape={self.shape})"
-        body = np.array2string(download(self, "repr"), separator=", ", prefix="tensor(")
+        body = np.array2string(download(self, "repr"), separator=", ", prefix="tensor(", **print_options())
         extra = []
         if self.dtype is not float32 and not self.dtype.is_bool:
             extra.append(f"dtype={self.dtype.name}")

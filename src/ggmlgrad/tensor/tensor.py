@@ -15,6 +15,7 @@ from ..ops.shapes import check_ndim
 from ..runtime import Device, resolve_device
 from . import bool_ops, tape, views
 from .conversion import ConversionMethods
+from .new_methods import TypeMethods
 from .grad_mode import is_grad_enabled, no_grad
 from .inplace import InplaceMethods, _check_int_range
 from .inplace import _refuse_while_recording  # noqa: F401  (nn/module.py and optim import it from here)
@@ -22,7 +23,7 @@ from .int_reduce import int_reduce, is_int
 from .surfaces import OpMethods
 
 
-class Tensor(InplaceMethods, ConversionMethods, OpMethods, Array):
+class Tensor(InplaceMethods, ConversionMethods, TypeMethods, OpMethods, Array):
     """An n-d array (at most 4-D) on a ggml device, with autograd. Its op methods (``x.relu()``,
     ``x.softmax(dim)``, ...) come from the op declarations (:class:`.surfaces.OpMethods`); its
     operators and front-end methods (``a + b``, ``x.max(dim)``, ``x.view(...)``, ``x & y``) are
