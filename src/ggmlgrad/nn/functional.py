@@ -35,7 +35,8 @@ import math
 
 import numpy as np
 
-from ..engine import COMPUTED, ENGINE, active_observer, download, float32, graph_enabled, int32
+from ..engine import COMPUTED, ENGINE, active_observer, download, float32, int32
+from ..engine.errors import ShapeError
 from ..ops import nn_ops, op
 from ..ops.indexing import check_values
 from ..ops.registry import same_float
@@ -129,25 +130,27 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
 
 @_public(functional="one_hot")
 def one_hot(tensor_: Tensor, num_classes: int = -1) -> Tensor:
-    """float32 one-hot rows (PyTorch returns int64; here float32, ready for arithmetic).
+    """One-hot rows as int32 (torch: int64, which is int32 here by the dtype rule; ``.float()`` for
+    arithmetic, or multiply: int32 * float32 is float32, as in torch).
 
-    ``num_classes=-1`` (infer from the data) needs a host read and is refused in graph mode.
+    ``num_classes=-1`` infers ``max + 1`` from the data: a host read (a sync point in graph mode, as
+    ``.item()``; inside ``gg.capture`` a ``CaptureError``: pass ``num_classes``).
 
     >>> import ggmlgrad as gg
     >>> import ggmlgrad.nn.functional as F
-    >>> F.one_hot(gg.tensor([0, 2]), 3).tolist()
-    [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    >>> F.one_hot(gg.tensor([0, 2]), 3).tolist(), F.one_hot(gg.tensor([1])).dtype
+    ([[1, 0, 0], [0, 0, 1]], ggmlgrad.int32)
     """
     idx = _index(tensor_)
     if num_classes == -1:
-        if graph_enabled():
-            raise ValueError("one_hot: pass num_classes in graph mode (inferring it would read the data)")
+        if not idx.numel_:
+            raise ShapeError("one_hot: cannot infer the number of classes from an empty tensor; pass num_classes")
         num_classes = int(download(idx, "one_hot num_classes").max()) + 1
     if not isinstance(num_classes, bool) and isinstance(num_classes, int) and num_classes >= 1:
         check_values("one_hot", idx, 0, num_classes - 1,
                      f"one_hot: class {{}} is out of range for num_classes={num_classes} (class values must "
                      f"be in [0, {num_classes - 1}])")
-    return op.one_hot(idx, num_classes=num_classes)
+    return op.cast(op.one_hot(idx, num_classes=num_classes), dtype=int32)
 
 
 def _index(x) -> Tensor:

@@ -109,6 +109,8 @@ class ConversionMethods:
             d = dtypes.from_any(dtype)
             if d is not t.dtype:
                 t = op.cast(t, dtype=d)
+                if not d.is_float and t.requires_grad:
+                    t = t.detach()     # as torch: an integer or bool tensor never requires grad
         return t
 
     def float(self) -> "Tensor":

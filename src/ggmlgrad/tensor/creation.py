@@ -107,15 +107,18 @@ def ones(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor
 
 
 def full(shape, fill_value: float, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """A tensor of ``shape`` filled with ``fill_value``, built directly in its dtype.
+    """A tensor of ``shape`` filled with ``fill_value``, built directly in its dtype: as torch, the
+    fill value's kind when ``dtype`` is not given (bool, int32 for an int — torch's int64 — else float32).
 
-    >>> import ggmlgrad as gg; gg.full((2,), 1.5).tolist()
-    [1.5, 1.5]
+    >>> import ggmlgrad as gg; gg.full((2,), 1.5).tolist(), gg.full((2,), 2).dtype
+    ([1.5, 1.5], ggmlgrad.int32)
     """
     if isinstance(fill_value, (str, bytes)) or not hasattr(fill_value, "__float__"):
         raise TypeError(f"full: fill_value must be a number, got {fill_value!r}")
     if dtype is None and isinstance(fill_value, (bool, np.bool_)):
         dtype = dtypes.bool_            # torch.full((2,), True) is a bool tensor
+    elif dtype is None and isinstance(fill_value, (int, np.integer)):
+        dtype = int32                   # torch.full((2,), 2) is int64: int32 here (the dtype rule)
     if not isinstance(fill_value, (int, np.integer)):
         fill_value = float(fill_value)      # bools, NumPy scalars, 0-d tensors
     sizes = _shape((shape,) if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) else shape, "full")
