@@ -28,7 +28,7 @@ LAYERS: dict[str, int] = {
     "utils": 5, "cuda": 5, "accelerator": 5, "backends": 5,     # torch's module paths (torch.utils.data, ...)
     "__init__": 6,      # the package root: `import ggmlgrad` — only applications may import it
     # applications of the library, never imported by it: the demo, the CLI, the test tables
-    "demo": 7, "__main__": 7, "testing": 7, "fastbuild": 7,
+    "demo": 7, "__main__": 7, "testing": 7, "fastbuild": 7, "port": 7,
 }
 ROOT_LEVEL = LAYERS["__init__"]
 

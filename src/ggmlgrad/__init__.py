@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 from .engine import (CaptureError, GraphError, GraphMemoryError, PendingError, bfloat16, counters, float16, float32, graph_mode,
                      int32, local_mode, matmul_precision, queue_length, reset_counters)
 from .engine import DType as dtype  # noqa: N813  (torch-style `gg.dtype`)
+from .engine.errors import DTypeError, IndexRangeError, ShapeError  # ValueError/TypeError/IndexError that are torch's classes too
 from .runtime import Device, device, devices, get_device, set_device, set_num_threads, get_num_threads
 from .runtime.budget import set_memory_limit
 from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled, tensor

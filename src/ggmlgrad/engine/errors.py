@@ -46,6 +46,6 @@ class DTypeError(TypeError, RuntimeError):
     """A dtype an op refuses (torch: RuntimeError, or NotImplementedError for a missing kernel)."""
 
 
-class DimError(IndexError, ValueError):
-    """A ``dim`` out of range (torch: IndexError; ValueError kept for code written against earlier
-    ggmlgrad)."""
+class IndexRangeError(IndexError, ValueError):
+    """A dimension or index out of range: an ``IndexError`` as in PyTorch, and a ``ValueError``
+    like every other bad-argument error of ggmlgrad ops (``except`` either one)."""

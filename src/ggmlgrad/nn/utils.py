@@ -126,10 +126,3 @@ def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float, f
                 continue
             c = op.clamp(_f32(g), lo=-v, hi=v)
             p.grad = c if g.dtype is float32 else op.cast(c, dtype=g.dtype)
-
-
-# torch's submodule path ``torch.nn.utils.clip_grad`` names this same module (an alias, not a copy)
-import sys as _sys  # noqa: E402
-
-clip_grad = _sys.modules[__name__]
-_sys.modules.setdefault(__name__ + ".clip_grad", clip_grad)

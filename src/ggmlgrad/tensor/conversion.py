@@ -11,6 +11,7 @@ from ..runtime import resolve_device
 from . import interop
 from .grad_mode import no_grad
 from .printing import print_options
+from ..engine.errors import ShapeError
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -47,7 +48,7 @@ class ConversionMethods:
 
     def item(self) -> float | int:
         if self.numel_ != 1:
-            raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
+            raise ShapeError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
         return download(self, "item()").reshape(()).item()
 
     def tolist(self):
@@ -66,7 +67,7 @@ class ConversionMethods:
 
     def __bool__(self) -> bool:
         if self.numel_ != 1:
-            raise ValueError(f"the truth value of a tensor with {self.numel_} elements is ambiguous")
+            raise ShapeError(f"the truth value of a tensor with {self.numel_} elements is ambiguous")
         return bool(self.item())
 
     def __repr__(self) -> str:

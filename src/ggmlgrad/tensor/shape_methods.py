@@ -30,6 +30,7 @@ from .functional_shape import IndexRangeError
 from .grad_mode import is_grad_enabled
 from . import mask_index, views
 from .tensor import Tensor
+from ..engine.errors import ShapeError
 
 
 # ---------------------------------------------------------------- __getitem__
@@ -173,9 +174,9 @@ def setitem(x: Tensor, key, value) -> None:
     try:
         np.broadcast_shapes(v.shape, shape)
     except ValueError:
-        raise ValueError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}") from None
+        raise ShapeError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}") from None
     if np.broadcast_shapes(v.shape, shape) != shape:
-        raise ValueError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}")
+        raise ShapeError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}")
     if is_grad_enabled() and (x.requires_grad or v.requires_grad):
         getitem(x, key).copy_(v)  # on the tape, as torch's CopySlices
         return
@@ -471,7 +472,7 @@ def repeat(input: Tensor, *sizes) -> Tensor:
     """
     sizes = _sizes(sizes)
     if len(sizes) < input.ndim:
-        raise ValueError(f"repeat: need at least {input.ndim} repeat counts for shape {input.shape}, got {sizes}")
+        raise ShapeError(f"repeat: need at least {input.ndim} repeat counts for shape {input.shape}, got {sizes}")
     return F.tile(input, sizes)
 
 

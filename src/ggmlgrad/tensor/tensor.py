@@ -21,6 +21,7 @@ from .inplace import InplaceMethods, _check_int_range
 from .inplace import _refuse_while_recording  # noqa: F401  (nn/module.py and optim import it from here)
 from .int_reduce import int_reduce, is_int
 from .surfaces import OpMethods
+from ..engine.errors import DTypeError, ShapeError
 
 
 class Tensor(InplaceMethods, ConversionMethods, TypeMethods, OpMethods, Array):
@@ -112,7 +113,7 @@ class Tensor(InplaceMethods, ConversionMethods, TypeMethods, OpMethods, Array):
         else:
             gradient = as_tensor(gradient, device=self.device)
             if gradient.shape != self.shape:
-                raise ValueError(f"backward: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
+                raise ShapeError(f"backward: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
         tape.run_backward(self, gradient, retain_graph)
 
     def detach(self) -> "Tensor":
@@ -131,7 +132,7 @@ class Tensor(InplaceMethods, ConversionMethods, TypeMethods, OpMethods, Array):
         if not isinstance(requires_grad, bool):
             raise TypeError("requires_grad_: expected a bool")
         if requires_grad and not self.dtype.is_float:
-            raise TypeError(f"requires_grad_: only float tensors can require grad, got {self.dtype.name}")
+            raise DTypeError(f"requires_grad_: only float tensors can require grad, got {self.dtype.name}")
         if self.grad_fn is not None and not requires_grad:
             raise RuntimeError("requires_grad_: cannot turn off requires_grad on a non-leaf tensor; use detach()")
         self.requires_grad = requires_grad
