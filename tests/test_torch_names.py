@@ -244,3 +244,30 @@ def test_docstring_examples_run(module):
     import doctest
     result = doctest.testmod(importlib.import_module(module))
     assert result.failed == 0 and (result.attempted > 0 or module == "ggmlgrad.tensor.grad_mode")
+
+
+def test_tensor_class_as_torchs_legacy_float_constructor():
+    a = np.arange(6, dtype=np.int64).reshape(2, 3)
+    for args in [(a,), ([1, 2],), (2, 3), ()]:
+        g, t = gg.Tensor(*args), torch.Tensor(*args)
+        assert g.dtype is gg.float32 and tuple(g.shape) == tuple(t.shape) and isinstance(g, gg.Tensor)
+        if args and not isinstance(args[0], int):
+            np.testing.assert_array_equal(g.numpy(), t.numpy())
+    assert isinstance(gg.nn.Parameter(gg.ones(2)), gg.Tensor)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_setitem_drops_a_values_leading_size_one_dims_as_torch(graph):
+    # cleanrl's PPO: advantages[t] = (1, n) value into a (n,) row
+    t = torch.zeros(3, 4)
+    t[1] = torch.arange(4.0).reshape(1, 4)
+    with gg.graph_mode(graph):
+        g = gg.zeros(3, 4)
+        g[1] = gg.arange(4.0).reshape(1, 4)
+        g[2] = np.ones((1, 1, 4), np.float32)
+        np.testing.assert_array_equal(g.numpy()[:2], t.numpy()[:2])
+        assert g.numpy()[2].tolist() == [1.0] * 4
+        with pytest.raises(RuntimeError):
+            torch.zeros(3, 4)[1] = torch.ones(2, 4)
+        with pytest.raises(RuntimeError):
+            g[1] = gg.ones(2, 4)

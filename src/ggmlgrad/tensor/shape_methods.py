@@ -171,6 +171,8 @@ def setitem(x: Tensor, key, value) -> None:
     if v.device is not x.device:
         v = v.to(device=x.device)
     shape = tuple(out_shape)
+    if v.ndim > len(shape) and all(n == 1 for n in v.shape[:v.ndim - len(shape)]):
+        v = v.reshape(v.shape[v.ndim - len(shape):])   # torch drops a value's leading size-1 dims: x[t] = (1, n)
     try:
         np.broadcast_shapes(v.shape, shape)
     except ValueError:

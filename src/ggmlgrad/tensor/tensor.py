@@ -44,7 +44,7 @@ class Tensor(InplaceMethods, ConversionMethods, TypeMethods, OpMethods, Array):
 
     @classmethod
     def _blank(cls, shape: tuple, dtype: DType, device: Device) -> "Tensor":
-        t = cls.__new__(cls)
+        t = object.__new__(cls)     # not cls.__new__: Tensor(...) is torch's legacy float constructor
         t._init_array(shape, dtype, device)
         t.requires_grad = False
         t.grad = None
@@ -66,8 +66,16 @@ class Tensor(InplaceMethods, ConversionMethods, TypeMethods, OpMethods, Array):
         except AttributeError:  # made without _blank (e.g. nn.Parameter.__new__)
             self._vcell = [v]
 
+    def __new__(cls, *args, **kwargs):
+        """``gg.Tensor(data)`` / ``gg.Tensor(2, 3)``: torch's legacy constructor, a float32 tensor (a copy
+        of ``data``, or zeros of those sizes) as ``gg.FloatTensor``; ``gg.tensor(data)`` infers the dtype."""
+        if cls is not Tensor:
+            raise TypeError(f"use gg.tensor(data) or a factory such as gg.zeros(shape) to make a {cls.__name__}")
+        from .legacy import FloatTensor   # legacy.py imports this module
+        return FloatTensor(*args, **kwargs)
+
     def __init__(self, *args, **kwargs):
-        raise TypeError("use gg.tensor(data) or a factory such as gg.zeros(shape) to make a Tensor")
+        """Made by :meth:`__new__` (or ``_blank``): nothing left to set."""
 
     # ------------------------------------------------------------- properties
     @property
