@@ -20,8 +20,8 @@ from .runtime.budget import set_memory_limit
 from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled, tensor
 from .tensor.grad_mode import inference_mode
 from .tensor.legacy import (BFloat16Tensor, BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor,
-                            empty, empty_like, get_default_dtype, rand_like, randint_like, randn_like,
-                            set_default_dtype)
+                            empty, empty_like, get_default_dtype, set_default_dtype)
+from .tensor import legacy as _legacy
 from .tensor.printing import set_printoptions
 from .tensor.interop import as_tensor, from_dlpack, from_numpy
 from .tensor.mask_index import argwhere, masked_select, nonzero
@@ -49,6 +49,8 @@ def pending(t: Tensor) -> bool:
 from .tensor.surfaces import install_functions as _install_functions, install_methods as _install_methods  # noqa: E402
 _install_methods(Tensor)
 _install_functions(globals(), "function")
+for _name in ("randn_like", "rand_like", "randint_like"):   # thin fallbacks where no op declaration gives them
+    globals().setdefault(_name, getattr(_legacy, _name))
 
 # torch's dtype names; last: `bool`, `float` and `int` shadow the builtins in this namespace only
 from .engine.dtypes import bool_ as bool  # noqa: E402,A001
