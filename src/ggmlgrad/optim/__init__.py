@@ -8,6 +8,7 @@
 from .optimizer import Optimizer
 from .sgd import SGD
 from .adam import Adam, AdamW
+from .adadelta import Adadelta
 from . import lr_scheduler
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "lr_scheduler"]
