@@ -72,6 +72,7 @@ def test_a_supported_script_ports_with_no_missing_name_and_runs():
 
 def test_missing_names_are_listed_with_their_lines():
     src = textwrap.dedent("""\
+        import numpy as np
         import torch
         import torch.nn as tnn
         from torch.nn import NotALayerAnywhere, Linear
@@ -81,14 +82,14 @@ def test_missing_names_are_listed_with_their_lines():
             layer = tnn.AlsoNotALayer(3)
             y = torch.nn.functional.not_a_function(layer)
             z = torch.zeros(2).q_scale()
-            return torch.jit.script(layer), Linear(2, 2), y, z
+            return torch.jit.script(layer), Linear(2, 2), y, z, np.zeros(2).q_scale()
         """)
     r = check_source(src)
     got = [(m.line, m.name, m.kind) for m in r.missing]
-    assert got == [(3, "torch.nn.NotALayerAnywhere", "name"), (4, "torch.nonexistent_module", "import"),
-                   (7, "torch.nn.AlsoNotALayer", "name"), (8, "torch.nn.functional.not_a_function", "name"),
-                   (10, "torch.jit", "name")]
-    assert [(m.line, m.name) for m in r.maybe_methods] == [(9, "Tensor.q_scale")]
+    assert got == [(4, "torch.nn.NotALayerAnywhere", "name"), (5, "torch.nonexistent_module", "import"),
+                   (8, "torch.nn.AlsoNotALayer", "name"), (9, "torch.nn.functional.not_a_function", "name"),
+                   (11, "torch.jit", "name")]
+    assert [(m.line, m.name) for m in r.maybe_methods] == [(10, "Tensor.q_scale")]   # not NumPy's on line 11
     assert "from ggmlgrad.nn import NotALayerAnywhere, Linear" in r.ported      # rewritten all the same
     assert "from torch.nonexistent_module import thing" in r.ported             # no such ggmlgrad module: kept
 

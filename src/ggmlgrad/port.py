@@ -78,6 +78,13 @@ def _is_module_path(path: str) -> bool:
     return isinstance(_resolve(path), type(sys))
 
 
+def _root_name(node: ast.AST) -> str | None:
+    """The name an expression such as ``np.array(x).reshape(2)`` starts from (None if none)."""
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
 def _chain(node: ast.AST) -> tuple[str, list[str]] | None:
     """``a.b.c`` → ("a", ["b", "c"]); None when the chain does not start at a plain name."""
     attrs = []
@@ -96,6 +103,7 @@ class _Checker(ast.NodeVisitor):
         self.warnings: list[tuple[int, str]] = []
         self.edits: list[tuple[ast.stmt, str | None]] = []   # import statement -> new text (None: keep)
         self.tensor_methods = tensor_methods
+        self.other_modules: set[str] = set()       # names bound by imports of other packages (np, math)
         self._seen: set[tuple[int, str]] = set()
 
     def _miss(self, line: int, name: str, kind: str = "name", note: str = "") -> None:
@@ -115,6 +123,7 @@ class _Checker(ast.NodeVisitor):
         for a in node.names:
             if a.name != "torch" and not a.name.startswith("torch."):
                 parts.append(a.name + (f" as {a.asname}" if a.asname else ""))
+                self.other_modules.add(a.asname or a.name.partition(".")[0])
                 continue
             if not _is_module_path(a.name):
                 keep = True
@@ -169,8 +178,9 @@ class _Checker(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         f = node.func
         if isinstance(f, ast.Attribute) and f.attr in self.tensor_methods:
-            c = _chain(f)
-            if c is None or c[0] not in self.aliases:
+            c = _chain(f)      # torch.nn.X.y(): a name chain, checked by visit_Attribute
+            if (c is None or c[0] not in self.aliases) and _root_name(f.value) not in self.other_modules:
+                # (np.array(...).prod() is NumPy's)
                 self._miss(node.lineno, f"Tensor.{f.attr}", "method", "if the object is a tensor")
         self.generic_visit(node)
 
