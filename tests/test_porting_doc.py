@@ -57,3 +57,5 @@ def test_printed_values_are_the_ones_the_guide_states():
     assert _run(ckpt).stdout.strip() == "3 ['bias', 'weight']"
     capture = next(b for b in PY_BLOCKS if "gg.capture(" in b)
     assert _run(capture).stdout.strip() == "ShapeError True"
+    noise = next(b for b in PY_BLOCKS if "noisy_positions" in b)
+    assert _run(noise).stdout.strip() == "True False"
