@@ -21,11 +21,10 @@ from ggmlgrad.tensor.new_methods import TypeMethods
 
 # Tensor API that is not an op front end: autograd, memory layout, sizes (written in tensor.py).
 TENSOR_API = {"backward", "detach", "requires_grad_", "retain_grad", "contiguous", "is_contiguous", "stride",
-              "storage_offset", "data_ptr", "numel", "size", "dim", "__len__", "__init__", "__new__", "__hash__",
-              "_blank"}
+              "storage_offset", "data_ptr", "numel", "size", "dim", "__len__", "__init__", "__hash__", "_blank"}
 # Mixins of hand-written Tensor methods that are not op forwards: in-place writes (each a Tensor._write
-# with version/alias/capture checks), host conversions and device/dtype moves, torch's new_*/type() factories.
-NON_OP_MIXINS = (InplaceMethods, ConversionMethods, TypeMethods)
+# with version/alias/capture checks), host conversions and device/dtype moves.
+NON_OP_MIXINS = (InplaceMethods, ConversionMethods, TypeMethods)   # TypeMethods: torch's new_*/type()
 # gg.* functions that are not op front ends: creation, modes, devices, capture, io, grad modes, interop.
 GG_API_MODULES = ("ggmlgrad.engine", "ggmlgrad.runtime", "ggmlgrad.capture", "ggmlgrad.io", "ggmlgrad.info",
                   "ggmlgrad.tensor.creation", "ggmlgrad.tensor.interop", "ggmlgrad.tensor.grad_mode",

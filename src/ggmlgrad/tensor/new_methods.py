@@ -57,6 +57,15 @@ class TypeMethods:
 
     __slots__ = ()
 
+    def __new__(cls, *args, **kwargs):
+        """``gg.Tensor(data)`` / ``gg.Tensor(2, 3)``: torch's legacy constructor, a float32 tensor (a copy
+        of ``data``, or zeros of those sizes) as ``gg.FloatTensor``; ``gg.tensor(data)`` infers the dtype.
+        (Tensors are made inside ggmlgrad with ``Tensor._blank``, which does not come here.)"""
+        if cls.__name__ != "Tensor" or cls.__module__ != "ggmlgrad.tensor.tensor":
+            raise TypeError(f"use gg.tensor(data) or a factory such as gg.zeros(shape) to make a {cls.__name__}")
+        from .legacy import FloatTensor   # legacy.py imports tensor.py, which imports this module
+        return FloatTensor(*args, **kwargs)
+
     def type(self, dtype=None, non_blocking: bool = False, **kwargs):
         """Without an argument, the type string (``"ggmlgrad.FloatTensor"``); with a dtype, a type
         string (``"torch.LongTensor"`` too) or a legacy class (``gg.LongTensor``), ``self`` converted."""

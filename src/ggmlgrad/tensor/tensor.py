@@ -66,14 +66,6 @@ class Tensor(InplaceMethods, ConversionMethods, TypeMethods, OpMethods, Array):
         except AttributeError:  # made without _blank (e.g. nn.Parameter.__new__)
             self._vcell = [v]
 
-    def __new__(cls, *args, **kwargs):
-        """``gg.Tensor(data)`` / ``gg.Tensor(2, 3)``: torch's legacy constructor, a float32 tensor (a copy
-        of ``data``, or zeros of those sizes) as ``gg.FloatTensor``; ``gg.tensor(data)`` infers the dtype."""
-        if cls is not Tensor:
-            raise TypeError(f"use gg.tensor(data) or a factory such as gg.zeros(shape) to make a {cls.__name__}")
-        from .legacy import FloatTensor   # legacy.py imports this module
-        return FloatTensor(*args, **kwargs)
-
     def __init__(self, *args, **kwargs):
         """Made by :meth:`__new__` (or ``_blank``): nothing left to set."""
 
