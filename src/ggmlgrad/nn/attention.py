@@ -12,7 +12,6 @@ from . import functional as F
 from . import init
 from .layers import Linear, _float32_only
 from .module import Module, Parameter
-from ..engine.errors import ShapeError
 
 
 class MultiheadAttention(Module):
@@ -110,7 +109,7 @@ class MultiheadAttention(Module):
         if key_padding_mask is not None:
             kp = F._as_additive(key_padding_mask, true_means_masked=True, device=device)
             if tuple(kp.shape) != (b, s):
-                raise ShapeError(f"MultiheadAttention: key_padding_mask must have shape ({b}, {s}), got {kp.shape}")
+                raise ValueError(f"MultiheadAttention: key_padding_mask must have shape ({b}, {s}), got {kp.shape}")
             mask = kp.reshape(b, 1, 1, s)
         if attn_mask is not None:
             am = F._as_additive(attn_mask, true_means_masked=True, device=device)
@@ -119,7 +118,7 @@ class MultiheadAttention(Module):
             elif tuple(am.shape) == (b * self.num_heads, lq, s):
                 am = am.reshape(b, self.num_heads, lq, s)
             else:
-                raise ShapeError(f"MultiheadAttention: attn_mask must have shape ({lq}, {s}) or "
+                raise ValueError(f"MultiheadAttention: attn_mask must have shape ({lq}, {s}) or "
                                  f"({b * self.num_heads}, {lq}, {s}), got {am.shape}")
             mask = am if mask is None else mask + am
         return mask
@@ -136,15 +135,15 @@ class MultiheadAttention(Module):
         elif not self.batch_first:
             query, key, value = (t.permute(1, 0, 2) for t in (query, key, value))
         if query.ndim != 3 or key.ndim != 3 or value.ndim != 3:
-            raise ShapeError(f"MultiheadAttention: expected 3-D (or unbatched 2-D) inputs, got "
+            raise ValueError(f"MultiheadAttention: expected 3-D (or unbatched 2-D) inputs, got "
                              f"{query.shape}, {key.shape}, {value.shape}")
         b, lq, e = query.shape
         s = key.shape[1]
         if e != self.embed_dim or key.shape[2] != self.kdim or value.shape[2] != self.vdim:
-            raise ShapeError(f"MultiheadAttention: feature sizes ({e}, {key.shape[2]}, {value.shape[2]}) do not match "
+            raise ValueError(f"MultiheadAttention: feature sizes ({e}, {key.shape[2]}, {value.shape[2]}) do not match "
                              f"embed_dim/kdim/vdim ({self.embed_dim}, {self.kdim}, {self.vdim})")
         if key.shape[:2] != value.shape[:2] or key.shape[0] != b:
-            raise ShapeError(f"MultiheadAttention: key {key.shape} and value {value.shape} must share batch and "
+            raise ValueError(f"MultiheadAttention: key {key.shape} and value {value.shape} must share batch and "
                              f"length with batch {b}")
         q = self._heads(self._proj(query, 0))
         k = self._heads(self._proj(key, 1))

@@ -21,7 +21,7 @@ from .inplace import InplaceMethods, _check_int_range
 from .inplace import _refuse_while_recording  # noqa: F401  (nn/module.py and optim import it from here)
 from .int_reduce import int_reduce, is_int
 from .surfaces import OpMethods
-from ..engine.errors import DTypeError, ShapeError
+from ..engine.errors import DTypeError
 
 
 class Tensor(InplaceMethods, ConversionMethods, TypeMethods, OpMethods, Array):
@@ -113,7 +113,7 @@ class Tensor(InplaceMethods, ConversionMethods, TypeMethods, OpMethods, Array):
         else:
             gradient = as_tensor(gradient, device=self.device)
             if gradient.shape != self.shape:
-                raise ShapeError(f"backward: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
+                raise ValueError(f"backward: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
         tape.run_backward(self, gradient, retain_graph)
 
     def detach(self) -> "Tensor":
