@@ -1,6 +1,7 @@
 """Command line: ``python -m ggmlgrad demo [--epochs N] [--seed S] [--mode capture|graph|eager]``,
 ``python -m ggmlgrad info``, ``python -m ggmlgrad build [--optional] [--cuda|--vulkan|--metal]`` and
-``python -m ggmlgrad bench [--quick] [--out DIR]`` (ggmlgrad beside torch and JAX: ggmlgrad/bench)."""
+``python -m ggmlgrad bench [--quick] [--out DIR]`` (ggmlgrad beside torch and JAX: ggmlgrad/bench),
+``python -m ggmlgrad port SCRIPT.py [-o OUT | --diff]`` (ggmlgrad/port.py)."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +11,7 @@ import sys
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m ggmlgrad", description="ggmlgrad command line")
-    sub = p.add_subparsers(dest="command", metavar="{demo,info,build,bench}")
+    sub = p.add_subparsers(dest="command", metavar="{demo,info,build,bench,port}")
     d = sub.add_parser("demo", help="train an MLP on the scikit-learn digits and report test accuracy")
     from .demo import DEFAULT_MODE, MODES   # demo imports numpy only at module level besides ggmlgrad
     d.add_argument("--epochs", type=int, default=15, help="training epochs (default 15)")
@@ -23,11 +24,16 @@ def _parser() -> argparse.ArgumentParser:
                                  "into this environment; `build --help` for options", add_help=False)
     sub.add_parser("bench", help="ggmlgrad eager/graph/captured beside torch and JAX: table, JSON, plots; "
                                  "`bench --help` for options", add_help=False)
+    sub.add_parser("port", help="rewrite a PyTorch script's imports to ggmlgrad and list the torch names it uses "
+                                "that ggmlgrad lacks; `port --help` for options", add_help=False)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["port"]:
+        from .port import main as port_main
+        return port_main(argv[1:])
     if argv[:1] == ["build"]:
         from .fastbuild import main as build_main   # imports no ggml: it may replace the libraries
         return build_main(argv[1:])

@@ -756,10 +756,10 @@ class CapturedStep(Captured):
             outs = rec.outputs(raw)
         else:
             outs = rec.read_outputs()
-        if self._last_rec is not rec:
-            for p, g in zip(rec.params, rec.grads):
+        for p, g in zip(rec.params, rec.grads):   # also after zero_grad() set them to None or zeros
+            if p.grad is not g:
                 p.grad = g
-            self._last_rec = rec
+        self._last_rec = rec
         if rec.norm_index is not None:
             norm = float(outs[rec.norm_index])
             self.grad_norm = norm

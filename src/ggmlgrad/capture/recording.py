@@ -262,8 +262,9 @@ class Recorder(metaclass=_CurrentRecorder):
             raise CaptureError(f"capture: noise requested on {req.device.name} inside a recording on "
                                f"{self.device.name}")
         n = sum(1 for s in self.slots if s.kind == "noise")
-        return self.input("noise", f"noise[{n}] ({req.kind}) at {user_site(2)}", tuple(req.shape), float32,
-                          noise=req)
+        # a draw (refilled from the generator per replay) or a recorded constant (filled once): req.fill
+        return self.input("noise", f"noise[{n}] ({req.kind}) at {user_site(2)}", tuple(req.shape),
+                          getattr(req, "dtype", float32), noise=req)
 
     def _on_leaf(self, a, leaf: int) -> int | None:
         # By storage, not tensor: an alias of an input (x.detach()) is the input, rebound per replay too.

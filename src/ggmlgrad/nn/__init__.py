@@ -25,6 +25,9 @@ from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLay
                           TransformerEncoderLayer)
 
 from . import utils  # noqa: F401  (clip_grad_norm_, clip_grad_value_: written with the optimizers)
+import sys as _sys  # noqa: E402
+_sys.modules.setdefault(__name__ + ".utils.clip_grad", utils)   # torch's path torch.nn.utils.clip_grad: the same module
+utils.clip_grad = utils
 
 __all__ = ["Module", "Parameter", "Linear", "Sequential", "ModuleList", "ModuleDict", "Embedding", "LayerNorm",
            "Dropout", "MultiheadAttention", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LogSoftmax",

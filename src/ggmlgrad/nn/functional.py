@@ -35,7 +35,8 @@ import math
 
 import numpy as np
 
-from ..engine import COMPUTED, ENGINE, active_observer, download, float32, graph_enabled, int32
+from ..engine import COMPUTED, ENGINE, active_observer, download, float32, int32
+from ..engine.errors import DTypeError, ShapeError
 from ..ops import nn_ops, op
 from ..ops.indexing import check_values
 from ..ops.registry import same_float
@@ -88,7 +89,7 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
     """
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if not ns or tuple(input.shape[len(input.shape) - len(ns):]) != ns:
-        raise ValueError(f"layer_norm: normalized_shape {ns} does not match the trailing axes of {input.shape}")
+        raise ShapeError(f"layer_norm: normalized_shape {ns} does not match the trailing axes of {input.shape}")
     x = input
     if len(ns) > 1:
         x = x.reshape(tuple(input.shape[:-len(ns)]) + (math.prod(ns),))
@@ -129,31 +130,33 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
 
 @_public(functional="one_hot")
 def one_hot(tensor_: Tensor, num_classes: int = -1) -> Tensor:
-    """float32 one-hot rows (PyTorch returns int64; here float32, ready for arithmetic).
+    """One-hot rows as int32 (torch: int64, which is int32 here by the dtype rule; ``.float()`` for
+    arithmetic, or multiply: int32 * float32 is float32, as in torch).
 
-    ``num_classes=-1`` (infer from the data) needs a host read and is refused in graph mode.
+    ``num_classes=-1`` infers ``max + 1`` from the data: a host read (a sync point in graph mode, as
+    ``.item()``; inside ``gg.capture`` a ``CaptureError``: pass ``num_classes``).
 
     >>> import ggmlgrad as gg
     >>> import ggmlgrad.nn.functional as F
-    >>> F.one_hot(gg.tensor([0, 2]), 3).tolist()
-    [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    >>> F.one_hot(gg.tensor([0, 2]), 3).tolist(), F.one_hot(gg.tensor([1])).dtype
+    ([[1, 0, 0], [0, 0, 1]], ggmlgrad.int32)
     """
     idx = _index(tensor_)
     if num_classes == -1:
-        if graph_enabled():
-            raise ValueError("one_hot: pass num_classes in graph mode (inferring it would read the data)")
+        if not idx.numel_:
+            raise ShapeError("one_hot: cannot infer the number of classes from an empty tensor; pass num_classes")
         num_classes = int(download(idx, "one_hot num_classes").max()) + 1
     if not isinstance(num_classes, bool) and isinstance(num_classes, int) and num_classes >= 1:
         check_values("one_hot", idx, 0, num_classes - 1,
                      f"one_hot: class {{}} is out of range for num_classes={num_classes} (class values must "
                      f"be in [0, {num_classes - 1}])")
-    return op.one_hot(idx, num_classes=num_classes)
+    return op.cast(op.one_hot(idx, num_classes=num_classes), dtype=int32)
 
 
 def _index(x) -> Tensor:
     if isinstance(x, Tensor):
         if x.dtype is not int32:
-            raise TypeError(f"expected an int32 index tensor, got {x.dtype.name}")
+            raise DTypeError(f"expected an int32 index tensor, got {x.dtype.name}")
         return x
     arr = np.asarray(x)
     if arr.dtype.kind not in "iu":
@@ -206,9 +209,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     (1, 2, 4)
     """
     if query.ndim < 2 or query.ndim > 4:
-        raise ValueError(f"scaled_dot_product_attention: query must have 2 to 4 dimensions, got {query.shape}")
+        raise ShapeError(f"scaled_dot_product_attention: query must have 2 to 4 dimensions, got {query.shape}")
     if key.ndim != query.ndim or value.ndim != query.ndim:
-        raise ValueError(f"scaled_dot_product_attention: query, key, value need the same number of dimensions, "
+        raise ShapeError(f"scaled_dot_product_attention: query, key, value need the same number of dimensions, "
                          f"got {query.shape}, {key.shape}, {value.shape}")
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal, not both (as PyTorch)")
@@ -261,7 +264,7 @@ def _check_reduction(fn: str, reduction) -> None:
 def _pair(fn: str, input: Tensor, target) -> tuple[Tensor, Tensor]:
     target = as_tensor(target, device=input.device)
     if target.shape != input.shape:
-        raise ValueError(f"{fn}: target shape {target.shape} must equal input shape {input.shape} "
+        raise ShapeError(f"{fn}: target shape {target.shape} must equal input shape {input.shape} "
                          f"(broadcasting is refused, as PyTorch warns it is usually a bug)")
     return input, target
 
@@ -403,7 +406,7 @@ def _empty_batch_loss(fn: str, input: Tensor, target, reduction: str) -> Tensor 
     unreduced = input.shape[:1] + input.shape[2:]
     t_shape = tuple(target.shape) if isinstance(target, Tensor) else np.shape(target)
     if t_shape not in (unreduced, tuple(input.shape)):
-        raise ValueError(f"{fn}: target shape {t_shape} does not match the input {input.shape} (expected "
+        raise ShapeError(f"{fn}: target shape {t_shape} does not match the input {input.shape} (expected "
                          f"{unreduced} for class indices or {input.shape} for probabilities)")
     per_sample = input.sum(axis=1) * 0.0       # the unreduced loss's shape, connected to the input
     if reduction == "none":
@@ -432,7 +435,7 @@ def _class_index(fn: str, logits: Tensor, target, ignore_index: int) -> Tensor:
     target = _index(target)
     expect = tuple(logits.shape[:-1])
     if tuple(target.shape) != expect:
-        raise ValueError(f"{fn}: target shape {target.shape} does not match the input (expected {expect})")
+        raise ShapeError(f"{fn}: target shape {target.shape} does not match the input (expected {expect})")
     _check_targets(fn, target, logits.shape[-1], ignore_index)
     return target
 
@@ -473,7 +476,7 @@ def cross_entropy(input: Tensor, target, weight: Tensor | None = None, ignore_in
         not isinstance(target, Tensor) and np.asarray(target).dtype.kind in "iu")
     w = as_tensor(weight, device=input.device) if weight is not None else None
     if w is not None and tuple(w.shape) != (c,):
-        raise ValueError(f"cross_entropy: weight must have shape ({c},), got {w.shape}")
+        raise ShapeError(f"cross_entropy: weight must have shape ({c},), got {w.shape}")
     if is_class:
         if reduction == "mean" and w is None and label_smoothing == 0.0:
             # the common case as one op: no one-hot tensor of its own in the queue
@@ -499,7 +502,7 @@ def cross_entropy(input: Tensor, target, weight: Tensor | None = None, ignore_in
         q = q.float()
     q = _class_last(q) if input.ndim > 2 else q
     if tuple(q.shape) != tuple(logits.shape):
-        raise ValueError(f"cross_entropy: probability targets must have the input's shape {input.shape}, "
+        raise ShapeError(f"cross_entropy: probability targets must have the input's shape {input.shape}, "
                          f"got {target.shape if hasattr(target, 'shape') else np.shape(target)}")
     if label_smoothing > 0.0:
         q = q * (1.0 - label_smoothing) + label_smoothing / c
@@ -531,7 +534,7 @@ def nll_loss(input: Tensor, target, weight: Tensor | None = None, ignore_index: 
     if weight is not None:
         w = as_tensor(weight, device=input.device)
         if tuple(w.shape) != (c,):
-            raise ValueError(f"nll_loss: weight must have shape ({c},), got {w.shape}")
+            raise ShapeError(f"nll_loss: weight must have shape ({c},), got {w.shape}")
         q = oh * w
     # -inf log-probabilities (masked classes) raised to float32's lowest: 0 * that is 0, not NaN.
     loss = -(op.clamp(logp, lo=nn_ops.F32_LOWEST) * q).sum(axis=-1)

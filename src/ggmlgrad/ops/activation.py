@@ -11,6 +11,7 @@ from .elementwise import branch_parts, is_number01, nan_or_zero, select_node
 from .reduce import axis_of, logsumexp_parts, sum_kept
 from .registry import define, op, same_device, same_float
 from .shapes import norm_axis
+from ..engine.errors import ShapeError
 
 #: The surfaces of an activation: ``x.relu()``, ``gg.relu(x)``, ``F.relu(input)``.
 _ACT = ("method", "function", "nn.functional")
@@ -304,12 +305,12 @@ def check_mask(name: str, mask, target: tuple) -> None:
     """A mask must match ``target`` in its last two axes (rows may be 1) and be 1 or equal elsewhere."""
     same_float(name, mask)
     if mask.ndim > len(target):
-        raise ValueError(f"{name}: mask {mask.shape} has more dimensions than the scores {target}")
+        raise ShapeError(f"{name}: mask {mask.shape} has more dimensions than the scores {target}")
     m = (1,) * (len(target) - mask.ndim) + tuple(mask.shape)
     ok = m[-1] == target[-1] and (len(target) < 2 or m[-2] in (1, target[-2]))
     ok = ok and all(a in (1, b) for a, b in zip(m[:-2], target[:-2]))
     if not ok:
-        raise ValueError(f"{name}: mask of shape {mask.shape} does not broadcast to the scores {target} "
+        raise ShapeError(f"{name}: mask of shape {mask.shape} does not broadcast to the scores {target} "
                          f"(last axis must match; other axes 1 or equal)")
 
 

@@ -10,6 +10,7 @@ from . import decl, fast_math
 from .build import expand, is_view
 from .registry import define, op, same_device, same_float
 from .shapes import broadcast_shapes, numel
+from ..engine.errors import DTypeError
 
 
 # ---------------------------------------------------------------- binary
@@ -451,7 +452,7 @@ def _check_cmp_dtype(name, *xs):
     """Comparisons and conditions read any dtype (compared in float32; int32 exact below 2^24)."""
     for x in xs:
         if not isinstance(x.dtype, DType):
-            raise TypeError(f"{name}: unsupported dtype {x.dtype!r}")
+            raise DTypeError(f"{name}: unsupported dtype {x.dtype!r}")
 
 
 def _cmp_from_diff(ctx, d, s, kind: str):

@@ -12,6 +12,7 @@ from .build import expand, merged_shape, owned, permute, reshape, zeros_node
 from .registry import define, op, same_device, same_float
 from .shapes import broadcast_shapes, numel
 from .shapes import ne as _ne
+from ..engine.errors import ShapeError
 
 _BIAS_MERGE_BELOW = 128   # output widths from which linear's bias add gains nothing from merged rows
 
@@ -26,17 +27,17 @@ def _infer_matmul(a, b):
     same_device("matmul", a, b)
     same_float("matmul", a, b)
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"matmul: both operands need at least 1 dimension, got {a.shape} and {b.shape}")
+        raise ShapeError(f"matmul: both operands need at least 1 dimension, got {a.shape} and {b.shape}")
     ka = a.shape[-1]
     kb = b.shape[-2] if b.ndim > 1 else b.shape[0]
     if ka != kb:
-        raise ValueError(f"matmul: inner dimensions differ: {a.shape} @ {b.shape} ({ka} != {kb})")
+        raise ShapeError(f"matmul: inner dimensions differ: {a.shape} @ {b.shape} ({ka} != {kb})")
     batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
     shape = batch + (a.shape[-2],) if a.ndim > 1 else batch
     if b.ndim > 1:
         shape = shape + (b.shape[-1],)
     if len(batch) + 2 > 4:
-        raise ValueError(f"matmul: {a.shape} @ {b.shape} has more than 2 batch dimensions")
+        raise ShapeError(f"matmul: {a.shape} @ {b.shape} has more than 2 batch dimensions")
     return shape, float32
 
 
@@ -123,11 +124,11 @@ def _infer_linear(x, w, *rest):
     same_device("linear", x, w, *rest)
     same_float("linear", x, w, *rest)
     if w.ndim != 2:
-        raise ValueError(f"linear: weight must be 2-D (out_features, in_features), got {w.shape}")
+        raise ShapeError(f"linear: weight must be 2-D (out_features, in_features), got {w.shape}")
     if x.ndim < 1 or x.shape[-1] != w.shape[1]:
-        raise ValueError(f"linear: input {x.shape} does not match weight {w.shape} (expected last dim {w.shape[1]})")
+        raise ShapeError(f"linear: input {x.shape} does not match weight {w.shape} (expected last dim {w.shape[1]})")
     if rest and rest[0].shape != (w.shape[0],):
-        raise ValueError(f"linear: bias must have shape ({w.shape[0]},), got {rest[0].shape}")
+        raise ShapeError(f"linear: bias must have shape ({w.shape[0]},), got {rest[0].shape}")
     return x.shape[:-1] + (w.shape[0],), float32
 
 

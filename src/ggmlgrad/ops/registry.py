@@ -21,6 +21,7 @@ from typing import Any, Callable
 from ..engine import ENGINE, Array, DType, float32
 from .build import row_merged
 from .decl import Expose
+from ..engine.errors import DTypeError
 
 
 @dataclasses.dataclass
@@ -145,7 +146,7 @@ def same_float(opname: str, *xs) -> DType:
             if err is not None:
                 raise err
             shapes = ", ".join(f"{tuple(y.shape)}:{y.dtype.name}" for y in xs)
-            raise TypeError(f"{opname}: expected float32 tensors, got {shapes} "
+            raise DTypeError(f"{opname}: expected float32 tensors, got {shapes} "
                             f"(cast with .float() / .to('float32'))")
     return float32
 

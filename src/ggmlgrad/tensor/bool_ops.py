@@ -19,6 +19,7 @@ from ..engine import ENGINE, PENDING, Array, float32, int32
 from ..engine.dtypes import bool_
 from ..ops import op
 from ..ops.registry import _non_tensor
+from ..engine.errors import DTypeError
 
 _BOOL, _INT, _FLOAT = 0, 1, 2
 _SUB_MESSAGE = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
@@ -173,7 +174,7 @@ def bitwise(kind: str, a, b):
     if _FLOAT in cats:
         raise RuntimeError(f'"bitwise_{kind}_cpu" not implemented for \'Float\' (bitwise operators take bool or '
                            f'integer tensors)')
-    raise TypeError(f"bitwise_{kind}: bitwise operators on int32 tensors are not supported by ggmlgrad (no "
+    raise DTypeError(f"bitwise_{kind}: bitwise operators on int32 tensors are not supported by ggmlgrad (no "
                     f"integer bit kernels); use bool tensors (e.g. (x != 0) {'&|^'['and or xor'.split().index(kind)]} ...)")
 
 
@@ -182,7 +183,7 @@ def invert(x):
     if x.dtype is bool_:
         return op.compare_scalar(x, kind="eq", c=0.0)
     if x.dtype is int32:
-        raise TypeError("bitwise_not: ~ on int32 tensors is not supported by ggmlgrad (no integer bit kernels); "
+        raise DTypeError("bitwise_not: ~ on int32 tensors is not supported by ggmlgrad (no integer bit kernels); "
                         "use it on bool tensors, or -x - 1")
     raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
 

@@ -34,6 +34,7 @@ from .grad_mode import is_grad_enabled
 from . import adv_index, mask_index, views
 from .host_writes import try_getitem, try_setitem
 from .tensor import Tensor
+from ..engine.errors import ShapeError
 
 
 # ---------------------------------------------------------------- __getitem__
@@ -184,12 +185,14 @@ def setitem(x: Tensor, key, value) -> None:
     if v.device is not x.device:
         v = v.to(device=x.device)
     shape = tuple(out_shape)
+    if v.ndim > len(shape) and all(n == 1 for n in v.shape[:v.ndim - len(shape)]):
+        v = v.reshape(v.shape[v.ndim - len(shape):])   # torch drops a value's leading size-1 dims: x[t] = (1, n)
     try:
         np.broadcast_shapes(v.shape, shape)
     except ValueError:
-        raise ValueError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}") from None
+        raise ShapeError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}") from None
     if np.broadcast_shapes(v.shape, shape) != shape:
-        raise ValueError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}")
+        raise ShapeError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}")
     if is_grad_enabled() and (x.requires_grad or v.requires_grad):
         getitem(x, key).copy_(v)  # on the tape, as torch's CopySlices
         return
@@ -490,7 +493,7 @@ def repeat(input: Tensor, *sizes) -> Tensor:
     """
     sizes = _sizes(sizes)
     if len(sizes) < input.ndim:
-        raise ValueError(f"repeat: need at least {input.ndim} repeat counts for shape {input.shape}, got {sizes}")
+        raise ShapeError(f"repeat: need at least {input.ndim} repeat counts for shape {input.shape}, got {sizes}")
     return F.tile(input, sizes)
 
 

@@ -15,14 +15,16 @@ from ..ops.shapes import check_ndim
 from ..runtime import Device, resolve_device
 from . import bool_ops, tape, views
 from .conversion import ConversionMethods
+from .new_methods import TypeMethods
 from .grad_mode import is_grad_enabled, no_grad
 from .inplace import InplaceMethods, _check_int_range
 from .inplace import _refuse_while_recording  # noqa: F401  (nn/module.py and optim import it from here)
 from .int_reduce import int_reduce, is_int
 from .surfaces import OpMethods
+from ..engine.errors import DTypeError
 
 
-class Tensor(InplaceMethods, ConversionMethods, OpMethods, Array):
+class Tensor(InplaceMethods, ConversionMethods, TypeMethods, OpMethods, Array):
     """An n-d array (at most 4-D) on a ggml device, with autograd. Its op methods (``x.relu()``,
     ``x.softmax(dim)``, ...) come from the op declarations (:class:`.surfaces.OpMethods`); its
     operators and front-end methods (``a + b``, ``x.max(dim)``, ``x.view(...)``, ``x & y``) are
@@ -42,7 +44,7 @@ class Tensor(InplaceMethods, ConversionMethods, OpMethods, Array):
 
     @classmethod
     def _blank(cls, shape: tuple, dtype: DType, device: Device) -> "Tensor":
-        t = cls.__new__(cls)
+        t = object.__new__(cls)     # not cls.__new__: Tensor(...) is torch's legacy float constructor
         t._init_array(shape, dtype, device)
         t.requires_grad = False
         t.grad = None
@@ -65,7 +67,7 @@ class Tensor(InplaceMethods, ConversionMethods, OpMethods, Array):
             self._vcell = [v]
 
     def __init__(self, *args, **kwargs):
-        raise TypeError("use gg.tensor(data) or a factory such as gg.zeros(shape) to make a Tensor")
+        """Made by :meth:`__new__` (or ``_blank``): nothing left to set."""
 
     # ------------------------------------------------------------- properties
     @property
@@ -155,7 +157,7 @@ class Tensor(InplaceMethods, ConversionMethods, OpMethods, Array):
         if not isinstance(requires_grad, bool):
             raise TypeError("requires_grad_: expected a bool")
         if requires_grad and not self.dtype.is_float:
-            raise TypeError(f"requires_grad_: only float tensors can require grad, got {self.dtype.name}")
+            raise DTypeError(f"requires_grad_: only float tensors can require grad, got {self.dtype.name}")
         if self.grad_fn is not None and not requires_grad:
             raise RuntimeError("requires_grad_: cannot turn off requires_grad on a non-leaf tensor; use detach()")
         self.requires_grad = requires_grad

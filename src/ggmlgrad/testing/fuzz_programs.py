@@ -486,7 +486,7 @@ def _one_hot_ref(i, c):
     if c <= 0:
         raise ValueError("num_classes must be positive")
     _index_check(i, c, allow_negative=False)
-    return (i[..., None] == np.arange(c)).astype(np.float64)
+    return (i[..., None] == np.arange(c)).astype(np.int64)    # torch: int64 (int32 here)
 
 
 def _cross_entropy_ref(x, t):
@@ -1287,7 +1287,7 @@ def _kinds(prog: Program) -> tuple[dict, list]:
             vals.append(None)
             break
         in_k = {kinds[tuple(r)] for r in s.args}
-        kinds[("s", k)] = ("half" if fop.half_out else "int" if fop.name in ("argmax", "cmp_reflected_scalar") else
+        kinds[("s", k)] = ("half" if fop.half_out else "int" if fop.name in ("argmax", "cmp_reflected_scalar", "one_hot") else
                            "bool" if _BOOL_OUT.match(fop.name) else
                            "half" if "half" in in_k and fop.name != "to_float" else "f32")
     return kinds, vals
