@@ -48,17 +48,37 @@ def _isnan01(ctx, x):
     return lib.scale_bias(ctx, is_number01(ctx, x), -1.0, 1.0)
 
 
-def _pick(ctx, cond01, a, b):
-    """a where cond01 else b, for finite a and b (exact: a*1 + b*0)."""
-    return select_node(ctx, cond01, (a, None), (b, None))
-
-
 def _horner(ctx, u, coeffs):
     """sum(coeffs[k] * u**k) in float32, highest power first."""
     r = lib.scale_bias(ctx, u, coeffs[-1], coeffs[-2])
     for c in reversed(coeffs[:-2]):
         r = lib.scale_bias(ctx, lib.mul(ctx, r, u), 1.0, c)
     return r
+
+
+def _finite(ctx, x):
+    """x with ±inf as ±FLT_MAX (ggml_clamp works in place: on a copy). NaN becomes a bound: the
+    callers add NaN back with nan_or_zero."""
+    return lib.clamp(ctx, lib.dup(ctx, x), -FLT_MAX, FLT_MAX)
+
+
+def _posinf01(ctx, x):
+    return lib.step(ctx, lib.scale_bias(ctx, x, 1.0, -FLT_MAX))
+
+
+def _neginf01(ctx, x):
+    return lib.step(ctx, lib.scale_bias(ctx, x, -1.0, -FLT_MAX))
+
+
+def _blow_up(ctx, r, flag01):
+    """r where flag01 is 0, r / 0 (±inf by r's sign) where it is 1: an infinite result of a
+    computation done on finite stand-ins, in two nodes."""
+    return lib.div(ctx, r, lib.sqrt(ctx, lib.scale_bias(ctx, flag01, -1.0, 1.0)))
+
+
+def _with_sign_of(ctx, r, x):
+    """|r| with the sign bit of x (for results whose sign is x's, -0.0 included; NaN stays NaN)."""
+    return lib.mul(ctx, lib.abs(ctx, r), lib.scale_bias(ctx, _signbit01(ctx, x), -2.0, 1.0))
 
 
 # ---------------------------------------------------------------- tan, rsqrt, log2, log10
@@ -117,17 +137,18 @@ def _log1p(ctx, nodes, inputs, out):
            doc="exp(x) - 1 elementwise, accurate for small x (ggml's expm1 is expf(x) - 1: not used).",
            example=">>> gg.expm1(gg.tensor([0.0])).tolist()\n[0.0]")
 def _expm1(ctx, nodes, inputs, out):
-    """Kahan's expm1: (u - 1) * x / log(u) with u = exp(x) rounded; x where u == 1, u itself where it
-    is +inf (overflow), -1 where u == 0 (x below about -104, and -inf)."""
+    """Kahan's expm1 on x clamped to [-87, 88.7] (u = exp(x) stays a finite normal number):
+    (u - 1) * x / log(u), and x itself where u rounds to 1. Below -87 that is -1 to float32; above
+    log(FLT_MAX) the result is +inf (r / 0); the sign is x's (expm1(-0.0) is -0.0); NaN added back."""
     x = nodes[0]
-    u = lib.exp(ctx, x)
+    xc = lib.clamp(ctx, lib.dup(ctx, x), -87.0, 88.7)
+    u = lib.exp(ctx, xc)
     um1 = lib.scale_bias(ctx, u, 1.0, -1.0)
-    r = lib.mul(ctx, um1, lib.div(ctx, x, lib.log(ctx, u)))        # (u - 1) * x would overflow first
-    r = select_node(ctx, _eq01(ctx, u, 1.0), branch_parts(ctx, x), branch_parts(ctx, r), signed_zeros=True)
-    r = select_node(ctx, _eq01(ctx, u, math.inf), scalar_parts(ctx, u, math.inf), branch_parts(ctx, r),
-                    signed_zeros=True, const_signs=(0.0, None))
-    return select_node(ctx, _eq01(ctx, u, 0.0), scalar_parts(ctx, u, -1.0), branch_parts(ctx, r), signed_zeros=True,
-                       const_signs=(1.0, None))
+    one = lib.scale_bias(ctx, lib.step(ctx, lib.abs(ctx, um1)), -1.0, 1.0)        # u == 1
+    r = lib.mul(ctx, um1, lib.div(ctx, xc, lib.add(ctx, lib.log(ctx, u), one)))    # 0 where u == 1
+    r = lib.add(ctx, r, lib.mul(ctx, one, xc))
+    r = _blow_up(ctx, r, lib.step(ctx, lib.scale_bias(ctx, x, 1.0, -88.72283935546875)))
+    return lib.sub(ctx, _with_sign_of(ctx, r, x), nan_or_zero(ctx, x))
 
 
 # ---------------------------------------------------------------- erf (no ggml kernel)
@@ -251,21 +272,33 @@ def _nan_to_num_backward(g, n):
                       "The gradient flows where x is finite.",
                       example=">>> gg.nan_to_num(gg.tensor([float('nan'), 1.0])).tolist()\n[0.0, 1.0]"))
 def _nan_to_num(ctx, nodes, inputs, out, nan=0.0, posinf=None, neginf=None):
+    """x * keep + the replacements' flags times their values, on finite stand-ins (a replacement
+    value that is itself inf or NaN is restored by :func:`_blow_up` / a NaN term); a zero keeps
+    x's sign (adding +0 terms would turn -0.0 into +0.0)."""
     x = nodes[0]
-    pos = FLT_MAX if posinf is None else float(posinf)
-    neg = -FLT_MAX if neginf is None else float(neginf)
-    inf = _isinf01(ctx, x)
-    negative = lib.step(ctx, lib.neg(ctx, x))
-    r = select_node(ctx, _isnan01(ctx, x), scalar_parts(ctx, x, float(nan)), branch_parts(ctx, x), signed_zeros=True,
-                    const_signs=(_sign_bit(nan), None))
-    r = select_node(ctx, lib.mul(ctx, inf, negative), scalar_parts(ctx, x, neg), branch_parts(ctx, r),
-                    signed_zeros=True, const_signs=(_sign_bit(neg), None))
-    return select_node(ctx, lib.sub(ctx, inf, lib.mul(ctx, inf, negative)), scalar_parts(ctx, x, pos),
-                       branch_parts(ctx, r), signed_zeros=True, const_signs=(_sign_bit(pos), None))
-
-
-def _sign_bit(c: float) -> float:
-    return 1.0 if math.copysign(1.0, float(c)) < 0 and not math.isnan(float(c)) else 0.0
+    values = (float(nan), FLT_MAX if posinf is None else float(posinf), -FLT_MAX if neginf is None else float(neginf))
+    flags = (_isnan01(ctx, x), _posinf01(ctx, x), _neginf01(ctx, x))
+    keep = lib.scale_bias(ctx, lib.add(ctx, lib.add(ctx, flags[0], flags[1]), flags[2]), -1.0, 1.0)
+    r = lib.mul(ctx, keep, _finite(ctx, x))                          # NaN's and inf's stand-ins * 0: 0
+    blow, nan_terms = None, None
+    for flag, v in zip(flags, values):
+        if math.isnan(v):
+            nan_terms = flag if nan_terms is None else lib.add(ctx, nan_terms, flag)
+            continue
+        r = lib.add(ctx, r, lib.scale(ctx, flag, math.copysign(FLT_MAX, v) if math.isinf(v) else v))
+        if math.isinf(v):
+            blow = flag if blow is None else lib.add(ctx, blow, flag)
+    if blow is not None:
+        r = _blow_up(ctx, r, blow)
+    if nan_terms is not None:
+        r = lib.add(ctx, r, lib.sqrt(ctx, lib.neg(ctx, nan_terms)))          # sqrt(-1) = NaN, sqrt(-0) = -0
+    zero = lib.scale_bias(ctx, lib.step(ctx, lib.abs(ctx, x)), -1.0, 1.0)   # x is ±0 (NaN too: keep is 0 there)
+    r = lib.add(ctx, r, lib.fill(ctx, r, 0.0))                              # r + 0.0: every zero is +0.0 ...
+    minus = lib.mul(ctx, lib.mul(ctx, zero, keep), _signbit01(ctx, x))      # ... and -0.0 where x is -0.0
+    for flag, v in zip(flags, values):                                      # or the replacement is -0.0
+        if v == 0 and math.copysign(1.0, v) < 0:
+            minus = lib.add(ctx, minus, flag)
+    return lib.mul(ctx, r, lib.scale_bias(ctx, minus, -2.0, 1.0))
 
 
 # ---------------------------------------------------------------- atan2, hypot, logaddexp (binary)
@@ -281,18 +314,36 @@ def _both(ctx, nodes, inputs, out):
     return [full_node(ctx, n, x.shape, out.shape) for n, x in zip(nodes, inputs)]
 
 
-# atan(z) = z * A(z^2) on |z| <= tan(pi/8) (least squares in float64: relative error 6e-10)
-_ATAN_A = (0.9999999993919114, -0.3333330748683568, 0.19998210438853845, -0.1423997622842328,
-           0.10572764340845951, -0.06033111830929623)
+# atan(z) = z * A(z^2) on |z| <= tan(pi/8) (least squares in float64: relative error 2e-8)
+_ATAN_A = (0.9999999818668752, -0.33332796803807446, 0.1997440019116681, -0.13851428437596475, 0.07984796420632144)
 _TAN_PI_8 = math.tan(math.pi / 8)
 
 
 def _atan01(ctx, t):
-    """atan(t) for t in [0, 1]: above tan(pi/8), pi/4 + atan((t - 1) / (t + 1))."""
-    near = lib.mul(ctx, t, _horner(ctx, lib.sqr(ctx, t), _ATAN_A))
-    z = lib.div(ctx, lib.scale_bias(ctx, t, 1.0, -1.0), lib.scale_bias(ctx, t, 1.0, 1.0))
-    far = lib.scale_bias(ctx, lib.mul(ctx, z, _horner(ctx, lib.sqr(ctx, z), _ATAN_A)), 1.0, math.pi / 4)
-    return _pick(ctx, lib.step(ctx, lib.scale_bias(ctx, t, 1.0, -_TAN_PI_8)), far, near)
+    """atan(t) for t in [0, 1]: above tan(pi/8) as pi/4 + atan((t - 1) / (t + 1)), one polynomial."""
+    far = lib.step(ctx, lib.scale_bias(ctx, t, 1.0, -_TAN_PI_8))
+    z = _pick(ctx, far, lib.div(ctx, lib.scale_bias(ctx, t, 1.0, -1.0), lib.scale_bias(ctx, t, 1.0, 1.0)), t)
+    return lib.add(ctx, lib.mul(ctx, z, _horner(ctx, lib.sqr(ctx, z), _ATAN_A)), lib.scale(ctx, far, math.pi / 4))
+
+
+def _pick(ctx, cond01, a, b):
+    """a where cond01 else b, for finite a and b: b + c * (a - b) would round; a*c + b*(1-c) is exact."""
+    return lib.add(ctx, lib.mul(ctx, cond01, a), lib.mul(ctx, lib.scale_bias(ctx, cond01, -1.0, 1.0), b))
+
+
+def _abs_pair(ctx, a, b):
+    """(|a|, |b|) as finite stand-ins: when either is ±inf, 1 for the infinite ones and 0 for the
+    others (the angle of (inf, 5) is that of (1, 0); of (inf, inf) that of (1, 1))."""
+    aa, ab = lib.abs(ctx, a), lib.abs(ctx, b)
+    ia, ib = _posinf01(ctx, aa), _posinf01(ctx, ab)
+    anyinf = lib.sub(ctx, lib.add(ctx, ia, ib), lib.mul(ctx, ia, ib))
+    return (_pick(ctx, anyinf, ia, _finite(ctx, aa)), _pick(ctx, anyinf, ib, _finite(ctx, ab)), anyinf)
+
+
+def _min_max(ctx, a, b):
+    """(min, max) of finite a, b >= 0, exactly."""
+    b_larger = lib.step(ctx, lib.sub(ctx, b, a))
+    return _pick(ctx, b_larger, a, b), _pick(ctx, b_larger, b, a), b_larger
 
 
 def _atan2_backward(g, n):
@@ -306,19 +357,19 @@ def _atan2_backward(g, n):
 @define("atan2", saves=(0, 1), elementwise=True, infer=_infer_float_binary("atan2"), promotes=True,
         backward=_atan2_backward, doc="atan2(input, other); public as gg.atan2 / arctan2 (tensor/math_extra.py)")
 def _atan2(ctx, nodes, inputs, out):
+    """The angle from |y|, |x| (finite stand-ins, :func:`_abs_pair`): atan(min / max) in [0, pi/4],
+    reflected to pi/2 - a where |y| > |x|, to pi - a where x's sign bit is set (-0.0 too), negated
+    where y's is; NaN in, NaN out. (Kept under the 96 nodes an op builder may make.)"""
     y, x = _both(ctx, nodes, inputs, out)
-    ay, ax = lib.abs(ctx, y), lib.abs(ctx, x)
-    steep = lib.step(ctx, lib.sub(ctx, ay, ax))                       # |y| > |x|
-    lo = select_node(ctx, steep, branch_parts(ctx, ax), branch_parts(ctx, ay))
-    hi = select_node(ctx, steep, branch_parts(ctx, ay), branch_parts(ctx, ax))
-    t = lib.div(ctx, lo, hi)                       # NaN for 0/0 and inf/inf (and NaN inputs: added back)
-    both_inf = lib.mul(ctx, _isinf01(ctx, x), _isinf01(ctx, y))
-    t = select_node(ctx, _isnan01(ctx, t), (both_inf, None), branch_parts(ctx, t))
-    a = _atan01(ctx, t)
-    a = _pick(ctx, steep, lib.scale_bias(ctx, a, -1.0, math.pi / 2), a)
-    a = _pick(ctx, _signbit01(ctx, x), lib.scale_bias(ctx, a, -1.0, math.pi), a)
+    ax, ay, _ = _abs_pair(ctx, x, y)
+    lo, hi, steep = _min_max(ctx, ax, ay)
+    hi = lib.add(ctx, hi, lib.scale_bias(ctx, lib.step(ctx, hi), -1.0, 1.0))       # 0 / 0 → 0 / 1
+    a = _atan01(ctx, lib.div(ctx, lo, hi))
+    # the reflections a -> c - a as a + flag * (c - 2a): two roundings (< 1.2e-7), three nodes each
+    a = lib.add(ctx, a, lib.mul(ctx, steep, lib.scale_bias(ctx, a, -2.0, math.pi / 2)))
+    a = lib.add(ctx, a, lib.mul(ctx, _signbit01(ctx, x), lib.scale_bias(ctx, a, -2.0, math.pi)))
     a = lib.mul(ctx, a, lib.scale_bias(ctx, _signbit01(ctx, y), -2.0, 1.0))
-    return lib.sub(ctx, lib.sub(ctx, a, nan_or_zero(ctx, x)), nan_or_zero(ctx, y))
+    return lib.sub(ctx, a, nan_or_zero(ctx, lib.add(ctx, lib.abs(ctx, x), lib.abs(ctx, y))))   # NaN if either is
 
 
 def _hypot_backward(g, n):
@@ -332,18 +383,17 @@ def _hypot_backward(g, n):
                                                                       _float_only("hypot", a, b)),
         save_output=True, backward=_hypot_backward, doc="hypot(input, other) (tensor/math_extra.py: gg.hypot)")
 def _hypot(ctx, nodes, inputs, out):
+    """max * sqrt(1 + (min / max)**2) on finite stand-ins (no overflow); +inf where either side is
+    ±inf (even with a NaN, as C's hypot), else NaN where either is NaN."""
     a, b = _both(ctx, nodes, inputs, out)
-    aa, ab = lib.abs(ctx, a), lib.abs(ctx, b)
-    steep = lib.step(ctx, lib.sub(ctx, ab, aa))
-    lo = select_node(ctx, steep, branch_parts(ctx, aa), branch_parts(ctx, ab))
-    hi = select_node(ctx, steep, branch_parts(ctx, ab), branch_parts(ctx, aa))
-    t = lib.div(ctx, lo, hi)
-    t = select_node(ctx, _isnan01(ctx, t), scalar_parts(ctx, t, 0.0), branch_parts(ctx, t))   # 0/0, inf/inf
+    fa, fb, anyinf = _abs_pair(ctx, a, b)
+    lo, hi, _ = _min_max(ctx, fa, fb)
+    hi_safe = lib.add(ctx, hi, lib.scale_bias(ctx, lib.step(ctx, hi), -1.0, 1.0))   # 0 / 0 → 0 / 1
+    t = lib.div(ctx, lo, hi_safe)
     r = lib.mul(ctx, hi, lib.sqrt(ctx, lib.scale_bias(ctx, lib.sqr(ctx, t), 1.0, 1.0)))
-    r = lib.sub(ctx, lib.sub(ctx, r, nan_or_zero(ctx, a)), nan_or_zero(ctx, b))     # NaN unless a side is inf
-    any_inf = lib.sub(ctx, lib.add(ctx, _isinf01(ctx, a), _isinf01(ctx, b)),
-                      lib.mul(ctx, _isinf01(ctx, a), _isinf01(ctx, b)))
-    return select_node(ctx, any_inf, scalar_parts(ctx, r, math.inf), branch_parts(ctx, r))
+    nan = lib.mul(ctx, lib.add(ctx, _isnan01(ctx, a), _isnan01(ctx, b)), lib.scale_bias(ctx, anyinf, -1.0, 1.0))
+    r = lib.add(ctx, r, lib.sqrt(ctx, lib.neg(ctx, nan)))                  # sqrt(-1) = NaN, sqrt(-0) = -0
+    return _blow_up(ctx, r, anyinf)                                        # 1 / 0 = inf
 
 
 def _logaddexp_backward(g, n):
@@ -357,9 +407,19 @@ def _logaddexp_backward(g, n):
         infer=lambda a, b: (_infer_float_binary("logaddexp")(a, b)[0], _float_only("logaddexp", a, b)),
         doc="logaddexp(input, other) (tensor/math_extra.py: gg.logaddexp)")
 def _logaddexp(ctx, nodes, inputs, out):
+    """max + log1p(exp(-|a - b|)) on finite stand-ins (log1p by Kahan's trick: e is in [0, 1]);
+    +inf where either is +inf, -inf where both are -inf; NaN in, NaN out."""
     a, b = _both(ctx, nodes, inputs, out)
-    d = lib.sub(ctx, a, b)
-    m = select_node(ctx, lib.step(ctx, lib.neg(ctx, d)), branch_parts(ctx, b), branch_parts(ctx, a))
-    r = lib.add(ctx, m, log1p_node(ctx, lib.exp(ctx, lib.neg(ctx, lib.abs(ctx, d)))))
-    same = _cmp_from_diff(ctx, d, lib.add(ctx, a, b), "eq")              # inf == inf too
-    return select_node(ctx, same, branch_parts(ctx, lib.scale_bias(ctx, a, 1.0, _LN2)), branch_parts(ctx, r))
+    fa, fb = _finite(ctx, a), _finite(ctx, b)
+    m = _pick(ctx, lib.step(ctx, lib.sub(ctx, fb, fa)), fb, fa)
+    e = lib.exp(ctx, lib.neg(ctx, lib.abs(ctx, lib.sub(ctx, fa, fb))))
+    u = lib.scale_bias(ctx, e, 1.0, 1.0)
+    um1 = lib.scale_bias(ctx, u, 1.0, -1.0)
+    one = lib.scale_bias(ctx, lib.step(ctx, um1), -1.0, 1.0)                       # u == 1 (e >= 0)
+    l1p = lib.add(ctx, lib.mul(ctx, lib.log(ctx, u), lib.div(ctx, e, lib.add(ctx, um1, one))), lib.mul(ctx, one, e))
+    r = lib.add(ctx, m, l1p)
+    pa, pb = _posinf01(ctx, a), _posinf01(ctx, b)
+    infinite = lib.add(ctx, lib.sub(ctx, lib.add(ctx, pa, pb), lib.mul(ctx, pa, pb)),
+                       lib.mul(ctx, _neginf01(ctx, a), _neginf01(ctx, b)))
+    r = _blow_up(ctx, r, infinite)
+    return lib.sub(ctx, lib.sub(ctx, r, nan_or_zero(ctx, a)), nan_or_zero(ctx, b))
