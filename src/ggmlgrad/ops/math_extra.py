@@ -262,7 +262,8 @@ def _infer_nan_to_num(a, nan=0.0, posinf=None, neginf=None):
 
 def _nan_to_num_backward(g, n):
     x = n.inputs[0]
-    return op.where_scalar(op.isfinite(x), g, c=0.0, finite=True)
+    finite = op.compare_scalar(op.sub(x, x), kind="eq", c=0.0)      # x - x is NaN at ±inf and NaN
+    return op.where_scalar(finite, g, c=0.0, finite=True)
 
 
 @define("nan_to_num", saves=(0,), elementwise=True, infer=_infer_nan_to_num, promotes=True,

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 import ggmlgrad as gg
-from .opinfo import OpInfo, Sample, bad, errors, rand_shapes_binary, register
+from .opinfo import OpInfo, Sample, bad, errors, quiet, rand_shapes_binary, register
 from .opinfo_nonfinite import SPECIAL, unary_specials
 
 FLT_MAX = float(np.finfo(np.float32).max)
@@ -89,7 +89,7 @@ for _name, _covers, _ref, _samples in _UNARY:
         row(f"{_name}_int", _covers, (lambda n: lambda m, a: getattr(m, n)(a))(_name), _ref,
             lambda r: _ints(r, 1, 4), grad=False),
         row(f"{_name}_bool", _covers, (lambda n: lambda m, a: getattr(m, n)(a != 0))(_name),
-            (lambda f: lambda a: f((a != 0).astype(np.float64)))(_ref), _bools, grad=False),
+            quiet((lambda f: lambda a: f((a != 0).astype(np.float64)))(_ref)), _bools, grad=False),
     )
 
 # Existing float-only ops: int32 and bool inputs compute in float32 (torch's promotion).
@@ -101,7 +101,7 @@ register(*[
         row(f"{_name}_int", (_name,), (lambda n: lambda m, a: getattr(m, n)(a))(_name), _ref,
             (lambda lo, hi: lambda r: _ints(r, lo, hi))(lo, hi), grad=False),
         row(f"{_name}_bool", (_name,), (lambda n: lambda m, a: getattr(m, n)(a != 0))(_name),
-            (lambda f: lambda a: f((a != 0).astype(np.float64)))(_ref), _bools, grad=False))
+            quiet((lambda f: lambda a: f((a != 0).astype(np.float64)))(_ref)), _bools, grad=False))
 ])
 
 # Existing ops torch keeps integral: int32 stays int32 (bool where torch accepts it).
@@ -372,6 +372,14 @@ def _sort_samples(make):
                       for desc in (False, True)] + [Sample((make(r, ()), 0, False))]
 
 
+def _np_median_index0(a):
+    """torch.median(a, 0).indices: the lower middle's index (stable), or the first NaN's."""
+    order = _np_argsort(a, 0)
+    nans = np.isnan(a).sum(0)
+    pos = np.where(nans > 0, a.shape[0] - nans, (a.shape[0] - 1) // 2)
+    return np.take_along_axis(order, pos[None], 0)[0]
+
+
 _SORT_NONFINITE = lambda r: [Sample((SPECIAL.reshape(2, 5).copy(), 1, False)), Sample((SPECIAL.copy(), 0, True)),  # noqa: E731
                              Sample((np.tile(SPECIAL, 2).reshape(4, 5).T.copy(), 0, False))]
 register(
@@ -399,10 +407,10 @@ register(
                                            (a.shape[d] - 1) // 2 + 1),)], d) if k else
         np.take(np.sort(a, axis=d), (a.shape[d] - 1) // 2, axis=d),
         lambda r: [Sample((_distinct(r, s), d, k)) for s, d in [((3, 4), 1), ((3, 5), 0), ((2, 3, 4), -1)] for k in (False, True)]),
-    row("median_indices", ("argsort",), lambda m, a: m.median(a, 0).indices,
-        lambda a: _np_argsort(a, 0)[(a.shape[0] - 1) // 2], lambda r: [Sample((_ties(r, (4, 3)),))],
+    row("median_indices", ("argsort",), lambda m, a: m.median(a, 0).indices, _np_median_index0, lambda r: [Sample((_ties(r, (4, 3)),))],
         grad=False, atol=0, rtol=0, nonfinite=lambda r: [Sample((np.array([[1.0, np.nan], [np.nan, 2.0], [0.5, 3.0]]),))]),
-    row("median_all", (), lambda m, a: a.median(), lambda a: np.sort(a.reshape(-1))[(a.size - 1) // 2],
+    row("median_all", (), lambda m, a: a.median(),
+        lambda a: np.nan if np.isnan(a).any() else np.sort(a.reshape(-1))[(a.size - 1) // 2],
         lambda r: [Sample((_distinct(r, s),)) for s in [(3, 4), (5,), ()]],
         nonfinite=lambda r: [Sample((SPECIAL.copy(),))]),
     row("kthvalue", (), lambda m, a, k, d: m.kthvalue(a, k, d).values + m.kthvalue(a, k, d).indices,
