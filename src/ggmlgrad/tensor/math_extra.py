@@ -74,15 +74,13 @@ def fmod(input: Tensor, other) -> Tensor:
         raise TypeError(f"fmod: other must be a Tensor or a number, got {type(other).__name__}")
     a, b = input.detach(), other.detach() if isinstance(other, Tensor) else other
     with no_grad():
-        r = remainder(a, b)        # exact, with other's sign
-        b_negative = (b < 0) if isinstance(b, Tensor) else bool(b < 0)
-        a_negative = a < 0
-        differ = (a_negative != b_negative) if isinstance(b, Tensor) else (~a_negative if b_negative else a_negative)
-        r = where((r != 0) & differ, r - b, r)
-        if r.dtype is float32:     # fmod(a, ±inf) is a for a finite a (remainder's rule differs)
-            b_inf = b.isinf() if isinstance(b, Tensor) else abs(float(b)) == float("inf")
-            if isinstance(b_inf, Tensor) or b_inf:
-                r = where(a.isfinite() & b_inf if isinstance(b_inf, Tensor) else a.isfinite(), a, r)
+        # fmod(a, b) is remainder(|a|, |b|) with a's sign: exact, and |a| where |a| < |b| (remainder
+        # with mixed signs is a + b there, and fmod = remainder - b would cancel to 0 for a huge b)
+        r = remainder(a.abs(), b.abs() if isinstance(b, Tensor) else abs(b))
+        negative = a < 0
+        if a.dtype is float32:
+            negative = negative | ((a == 0) & (a.reciprocal() < 0))      # -0.0 too
+        r = where(negative, -r, r)
     if not (is_grad_enabled() and (input.requires_grad or (isinstance(other, Tensor) and other.requires_grad))):
         return r
     with no_grad():

@@ -62,6 +62,7 @@ class OpInfo:
     # The same call on torch tensors (same arguments, torch for gg): tests/test_torch_parity_math.py
     # checks the result dtype (torch's int64 → int32, float64 → float32) and values on every sample.
     torch_fn: Callable[..., Any] | None = None
+    fuzz: bool = True                           # False: dtype- or value-specific samples, not fuzzed automatically
 
 
 OPINFOS: list[OpInfo] = []
