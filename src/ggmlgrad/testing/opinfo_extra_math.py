@@ -457,6 +457,38 @@ register(
 )
 
 
+# ---------------------------------------------------------------- int32/bool inputs of the existing arithmetic and reductions
+def _int_divisors(r):
+    a = r.integers(-9, 10, (3, 4)).astype(np.int32)
+    b = r.integers(1, 4, (3, 4)).astype(np.int32) * np.where(r.random((3, 4)) < 0.5, -1, 1).astype(np.int32)
+    return [Sample((a, b))]
+
+
+_ARITH = [("add", lambda m, a, b: a + b, np.add), ("sub", lambda m, a, b: m.sub(a, b), np.subtract),
+          ("mul", lambda m, a, b: a * b, np.multiply), ("truediv", lambda m, a, b: a / b, np.true_divide),
+          ("floor_divide", lambda m, a, b: a // b, np.floor_divide), ("remainder", lambda m, a, b: a % b, np.remainder),
+          ("pow", lambda m, a, b: m.pow(a, b.abs()), lambda a, b: np.power(a, np.abs(b))),
+          ("maximum_ii", lambda m, a, b: m.maximum(a, b), np.maximum),
+          ("lt", lambda m, a, b: a < b, lambda a, b: (a < b) * 1.0), ("eq", lambda m, a, b: m.eq(a, b), lambda a, b: (a == b) * 1.0)]
+register(*[row(f"arith_{n}_int", (), f, ref, _int_divisors, grad=False, atol=0, rtol=1e-7) for n, f, ref in _ARITH])
+register(
+    row("arith_scalars_int", (), lambda m, a: a * 3 + 2 - (a // 2) + a % 3 + a ** 2,
+        lambda a: a * 3 + 2 - np.floor_divide(a, 2) + np.remainder(a, 3) + a ** 2, _ints, grad=False, atol=0, rtol=0),
+    row("arith_float_scalars_int", (), lambda m, a: a * 0.5 + a / 2 + (a + 1.5), lambda a: a * 0.5 + a / 2 + (a + 1.5),
+        _ints, grad=False),
+    row("arith_bool", (), lambda m, a: (a != 0) * (a == 1) + ((a != 0) + (a == 0)) * 2 + (a != 0) * 0.5,
+        lambda a: ((a != 0) & (a == 1)) + ((a != 0) | (a == 0)) * 2 + (a != 0) * 0.5, _bools, grad=False),
+    row("reductions_int", (), lambda m, a: m.stack([a.sum(), a.amax(), a.amin(), a.argmax(), a.max(), a.min()]),
+        lambda a: np.array([a.sum(), a.max(), a.min(), np.argmax(a), a.max(), a.min()]),
+        lambda r: _ints(r)[:1], grad=False, atol=0, rtol=0, capturable=False),
+    row("reductions_bool", (), lambda m, a: m.stack([(a != 0).sum(), (a != 0).sum(0).amax()]),
+        lambda a: np.array([(a != 0).sum(), (a != 0).sum(0).max()]), _bools, grad=False, atol=0, rtol=0,
+        capturable=False),
+    row("predicates_int", (), lambda m, a: m.isnan(a) | m.isinf(a) | ~m.isfinite(a) | m.logical_and(a, a > 1),
+        lambda a: (a > 1) * 1.0, _ints, grad=False),
+)
+
+
 # ---------------------------------------------------------------- error inputs (raised before ggml, in every mode)
 def _o(*s, dtype=np.float64):
     return np.ones(s, dtype)
