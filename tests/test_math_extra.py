@@ -67,3 +67,17 @@ def test_composed_ops_run_in_one_captured_compute():
     with gg.no_grad():
         eager = step(gg.tensor(a), gg.tensor(b)).item()
     np.testing.assert_allclose(float(again), eager, rtol=1e-5)
+
+
+def test_linalg_and_norm_examples_run():
+    """gg.linalg's examples (its functions are not op front ends, so test_public_surfaces does not run them)."""
+    import doctest
+
+    import ggmlgrad.linalg
+    from ggmlgrad.tensor import reductions_extra
+    result = doctest.testmod(ggmlgrad.linalg)
+    assert result.failed == 0 and result.attempted > 0
+    for fn in (reductions_extra.vector_norm, reductions_extra.linalg_norm):
+        runner = doctest.DocTestRunner()
+        runner.run(doctest.DocTestParser().get_doctest(fn.__doc__, {}, fn.__name__, None, 0))
+        assert runner.failures == 0 and runner.tries > 0, fn.__name__
