@@ -4,8 +4,10 @@ ceil, trunc, round, frac, nan_to_num, atan2, hypot, logaddexp.
 ggml has kernels for tan's sin/cos, ceil, trunc and log; it has none for erf or atan, and its
 expm1 is ``expf(x) - 1`` (inaccurate near 0) and its round rounds halves away from zero (torch:
 to even). Those are composed in the graph from ggml's vectorised ops, accurate to a few float32
-ulp (erf: 2e-7 absolute, a polynomial fitted in float64; atan: 1e-9 relative before rounding).
-NaN and ±inf give torch's results (select_node keeps an inf/NaN of a branch not taken out).
+ulp (erf: 2e-7 absolute, a polynomial fitted in float64; atan: 2e-8 relative before rounding).
+NaN and ±inf give torch's results: the binary ops compute on finite stand-ins and restore the
+infinities and NaN at the end. One op builder may make at most 96 ggml tensors (the engine's room
+per op; tests/test_math_extra.py measures them), which is why these are written node-frugally.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from .._ggml import lib
 from ..engine import float32
 from .decl import expose
 from .elementwise import (FLT_MAX, _cmp_from_diff, _signbit01, branch_parts, full_node, infer_integral,
-                          infer_unary, is_number01, nan_or_zero, scalar_parts, select_node)
+                          infer_unary, is_number01, nan_or_zero, select_node)
 from .registry import define, float_compute, op, same_device
 from .shapes import broadcast_shapes
 
@@ -38,10 +40,6 @@ def _zero_grad(g, n):
 def _eq01(ctx, x, c: float):
     """1.0 where x == c (NaN: 0), else 0.0."""
     return _cmp_from_diff(ctx, lib.scale_bias(ctx, x, 1.0, -c), x, "eq")
-
-
-def _isinf01(ctx, x):
-    return lib.step(ctx, lib.scale_bias(ctx, lib.abs(ctx, x), 1.0, -FLT_MAX))
 
 
 def _isnan01(ctx, x):
@@ -116,9 +114,9 @@ def _log10(ctx, nodes, inputs, out):
 
 
 # ---------------------------------------------------------------- log1p, expm1 (accurate near 0)
-def log1p_node(ctx, x):
+def _log1p_node(ctx, x):
     """log(1 + x) accurate for small x: log(u) * x / (u - 1) with u = 1 + x rounded (the rounding
-    error of u cancels); x itself where u == 1 or x is ±inf (log1p(-0.0) is -0.0)."""
+    error of u cancels); x itself where u == 1 or x is +inf (log1p(-0.0) is -0.0)."""
     u = lib.scale_bias(ctx, x, 1.0, 1.0)
     d = lib.scale_bias(ctx, u, 1.0, -1.0)
     r = lib.mul(ctx, lib.log(ctx, u), lib.div(ctx, x, d))
@@ -130,7 +128,7 @@ def log1p_node(ctx, x):
            doc="log(1 + x) elementwise, accurate for small x (-inf at -1, NaN below).",
            example=">>> gg.log1p(gg.tensor([0.0])).tolist()\n[0.0]")
 def _log1p(ctx, nodes, inputs, out):
-    return log1p_node(ctx, nodes[0])
+    return _log1p_node(ctx, nodes[0])
 
 
 @_unary_op("expm1", lambda g, n: op.mul(g, op.add_scalar(n.output, c=1.0)), save_output=True, saves=(),
