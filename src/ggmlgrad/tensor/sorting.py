@@ -55,7 +55,7 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False, *, stable: bool
     >>> gg.sort(gg.tensor([3.0, 1.0, 2.0]), descending=True).values.tolist()
     [3.0, 2.0, 1.0]
     """
-    idx = argsort(input, dim, descending, stable=stable)
+    idx = argsort(_tensor("sort", input), dim, descending, stable=stable)
     return MaxMin(_take(input, dim, idx), idx)
 
 
