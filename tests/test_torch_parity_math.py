@@ -108,12 +108,14 @@ SNIPPETS = {
     "err_abs_bool": lambda m, t: m.abs(t.x > 0),
     "err_softmax_int": lambda m, t: m.softmax(t.i, 0),
     "err_median_dim": lambda m, t: m.median(t.x, 2),
+    "matmul_int": lambda m, t: [t.i @ t.i.T, m.matmul(t.i[0], t.i.T)],
+    "err_matmul_mixed": lambda m, t: t.i @ t.x.T,
 }
 #: torch's error type → the ggmlgrad error types that correspond (see the module docstring).
 _ERRORS = {RuntimeError: (ValueError, RuntimeError), IndexError: (ValueError, IndexError), TypeError: (TypeError,),
            NotImplementedError: (TypeError, NotImplementedError), ValueError: (ValueError,)}
 #: Snippets whose dtype error is torch's RuntimeError and ggmlgrad's TypeError (its rule for a wrong dtype).
-_DTYPE_ERRORS = {"err_norm_int"}
+_DTYPE_ERRORS = {"err_norm_int", "err_matmul_mixed"}
 
 
 def _flat(out) -> list:

@@ -487,6 +487,11 @@ register(
     row("reductions_bool", (), lambda m, a: m.stack([(a != 0).sum(), (a != 0).sum(0).amax()]),
         lambda a: np.array([(a != 0).sum(), (a != 0).sum(0).max()]), _bools, grad=False, atol=0, rtol=0,
         capturable=False),
+    row("matmul_int", ("matmul",), lambda m, a, b: m.matmul(a, b),
+        lambda a, b: np.matmul(a, b),
+        lambda r: [Sample((r.integers(-9, 10, sa).astype(np.int32), r.integers(-9, 10, sb).astype(np.int32)))
+                   for sa, sb in [((3, 4), (4, 2)), ((4,), (4, 3)), ((2, 3, 4), (4,)), ((2, 1, 3), (3, 2))]],
+        grad=False, atol=0, rtol=0),
     row("predicates_int", (), lambda m, a: m.isnan(a) | m.isinf(a) | ~m.isfinite(a) | m.logical_and(a, a > 1),
         lambda a: (a > 1) * 1.0, _ints, grad=False),
 )
@@ -528,4 +533,5 @@ errors("argsort", bad(V, "argsort", _F23, 2, False), bad(T, "argsort", _F23, 0, 
 errors("topk", bad(V, "topk", _F23, 4, 1, True), bad(V, "topk", _F23, -1, 1, True), bad(T, "topk", _F23, 1.0, 1, True),
        bad(V, "topk", _F23, 1, 2, True))
 errors("kthvalue", bad(V, "kthvalue", _F23, 0, 1), bad(V, "kthvalue", _F23, 4, 1))
+errors("matmul_int", bad(T, "matmul", _I23, _o(3, 2)), bad(T, "matmul", _F23, _o(3, 2, dtype=np.int32)))
 errors("median", bad(V, "median", _F23, 2, False), bad(V, "median", _o(0), fn=lambda a: a.median()))
