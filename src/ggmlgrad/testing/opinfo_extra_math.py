@@ -388,6 +388,12 @@ def _sort_samples(make):
                       for desc in (False, True)] + [Sample((make(r, ()), 0, False))]
 
 
+def _np_median(a, d, keepdim):
+    """The lower middle value along d (torch.median: no averaging)."""
+    m = np.take(np.sort(a, axis=d), (a.shape[d] - 1) // 2, axis=d)
+    return np.expand_dims(m, d) if keepdim else m
+
+
 def _np_median_index0(a):
     """torch.median(a, 0).indices: the lower middle's index (stable), or the first NaN's."""
     order = _np_argsort(a, 0)
@@ -418,11 +424,9 @@ register(
     row("topk_indices", ("argsort",), lambda m, a: a.topk(2).indices, lambda a: _np_argsort(a, -1, True)[..., :2],
         lambda r: [Sample((_distinct(r, (3, 5)),))], grad=False, atol=0, rtol=0,
         nonfinite=lambda r: [Sample((SPECIAL.reshape(2, 5).copy(),))]),
-    row("median", ("argsort", "gather"), lambda m, a, d, k: m.median(a, d, k).values,
-        lambda a, d, k: np.take_along_axis(a, _np_argsort(a, d)[(slice(None),) * (d % a.ndim) + (slice((a.shape[d] - 1) // 2,
-                                           (a.shape[d] - 1) // 2 + 1),)], d) if k else
-        np.take(np.sort(a, axis=d), (a.shape[d] - 1) // 2, axis=d),
-        lambda r: [Sample((_distinct(r, s), d, k)) for s, d in [((3, 4), 1), ((3, 5), 0), ((2, 3, 4), -1)] for k in (False, True)]),
+    row("median", ("argsort", "gather"), lambda m, a, d, k: m.median(a, d, k).values, _np_median,
+        lambda r: [Sample((_distinct(r, s), d, k)) for s, d in [((3, 4), 1), ((3, 5), 0), ((2, 3, 4), -1)]
+                   for k in (False, True)]),
     row("median_indices", ("argsort",), lambda m, a: m.median(a, 0).indices, _np_median_index0, lambda r: [Sample((_ties(r, (4, 3)),))],
         grad=False, atol=0, rtol=0, nonfinite=lambda r: [Sample((np.array([[1.0, np.nan], [np.nan, 2.0], [0.5, 3.0]]),))]),
     row("median_all", (), lambda m, a: a.median(),
