@@ -6,6 +6,7 @@ clipped objective, value and entropy terms, Adam, gradient clipping; every minib
     python examples/ppo_cartpole.py                 # 200,000 environment steps, then 20 evaluation episodes
     python examples/ppo_cartpole.py --quick         # a short run that must show a learning signal (CI)
     python examples/ppo_cartpole.py --act-mode graph   # the per-step policy forward in graph mode
+    python examples/ppo_cartpole.py --mode eager    # no capture anywhere: eager updates and acting
 
 Prints a progress bar, the evaluation return, and wall time split into environment, acting (the
 policy forward at every environment step, with its CPU time per step) and learning (the minibatch
@@ -200,14 +201,32 @@ class Collector:
                 adv.reshape(-1), ret.reshape(-1))
 
 
-def train(cfg: Config, act_mode: str = "capture", progress: bool = True):
+def plain_update(agent: Agent, store: Rollout, opt, cfg: Config, graph: bool):
+    """The minibatch update without capture: zero_grad, loss, backward, clip, Adam step, in eager
+    mode or graph mode (``graph``), as torch_ppo_cartpole.py runs it."""
+    params = list(agent.parameters())
+
+    def update(idx):
+        with gg.graph_mode(graph):
+            opt.zero_grad()
+            loss = ppo_loss(agent, store, idx, cfg)
+            loss.backward()
+            gg.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            opt.step()
+    return update
+
+
+def train(cfg: Config, act_mode: str = "capture", progress: bool = True, mode: str = "capture"):
     gg.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     col = Collector(cfg)
     agent = Agent(col.n_obs, col.n_actions)
     opt = gg.optim.Adam(agent.parameters(), lr=cfg.lr, eps=1e-5)
     store = Rollout(cfg, col.n_obs)
-    update = gg.capture_step(lambda idx: ppo_loss(agent, store, idx, cfg), opt, max_grad_norm=cfg.max_grad_norm)
+    if mode == "capture":
+        update = gg.capture_step(lambda idx: ppo_loss(agent, store, idx, cfg), opt, max_grad_norm=cfg.max_grad_norm)
+    else:
+        update = plain_update(agent, store, opt, cfg, graph=mode == "graph")
     act = make_act(agent, act_mode)
     n_updates = cfg.total_steps // cfg.batch
     bar = _progress(n_updates * cfg.batch, progress)
@@ -255,19 +274,24 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=Config.total_steps, help="environment steps")
     ap.add_argument("--seed", type=int, default=Config.seed)
     ap.add_argument("--quick", action="store_true", help="20,480 steps; asserts a learning signal")
-    ap.add_argument("--act-mode", choices=["capture", "graph", "eager"], default="capture",
-                    help="how the per-step policy forward runs")
+    ap.add_argument("--mode", choices=["capture", "graph", "eager"], default="capture",
+                    help="how the minibatch updates run (and the acting, unless --act-mode says otherwise)")
+    ap.add_argument("--act-mode", choices=["capture", "graph", "eager"], default=None,
+                    help="how the per-step policy forward runs (default: --mode)")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     cfg = Config(total_steps=20_480 if args.quick else args.steps, seed=args.seed)
+    act_mode = args.act_mode or args.mode
     start = time.perf_counter()
-    agent, act, times, returns, n_updates = train(cfg, args.act_mode, progress=not args.no_progress)
+    agent, act, times, returns, n_updates = train(cfg, act_mode, progress=not args.no_progress, mode=args.mode)
     wall = time.perf_counter() - start
     episodes = 5 if args.quick else 20
     score = evaluate(act, episodes, seed=10_000 + args.seed)
-    print(f"build {gg.info()['build']}, vector kernels {gg.info()['vector_kernels']}, act mode {args.act_mode}")
+    print(f"build {gg.info()['build']}, vector kernels {gg.info()['vector_kernels']}, mode {args.mode}, "
+          f"act mode {act_mode}")
     print(f"{n_updates * cfg.batch} environment steps, {n_updates} updates of "
-          f"{cfg.update_epochs * cfg.num_minibatches} captured minibatch steps")
+          f"{cfg.update_epochs * cfg.num_minibatches} {'captured' if args.mode == 'capture' else args.mode} "
+          f"minibatch steps")
     print(f"evaluation: mean return {score:.1f} over {episodes} episodes (greedy policy)")
     print(timing_line(wall, times, n_updates, cfg))
     if args.quick:

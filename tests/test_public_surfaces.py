@@ -19,7 +19,7 @@ from ggmlgrad.tensor.conversion import ConversionMethods
 from ggmlgrad.tensor.inplace import InplaceMethods
 
 # Tensor API that is not an op front end: autograd, memory layout, sizes (written in tensor.py).
-TENSOR_API = {"backward", "detach", "requires_grad_", "retain_grad", "contiguous", "is_contiguous", "stride",
+TENSOR_API = {"backward", "detach", "requires_grad_", "retain_grad", "register_hook", "contiguous", "is_contiguous", "stride",
               "storage_offset", "data_ptr", "numel", "size", "dim", "__len__", "__init__", "__hash__", "_blank"}
 # Mixins of hand-written Tensor methods that are not op forwards: in-place writes (each a Tensor._write
 # with version/alias/capture checks), host conversions and device/dtype moves.

@@ -20,6 +20,7 @@ from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enab
 from .tensor.interop import as_tensor, from_dlpack, from_numpy
 from .tensor.mask_index import argwhere, masked_select, nonzero
 from .tensor.bool_ops import isfinite, isinf, isnan, logical_and, logical_not, logical_or, logical_xor
+from .tensor.generator import Generator
 from .tensor.creation import (arange, eye, full, full_like, linspace, manual_seed, ones, ones_like, rand, randint,
                               randn, zeros, zeros_like)
 from .tensor.functional import *  # noqa: F401,F403  (the ops' generated function forms, dtype names)
@@ -30,6 +31,7 @@ from . import optim  # noqa: E402  (toolkit: gg.optim)
 from .capture import Buffer, capture, capture_step
 from .tensor.gradcheck import GradcheckError, gradcheck
 from . import distributions, nn  # noqa: E402  (toolkit: gg.nn, gg.distributions)
+from . import autograd, utils  # noqa: E402  (toolkit: gg.autograd, gg.utils.checkpoint)
 from . import linalg  # noqa: E402  (toolkit: gg.linalg)
 
 

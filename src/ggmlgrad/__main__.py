@@ -1,5 +1,6 @@
 """Command line: ``python -m ggmlgrad demo [--epochs N] [--seed S] [--mode capture|graph|eager]``,
-``python -m ggmlgrad info`` and ``python -m ggmlgrad build [--optional] [--cuda|--vulkan|--metal]``."""
+``python -m ggmlgrad info``, ``python -m ggmlgrad build [--optional] [--cuda|--vulkan|--metal]`` and
+``python -m ggmlgrad bench [--quick] [--out DIR]`` (ggmlgrad beside torch and JAX: ggmlgrad/bench)."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +10,7 @@ import sys
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m ggmlgrad", description="ggmlgrad command line")
-    sub = p.add_subparsers(dest="command", metavar="{demo,info,build}")
+    sub = p.add_subparsers(dest="command", metavar="{demo,info,build,bench}")
     d = sub.add_parser("demo", help="train an MLP on the scikit-learn digits and report test accuracy")
     from .demo import DEFAULT_MODE, MODES   # demo imports numpy only at module level besides ggmlgrad
     d.add_argument("--epochs", type=int, default=15, help="training epochs (default 15)")
@@ -20,6 +21,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("info", help="print gg.info(): ggml version, library, devices, build, threads")
     sub.add_parser("build", help="build the fast ggml (this CPU's code, BLAS, vectorised activations) "
                                  "into this environment; `build --help` for options", add_help=False)
+    sub.add_parser("bench", help="ggmlgrad eager/graph/captured beside torch and JAX: table, JSON, plots; "
+                                 "`bench --help` for options", add_help=False)
     return p
 
 
@@ -28,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["build"]:
         from .fastbuild import main as build_main   # imports no ggml: it may replace the libraries
         return build_main(argv[1:])
+    if argv[:1] == ["bench"]:
+        from .bench import main as bench_main
+        return bench_main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "demo":
         from .demo import run_demo

@@ -10,8 +10,8 @@ naming the function and the value in every mode (see ``ops/indexing.py``).
 Differences from PyTorch (documented):
 - masks: a NumPy bool array or an int32 tensor is a *boolean* mask; a float
   tensor is an *additive* mask (ggmlgrad has no bool dtype);
-- targets of ``cross_entropy``/``binary_cross_entropy_with_logits`` get no
-  gradient;
+- targets of ``cross_entropy`` get no gradient (those of
+  ``binary_cross_entropy_with_logits`` do, as torch's);
 - ``one_hot`` returns float32 (PyTorch: int64).
 
 Attention: ``scaled_dot_product_attention`` (and ``MultiheadAttention`` with
@@ -39,7 +39,7 @@ from ..engine import COMPUTED, ENGINE, active_observer, download, float32, graph
 from ..ops import nn_ops, op
 from ..ops.indexing import check_values
 from ..ops.registry import same_float
-from ..tensor import Tensor, as_tensor, no_grad, tensor
+from ..tensor import Tensor, as_tensor, is_grad_enabled, no_grad, tensor
 from ..ops.decl import public as _public
 from ..tensor.surfaces import functional_entries, install_functions as _install_functions
 from ..distributions.noise import draw_noise
@@ -103,15 +103,15 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
 
 
 @_public(functional="normalize")
-def normalize(input: Tensor, p: float = 2.0, dim: int = -1, eps: float = 1e-12) -> Tensor:
-    """``x / max(||x||_p, eps)`` along ``dim``.
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """``x / max(||x||_p, eps)`` along ``dim`` (default 1, as torch).
 
     >>> import ggmlgrad as gg
     >>> import ggmlgrad.nn.functional as F
     >>> [round(v, 4) for v in F.normalize(gg.tensor([3.0, 4.0]), dim=0).tolist()]
     [0.6, 0.8]
     """
-    norm = (op.abs(input) ** p).sum(axis=dim, keepdim=True) ** (1.0 / p)
+    norm = _functional_loss._vector_norm(input, float(p), dim, True)   # p = inf too; gradient 0 at a zero norm
     return input / op.clamp(norm, lo=eps)
 
 
@@ -189,13 +189,15 @@ def _is_binary_mask(mask) -> bool:
 @_public(functional="scaled_dot_product_attention")
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
-                                 training: bool = True) -> Tensor:
+                                 enable_gqa: bool = False, *, training: bool = True) -> Tensor:
     """softmax(Q K^T * scale + mask) V over inputs shaped (..., L, E) with at most 2 leading axes.
 
     ``attn_mask``: bool (True = may attend, as PyTorch) as a NumPy array or int32 tensor, or a float
     tensor added to the scores; broadcast to (batch, heads, L, S). ``is_causal`` masks j > i.
     The forward runs ggml's flash attention for no / boolean masks (float masks: matmul + softmax);
     with ``dropout_p > 0`` the weights are materialised so the dropout mask can be applied.
+    ``enable_gqa``: grouped-query attention, key/value with fewer heads (dim -3) than the query, each
+    shared by ``query heads / key heads`` consecutive query heads (torch's rule).
 
     >>> import ggmlgrad as gg
     >>> import ggmlgrad.nn.functional as F
@@ -210,6 +212,14 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                          f"got {query.shape}, {key.shape}, {value.shape}")
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal, not both (as PyTorch)")
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        hq, hk = query.shape[-3], key.shape[-3]
+        if hk == 0 or hq % hk or value.shape[-3] != hk:
+            raise ValueError(f"scaled_dot_product_attention: with enable_gqa the query heads ({hq}) must be a "
+                             f"multiple of the key/value heads ({hk}, {value.shape[-3]})")
+        from .utils.rnn import take   # same layer: slices + concat, no index upload
+        shared = [h for h in range(hk) for _ in range(hq // hk)]
+        key, value = take(key, shared, key.ndim - 3), take(value, shared, value.ndim - 3)
     e = query.shape[-1]
     sc = 1.0 / math.sqrt(e) if scale is None else float(scale)
     lead = query.shape[:-2]
@@ -331,6 +341,9 @@ def binary_cross_entropy_with_logits(input: Tensor, target, weight: Tensor | Non
     """
     _check_reduction("binary_cross_entropy_with_logits", reduction)
     input, target = _pair("binary_cross_entropy_with_logits", input, target)
+    if isinstance(pos_weight, Tensor) and pos_weight.requires_grad and is_grad_enabled():
+        raise RuntimeError("The function 'binary_cross_entropy_with_logits' is not differentiable with respect "
+                           "to argument 'pos_weight'. This input cannot have requires_grad True.")
     args = (input, target) + ((as_tensor(pos_weight, device=input.device),) if pos_weight is not None else ())
     loss = op.bce_with_logits(*args)
     if weight is not None:
@@ -529,6 +542,11 @@ def nll_loss(input: Tensor, target, weight: Tensor | None = None, ignore_index: 
 
 _ = nn_ops
 
+
+# normalisation, activation, loss and distance composites of their own files (they declare their names
+# with public() and read _reduce/_check_reduction above, so they are imported here)
+from . import functional_act as _functional_act, functional_loss as _functional_loss  # noqa: E402,F401
+from . import functional_norm as _functional_norm  # noqa: E402,F401
 
 # every declared gg.nn.functional entry (these composites, linear, ...): ops/decl.py's public()
 __all__ += [name for name in _install_functions(globals(), "functional") if name not in __all__]

@@ -608,18 +608,23 @@ def _keep_zero_sign(ctx, x, r, lo: float, hi: float):
     return lib.mul(ctx, r, lib.scale_bias(ctx, lib.mul(ctx, zero01, differs), -2.0, 1.0))
 
 
+def minmax_node(ctx, a, b, fa=None, take_a_when: str = "gt"):
+    """torch.maximum (``"gt"``) or torch.minimum (``"lt"``) of F32 nodes, exactly (a selection, not
+    arithmetic), NaN in either propagating; ``fa``: ``a`` already broadcast to the result's shape."""
+    d = lib.sub(ctx, a if fa is None else fa, b)          # a - b
+    if take_a_when == "gt":
+        d = lib.neg(ctx, d)                              # b - a (exact)
+    # 1 unless b wins strictly: ties take a (torch: maximum(-0.0, 0.0) is -0.0), NaN in (a - b) too
+    c = lib.scale_bias(ctx, lib.step(ctx, d), -1.0, 1.0)
+    r = select_node(ctx, c, branch_parts(ctx, a), branch_parts(ctx, b), signed_zeros=True)
+    return lib.sub(ctx, r, nan_or_zero(ctx, b))          # a NaN b propagates too (torch)
+
+
 def _minmax_builder(take_a_when):
     def forward(ctx, nodes, inputs, out):
-        a, b = inputs
-        s = out.shape
-        fa = full_node(ctx, nodes[0], a.shape, s)
-        d = lib.sub(ctx, fa, nodes[1])                  # a - b
-        if take_a_when == "gt":
-            d = lib.neg(ctx, d)                          # b - a (exact)
-        # 1 unless b wins strictly: ties take a (torch: maximum(-0.0, 0.0) is -0.0), NaN in (a - b) too
-        c = lib.scale_bias(ctx, lib.step(ctx, d), -1.0, 1.0)
-        r = select_node(ctx, c, branch_parts(ctx, nodes[0]), branch_parts(ctx, nodes[1]), signed_zeros=True)
-        return lib.sub(ctx, r, nan_or_zero(ctx, nodes[1]))   # a NaN b propagates too (torch)
+        a = inputs[0]
+        fa = full_node(ctx, nodes[0], a.shape, out.shape)
+        return minmax_node(ctx, nodes[0], nodes[1], fa, take_a_when)
     return forward
 
 

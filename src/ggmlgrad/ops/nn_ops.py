@@ -473,14 +473,21 @@ def _infer_bce(x, y, *pw):
 
 
 def _bce_backward(g, n):
-    """d/dx of (1 - y) x + L softplus(-x), L = 1 + (pw - 1) y:  (1 - y) - L sigmoid(-x)."""
+    """Of (1 - y) x + L softplus(-x), L = 1 + (pw - 1) y: d/dx = (1 - y) - L sigmoid(-x) and
+    d/dy = -x + (pw - 1) softplus(-x), as torch's; pos_weight is not differentiable (torch refuses a
+    pos_weight that requires grad, and so does F.binary_cross_entropy_with_logits)."""
     x, y = n.inputs[:2]
-    s = op.sigmoid(op.neg(x))
-    one_minus_y = op.add_scalar(op.neg(y), c=1.0)
-    if len(n.inputs) == 3:
-        big_l = op.add_scalar(op.mul(op.add_scalar(n.inputs[2], c=-1.0), y), c=1.0)
-        s = op.mul(s, big_l)
-    return (op.mul(g, op.sub(one_minus_y, s)), None) + ((None,) if len(n.inputs) == 3 else ())
+    pw = n.inputs[2] if len(n.inputs) == 3 else None
+    gx = gy = None
+    if x.requires_grad:
+        s = op.sigmoid(op.neg(x))
+        if pw is not None:
+            s = op.mul(s, op.add_scalar(op.mul(op.add_scalar(pw, c=-1.0), y), c=1.0))
+        gx = op.mul(g, op.sub(op.add_scalar(op.neg(y), c=1.0), s))
+    if y.requires_grad:
+        gy = op.neg(x) if pw is None else op.sub(op.mul(op.add_scalar(pw, c=-1.0), op.softplus(op.neg(x))), x)
+        gy = op.mul(g, gy)
+    return (gx, gy) + ((None,) if pw is not None else ())
 
 
 @define("bce_with_logits", infer=_infer_bce, backward=_bce_backward, work=lambda x, *r: 8.0 * numel(x.shape))

@@ -226,19 +226,25 @@ def _float(x):
 
 
 # ---------------------------------------------------------------------- masks
-def check_mask(name: str, x, mask) -> None:
+def check_mask(name: str, x, mask, grow: bool = False) -> None:
+    """torch's checks of a ``masked_fill`` mask: bool, broadcasting to ``x``'s shape (``grow``: the out-of-place
+    form, whose result may take the broadcast shape of both, as torch's)."""
     from .tensor import Tensor
     if not isinstance(mask, Tensor) or mask.dtype is not bool_:
         got = mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__
         raise RuntimeError(f"{name} only supports boolean masks, but got mask with dtype {got}")
-    if np.broadcast_shapes(mask.shape, x.shape) != tuple(x.shape):
+    try:
+        shape = np.broadcast_shapes(mask.shape, x.shape)
+    except ValueError:
+        shape = None
+    if shape is None or (not grow and shape != tuple(x.shape)):
         raise RuntimeError(f"{name}: mask of shape {mask.shape} does not broadcast to the tensor's shape {x.shape}")
 
 
 def masked_fill(x, mask, value):
     """torch.Tensor.masked_fill: ``value`` (a number or 0-d tensor) where ``mask`` is True."""
     from .tensor import Tensor, where
-    check_mask("masked_fill", x, mask)
+    check_mask("masked_fill", x, mask, grow=True)
     if isinstance(value, Tensor):
         if value.ndim:
             raise RuntimeError(f"masked_fill only supports a 0-dimensional value tensor, but got tensor with "
@@ -248,8 +254,10 @@ def masked_fill(x, mask, value):
         value = float(bool(value))
     if x.dtype is bool_:
         return op.cast(where(mask, value, as_float(x)), dtype=bool_)
-    r = where(mask, value, op.cast(x, dtype=float32) if x.dtype is int32 else x)
-    return op.cast(r, dtype=int32) if x.dtype is int32 else r
+    if x.dtype is float32:
+        return where(mask, value, x)
+    # int32 (exact within 2**24), float16/bfloat16 (exact): selected in float32, back in x's dtype
+    return op.cast(where(mask, value, op.cast(x, dtype=float32)), dtype=x.dtype)
 
 
 def empty_reduce(x, dim, value: bool):

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..engine import FAILED, download, dtypes, float32, int32
+from ..engine import FAILED, count_download, download, dtypes, float32, host_value, int32
 from ..ops import op
 from ..runtime import resolve_device
 from . import interop
@@ -47,6 +47,9 @@ class ConversionMethods:
     def item(self) -> float | int:
         if self.numel_ != 1:
             raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
+        v = host_value(self)  # plain host memory: read the element where it lies
+        if v is not None and count_download("item()", v.nbytes):
+            return v.item(0)
         return download(self, "item()").reshape(()).item()
 
     def tolist(self):

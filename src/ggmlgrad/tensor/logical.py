@@ -13,6 +13,7 @@ import operator as _operator
 
 from ..ops.decl import public
 from . import bool_ops
+from .tensor import Tensor
 
 for _name in ("logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf", "isfinite"):
     public(method=_name, function=_name)(getattr(bool_ops, _name))
@@ -67,4 +68,9 @@ def masked_fill_(input, mask, value):
     [5.0, 2.0]
     """
     bool_ops.check_mask("masked_fill_", input, mask)
-    return input._write("masked_fill_", lambda: bool_ops.masked_fill(input, mask, value))
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{value.ndim} dimension(s)")
+    # on the tape when grad is on and something requires grad (torch's masked_fill_ is differentiable)
+    return input._inplace("masked_fill_", value if isinstance(value, Tensor) else None,
+                          lambda old, _: bool_ops.masked_fill(old, mask, value), cast_ok=True)

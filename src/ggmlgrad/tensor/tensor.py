@@ -101,8 +101,19 @@ class Tensor(InplaceMethods, ConversionMethods, OpMethods, Array):
         return self.shape[0]
 
     # ------------------------------------------------------------- autograd
-    def backward(self, gradient: "Tensor | None" = None, retain_graph: bool = False) -> None:
-        """Queue the gradient nodes; ``.grad`` of each leaf accumulates (graph mode: computed later)."""
+    def backward(self, gradient: "Tensor | None" = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs=None) -> None:
+        """Queue the gradient nodes; ``.grad`` of each leaf accumulates (graph mode: computed later).
+
+        ``create_graph=True`` records the gradient computation itself, so the ``.grad`` tensors can
+        be differentiated again (``retain_graph`` then defaults to True, as in torch). ``inputs``:
+        accumulate into these tensors' ``.grad`` only."""
+        if inputs is not None:
+            from .autograd_api import backward_into  # same layer
+            backward_into(self, gradient, retain_graph, create_graph, inputs)
+            return
+        if retain_graph is None:
+            retain_graph = create_graph
         if not self.requires_grad:
             raise RuntimeError("backward: tensor does not require grad (no input had requires_grad=True)")
         if gradient is None:
@@ -112,7 +123,21 @@ class Tensor(InplaceMethods, ConversionMethods, OpMethods, Array):
             gradient = as_tensor(gradient, device=self.device)
             if gradient.shape != self.shape:
                 raise ValueError(f"backward: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
-        tape.run_backward(self, gradient, retain_graph)
+        tape.run_backward(self, gradient, bool(retain_graph), bool(create_graph))
+
+    def register_hook(self, hook) -> "RemovableHandle":
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a returned tensor replaces it.
+
+        >>> import ggmlgrad as gg
+        >>> x = gg.tensor([1.0, 2.0], requires_grad=True)
+        >>> h = x.register_hook(lambda g: g * 2)
+        >>> (x * 3).sum().backward()
+        >>> x.grad.tolist()
+        [6.0, 6.0]
+        >>> h.remove()
+        """
+        from .autograd_api import register_tensor_hook  # same layer
+        return register_tensor_hook(self, hook)
 
     def detach(self) -> "Tensor":
         """The same value without history (shares nothing with the tape)."""

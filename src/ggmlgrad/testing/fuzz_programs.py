@@ -177,7 +177,8 @@ def _sig(o: OpInfo, rng: np.random.Generator) -> set:
 # references that are constants for their sample rather than functions of the input.
 _AUTO_SKIP = {"capture_copy", "capture_grad_norm", "capture_clip_scale", "buffer_rows", "logsumexp_inf",
               "cmp_half_storage", "where_int_cond", "buffer_gather", "buffer_gather_clamped",
-              "expand", "unflatten", "repeat"}
+              "expand", "unflatten", "repeat",
+              "take", "repeat_interleave_tensor"}   # their second array is an index (an int32 tensor only)
 
 
 def _zero_d_axis(ref: Callable) -> Callable:
