@@ -90,6 +90,8 @@ def _known_open(name: str, operands: list, params: tuple) -> str:
     """The KNOWN_OPEN key of a value mismatch of op ``name`` ('' if it is a new one)."""
     if name.startswith("pow") and all(np.array_equal(v, np.round(v)) for v in operands):
         return "int_overflow"
+    if any(np.any(np.asarray(v) == -2.0 ** 31) for v in operands):
+        return "int_overflow"       # an earlier int32 overflow's -2**31 (abs/neg of it wrap in torch too)
     if name.removesuffix("_nonfinite") in ("remainder", "floor_divide", "fmod") and len(operands) >= 2:
         with np.errstate(all="ignore"):
             a, b = (np.asarray(v, np.float64) for v in operands[:2])
