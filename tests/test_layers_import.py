@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     # toolkit (layer 6 of SPEC §1); its packages may use one another
     "nn": 5, "optim": 5, "data": 5, "io": 5, "capture": 5, "distributions": 5, "info": 5, "autograd": 5,
     "utils": 5, "cuda": 5, "accelerator": 5, "backends": 5,     # torch's module paths (torch.utils.data, ...)
-    "distributed": 5,
+    "distributed": 5, "linalg": 5,
     "__init__": 6,      # the package root: `import ggmlgrad` — only applications may import it
     # applications of the library, never imported by it: the demo, the CLI, the test tables
     "demo": 7, "__main__": 7, "testing": 7, "fastbuild": 7, "bench": 7, "port": 7,

@@ -39,6 +39,7 @@ from .tensor.gradcheck import GradcheckError, gradcheck
 from . import distributions, nn  # noqa: E402  (toolkit: gg.nn, gg.distributions)
 from . import accelerator, autograd, backends, cuda, utils  # noqa: E402  (gg.autograd; torch's gg.cuda, gg.accelerator, gg.backends, gg.utils)
 from . import distributed  # noqa: E402  (toolkit: gg.distributed; imports Ray only when used)
+from . import linalg  # noqa: E402  (toolkit: gg.linalg)
 
 
 def pending(t: Tensor) -> bool:

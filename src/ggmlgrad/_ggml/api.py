@@ -79,6 +79,7 @@ _BASE = {
     "ggml_pad": "p:ppiiii", "ggml_diag_mask_inf": "p:ppi", "ggml_diag_mask_zero": "p:ppi",
     "ggml_argsort": "p:ppi", "ggml_top_k": "p:ppi",
     "ggml_roll": "p:ppiiii", "ggml_tri": "p:ppi",
+    **{f"ggml_{n}": "p:pp" for n in ("ceil", "round", "trunc")},   # ops/math_extra.py
     "ggml_flash_attn_ext": "p:pppppfff", "ggml_flash_attn_back": "p:ppppppb",
     "ggml_opt_step_adamw": "p:pppppp", "ggml_opt_step_sgd": "p:pppp", "ggml_set_param": "v:p",
     "ggml_cross_entropy_loss": "p:ppp", "ggml_cross_entropy_loss_back": "p:pppp",

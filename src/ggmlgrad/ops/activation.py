@@ -7,9 +7,9 @@ from ..engine.flat import FlatNode
 from . import fast_math
 from .build import SavedNode, expand, merged_op, permute, reshape, saved_node
 from .decl import expose
-from .elementwise import branch_parts, is_number01, nan_or_zero, select_node
+from .elementwise import infer_integral, branch_parts, is_number01, nan_or_zero, select_node
 from .reduce import axis_of, logsumexp_parts, sum_kept
-from .registry import define, op, same_device, same_float
+from .registry import define, float_compute, op, same_device, same_float
 from .shapes import norm_axis
 from ..engine.errors import ShapeError
 
@@ -24,6 +24,13 @@ def _infer_act(name):
     return infer
 
 
+def _infer_promoting(name):
+    """tanh and sigmoid: torch computes an int32 or bool input in float32 (declared ``promotes=True``)."""
+    def infer(a):
+        return a.shape, float_compute(name, a)
+    return infer
+
+
 def _infer_grad_pair(name):
     def infer(g, x, **params):
         same_float(name, g, x)
@@ -33,7 +40,7 @@ def _infer_grad_pair(name):
     return infer
 
 
-@define("relu", saves=(), elementwise=True, infer=_infer_act("relu"), save_output=True,
+@define("relu", saves=(), elementwise=True, infer=infer_integral("relu"), save_output=True, promotes=True,
         backward=lambda g, n: op.relu_backward(g, n.output),
         expose=expose("relu", *_ACT, module="ReLU", doc="max(x, 0) elementwise (NaN stays NaN, as torch).",
                       example=">>> gg.relu(gg.tensor([-1.0, 2.0])).tolist()\n[0.0, 2.0]"))
@@ -78,7 +85,7 @@ def _tanh_backward(ctx, nodes, inputs, out):
     return lib.mul(ctx, g, lib.scale_bias(ctx, lib.sqr(ctx, y), -1.0, 1.0))
 
 
-@define("tanh", saves=(), elementwise=True, infer=_infer_act("tanh"), save_output=True,
+@define("tanh", saves=(), elementwise=True, infer=_infer_promoting("tanh"), save_output=True, promotes=True,
         backward=lambda g, n: op.tanh_backward(g, n.output),
         expose=expose("tanh", *_ACT, module="Tanh", doc="Hyperbolic tangent elementwise.",
                       example=">>> gg.tanh(gg.tensor([0.0])).tolist()\n[0.0]"))
@@ -86,7 +93,7 @@ def _tanh(ctx, nodes, inputs, out):
     return fast_math.tanh(ctx, nodes[0])
 
 
-@define("sigmoid", saves=(), elementwise=True, infer=_infer_act("sigmoid"), save_output=True,
+@define("sigmoid", saves=(), elementwise=True, infer=_infer_promoting("sigmoid"), save_output=True, promotes=True,
         backward=lambda g, n: op.mul(g, op.mul(n.output, op.add_scalar(op.neg(n.output), c=1.0))),
         expose=expose("sigmoid", *_ACT, module="Sigmoid", doc="1 / (1 + exp(-x)) elementwise.",
                       example=">>> gg.sigmoid(gg.tensor([0.0])).tolist()\n[0.5]"))

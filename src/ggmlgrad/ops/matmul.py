@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from .._ggml import consts, lib
-from ..engine import float32, precision
+from ..engine import float32, int32, precision
 from ..engine.flat import FlatNode
 from ..runtime.device import ACCELERATORS
 from . import fast_math
@@ -25,7 +25,7 @@ def _prec(node: int) -> int:
 
 def _infer_matmul(a, b):
     same_device("matmul", a, b)
-    same_float("matmul", a, b)
+    dtype = _matmul_dtype(a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"matmul: both operands need at least 1 dimension, got {a.shape} and {b.shape}")
     ka = a.shape[-1]
@@ -38,7 +38,17 @@ def _infer_matmul(a, b):
         shape = shape + (b.shape[-1],)
     if len(batch) + 2 > 4:
         raise ShapeError(f"matmul: {a.shape} @ {b.shape} has more than 2 batch dimensions")
-    return shape, float32
+    return shape, dtype
+
+
+def _matmul_dtype(a, b):
+    """float32 @ float32 → float32; int32 @ int32 → int32 as torch (computed in float32: exact while
+    the products and sums stay within ±2**24); other pairs raise, as torch (no bool kernel, no
+    mixed dtypes)."""
+    if a.dtype is int32 and getattr(b, "dtype", None) is int32:
+        return int32
+    same_float("matmul", a, b)
+    return float32
 
 
 def _work_matmul(a, b):
@@ -62,7 +72,7 @@ def _out_prod_form(a, b) -> bool:
             and (bool(ACCELERATORS) or a.shape[1] <= 256))
 
 
-@define("matmul", saves=((0, 1), (1, 0)), infer=_infer_matmul, work=_work_matmul,
+@define("matmul", saves=((0, 1), (1, 0)), infer=_infer_matmul, work=_work_matmul, promotes=True,
         backward=lambda g, n: _matmul_backward(g, n))
 def _matmul(ctx, nodes, inputs, out):
     a, b = inputs

@@ -7,7 +7,7 @@ from . import fast_math
 from .build import expand, owned, permute, repeat_one, reshape, shape_only, sum_to
 from .elementwise import FLT_MAX, _cmp_from_diff, branch_parts, is_number01, select_node
 from .decl import expose
-from .registry import define, op, same_float
+from .registry import define, float_compute, op, same_float
 from .shapes import norm_axes, norm_axis, numel
 from ..engine.errors import DTypeError, ShapeError
 
@@ -91,11 +91,12 @@ def _reduced_shape(shape, axes, keepdim):
 
 
 def _infer_reduce(name):
+    policy = float_compute if name == "logsumexp" else same_float   # torch: logsumexp of int32/bool is float32
     def infer(a, axis=None, keepdim=False):
         if name == "mean" and a.dtype is int32:   # torch's rule and words
             raise DTypeError("mean(): could not infer output dtype. Input dtype must be either a floating "
                             "point or complex dtype. Got: int32 (cast with .float())")
-        same_float(name, a)
+        policy(name, a)
         if not isinstance(keepdim, bool):
             raise TypeError(f"{name}: keepdim must be a bool, got {keepdim!r}")
         axes = _axes_of(name, axis, a.ndim)
@@ -439,6 +440,7 @@ def _reduce_backward(ctx, nodes, inputs, out, kind, axis=None, correction=1):
 
 
 @define("logsumexp", saves=(0,), infer=_infer_extreme("logsumexp"), backward=_logsumexp_backward, save_output=True,
+        promotes=True,
         expose=expose("logsumexp", *_SURFACES, args=dim_first_args,
                       doc="log(sum(exp(x))) over all or given axes, computed stably.",
                       example=">>> round(gg.logsumexp(gg.tensor([0.0, 0.0])).item(), 4)\n0.6931"))

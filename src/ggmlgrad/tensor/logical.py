@@ -36,7 +36,7 @@ for _kind, _symbol in (("and", "&"), ("or", "|"), ("xor", "^")):
     _declare_bitwise(_kind, _symbol)
 
 
-@public(method="any")
+@public(method="any", function="any")
 def any(input, dim=None, keepdim: bool = False):  # noqa: A001  (torch's name)
     """True where any element (along ``dim``) is non-zero (bool).
 
@@ -47,7 +47,7 @@ def any(input, dim=None, keepdim: bool = False):  # noqa: A001  (torch's name)
     return bool_ops.to_bool(input).amax(dim, keepdim) if input.numel_ else bool_ops.empty_reduce(input, dim, False)
 
 
-@public(method="all")
+@public(method="all", function="all")
 def all(input, dim=None, keepdim: bool = False):  # noqa: A001  (torch's name)
     """True where every element (along ``dim``) is non-zero (bool).
 

@@ -284,7 +284,9 @@ def _integer_arithmetic(name: str, closed: bool):
                 check_int_divisor(name, other)     # torch raises; float32 division would give garbage
             r = float_fn(op.cast(input, dtype=float32) if a_int else input,
                          op.cast(other, dtype=float32) if b_int else other)
-            return op.cast(r, dtype=int32) if closed and both_int else r
+            if closed and both_int:   # pow goes through exp(p log|x|): 7 ** 1 is 6.9999995 there, so round first
+                return op.cast(op.round(r) if name == "pow" else r, dtype=int32)
+            return r
         fn.__name__, fn.__doc__ = float_fn.__name__, float_fn.__doc__
         return fn
     return deco
@@ -580,8 +582,8 @@ def clamp(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A002  (torch na
     x = input
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
-    lo = None if min is None or isinstance(min, Tensor) else float(min)
-    hi = None if max is None or isinstance(max, Tensor) else float(max)
+    lo = None if min is None or isinstance(min, Tensor) else _bound(min)
+    hi = None if max is None or isinstance(max, Tensor) else _bound(max)
     if lo is not None or hi is not None:
         x = op.clamp(x, lo=lo, hi=hi)
     if isinstance(min, Tensor):
@@ -589,6 +591,12 @@ def clamp(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A002  (torch na
     if isinstance(max, Tensor):
         x = op.minimum(x, max)
     return x
+
+
+def _bound(v):
+    """A clamp bound or where branch as an op parameter: an integer stays int (an int32 tensor with
+    integer bounds stays int32, torch's promotion), anything else a float."""
+    return int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) else float(v)
 
 
 @public(method="maximum", function="maximum")
@@ -617,9 +625,9 @@ def minimum(input, other) -> Tensor:
 def binary_extreme(a, b, name: str) -> Tensor:
     """maximum/minimum of tensors (or a tensor and a number: that is a one-sided clamp)."""
     if isinstance(a, Tensor) and _scalar(b):
-        return op.clamp(a, **{"lo" if name == "maximum" else "hi": float(b)})
+        return op.clamp(a, **{"lo" if name == "maximum" else "hi": _bound(b)})
     if isinstance(b, Tensor) and _scalar(a):
-        return op.clamp(b, **{"lo" if name == "maximum" else "hi": float(a)})
+        return op.clamp(b, **{"lo" if name == "maximum" else "hi": _bound(a)})
     a, b = _pair(a, b)
     return getattr(op, name)(a, b)
 
@@ -665,9 +673,9 @@ def where(condition, input, other) -> Tensor:
     if _scalar(a) and _scalar(b):
         b = op.fill_like(condition, c=float(b))
     if _scalar(b):
-        return op.where_scalar(condition, as_tensor(a, device=like.device), c=float(b))
+        return op.where_scalar(condition, as_tensor(a, device=like.device), c=_bound(b))
     if _scalar(a):
-        return op.where_scalar(condition, as_tensor(b, device=like.device), c=float(a), tensor_if_true=False)
+        return op.where_scalar(condition, as_tensor(b, device=like.device), c=_bound(a), tensor_if_true=False)
     return op.where(condition, as_tensor(a, device=like.device), as_tensor(b, device=like.device))
 
 
