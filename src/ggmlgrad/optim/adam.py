@@ -12,7 +12,7 @@ from ..ops import optim_extra as ox
 from ..runtime import StridedAlias
 from ..tensor import Tensor
 from .optimizer import Optimizer
-from .rules import pack
+from .rules import check_betas, check_flags, check_nonneg, pack
 
 
 class Adam(Optimizer):
@@ -50,20 +50,9 @@ class Adam(Optimizer):
 
     def _validate_group(self, group: dict) -> None:
         super()._validate_group(group)
-        betas = group["betas"]
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise ValueError(f"Invalid betas: {betas!r} (expected two numbers)")
-        group["betas"] = tuple(betas)
-        for i, b in enumerate(betas):
-            if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0.0 <= b < 1.0:
-                raise ValueError(f"Invalid beta parameter at index {i}: {b!r}")
-        for k in ("eps", "weight_decay"):
-            v = group[k]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
-                raise ValueError(f"Invalid {k} value: {v!r}")
-        for k in ("maximize", "amsgrad"):
-            if not isinstance(group[k], bool):
-                raise TypeError(f"{type(self).__name__}: {k} must be a bool")
+        check_betas(group)
+        check_nonneg(group, "eps", "weight_decay")
+        check_flags(type(self).__name__, group, "maximize", "amsgrad")
         if group["amsgrad"] and group.get("fused"):
             raise RuntimeError(f"{type(self).__name__}: fused=True does not support amsgrad (ggml's fused "
                                f"AdamW has no running maximum); use fused=None")

@@ -14,6 +14,7 @@ def check_nonneg(group: dict, *keys: str) -> None:
 
 
 def check_betas(group: dict) -> None:
+    """torch's ``Invalid beta parameter`` checks; stores the betas as a tuple."""
     betas = group["betas"]
     if not isinstance(betas, (tuple, list)) or len(betas) != 2:
         raise ValueError(f"Invalid betas: {betas!r} (expected two numbers)")
@@ -24,6 +25,7 @@ def check_betas(group: dict) -> None:
 
 
 def check_flags(owner: str, group: dict, *keys: str) -> None:
+    """A ``TypeError`` naming ``owner`` for an option that must be a bool."""
     for k in keys:
         if not isinstance(group[k], bool):
             raise TypeError(f"{owner}: {k} must be a bool, got {group[k]!r}")
