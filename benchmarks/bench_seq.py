@@ -192,6 +192,7 @@ def _jax_step(jax, forward, loss_of_output, weights: dict, data: tuple):
     # validation only (not timed): the gradients the first step used, at the initial weights
     step.grads = lambda: {k: np.asarray(g) for k, g in jax.jit(jax.grad(loss_fn))(params, *batch).items()}
     step.output = lambda: np.asarray(jax.jit(forward)(params, batch[0]))
+    step.forward, step.loss_fn, step.params, step.batch = forward, loss_fn, params, batch   # for breakdowns
     return step
 
 
