@@ -4,6 +4,11 @@ The recording cost is the floor of an uncaptured graph-mode step: every op pays
 validation + node building + queueing before anything computes.
 
     PYTHONPATH=src python benchmarks/bench_record.py [--n 20000] [--profile]
+    PYTHONPATH=src python benchmarks/bench_record.py --opinfo [--profile]   # over the OpInfo ops
+
+``--opinfo``: every OpInfo entry's first sample called repeatedly in graph mode, µs per RECORDED
+op (a composite records several), without grad and with ``requires_grad`` inputs; the median over
+the entries is the issue's figure (goal: <= 2 us without grad, <= 4 us with).
 """
 from __future__ import annotations
 
@@ -75,12 +80,85 @@ def eager_matmul(n: int) -> None:
         a @ b
 
 
+def _opinfo_cases():
+    """(name, call) per OpInfo entry whose first sample records in graph mode without host reads;
+    ``call(grad)`` builds the inputs once and returns a function that records the op once."""
+    import numpy as np
+    from ggmlgrad.testing.opinfo import all_opinfos, input_arrays, tensor_indices, with_tensors
+    rng = np.random.default_rng(0)
+    cases = []
+    for info in all_opinfos():
+        if not info.capturable or info.name.endswith("_nonfinite"):
+            continue
+        samples = info.samples(rng)
+        if not samples:
+            continue
+        sample = samples[0]
+
+        def make(grad, info=info, sample=sample):
+            arrays = input_arrays(sample)
+            nondiff = set(sample.nondiff)
+            ts = []
+            for k, (i, a) in enumerate(zip(tensor_indices(sample), arrays)):
+                rg = grad and info.grad and a.dtype.kind == "f" and i not in nondiff
+                ts.append(gg.tensor(a, requires_grad=rg) if a.dtype.kind == "f" else gg.tensor(a, dtype=gg.int32))
+            args = with_tensors(sample, ts)
+            return lambda: info.fn(*args, **sample.kwargs)
+        cases.append((info.name, make))
+    return cases
+
+
+def opinfo_record(n: int, profile: bool) -> None:
+    """Median µs per recorded op over the OpInfo entries, without and with grad."""
+    import statistics
+    from ggmlgrad.engine import ENGINE
+    for grad in (False, True):
+        per_op = []
+        pr = cProfile.Profile() if profile and grad else None
+        for name, make in _opinfo_cases():
+            try:
+                call = make(grad)
+                with gg.graph_mode(True):
+                    call()
+                    ops = len(ENGINE)  # the ops one call queued
+                    ENGINE.discard()
+                    if ops <= 0:
+                        continue
+                    best = float("inf")
+                    for _ in range(3):
+                        t0 = time.perf_counter()
+                        if pr is not None:
+                            pr.enable()
+                        for _ in range(n):
+                            call()
+                        if pr is not None:
+                            pr.disable()
+                        best = min(best, time.perf_counter() - t0)
+                        ENGINE.discard()
+            except Exception:  # an entry that syncs (reads the host) in graph mode: not a recording
+                gg.engine.ENGINE.discard()
+                continue
+            per_op.append((best / n / ops * 1e6, name, ops))
+        per_op.sort()
+        med = statistics.median(x for x, _, _ in per_op)
+        print(f"graph-mode recording over {len(per_op)} OpInfo entries, {'requires_grad' if grad else 'no grad'}: "
+              f"median {med:.2f} us per recorded op (fastest {per_op[0][1]} {per_op[0][0]:.2f}, "
+              f"slowest {per_op[-1][1]} {per_op[-1][0]:.2f})")
+        if pr is not None:
+            pstats.Stats(pr).sort_stats("tottime").print_stats(25)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--profile", action="store_true", help="cProfile the graph-mode recording path")
+    ap.add_argument("--opinfo", action="store_true", help="the median over the OpInfo ops (the issue's measure)")
     args = ap.parse_args()
     n = args.n
+    if args.opinfo:
+        print(header(gg))
+        opinfo_record(max(1, min(n, 50)), args.profile)
+        return
     print(header(gg))
     print(f"n={n} ops per measurement (best of 5); us/op: wall  cpu")
     rows = [

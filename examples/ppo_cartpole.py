@@ -6,6 +6,7 @@ clipped objective, value and entropy terms, Adam, gradient clipping; every minib
     python examples/ppo_cartpole.py                 # 200,000 environment steps, then 20 evaluation episodes
     python examples/ppo_cartpole.py --quick         # a short run that must show a learning signal (CI)
     python examples/ppo_cartpole.py --act-mode graph   # the per-step policy forward in graph mode
+    python examples/ppo_cartpole.py --mode eager    # no capture anywhere: eager updates and acting
 
 Prints a progress bar, the evaluation return, and wall time split into environment, acting (the
 policy forward at every environment step, with its CPU time per step) and learning (the minibatch
@@ -167,13 +168,17 @@ class Collector:
         self.obs_buf = np.zeros(shape + (self.n_obs,), np.float32)
         self.act_buf, self.logp_buf = np.zeros(shape, np.int32), np.zeros(shape, np.float32)
         self.rew_buf, self.done_buf, self.val_buf = (np.zeros(shape, np.float32) for _ in range(3))
-        self.obs, _ = self.envs.reset(seed=cfg.seed)
-        self.done = np.zeros(cfg.num_envs, np.float32)
+        self.reset(cfg.seed)
         # Wall times, and the acting step's CPU time (this process's, all threads: the per-step cost
         # without the waits of a busy machine)
         self.times = {"environment": 0.0, "acting": 0.0, "acting_cpu": 0.0, "learning": 0.0}
         self.returns: list[float] = []
-        self._running = np.zeros(cfg.num_envs)
+
+    def reset(self, seed: int) -> None:
+        """Start fresh episodes in every environment (environment i seeded with ``seed + i``)."""
+        self.obs, _ = self.envs.reset(seed=seed)
+        self.done = np.zeros(self.cfg.num_envs, np.float32)
+        self._running = np.zeros(self.cfg.num_envs)
 
     def rollout(self, act, rng: np.random.Generator):
         """One rollout; returns (obs, actions, logprobs, advantages, returns), flat over the batch."""
@@ -200,14 +205,44 @@ class Collector:
                 adv.reshape(-1), ret.reshape(-1))
 
 
-def train(cfg: Config, act_mode: str = "capture", progress: bool = True):
+def plain_update(agent: Agent, store: Rollout, opt, cfg: Config, graph: bool):
+    """The minibatch update without capture: zero_grad, loss, backward, clip, Adam step, in eager
+    mode or graph mode (``graph``), as torch_ppo_cartpole.py runs it."""
+    params = list(agent.parameters())
+
+    def update(idx):
+        with gg.graph_mode(graph):
+            opt.zero_grad()
+            loss = ppo_loss(agent, store, idx, cfg)
+            loss.backward()
+            gg.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            opt.step()
+    return update
+
+
+def learn(store: Rollout, update, batch, rng: np.random.Generator, cfg: Config) -> None:
+    """``cfg.update_epochs`` epochs of minibatch updates on one rollout ``batch`` (its rows may be
+    fewer than ``cfg.batch``: a distributed rollout that lost a worker)."""
+    store.write(*batch)
+    n = len(batch[0])
+    size = n // cfg.num_minibatches
+    for _ in range(cfg.update_epochs):
+        perm = rng.permutation(n).astype(np.int32)
+        for start in range(0, size * cfg.num_minibatches, size):
+            update(perm[start:start + size])
+
+
+def train(cfg: Config, act_mode: str = "capture", progress: bool = True, mode: str = "capture"):
     gg.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     col = Collector(cfg)
     agent = Agent(col.n_obs, col.n_actions)
     opt = gg.optim.Adam(agent.parameters(), lr=cfg.lr, eps=1e-5)
     store = Rollout(cfg, col.n_obs)
-    update = gg.capture_step(lambda idx: ppo_loss(agent, store, idx, cfg), opt, max_grad_norm=cfg.max_grad_norm)
+    if mode == "capture":
+        update = gg.capture_step(lambda idx: ppo_loss(agent, store, idx, cfg), opt, max_grad_norm=cfg.max_grad_norm)
+    else:
+        update = plain_update(agent, store, opt, cfg, graph=mode == "graph")
     act = make_act(agent, act_mode)
     n_updates = cfg.total_steps // cfg.batch
     bar = _progress(n_updates * cfg.batch, progress)
@@ -215,11 +250,7 @@ def train(cfg: Config, act_mode: str = "capture", progress: bool = True):
         opt.param_groups[0]["lr"] = cfg.lr * (1.0 - u / n_updates)
         batch = col.rollout(act, rng)
         t0 = time.perf_counter()   # GAE (in rollout) is host work both libraries share: not learning
-        store.write(*batch)
-        for _ in range(cfg.update_epochs):
-            perm = rng.permutation(cfg.batch).astype(np.int32)
-            for start in range(0, cfg.batch, cfg.minibatch):
-                update(perm[start:start + cfg.minibatch])
+        learn(store, update, batch, rng, cfg)
         col.times["learning"] += time.perf_counter() - t0
         bar.update(cfg.batch)
         if col.returns:
@@ -255,19 +286,24 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=Config.total_steps, help="environment steps")
     ap.add_argument("--seed", type=int, default=Config.seed)
     ap.add_argument("--quick", action="store_true", help="20,480 steps; asserts a learning signal")
-    ap.add_argument("--act-mode", choices=["capture", "graph", "eager"], default="capture",
-                    help="how the per-step policy forward runs")
+    ap.add_argument("--mode", choices=["capture", "graph", "eager"], default="capture",
+                    help="how the minibatch updates run (and the acting, unless --act-mode says otherwise)")
+    ap.add_argument("--act-mode", choices=["capture", "graph", "eager"], default=None,
+                    help="how the per-step policy forward runs (default: --mode)")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     cfg = Config(total_steps=20_480 if args.quick else args.steps, seed=args.seed)
+    act_mode = args.act_mode or args.mode
     start = time.perf_counter()
-    agent, act, times, returns, n_updates = train(cfg, args.act_mode, progress=not args.no_progress)
+    agent, act, times, returns, n_updates = train(cfg, act_mode, progress=not args.no_progress, mode=args.mode)
     wall = time.perf_counter() - start
     episodes = 5 if args.quick else 20
     score = evaluate(act, episodes, seed=10_000 + args.seed)
-    print(f"build {gg.info()['build']}, vector kernels {gg.info()['vector_kernels']}, act mode {args.act_mode}")
+    print(f"build {gg.info()['build']}, vector kernels {gg.info()['vector_kernels']}, mode {args.mode}, "
+          f"act mode {act_mode}")
     print(f"{n_updates * cfg.batch} environment steps, {n_updates} updates of "
-          f"{cfg.update_epochs * cfg.num_minibatches} captured minibatch steps")
+          f"{cfg.update_epochs * cfg.num_minibatches} {'captured' if args.mode == 'capture' else args.mode} "
+          f"minibatch steps")
     print(f"evaluation: mean return {score:.1f} over {episodes} episodes (greedy policy)")
     print(timing_line(wall, times, n_updates, cfg))
     if args.quick:

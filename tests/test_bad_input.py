@@ -40,7 +40,7 @@ CALLS = [
     ("ragged list", "TV", lambda: gg.tensor([[1.0, 2.0], [3.0]])),
     ("complex data", "T", lambda: gg.tensor([1j])),
     ("None data", "T", lambda: gg.tensor(None)),
-    ("Tensor() constructor", "T", lambda: gg.Tensor([1.0])),
+    ("Tensor() of a string", "T", lambda: gg.Tensor("abc")),        # torch.Tensor(data) is the legacy float32 constructor
     ("negative shape", "V", lambda: gg.zeros(-2)),
     ("float shape", "T", lambda: gg.ones(2.5)),
     ("linspace negative steps", "V", lambda: gg.linspace(0, 1, -1)),

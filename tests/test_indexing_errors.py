@@ -54,7 +54,7 @@ BAD_CALLS = {
     "bool_mask_neg_step": (lambda x: x[x[:, 0, 0] > 0, ::-1], ValueError, "negative"),
     "float_index": (lambda x: x[1.0], TypeError, "unsupported"),
     "list_range": (lambda x: x[[0, 2]], IndexError, "out of range"),
-    "two_advanced": (lambda x: x[[0], [1]], TypeError, "one index"),
+    "two_advanced_shapes": (lambda x: x[[0, 1], [1, 0, 1]], IndexError, "broadcast"),
     "index_float_tensor": (lambda x: gg.index_select(x, 0, gg.tensor([0.0])), TypeError, "int32"),
     "index_select_2d": (lambda x: gg.index_select(x, 0, gg.tensor([[0]])), ValueError, "1-D"),
     "index_select_dim": (lambda x: gg.index_select(x, 3, gg.tensor([0])), ValueError, "index_select"),

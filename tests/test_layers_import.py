@@ -24,10 +24,12 @@ LAYERS: dict[str, int] = {
     "ops": 3,
     "tensor": 4,        # Tensor, the tape (autograd) and the functional surface
     # toolkit (layer 6 of SPEC §1); its packages may use one another
-    "nn": 5, "optim": 5, "data": 5, "io": 5, "capture": 5, "distributions": 5, "info": 5,
+    "nn": 5, "optim": 5, "data": 5, "io": 5, "capture": 5, "distributions": 5, "info": 5, "autograd": 5,
+    "utils": 5, "cuda": 5, "accelerator": 5, "backends": 5,     # torch's module paths (torch.utils.data, ...)
+    "distributed": 5, "linalg": 5,
     "__init__": 6,      # the package root: `import ggmlgrad` — only applications may import it
     # applications of the library, never imported by it: the demo, the CLI, the test tables
-    "demo": 7, "__main__": 7, "testing": 7, "fastbuild": 7,
+    "demo": 7, "__main__": 7, "testing": 7, "fastbuild": 7, "bench": 7, "port": 7,
 }
 ROOT_LEVEL = LAYERS["__init__"]
 

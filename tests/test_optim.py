@@ -277,8 +277,8 @@ def test_refusals():
         SGD([w], lr=0.1, nesterov=True)
     with pytest.raises(ValueError, match="non-leaf"):
         SGD([w * 2], lr=0.1)
-    with pytest.raises(NotImplementedError, match="amsgrad"):
-        Adam([w], amsgrad=True)
+    with pytest.raises(RuntimeError, match="amsgrad"):
+        Adam([w], amsgrad=True, fused=True)
     with pytest.raises(TypeError, match="float"):
         SGD([gg.tensor([1, 2])], lr=0.1)
     bf = gg.tensor([1.0], dtype=gg.bfloat16, requires_grad=True)

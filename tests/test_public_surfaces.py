@@ -17,17 +17,19 @@ from ggmlgrad.ops.decl import PUBLIC, public
 from ggmlgrad.tensor import surfaces
 from ggmlgrad.tensor.conversion import ConversionMethods
 from ggmlgrad.tensor.inplace import InplaceMethods
+from ggmlgrad.tensor.new_methods import TypeMethods
 
 # Tensor API that is not an op front end: autograd, memory layout, sizes (written in tensor.py).
-TENSOR_API = {"backward", "detach", "requires_grad_", "retain_grad", "contiguous", "is_contiguous", "stride",
+TENSOR_API = {"backward", "detach", "requires_grad_", "retain_grad", "register_hook", "contiguous", "is_contiguous", "stride",
               "storage_offset", "data_ptr", "numel", "size", "dim", "__len__", "__init__", "__hash__", "_blank"}
 # Mixins of hand-written Tensor methods that are not op forwards: in-place writes (each a Tensor._write
 # with version/alias/capture checks), host conversions and device/dtype moves.
-NON_OP_MIXINS = (InplaceMethods, ConversionMethods)
+NON_OP_MIXINS = (InplaceMethods, ConversionMethods, TypeMethods)   # TypeMethods: torch's new_*/type()
 # gg.* functions that are not op front ends: creation, modes, devices, capture, io, grad modes, interop.
 GG_API_MODULES = ("ggmlgrad.engine", "ggmlgrad.runtime", "ggmlgrad.capture", "ggmlgrad.io", "ggmlgrad.info",
                   "ggmlgrad.tensor.creation", "ggmlgrad.tensor.interop", "ggmlgrad.tensor.grad_mode",
-                  "ggmlgrad.tensor.gradcheck", "ggmlgrad.tensor.tensor:tensor", "ggmlgrad:pending")
+                  "ggmlgrad.tensor.gradcheck", "ggmlgrad.tensor.tensor:tensor", "ggmlgrad:pending",
+                  "ggmlgrad.tensor.legacy", "ggmlgrad.tensor.printing")
 
 
 def _generated(fn) -> bool:

@@ -44,7 +44,7 @@ def test_readme_capture_example_prints_what_it_says():
 def test_setup_is_exactly_two_commands_and_ci_runs_the_test_one():
     setup = README.split("## Set up", 1)[1]
     commands = re.search(r"```bash\n(.*?)```", setup, re.S).group(1).strip().splitlines()
-    assert commands == ['pip install -e ".[examples,fast]" && python -m ggmlgrad build --optional && python -m ggmlgrad demo',
+    assert commands == ['pip install -e ".[examples,fast,io]" && python -m ggmlgrad build --optional && python -m ggmlgrad demo',
                         'pip install -e ".[test]" && python -m pytest']
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert commands[1] in ci.splitlines()

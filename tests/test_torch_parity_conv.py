@@ -269,3 +269,30 @@ def test_conv_transpose_output_size_matches_torch():
         np.testing.assert_allclose(got, want, atol=1e-5)
     with pytest.raises(ValueError, match="output size"):
         gm(gg.tensor(x), output_size=(12, 9))
+
+
+def test_gradient_penalty_through_convolutions_matches_torch():
+    """Double backward (WGAN-GP's gradient penalty): the input gradient of a conv critic, differentiated
+    again with respect to its parameters (conv2d's gradients are convolutions, to any order)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    torch.manual_seed(0)
+
+    def build(nn):
+        return nn.Sequential(nn.Conv2d(3, 4, 3, stride=2, padding=1), nn.LeakyReLU(0.2), nn.Conv2d(4, 2, 3, groups=2),
+                             nn.Tanh(), nn.Flatten(), nn.Linear(8, 1))
+    tm, gm = build(torch.nn), build(gg.nn)
+    gm.load_state_dict({k: gg.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    tx = torch.tensor(x, requires_grad=True)
+    (tg,) = torch.autograd.grad(tm(tx).sum(), tx, create_graph=True)
+    tp = (tg.pow(2).sum(dim=(1, 2, 3)).sqrt() - 1).pow(2).mean()
+    want = torch.autograd.grad(tp, list(tm.parameters())[:-1])     # the last bias does not reach the penalty
+    for mode in ("eager", "graph"):
+        with gg.graph_mode(mode == "graph"):
+            gx = gg.tensor(x, requires_grad=True)
+            (g,) = gg.autograd.grad(gm(gx).sum(), gx, create_graph=True)
+            penalty = (((g * g).sum(axis=(1, 2, 3)).sqrt() - 1.0) ** 2).mean()
+            got = gg.autograd.grad(penalty, list(gm.parameters())[:-1])
+            np.testing.assert_allclose(penalty.item(), tp.item(), rtol=1e-5)
+            for a, b in zip(got, want):
+                np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5, rtol=1e-4)

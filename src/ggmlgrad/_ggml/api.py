@@ -81,6 +81,8 @@ _BASE = {
     "ggml_im2col": "p:pppiiiiiibi", "ggml_im2col_back": "p:ppppiiiiiib", "ggml_pad_ext": "p:ppiiiiiiii",
     "ggml_conv_2d_direct": "p:pppiiiiii", "ggml_pool_2d": "p:ppiiiiiff", "ggml_pool_2d_back": "p:pppiiiiiff",
     "ggml_argsort": "p:ppi", "ggml_top_k": "p:ppi",
+    "ggml_roll": "p:ppiiii", "ggml_tri": "p:ppi",
+    **{f"ggml_{n}": "p:pp" for n in ("ceil", "round", "trunc")},   # ops/math_extra.py
     "ggml_flash_attn_ext": "p:pppppfff", "ggml_flash_attn_back": "p:ppppppb",
     "ggml_opt_step_adamw": "p:pppppp", "ggml_opt_step_sgd": "p:pppp", "ggml_set_param": "v:p",
     "ggml_cross_entropy_loss": "p:ppp", "ggml_cross_entropy_loss_back": "p:pppp",

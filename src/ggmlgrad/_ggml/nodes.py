@@ -119,6 +119,41 @@ class PointerTable:
                     d.value = s.data + offs
                     b.value = s.buffer
 
+    def bind_op(self, inputs, out) -> None:
+        """:meth:`bind` for an eager op's plan: the leaves are ``inputs``' storages (arrays with a
+        ``_storage``), the one output is ``out`` (a storage). No list is built: this runs per op."""
+        bound_data, bound_buf, cells = self.bound_data, self.bound_buf, self.cells
+        moved = None
+        i = 0
+        for x in inputs:
+            s = x._storage
+            data, buf = s.data, s.buffer
+            if data != bound_data[i] or buf != bound_buf[i]:
+                c = cells[i]
+                if c is not None:
+                    c[0].value = data
+                    c[1].value = buf
+                bound_data[i], bound_buf[i] = data, buf
+                if moved is None:
+                    moved = set()
+                moved.add(i)
+            i += 1
+        data, buf = out.data, out.buffer
+        if data != bound_data[i] or buf != bound_buf[i]:
+            c = cells[i]
+            c[0].value = data
+            c[1].value = buf
+            bound_data[i], bound_buf[i] = data, buf
+            if moved is None:
+                moved = set()
+            moved.add(i)
+        if moved is not None and self.views:
+            for d, b, base, offs in self.views:
+                if base in moved:
+                    s = out if base == i else inputs[base]._storage
+                    d.value = s.data + offs
+                    b.value = s.buffer
+
     def unbind(self, start: int) -> None:
         """Clear the pointers of bases ``start..`` (outputs handed back unallocated)."""
         for c in self.cells[start:]:

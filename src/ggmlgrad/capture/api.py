@@ -624,8 +624,9 @@ class CapturedStep(Captured):
     Replay: ONE upload (arguments, noise, clip limit, the optimizer's hyperparameters for this
     step), graph 1 (forward + backward + clipping), ONE download (loss outputs + grad norm),
     graph 2 (the update, in place), then the optimizer's step counters advance. On the CPU, a step
-    without clipping, index checks or in-place writes computes both as ONE graph (see
-    ``_merge_graphs``): one compute per replay instead of two.
+    without clipping, index checks, argument write-backs or in-place writes of the optimizer's
+    parameters computes both as ONE graph (see ``_merge_graphs``; a batch norm's running statistics
+    are written in it): one compute per replay instead of two.
     """
 
     _kind = "capture_step"
@@ -713,8 +714,8 @@ class CapturedStep(Captured):
                 with no_grad(), recorder.hold():
                     update.queue(grads, hps)
                 recorder.take_graph("optimizer update", [], [])
-                if not clip and device.kind == "cpu" and not recorder.index_checks and not recorder.writes.cells \
-                        and not recorder.writes.writebacks:
+                if not clip and device.kind == "cpu" and not recorder.index_checks \
+                        and recorder.writes.merge_ok(params):
                     _merge_graphs(recorder)  # nothing to check between the two graphs: one compute
                 recorder.resolve_refs(lambda: _owners(self.fn, params))
                 inputs = recorder.finish()
@@ -755,10 +756,10 @@ class CapturedStep(Captured):
             outs = rec.outputs(raw)
         else:
             outs = rec.read_outputs()
-        if self._last_rec is not rec:
-            for p, g in zip(rec.params, rec.grads):
+        for p, g in zip(rec.params, rec.grads):   # also after zero_grad() set them to None or zeros
+            if p.grad is not g:
                 p.grad = g
-            self._last_rec = rec
+        self._last_rec = rec
         if rec.norm_index is not None:
             norm = float(outs[rec.norm_index])
             self.grad_norm = norm
@@ -783,7 +784,8 @@ class CapturedStep(Captured):
 
 def _merge_graphs(recorder: Recorder) -> None:
     """Make the recorder's two graphs (forward+backward, then the update) ONE graph, before they are
-    allocated, for a step with nothing to verify between them (no clipping, index checks or writes).
+    allocated, for a step with nothing to verify between them (no clipping, index checks, argument
+    write-backs or writes of the updated parameters: RecordedWrites.merge_ok).
 
     The update's nodes follow every node of the first graph and read its gradients from the output
     block they were written to; ggml's CPU and BLAS backends compute a graph's nodes (and splits) in

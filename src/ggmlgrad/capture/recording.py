@@ -20,8 +20,8 @@ import numpy as np
 
 from .._ggml import lib
 from .._ggml.nodes import ChangedSpans, HostArray, LeafBinding, bind_node, host_view
-from ..engine import (COMPUTED, ENGINE, FAILED, PENDING, COUNTERS, CaptureError, DType, bfloat16, float32,
-                      modes, user_site)
+from ..engine import (COMPUTED, ENGINE, PENDING, COUNTERS, CaptureError, DType, bfloat16, float32,
+                      bind, fail, modes, user_site)
 from ..engine import checks as _checks, context
 from ..engine.observer import Observer
 from ..engine.dtypes import bf16_to_f32, f32_to_bf16
@@ -89,7 +89,7 @@ class InputSlot:
         self.dtype = dtype
         self.noise = noise
         t = Tensor._blank(shape, dtype, device)
-        t._storage = Storage(device, max(t.nbytes, 1))  # placeholder until the packed block exists
+        bind(t, Storage(device, max(t.nbytes, 1)))  # placeholder until the packed block exists
         self.tensor = t
         self.leaves: list[int] = []
         self.offset = 0
@@ -262,8 +262,9 @@ class Recorder(metaclass=_CurrentRecorder):
             raise CaptureError(f"capture: noise requested on {req.device.name} inside a recording on "
                                f"{self.device.name}")
         n = sum(1 for s in self.slots if s.kind == "noise")
-        return self.input("noise", f"noise[{n}] ({req.kind}) at {user_site(2)}", tuple(req.shape), float32,
-                          noise=req)
+        # a draw (refilled from the generator per replay) or a recorded constant (filled once): req.fill
+        return self.input("noise", f"noise[{n}] ({req.kind}) at {user_site(2)}", tuple(req.shape),
+                          getattr(req, "dtype", float32), noise=req)
 
     def _on_leaf(self, a, leaf: int) -> int | None:
         # By storage, not tensor: an alias of an input (x.detach()) is the input, rebound per replay too.
@@ -392,11 +393,9 @@ class Recorder(metaclass=_CurrentRecorder):
         for ref, _node in roots:
             a = ref()
             if a is not None and a._status == PENDING and id(a) not in out_ids:
-                a._status, a._node = FAILED, 0
-                a._error = _NOT_OUTPUT
+                fail(a, _NOT_OUTPUT)
         for j, t in enumerate(outs):
-            t._status, t._node = COMPUTED, 0
-            t._storage = StorageSlice(block, offsets[j], t.nbytes)
+            bind(t, StorageSlice(block, offsets[j], t.nbytes))
             self._owned_ids.add(id(t))
         n_tensors = sum(lib.used_mem(c) for c in ctx_list) // _OVERHEAD + 16
         # The per-graph policy plays safe for one-off drains; a replayed graph can afford to
@@ -424,7 +423,7 @@ class Recorder(metaclass=_CurrentRecorder):
             for leaf in slot.leaves:
                 bind_node(leaf, s.data, s.buffer)
             placeholder = slot.tensor._storage
-            slot.tensor._storage = s
+            bind(slot.tensor, s)
             for g in self.graphs:
                 g.keep = [k for k in g.keep if k is not placeholder]
         for g in self.graphs:

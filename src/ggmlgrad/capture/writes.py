@@ -25,7 +25,7 @@ import numpy as np
 
 from .._ggml import lib
 from .._ggml.nodes import view_of, write_array
-from ..engine import COMPUTED, COUNTERS, ENGINE, PENDING, CaptureError
+from ..engine import COMPUTED, COUNTERS, ENGINE, PENDING, CaptureError, cache_leaf, forget_leaf
 from ..ops import op
 from ..tensor import is_grad_enabled, no_grad
 from ..tensor.inplace import _leaf_inplace_message
@@ -115,7 +115,7 @@ class RecordedWrites:
         t.node = ENGINE.node_of(v)
         for a in [r() for r in self.seen.get(id(s), ())] + [target]:
             if a is not None and a._storage is s:
-                a._leaf_epoch = -1  # its cached leaf is the old value: the next read asks on_leaf again
+                forget_leaf(a)  # its cached leaf is the old value: the next read asks on_leaf again
         cell = target._vcell
         if id(cell) not in self.cells:
             self.cells[id(cell)] = [cell, cell[0], t]
@@ -143,7 +143,7 @@ class RecordedWrites:
         if a.shape != t.value.shape or a.dtype is not t.value.dtype:
             raise CaptureError(f"capture: a {a.dtype.name} {a.shape} alias of memory the function wrote in "
                                f"place ({t.value.dtype.name} {t.value.shape}) is not supported")
-        a._leaf = t.node
+        cache_leaf(a, t.node)
         return t.node
 
     # -- when a graph is taken
@@ -163,6 +163,19 @@ class RecordedWrites:
                     ctx = ENGINE.begin(rec.device)
                     ENGINE.queue_effect(lib.cpy(ctx, t.node, t.leaf), "capture write")
         return [t for t in live if t.slot is not None]
+
+    def merge_ok(self, params) -> bool:
+        """Whether the step's two graphs may compute as one with these writes: nothing is written back
+        to an argument, nothing is written through a view, and no written memory is a parameter the
+        update reads and writes (a batch norm's running statistics qualify). The writes' copies follow
+        every node of the first graph and precede the update's nodes, so the order is that of two
+        computes."""
+        if self.writebacks or self.covered:
+            return False
+        if not self.external_ids:
+            return True
+        updated = {id(s) for p in params for s in _memories(p)}
+        return not (self.external_ids & updated)
 
     # -- when the recording ends
     def finish(self, arg_slots: list, ref_storages: set) -> "ReplayWrites | None":

@@ -50,7 +50,7 @@ class Categorical(Distribution):
             self.logits = op.clamp(lg - op.logsumexp(lg, axis=-1, keepdim=True), lo=_MIN_LOGIT)
             self.probs = op.softmax(lg)
         self._num_events = self.logits.shape[-1]
-        super().__init__(batch_shape=tuple(self.logits.shape[:-1]))
+        super().__init__(validate_args=validate_args, batch_shape=tuple(self.logits.shape[:-1]))
 
     @property
     def param_shape(self) -> tuple:

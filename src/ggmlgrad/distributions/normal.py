@@ -24,12 +24,14 @@ class Normal(Distribution):
     -1.6121
     """
 
+    has_rsample = True
+
     def __init__(self, loc, scale, validate_args=None) -> None:
         like = loc if isinstance(loc, Tensor) else scale if isinstance(scale, Tensor) else None
         self.loc = _float_tensor(loc, like)
         self.scale = _float_tensor(scale, like)
         shape = broadcast_shapes("Normal", tuple(self.loc.shape), tuple(self.scale.shape))
-        super().__init__(batch_shape=shape)
+        super().__init__(validate_args=validate_args, batch_shape=shape)
 
     @property
     def mean(self) -> Tensor:

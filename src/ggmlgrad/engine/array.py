@@ -48,3 +48,37 @@ def ggml_ne(shape: tuple) -> list[int]:
     """NumPy shape → ggml ``ne`` (reversed, padded to 4)."""
     ne = list(reversed(shape)) or [1]
     return ne + [1] * (4 - len(ne))
+
+
+# The transitions of a value, the only writes of an array's value fields outside engine/ and tensor/
+# (tests/test_value_owner.py checks it): the value is the engine's (storage, pending node, failure).
+def bind(a: Array, storage) -> None:
+    """``a`` holds its value in ``storage`` from now on (computed; any cached leaf is stale)."""
+    a._storage = storage
+    a._status = COMPUTED
+    a._node = 0
+    a._leaf_epoch = -1
+
+
+def fail(a: Array, error: str) -> None:
+    """``a`` has no value; reading it raises ``error``."""
+    a._status = FAILED
+    a._node = 0
+    a._error = error
+
+
+def share_value(a: Array, src: Array) -> None:
+    """``a`` takes ``src``'s value reference (the same memory, or the same failure)."""
+    a._storage, a._status, a._error = src._storage, src._status, src._error
+    a._leaf_epoch = -1
+
+
+def forget_leaf(a: Array) -> None:
+    """Drop ``a``'s cached leaf node: the next graph reads its memory anew."""
+    a._leaf_epoch = -1
+
+
+def cache_leaf(a: Array, node: int) -> None:
+    """Make ``node`` the leaf ``a`` reads in the graph being built (a capture recording's rewrite:
+    memory the recording wrote reads the node of the new value)."""
+    a._leaf = node

@@ -15,7 +15,7 @@ from .context import current
 from .array import COMPUTED, FAILED, PENDING, Array, ggml_ne
 from .errors import PendingError
 from .flat import FlatNode
-from .plans import Plan, Uncacheable
+from .plans import OpPlan, Plan, Uncacheable
 from .records import _Pending, _phase_label, no_value_message
 
 _CTX_TENSORS = 4096           # tensors per node context
@@ -247,7 +247,7 @@ def make_op_plan(plans, key, device: Device, build, inputs, out: Array, params: 
     leaves = [_new_leaf(ctx, x) for x in inputs]
     try:
         node = build(ctx, leaves, inputs, out, **params)
-        plan = Plan(device, [ctx], leaves, [node], (s,), max_work=work or float(out.numel_))
+        plan = OpPlan(device, [ctx], leaves, [node], (s,), max_work=work or float(out.numel_))
     except (Uncacheable, MemoryError) as e:
         lib.free(ctx)
         if isinstance(e, Uncacheable):

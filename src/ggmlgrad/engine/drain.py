@@ -127,7 +127,7 @@ class Drainer:
 
     def drain(self, reason: str) -> bool:
         """Compute everything queued as one graph. Returns False when nothing was queued."""
-        if self.one is None and not (self.roots or self.effects or self.lazy):
+        if not (self.roots or self.effects or self.lazy):
             return False  # nothing queued (leaving a graph-mode block after a read): no lock needed
         with self.lock:
             return self._drain_locked(reason)
@@ -136,12 +136,6 @@ class Drainer:
         """:meth:`drain` for a caller that holds the lock. The one route of every compute: a queue
         of one record (an eager op) looks up its op plan, a longer one its graph plan; without a
         plan the records are built and computed as one graph. Same counters, same failures."""
-        one = self.one
-        if one is not None:  # an eager or check-mode op, alone in the queue
-            self.one = None  # taken before computing, as every drain does
-            if self._fail_next is None and self._drain_one(one, reason):
-                return True
-            self._build_record(*one[:6])
         lazy = self.lazy
         if self._draining or not (self.roots or self.effects or lazy):
             return False
@@ -363,33 +357,39 @@ class Drainer:
         out, label, build, inputs, work, params, c = one
         sig = []
         for x in inputs:
-            if x._status != COMPUTED or x._storage is None or not x.numel_ or type(x._storage) is StridedAlias:
+            s = x._storage
+            if x._status != COMPUTED or s is None or not x.numel_ or type(s) is StridedAlias:
                 return False  # (a plan's leaves are contiguous)
             sig.append(x.shape)
             sig.append(x.dtype)
         device = out.device
+        plans = c.op_plans
         try:
             # Inputs share out's device (every op's validation checks it).
-            key = (build, out.shape, out.dtype, device.dev_ptr, c.precision, tuple(sig),
+            key = (build, out.shape, out.dtype, device.dev_ptr, c.precision, *sig,
                    freeze_params(params) if params else ())
-            plans = c.op_plans
             plan = plans.plans.get(key, False)
         except TypeError:  # an unhashable parameter (e.g. a tensor): no plan
             return False
         if plan is None:
             return False
-        if plan is False and not plans.want(key):
-            return False
-        s = Storage(device, out.nbytes)
+        w = work or float(out.numel_)
         if plan is False:
+            if not plans.want(key):
+                return False
+            s = Storage(device, out.nbytes)
             plan = make_op_plan(plans, key, device, build, inputs, out, params, s, work)
             if plan is None:
                 return False
+        else:
+            s = None
         counters = c.counters
         counters.drains[reason] += 1
-        w = work or float(out.numel_)
         try:
-            status = plan.run([x._storage for x in inputs], (s,), choose_threads(w, w))
+            if s is None:  # a hit: the plan picks the result's memory
+                status, s = plan.run_op(inputs, device, out.nbytes, choose_threads(w, w))
+            else:
+                status = plan.run([x._storage for x in inputs], (s,), choose_threads(w, w))
             if status != 0:
                 raise RuntimeError(f"ggml graph compute returned status {status}")
         except BaseException as e:  # the drain's failure path (the op's own call is the site)

@@ -34,3 +34,18 @@ class PendingIndexError(PendingError, IndexError):
 
 class CaptureError(RuntimeError):
     """Something inside a capture recording would be frozen into every replay."""
+
+
+# torch raises RuntimeError where Python code would raise ValueError or TypeError: these classes are
+# both, so ``except RuntimeError`` in a ported program and ``except ValueError`` in ggmlgrad code catch them.
+class ShapeError(ValueError, RuntimeError):
+    """Shapes that do not fit an op (torch: RuntimeError)."""
+
+
+class DTypeError(TypeError, RuntimeError):
+    """A dtype an op refuses (torch: RuntimeError, or NotImplementedError for a missing kernel)."""
+
+
+class IndexRangeError(IndexError, ValueError):
+    """A dimension or index out of range: an ``IndexError`` as in PyTorch, and a ``ValueError``
+    like every other bad-argument error of ggmlgrad ops (``except`` either one)."""

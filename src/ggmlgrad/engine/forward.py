@@ -92,14 +92,14 @@ def build_segment(ctx: int, nodes: list, inputs: list, out, seg: ForwardSegment)
 
 def appendable(e, c) -> bool:
     """Whether a segment may be appended to the queue now (see :func:`mark`)."""
-    return not (c.observer is not None or e._hold or c.check or e.one is not None or e.updates
+    return not (c.observer is not None or e._hold or c.check or e.updates
                 or (not c.graph and len(e)))
 
 
 def mark(e, c) -> ForwardMark | None:
     """The queue's position before a call whose records may become a segment, or None when they
     cannot (a capture recording, an exclusive section, check mode, a queue with updates)."""
-    if c.observer is not None or e._hold or c.check or e.one is not None or e.updates:
+    if c.observer is not None or e._hold or c.check or e.updates:
         return None
     if not c.graph and len(e):
         return None  # eager mode records its segment on an empty queue only

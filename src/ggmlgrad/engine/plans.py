@@ -23,11 +23,13 @@ import math
 import os
 import threading
 import time
+from sys import getrefcount
 
 from .._ggml import lib, new_context
 from .._ggml.nodes import PointerTable, view_of
-from ..runtime import Device, executor_for
+from ..runtime import Device, Storage, executor_for
 from ..runtime.budget import check_graph
+from ..runtime.memory import register_spares
 from ..runtime.executor import COMPUTE_LOCK
 from ..runtime.faults import ARMED as _FAULTS, hit as _fault
 from ..runtime.threads import ThreadTuner
@@ -138,9 +140,10 @@ class OwnedGraph:
         ex = self.executor
         tuner = self.tuner
         if tuner is None:
-            # set_threads itself skips ggml calls when nothing changes; the thread count alone
-            # is not enough to compare (the split between BLAS and CPU depends on the graph)
-            ex.set_threads(threads, self.accelerated)
+            # The thread count alone is not enough to compare (the split between BLAS and the CPU
+            # depends on the graph): both must match to skip the call (an eager op plan runs per op)
+            if ex.threads != threads or ex.last_accelerated is not self.accelerated:
+                ex.set_threads(threads, self.accelerated)
             return lib.backend_sched_graph_compute(self.sched, self.graph)
         threads = tuner.pick()
         ex.set_threads(threads, self.accelerated)
@@ -221,6 +224,66 @@ class Plan(OwnedGraph):
         with COMPUTE_LOCK:
             self.pointers.bind(leaf_storages, out_storages)
             return self._compute_locked(threads)
+
+
+class OpPlan(Plan):
+    """An eager op's plan (one op over leaves of its own, one result): :meth:`run_op` is the whole
+    compute of an eager op on a plan hit.
+
+    Its result goes into the memory the last run gave it when nothing else holds that any more
+    (the last result was dropped: ``a + b`` in a loop), else into a new storage: no pool round
+    trip, and the output pointer need not be rebound."""
+
+    spare = None  # the last run's result storage (small results only), reused once nobody holds it
+
+    def run_op(self, inputs, device: Device, nbytes: int, threads: int):
+        """Compute from ``inputs`` (computed, contiguous arrays) into a storage of ``nbytes``;
+        returns ``(ggml status, the result's storage)``."""
+        with COMPUTE_LOCK:  # threads share plans: choosing the memory, rebinding and computing go together
+            s = self.spare
+            if s is not None and getrefcount(s) == _SPARE_UNSHARED:
+                self.spare = None
+            else:
+                s = Storage(device, nbytes)
+            self.pointers.bind_op(inputs, s)
+            status = self._compute_locked(threads)
+            if nbytes <= _SPARE_BYTES:
+                self.spare = s
+            return status, s
+
+
+_SPARE_BYTES = 1 << 16
+
+
+def _spare_refs() -> int:
+    """What ``getrefcount`` reads in :meth:`OpPlan.run_op` for a storage only the plan holds
+    (measured, not assumed: the count depends on the interpreter)."""
+    class _Holder:
+        spare = None
+    h = _Holder()
+    h.spare = object()
+    s = h.spare
+    return getrefcount(s)
+
+
+_SPARE_UNSHARED = _spare_refs()
+
+
+def _op_plan_spares(drop: bool) -> tuple[int, int]:
+    """(count, bytes) of the eager op plans' spare results that nothing else holds (memory the pool
+    counts as live but which is cached); ``drop``: let them go back to the pool."""
+    n = b = 0
+    with COMPUTE_LOCK:
+        for plan in list(OP_PLANS.plans.values()):
+            s = getattr(plan, "spare", None)
+            if s is not None and getrefcount(s) == _SPARE_UNSHARED:
+                if drop:
+                    plan.spare = None
+                else:
+                    n += 1
+                    b += s.capacity
+            del s
+    return n, b
 
 
 class PlanCache:
@@ -342,3 +405,4 @@ class SegmentPlan:
 OP_PLANS = PlanCache(int(os.environ.get("GGMLGRAD_PLAN_CACHE", "256")))
 GRAPH_PLANS = PlanCache(int(os.environ.get("GGMLGRAD_GRAPH_PLAN_CACHE", "32")))
 SEGMENT_PLANS = PlanCache(32, min_uses=1)
+register_spares(_op_plan_spares)

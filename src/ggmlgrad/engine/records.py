@@ -3,7 +3,7 @@
 Graph mode appends each op as a record (builder, inputs, parameters, result shape and dtype,
 precision, result stand-in) without building it, and extends the queue's plan key as it goes:
 a drain whose key ran before computes a cached plan (see :mod:`.drain`). An eager or check-mode
-op is the queue's one record (``one``), drained at once and keyed by its op alone.
+op is drained at once, keyed by its op alone (``Drainer._drain_one``).
 """
 from __future__ import annotations
 
@@ -90,9 +90,12 @@ class RecordQueue:
     """Engine part: the queue's state, its lazy records and their plan key (mixed into ``Engine``)."""
 
     def _new_epoch_state(self) -> None:
-        self.one: tuple | None = None  # an eager or check-mode op's record, while record() drains it
         self.ctx = 0
         self.ctx_list: list[int] = []
+        # Facts about this epoch's nodes that builders leave for later builders (fast_math's GELU
+        # value-and-derivative node, by the node of its input): in Python, keyed by node address,
+        # and dropped with the epoch, before its contexts are reset (a freed node's address is reused).
+        self.notes: dict[int, int] = {}
         # Graph mode records ops without building them (see _materialize): (build, inputs,
         # params, out shape, out dtype, matmul precision, result stand-in or None for an update).
         # Their arrays' _node is -(index+1).
@@ -118,6 +121,14 @@ class RecordQueue:
 
     def __len__(self) -> int:
         return len(self.roots) + len(self.effects) + self.updates
+
+    def note(self, node: int, value: int) -> None:
+        """Leave ``value`` (a node) for builders of this epoch that meet ``node`` (see ``notes``)."""
+        self.notes[node] = value
+
+    def noted(self, node: int) -> int:
+        """What :meth:`note` left for ``node`` in this epoch; 0 when nothing."""
+        return self.notes.get(node, 0)
 
     def _record_lazy(self, out: Array, label: str, build, inputs, work: float, params: dict, prec: str) -> Array:
         """Graph mode: queue the op without building its node. The drain computes the queue with a

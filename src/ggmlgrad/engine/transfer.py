@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 
 from .._ggml.nodes import host_view, read_array, write_array
-from ..runtime import Device, Storage
+from ..runtime import Device, HostStorage, Storage
 from ..runtime.faults import ARMED as _FAULTS
 from .array import Array, COMPUTED, FAILED
 from .context import current
-from .dtypes import DType, bf16_to_f32, bfloat16, f32_to_bf16, to_bool_storage
+from .dtypes import DType, bf16_to_f32, bfloat16, f32_to_bf16, float16, float32, int32, to_bool_storage
 from .errors import PendingError
 from .queue import ENGINE, no_value_message
 
@@ -84,6 +84,39 @@ def download(a: Array, site: str) -> np.ndarray:
     if a.dtype.is_bool:
         return out != 0   # float32 0/1 storage → np.bool_
     return out
+
+
+_TYPESTR = {float32: "<f4", int32: "<i4", float16: "<f2"}  # dtypes whose storage NumPy reads as it is
+
+
+def host_value(a: Array) -> np.ndarray | None:
+    """A NumPy view of the computed ``a``'s memory when that is host memory of its own (a
+    ``Storage`` or ``HostStorage`` of a float32, float16 or int32 tensor with elements); None
+    otherwise (pending, failed, a view's alias, a GPU, bool/bfloat16 storage, a fault armed).
+
+    The host path of small reads and writes (``item()``, ``x[i] = v``): NumPy on the memory
+    itself, no graph. The view does not keep the memory alive: only for a caller that holds
+    ``a`` while it uses it, never handed out."""
+    s = a._storage
+    t = type(s)
+    if (t is not Storage and t is not HostStorage) or a._status != COMPUTED or _FAULTS or not a.numel_:
+        return None
+    ts = _TYPESTR.get(a.dtype)
+    if ts is None or not s.device.is_host:
+        return None
+    return s.host_array(ts, a.shape, a.numel_ * a.dtype.itemsize)
+
+
+def count_download(site: str, nbytes: int) -> bool:
+    """Count a host read of ``nbytes`` at ``site`` as :func:`download` does; False (nothing
+    counted) while an observer (a capture recording) watches reads: it must see them."""
+    c = current()
+    if c.observer is not None:
+        return False
+    counters = c.counters
+    counters.downloads[site] += 1
+    counters.download_bytes[site] += nbytes
+    return True
 
 
 _ = Device

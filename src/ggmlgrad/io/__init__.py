@@ -1,4 +1,5 @@
-"""``gg.save`` / ``gg.load``: state dicts (models and optimizers) as ``.safetensors`` or ``.gguf``.
+"""``gg.save`` / ``gg.load``: state dicts (models and optimizers) as ``.safetensors``, ``.gguf`` or
+PyTorch's own ``.pt`` format (``torch_format.py``: read and written without torch).
 
 The format follows the file extension. Tensors keep their dtype bit for bit
 (float32, float16, bfloat16, int32); everything else in a (nested) state dict —
@@ -23,5 +24,6 @@ truncated or corrupt file, a dtype ggmlgrad cannot hold or a tensor of more than
 """
 from .checkpoint import load, save
 from .errors import CheckpointError
+from .torch_format import UnsafeCheckpointError
 
-__all__ = ["save", "load", "CheckpointError"]
+__all__ = ["save", "load", "CheckpointError", "UnsafeCheckpointError"]

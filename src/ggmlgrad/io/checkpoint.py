@@ -15,7 +15,7 @@ from .._ggml import array_address
 from ..engine import dtypes
 from ..engine.dtypes import to_bool_storage
 from ..tensor import Tensor
-from . import gguf_file, safetensors_file
+from . import gguf_file, safetensors_file, torch_format
 from .errors import MAX_DIMS, CheckpointError, Entry, FileBytes
 from .tree import Leaf, flatten, leaf_table, storage_np_dtype, unflatten
 
@@ -31,13 +31,18 @@ def _fmt(path) -> str:
         return "safetensors"
     if p.endswith(".gguf"):
         return "gguf"
-    raise ValueError(f"gg.save/gg.load: cannot tell the format of {p!r} from its extension; "
-                     f"use .safetensors or .gguf")
+    return "torch"          # torch.save's zip format, whatever the name (.pt, .pth, .bin, .ckpt, ...)
+
+
+def _is_file_object(f) -> bool:
+    return hasattr(f, "write") or hasattr(f, "read")
 
 
 def save(obj, path) -> None:
-    """Write a state dict (or any nest of tensors, arrays, numbers, strings, lists, tuples and dicts)
-    to ``path`` (``.safetensors`` or ``.gguf``), atomically.
+    """Write a state dict (or any nest of tensors, numbers, strings, lists, tuples and dicts) to
+    ``path``, atomically: ``.safetensors`` or ``.gguf`` by the extension, PyTorch's own zip format
+    (``torch.load(path, weights_only=True)`` reads it) for any other name (``.pt``, ``.pth``, ...)
+    and for a binary file object. NumPy arrays go into ``.safetensors``/``.gguf`` only.
 
     >>> import os, tempfile, ggmlgrad as gg
     >>> p = os.path.join(tempfile.mkdtemp(), "w.gguf")
@@ -45,7 +50,16 @@ def save(obj, path) -> None:
     >>> gg.load(p)["w"].dtype
     ggmlgrad.bfloat16
     """
+    if _is_file_object(path):
+        torch_format.write(obj, path)
+        return
     fmt = _fmt(path)
+    if fmt == "torch":
+        def write_torch(tmp: str) -> None:
+            with open(tmp, "wb") as f:
+                torch_format.write(obj, f)
+        _atomic_write(os.fspath(path), write_torch)
+        return
     skeleton, leaves = flatten(obj)
     meta = json.dumps({"version": _VERSION, "skeleton": skeleton, "tensors": leaf_table(leaves)},
                       separators=(",", ":"), allow_nan=False)
@@ -53,10 +67,16 @@ def save(obj, path) -> None:
     _atomic_write(os.fspath(path), lambda tmp: writer(tmp, leaves, meta))
 
 
-def load(path, device=None):
+def load(path, device=None, *, map_location=None, weights_only: bool = True, mmap=None):
     """Read a file written by :func:`save` (the same nest, tensors on ``device``). A file from
     another tool comes back as a flat ``{name: Tensor}`` dict (float32/float16/bfloat16/int32;
-    float64 and int64 are narrowed to float32 and int32).
+    float64 and int64 are narrowed to float32 and int32). A PyTorch checkpoint (``torch.save``'s
+    zip format, whatever its name, or a binary file object) is read without torch, as
+    ``torch.load(weights_only=True)`` does: only tensors, storages, dtypes and containers are
+    rebuilt, and a pickle asking for anything else raises :class:`~ggmlgrad.io.torch_format.UnsafeCheckpointError`
+    naming it (``weights_only=False`` is accepted and reads the same way; a full pickled model
+    cannot be loaded: save its ``state_dict()``). ``map_location`` (torch's name) is a device
+    (a dict or function is not supported).
 
     Every header, size, offset, dtype and shape is validated against the file before any tensor
     is made, and each tensor's checksum as it is read: a truncated or corrupt file, a dtype
@@ -73,12 +93,24 @@ def load(path, device=None):
     ...     print(str(e).split(": ", 1)[1])
     not a valid GGUF file: truncated in the version (needs 4 bytes at offset 4, the file has 4)
     """
+    device = _map_location(device, map_location)
+    if _is_file_object(path):
+        return _load_file_object(path, device)
     p = os.fspath(path)
     fmt = _fmt(p)
     if not os.path.exists(p):
         raise FileNotFoundError(f"gg.load: no such file: {p!r}")
     where = f"gg.load({p!r})"
     with open(p, "rb") as f:
+        magic = f.read(4)
+        f.seek(0)
+        if magic == torch_format.ZIP_MAGIC:
+            return torch_format.read(f, device, where)
+        if magic == b"GGUF" and fmt != "gguf":
+            fmt = "gguf"
+        elif fmt == "torch":
+            raise CheckpointError(f"{where}: neither a torch zip checkpoint, a .safetensors nor a .gguf file "
+                                  f"(torch's legacy pre-1.6 format is not read: re-save it with a current torch)")
         src = FileBytes(f, where, "safetensors file" if fmt == "safetensors" else "GGUF file")
         meta, entries = _read_safetensors(src, where) if fmt == "safetensors" else _read_gguf(src, where)
         if meta is None:
@@ -92,6 +124,36 @@ def load(path, device=None):
             if isinstance(e, CheckpointError):
                 raise
             raise CheckpointError(f"{where}: the ggmlgrad metadata is corrupt ({e})") from None
+
+
+def _map_location(device, map_location):
+    if map_location is None:
+        return device
+    if device is not None:
+        raise TypeError("gg.load: give device= or map_location=, not both")
+    if isinstance(map_location, dict) or callable(map_location):
+        raise TypeError("gg.load: map_location as a dict or function is not supported; give a device "
+                        "(\"cpu\", gg.device(...))")
+    return map_location
+
+
+def _load_file_object(f, device):
+    """A binary file object: a torch zip checkpoint read in place; a safetensors or GGUF file through
+    a temporary copy (their readers work on real files)."""
+    where = f"gg.load({getattr(f, 'name', type(f).__name__)!r})"
+    start = f.tell() if hasattr(f, "tell") else 0
+    magic = f.read(4)
+    f.seek(start)
+    if magic == torch_format.ZIP_MAGIC:
+        return torch_format.read(f, device, where)
+    suffix = ".gguf" if magic == b"GGUF" else ".safetensors"
+    fd, tmp = tempfile.mkstemp(suffix=suffix)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(f.read())
+        return load(tmp, device)
+    finally:
+        os.unlink(tmp)
 
 
 def _parsed_meta(meta: str, where: str) -> tuple[list, object]:

@@ -19,8 +19,20 @@ from .layers import (ELU, GELU, Dropout, Embedding, Flatten, Identity, LayerNorm
                      ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh)
 from .losses import BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, MSELoss, NLLLoss, SmoothL1Loss, L1Loss
 from .module import Module, Parameter
+from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, RMSNorm
+from .activations_extra import (GLU, AlphaDropout, Dropout1d, Dropout2d, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid,
+                                Mish, PReLU, ReLU6, Softsign, Tanhshrink)
+from .losses_extra import (BCELoss, CosineEmbeddingLoss, GaussianNLLLoss, KLDivLoss, MarginRankingLoss, PoissonNLLLoss,
+                           TripletMarginLoss)
+from .parameter_containers import ParameterDict, ParameterList
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
+                          TransformerEncoderLayer)
 
 from . import utils  # noqa: F401  (clip_grad_norm_, clip_grad_value_: written with the optimizers)
+import sys as _sys  # noqa: E402
+_sys.modules.setdefault(__name__ + ".utils.clip_grad", utils)   # torch's path torch.nn.utils.clip_grad: the same module
+utils.clip_grad = utils
 
 __all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool1d", "MaxPool2d", "AvgPool1d",
            "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
@@ -30,4 +42,11 @@ __all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool1d"
            "Module", "Parameter", "Linear", "Sequential", "ModuleList", "ModuleDict", "Embedding", "LayerNorm",
            "Dropout", "MultiheadAttention", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LogSoftmax",
            "LeakyReLU", "Softplus", "ELU", "Flatten", "Identity", "MSELoss", "CrossEntropyLoss", "NLLLoss",
-           "BCEWithLogitsLoss", "HuberLoss", "SmoothL1Loss", "L1Loss", "functional", "init", "utils"]
+           "BCEWithLogitsLoss", "HuberLoss", "SmoothL1Loss", "L1Loss", "functional", "init", "utils",
+           "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
+           "Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+           "TransformerDecoderLayer"]
+__all__ += ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "RMSNorm", "PReLU", "Mish",
+            "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid", "LogSigmoid", "GLU", "Softsign", "Tanhshrink",
+            "Dropout1d", "Dropout2d", "AlphaDropout", "ParameterList", "ParameterDict", "BCELoss", "KLDivLoss",
+            "CosineEmbeddingLoss", "MarginRankingLoss", "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss"]

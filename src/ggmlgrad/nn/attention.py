@@ -12,6 +12,15 @@ from . import functional as F
 from . import init
 from .layers import Linear, _float32_only
 from .module import Module, Parameter
+from .utils.rnn import filled
+from ..tensor.functional_shape import cat
+
+
+def _pad_columns(mask: Tensor, k: int) -> Tensor:
+    """``mask`` with ``k`` zero columns appended (keys that are always attended)."""
+    if k == 0:
+        return mask
+    return cat([mask, filled(mask, tuple(mask.shape[:-1]) + (k,), 0.0)], mask.ndim - 1)
 
 
 class MultiheadAttention(Module):
@@ -37,8 +46,6 @@ class MultiheadAttention(Module):
                  vdim: int | None = None, batch_first: bool = False, device=None, dtype=None) -> None:
         super().__init__()
         _float32_only("MultiheadAttention", dtype)
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
         if isinstance(embed_dim, bool) or not isinstance(embed_dim, int) or embed_dim <= 0:
             raise ValueError(f"MultiheadAttention: embed_dim must be a positive int, got {embed_dim!r}")
         if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads <= 0 or embed_dim % num_heads:
@@ -67,6 +74,12 @@ class MultiheadAttention(Module):
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = Linear(e, e, bias=bias, device=device)
+        if add_bias_kv:  # a learned key and value appended to every sequence (torch's bias_k / bias_v)
+            self.bias_k = Parameter(zeros(1, 1, e, device=device))
+            self.bias_v = Parameter(zeros(1, 1, e, device=device))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = bool(add_zero_attn)
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
@@ -79,6 +92,9 @@ class MultiheadAttention(Module):
         if self.in_proj_bias is not None:
             init.zeros_(self.in_proj_bias)
             init.zeros_(self.out_proj.bias)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
 
     def extra_repr(self) -> str:
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
@@ -104,24 +120,35 @@ class MultiheadAttention(Module):
         b, n, _ = x.shape
         return x.reshape(b, n, self.num_heads, self.head_dim).permute(0, 2, 1, 3)
 
-    def _mask(self, key_padding_mask, attn_mask, b: int, lq: int, s: int, device):
+    def _mask(self, key_padding_mask, attn_mask, b: int, lq: int, s: int, device, extra: int = 0):
+        """The additive mask (b or 1, heads or 1, lq, s + extra): ``extra`` zero columns for the keys
+        that add_bias_kv / add_zero_attn append (always attended, as torch pads its masks)."""
         mask = None
         if key_padding_mask is not None:
             kp = F._as_additive(key_padding_mask, true_means_masked=True, device=device)
             if tuple(kp.shape) != (b, s):
                 raise ValueError(f"MultiheadAttention: key_padding_mask must have shape ({b}, {s}), got {kp.shape}")
-            mask = kp.reshape(b, 1, 1, s)
+            mask = _pad_columns(kp, extra).reshape(b, 1, 1, s + extra)
         if attn_mask is not None:
             am = F._as_additive(attn_mask, true_means_masked=True, device=device)
             if tuple(am.shape) == (lq, s):
-                pass
+                am = _pad_columns(am, extra)
             elif tuple(am.shape) == (b * self.num_heads, lq, s):
-                am = am.reshape(b, self.num_heads, lq, s)
+                am = _pad_columns(am, extra).reshape(b, self.num_heads, lq, s + extra)
             else:
                 raise ValueError(f"MultiheadAttention: attn_mask must have shape ({lq}, {s}) or "
                                  f"({b * self.num_heads}, {lq}, {s}), got {am.shape}")
             mask = am if mask is None else mask + am
         return mask
+
+    def _extra_keys(self, k: Tensor, v: Tensor, b: int) -> tuple:
+        """add_bias_kv: bias_k / bias_v appended to the projected keys and values (B, S, E)."""
+        if self.bias_k is None:
+            return k, v
+        e = self.embed_dim
+        bk = op.broadcast_to(self.bias_k, shape=(b, 1, e))
+        bv = op.broadcast_to(self.bias_v, shape=(b, 1, e))
+        return cat([k, bk], 1), cat([v, bv], 1)
 
     # ------------------------------------------------------------------ forward
     def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask=None, need_weights: bool = True,
@@ -146,9 +173,18 @@ class MultiheadAttention(Module):
             raise ValueError(f"MultiheadAttention: key {key.shape} and value {value.shape} must share batch and "
                              f"length with batch {b}")
         q = self._heads(self._proj(query, 0))
-        k = self._heads(self._proj(key, 1))
-        v = self._heads(self._proj(value, 2))
-        mask = self._mask(key_padding_mask, attn_mask, b, lq, s, query.device)
+        k, v = self._extra_keys(self._proj(key, 1), self._proj(value, 2), b)
+        k, v = self._heads(k), self._heads(v)
+        if self.add_zero_attn:   # a zero key and value per head (after the heads split, as torch)
+            zero = filled(k, (b, self.num_heads, 1, self.head_dim), 0.0)
+            k, v = cat([k, zero], 2), cat([v, zero], 2)
+        extra = int(self.bias_k is not None) + int(self.add_zero_attn)
+        if is_causal and extra:  # causal over the appended keys too would differ from torch's padded mask
+            if attn_mask is None:
+                raise ValueError("MultiheadAttention: with add_bias_kv or add_zero_attn, is_causal needs the causal "
+                                 "attn_mask itself (as torch: is_causal is a hint about attn_mask)")
+            is_causal = False
+        mask = self._mask(key_padding_mask, attn_mask, b, lq, s, query.device, extra)
         extra = (mask,) if mask is not None else ()
         scale = 1.0 / math.sqrt(self.head_dim)
         drop = self.dropout if self.training else 0.0

@@ -10,8 +10,8 @@ naming the function and the value in every mode (see ``ops/indexing.py``).
 Differences from PyTorch (documented):
 - masks: a NumPy bool array or an int32 tensor is a *boolean* mask; a float
   tensor is an *additive* mask (ggmlgrad has no bool dtype);
-- targets of ``cross_entropy``/``binary_cross_entropy_with_logits`` get no
-  gradient;
+- targets of ``cross_entropy`` get no gradient (those of
+  ``binary_cross_entropy_with_logits`` do, as torch's);
 - ``one_hot`` returns float32 (PyTorch: int64).
 
 Attention: ``scaled_dot_product_attention`` (and ``MultiheadAttention`` with
@@ -35,11 +35,12 @@ import math
 
 import numpy as np
 
-from ..engine import COMPUTED, ENGINE, active_observer, download, float32, graph_enabled, int32
+from ..engine import COMPUTED, ENGINE, active_observer, download, float32, int32
+from ..engine.errors import DTypeError, ShapeError
 from ..ops import nn_ops, op
 from ..ops.indexing import check_values
 from ..ops.registry import same_float
-from ..tensor import Tensor, as_tensor, no_grad, tensor
+from ..tensor import Tensor, as_tensor, is_grad_enabled, no_grad, tensor
 from ..ops.decl import public as _public
 from ..tensor.surfaces import functional_entries, install_functions as _install_functions
 from ..distributions.noise import draw_noise
@@ -89,7 +90,7 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
     """
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if not ns or tuple(input.shape[len(input.shape) - len(ns):]) != ns:
-        raise ValueError(f"layer_norm: normalized_shape {ns} does not match the trailing axes of {input.shape}")
+        raise ShapeError(f"layer_norm: normalized_shape {ns} does not match the trailing axes of {input.shape}")
     x = input
     if len(ns) > 1:
         x = x.reshape(tuple(input.shape[:-len(ns)]) + (math.prod(ns),))
@@ -104,15 +105,15 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
 
 
 @_public(functional="normalize")
-def normalize(input: Tensor, p: float = 2.0, dim: int = -1, eps: float = 1e-12) -> Tensor:
-    """``x / max(||x||_p, eps)`` along ``dim``.
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """``x / max(||x||_p, eps)`` along ``dim`` (default 1, as torch).
 
     >>> import ggmlgrad as gg
     >>> import ggmlgrad.nn.functional as F
     >>> [round(v, 4) for v in F.normalize(gg.tensor([3.0, 4.0]), dim=0).tolist()]
     [0.6, 0.8]
     """
-    norm = (op.abs(input) ** p).sum(axis=dim, keepdim=True) ** (1.0 / p)
+    norm = _functional_loss._vector_norm(input, float(p), dim, True)   # p = inf too; gradient 0 at a zero norm
     return input / op.clamp(norm, lo=eps)
 
 
@@ -130,31 +131,33 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
 
 @_public(functional="one_hot")
 def one_hot(tensor_: Tensor, num_classes: int = -1) -> Tensor:
-    """float32 one-hot rows (PyTorch returns int64; here float32, ready for arithmetic).
+    """One-hot rows as int32 (torch: int64, which is int32 here by the dtype rule; ``.float()`` for
+    arithmetic, or multiply: int32 * float32 is float32, as in torch).
 
-    ``num_classes=-1`` (infer from the data) needs a host read and is refused in graph mode.
+    ``num_classes=-1`` infers ``max + 1`` from the data: a host read (a sync point in graph mode, as
+    ``.item()``; inside ``gg.capture`` a ``CaptureError``: pass ``num_classes``).
 
     >>> import ggmlgrad as gg
     >>> import ggmlgrad.nn.functional as F
-    >>> F.one_hot(gg.tensor([0, 2]), 3).tolist()
-    [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    >>> F.one_hot(gg.tensor([0, 2]), 3).tolist(), F.one_hot(gg.tensor([1])).dtype
+    ([[1, 0, 0], [0, 0, 1]], ggmlgrad.int32)
     """
     idx = _index(tensor_)
     if num_classes == -1:
-        if graph_enabled():
-            raise ValueError("one_hot: pass num_classes in graph mode (inferring it would read the data)")
+        if not idx.numel_:
+            raise ShapeError("one_hot: cannot infer the number of classes from an empty tensor; pass num_classes")
         num_classes = int(download(idx, "one_hot num_classes").max()) + 1
     if not isinstance(num_classes, bool) and isinstance(num_classes, int) and num_classes >= 1:
         check_values("one_hot", idx, 0, num_classes - 1,
                      f"one_hot: class {{}} is out of range for num_classes={num_classes} (class values must "
                      f"be in [0, {num_classes - 1}])")
-    return op.one_hot(idx, num_classes=num_classes)
+    return op.cast(op.one_hot(idx, num_classes=num_classes), dtype=int32)
 
 
 def _index(x) -> Tensor:
     if isinstance(x, Tensor):
         if x.dtype is not int32:
-            raise TypeError(f"expected an int32 index tensor, got {x.dtype.name}")
+            raise DTypeError(f"expected an int32 index tensor, got {x.dtype.name}")
         return x
     arr = np.asarray(x)
     if arr.dtype.kind not in "iu":
@@ -190,13 +193,15 @@ def _is_binary_mask(mask) -> bool:
 @_public(functional="scaled_dot_product_attention")
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
-                                 training: bool = True) -> Tensor:
+                                 enable_gqa: bool = False, *, training: bool = True) -> Tensor:
     """softmax(Q K^T * scale + mask) V over inputs shaped (..., L, E) with at most 2 leading axes.
 
     ``attn_mask``: bool (True = may attend, as PyTorch) as a NumPy array or int32 tensor, or a float
     tensor added to the scores; broadcast to (batch, heads, L, S). ``is_causal`` masks j > i.
     The forward runs ggml's flash attention for no / boolean masks (float masks: matmul + softmax);
     with ``dropout_p > 0`` the weights are materialised so the dropout mask can be applied.
+    ``enable_gqa``: grouped-query attention, key/value with fewer heads (dim -3) than the query, each
+    shared by ``query heads / key heads`` consecutive query heads (torch's rule).
 
     >>> import ggmlgrad as gg
     >>> import ggmlgrad.nn.functional as F
@@ -205,12 +210,20 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     (1, 2, 4)
     """
     if query.ndim < 2 or query.ndim > 4:
-        raise ValueError(f"scaled_dot_product_attention: query must have 2 to 4 dimensions, got {query.shape}")
+        raise ShapeError(f"scaled_dot_product_attention: query must have 2 to 4 dimensions, got {query.shape}")
     if key.ndim != query.ndim or value.ndim != query.ndim:
-        raise ValueError(f"scaled_dot_product_attention: query, key, value need the same number of dimensions, "
+        raise ShapeError(f"scaled_dot_product_attention: query, key, value need the same number of dimensions, "
                          f"got {query.shape}, {key.shape}, {value.shape}")
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal, not both (as PyTorch)")
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        hq, hk = query.shape[-3], key.shape[-3]
+        if hk == 0 or hq % hk or value.shape[-3] != hk:
+            raise ValueError(f"scaled_dot_product_attention: with enable_gqa the query heads ({hq}) must be a "
+                             f"multiple of the key/value heads ({hk}, {value.shape[-3]})")
+        from .utils.rnn import take   # same layer: slices + concat, no index upload
+        shared = [h for h in range(hk) for _ in range(hq // hk)]
+        key, value = take(key, shared, key.ndim - 3), take(value, shared, value.ndim - 3)
     e = query.shape[-1]
     sc = 1.0 / math.sqrt(e) if scale is None else float(scale)
     lead = query.shape[:-2]
@@ -252,7 +265,7 @@ def _check_reduction(fn: str, reduction) -> None:
 def _pair(fn: str, input: Tensor, target) -> tuple[Tensor, Tensor]:
     target = as_tensor(target, device=input.device)
     if target.shape != input.shape:
-        raise ValueError(f"{fn}: target shape {target.shape} must equal input shape {input.shape} "
+        raise ShapeError(f"{fn}: target shape {target.shape} must equal input shape {input.shape} "
                          f"(broadcasting is refused, as PyTorch warns it is usually a bug)")
     return input, target
 
@@ -332,6 +345,9 @@ def binary_cross_entropy_with_logits(input: Tensor, target, weight: Tensor | Non
     """
     _check_reduction("binary_cross_entropy_with_logits", reduction)
     input, target = _pair("binary_cross_entropy_with_logits", input, target)
+    if isinstance(pos_weight, Tensor) and pos_weight.requires_grad and is_grad_enabled():
+        raise RuntimeError("The function 'binary_cross_entropy_with_logits' is not differentiable with respect "
+                           "to argument 'pos_weight'. This input cannot have requires_grad True.")
     args = (input, target) + ((as_tensor(pos_weight, device=input.device),) if pos_weight is not None else ())
     loss = op.bce_with_logits(*args)
     if weight is not None:
@@ -391,7 +407,7 @@ def _empty_batch_loss(fn: str, input: Tensor, target, reduction: str) -> Tensor 
     unreduced = input.shape[:1] + input.shape[2:]
     t_shape = tuple(target.shape) if isinstance(target, Tensor) else np.shape(target)
     if t_shape not in (unreduced, tuple(input.shape)):
-        raise ValueError(f"{fn}: target shape {t_shape} does not match the input {input.shape} (expected "
+        raise ShapeError(f"{fn}: target shape {t_shape} does not match the input {input.shape} (expected "
                          f"{unreduced} for class indices or {input.shape} for probabilities)")
     per_sample = input.sum(axis=1) * 0.0       # the unreduced loss's shape, connected to the input
     if reduction == "none":
@@ -420,7 +436,7 @@ def _class_index(fn: str, logits: Tensor, target, ignore_index: int) -> Tensor:
     target = _index(target)
     expect = tuple(logits.shape[:-1])
     if tuple(target.shape) != expect:
-        raise ValueError(f"{fn}: target shape {target.shape} does not match the input (expected {expect})")
+        raise ShapeError(f"{fn}: target shape {target.shape} does not match the input (expected {expect})")
     _check_targets(fn, target, logits.shape[-1], ignore_index)
     return target
 
@@ -461,7 +477,7 @@ def cross_entropy(input: Tensor, target, weight: Tensor | None = None, ignore_in
         not isinstance(target, Tensor) and np.asarray(target).dtype.kind in "iu")
     w = as_tensor(weight, device=input.device) if weight is not None else None
     if w is not None and tuple(w.shape) != (c,):
-        raise ValueError(f"cross_entropy: weight must have shape ({c},), got {w.shape}")
+        raise ShapeError(f"cross_entropy: weight must have shape ({c},), got {w.shape}")
     if is_class:
         if reduction == "mean" and w is None and label_smoothing == 0.0:
             # the common case as one op: no one-hot tensor of its own in the queue
@@ -487,7 +503,7 @@ def cross_entropy(input: Tensor, target, weight: Tensor | None = None, ignore_in
         q = q.float()
     q = _class_last(q) if input.ndim > 2 else q
     if tuple(q.shape) != tuple(logits.shape):
-        raise ValueError(f"cross_entropy: probability targets must have the input's shape {input.shape}, "
+        raise ShapeError(f"cross_entropy: probability targets must have the input's shape {input.shape}, "
                          f"got {target.shape if hasattr(target, 'shape') else np.shape(target)}")
     if label_smoothing > 0.0:
         q = q * (1.0 - label_smoothing) + label_smoothing / c
@@ -519,7 +535,7 @@ def nll_loss(input: Tensor, target, weight: Tensor | None = None, ignore_index: 
     if weight is not None:
         w = as_tensor(weight, device=input.device)
         if tuple(w.shape) != (c,):
-            raise ValueError(f"nll_loss: weight must have shape ({c},), got {w.shape}")
+            raise ShapeError(f"nll_loss: weight must have shape ({c},), got {w.shape}")
         q = oh * w
     # -inf log-probabilities (masked classes) raised to float32's lowest: 0 * that is 0, not NaN.
     loss = -(op.clamp(logp, lo=nn_ops.F32_LOWEST) * q).sum(axis=-1)
@@ -530,6 +546,11 @@ def nll_loss(input: Tensor, target, weight: Tensor | None = None, ignore_index: 
 
 _ = nn_ops
 
+
+# normalisation, activation, loss and distance composites of their own files (they declare their names
+# with public() and read _reduce/_check_reduction above, so they are imported here)
+from . import functional_act as _functional_act, functional_loss as _functional_loss  # noqa: E402,F401
+from . import functional_norm as _functional_norm  # noqa: E402,F401
 
 # every declared gg.nn.functional entry (these composites, linear, ...): ops/decl.py's public()
 __all__ += [name for name in _install_functions(globals(), "functional") if name not in __all__]

@@ -7,13 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import ENGINE, PENDING, dtypes
+from ..engine import ENGINE, PENDING, DType, bfloat16, dtypes, float16, float32, share_value
 from ..engine.context import current as _context
 from ..runtime import resolve_device
 from ..tensor import Tensor, no_grad
 from ..tensor.tensor import _from_numpy
 from ..tensor.views import share_memory
 from .module_state import IncompatibleKeys, ModuleStateMethods  # noqa: F401  (IncompatibleKeys: imported from here)
+from .hooks import HookMethods
 from .traversal import TraversalMethods
 
 
@@ -63,7 +64,7 @@ class Parameter(Tensor):
         p = object.__new__(cls)  # not cls._blank: that calls cls.__new__ (this method) again
         p._init_array(data.shape, data.dtype, data.device)
         p.requires_grad, p.grad, p.grad_fn, p._version, p._retains_grad = False, None, None, 0, False
-        p._storage, p._status, p._error = data._storage, data._status, data._error
+        share_value(p, data)
         p._vcell = data._vcell  # same memory, same version counter: writes through `data` are seen
         if requires_grad:
             p.requires_grad_(True)
@@ -87,7 +88,7 @@ def _is_tensor(x) -> bool:
     return isinstance(x, Tensor)
 
 
-class Module(TraversalMethods, ModuleStateMethods):
+class Module(TraversalMethods, ModuleStateMethods, HookMethods):
     """Base class of layers: register parameters, buffers and submodules by attribute assignment.
 
     >>> import ggmlgrad as gg
@@ -217,6 +218,8 @@ class Module(TraversalMethods, ModuleStateMethods):
     def _check_name(self, fn: str, name: str) -> None:
         if not isinstance(name, str) or not name or "." in name:
             raise KeyError(f"{fn}: name must be a non-empty string without '.', got {name!r}")
+        if hasattr(type(self), name):           # a method or property (``half``, ``train``): torch refuses too
+            raise KeyError(f"attribute '{name}' already exists")
 
     # ------------------------------------------------------------------ calling
     def forward(self, *args, **kwargs):
@@ -226,6 +229,8 @@ class Module(TraversalMethods, ModuleStateMethods):
         obs = _context().module_observer
         if obs is not None:
             obs.saw(self)  # a capture recording depends on this module's structure
+        if "_has_hooks" in self.__dict__:
+            return self._call_hooked(args, kwargs)
         replayed = REPLAYED.get(type(self))
         if replayed is not None and len(args) == 1 and not kwargs:
             return replayed(self, args[0])
@@ -261,13 +266,22 @@ class Module(TraversalMethods, ModuleStateMethods):
                     p.grad.zero_()
 
     # ------------------------------------------------------------------ devices
-    def to(self, device=None, dtype=None) -> "Module":
-        """Move parameters and buffers to ``device`` in place (the same Parameter objects, as in PyTorch).
+    def to(self, *args, **kwargs) -> "Module":
+        """Move parameters and buffers in place (the same Parameter objects, as in PyTorch):
+        ``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)`` (its device and dtype),
+        ``non_blocking=`` accepted.
 
-        ``dtype`` is not supported: parameters compute in float32.
+        Parameters compute in float32: float32 and float64 (float32 by the dtype rule) leave them as
+        they are; float16/bfloat16 raise ``NotImplementedError`` (they are storage dtypes here).
+
+        >>> import ggmlgrad as gg
+        >>> m = gg.nn.Linear(2, 2)
+        >>> m.to("cpu", gg.float64) is m and m.weight.dtype is gg.float32
+        True
         """
+        device, dtype = _to_arguments(args, kwargs)
         if dtype is not None:
-            raise NotImplementedError("Module.to(dtype=...): parameters stay float32 (cast inputs instead)")
+            _check_module_dtype(dtype)
         if device is None:
             return self
         dev = resolve_device(device)
@@ -278,6 +292,22 @@ class Module(TraversalMethods, ModuleStateMethods):
             if t.grad is not None:
                 t.grad = t.grad.to(device=dev)
         return self
+
+    def float(self) -> "Module":
+        """float32 parameters: they already are (returns the module)."""
+        return self
+
+    def double(self) -> "Module":
+        """float64 is float32 by the dtype rule: returns the module unchanged."""
+        return self
+
+    def half(self) -> "Module":
+        """Refused: parameters compute in float32 (float16 is a storage dtype in ggmlgrad)."""
+        return self.to(dtype=float16)
+
+    def bfloat16(self) -> "Module":
+        """Refused: parameters compute in float32 (bfloat16 is a storage dtype in ggmlgrad)."""
+        return self.to(dtype=bfloat16)
 
     def cpu(self) -> "Module":
         return self.to("cpu")
@@ -337,7 +367,38 @@ def _move_storage(t: Tensor, dev) -> None:
     An in-place change of ``t``: queued ops that read it compute first, from the old memory."""
     with ENGINE.exclusive("to(device)"):
         moved = Tensor.detach(t).to(device=dev)
-    t._storage, t._status, t._error = moved._storage, moved._status, moved._error
+    share_value(t, moved)
     t.device = dev
-    t._leaf_epoch = -1
     t._version += 1
+
+
+def _to_arguments(args: tuple, kwargs: dict) -> tuple:
+    """(device, dtype) from torch's ``Module.to`` call forms."""
+    kwargs = dict(kwargs)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    if kwargs:
+        raise TypeError(f"Module.to() got unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        elif isinstance(a, DType):
+            dtype = a
+        elif isinstance(a, bool):        # to(device, non_blocking) positional form
+            continue
+        elif device is None:
+            device = a
+        else:
+            raise TypeError(f"Module.to() got an unexpected argument {a!r}")
+    return device, dtype
+
+
+def _check_module_dtype(dtype) -> None:
+    if not isinstance(dtype, DType):
+        raise TypeError(f"Module.to: dtype must be a ggmlgrad dtype, got {dtype!r}")
+    if not dtype.is_float:
+        raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype.name}")
+    if dtype is not float32:
+        raise NotImplementedError(f"Module.to({dtype.name}): ggmlgrad parameters compute in float32 "
+                                  f"({dtype.name} is a storage dtype); keep the module float32")

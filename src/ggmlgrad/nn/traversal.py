@@ -78,6 +78,17 @@ class TraversalMethods:
             raise AttributeError(f"no parameter {target!r}")
         return p
 
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at dotted path ``target`` (torch's ``Module.get_buffer``)."""
+        mod, _, name = target.rpartition(".")
+        owner = self.get_submodule(mod)
+        if name not in owner._buffers:
+            raise AttributeError(f"{type(owner).__name__} has no attribute `{name}`")
+        b = owner._buffers[name]
+        if b is None:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return b
+
     def apply(self, fn: Callable[["Module"], None]) -> "Module":
         for m in self.children():
             m.apply(fn)

@@ -7,10 +7,11 @@ from ..engine.flat import FlatNode
 from . import fast_math
 from .build import SavedNode, expand, merged_op, permute, reshape, saved_node
 from .decl import expose
-from .elementwise import branch_parts, is_number01, nan_or_zero, select_node
+from .elementwise import infer_integral, branch_parts, is_number01, nan_or_zero, select_node
 from .reduce import axis_of, logsumexp_parts, sum_kept
-from .registry import define, op, same_device, same_float
+from .registry import define, float_compute, op, same_device, same_float
 from .shapes import norm_axis
+from ..engine.errors import ShapeError
 
 #: The surfaces of an activation: ``x.relu()``, ``gg.relu(x)``, ``F.relu(input)``.
 _ACT = ("method", "function", "nn.functional")
@@ -23,6 +24,13 @@ def _infer_act(name):
     return infer
 
 
+def _infer_promoting(name):
+    """tanh and sigmoid: torch computes an int32 or bool input in float32 (declared ``promotes=True``)."""
+    def infer(a):
+        return a.shape, float_compute(name, a)
+    return infer
+
+
 def _infer_grad_pair(name):
     def infer(g, x, **params):
         same_float(name, g, x)
@@ -32,7 +40,7 @@ def _infer_grad_pair(name):
     return infer
 
 
-@define("relu", saves=(), elementwise=True, infer=_infer_act("relu"), save_output=True,
+@define("relu", saves=(), elementwise=True, infer=infer_integral("relu"), save_output=True, promotes=True,
         backward=lambda g, n: op.relu_backward(g, n.output),
         expose=expose("relu", *_ACT, module="ReLU", doc="max(x, 0) elementwise (NaN stays NaN, as torch).",
                       example=">>> gg.relu(gg.tensor([-1.0, 2.0])).tolist()\n[0.0, 2.0]"))
@@ -77,7 +85,7 @@ def _tanh_backward(ctx, nodes, inputs, out):
     return lib.mul(ctx, g, lib.scale_bias(ctx, lib.sqr(ctx, y), -1.0, 1.0))
 
 
-@define("tanh", saves=(), elementwise=True, infer=_infer_act("tanh"), save_output=True,
+@define("tanh", saves=(), elementwise=True, infer=_infer_promoting("tanh"), save_output=True, promotes=True,
         backward=lambda g, n: op.tanh_backward(g, n.output),
         expose=expose("tanh", *_ACT, module="Tanh", doc="Hyperbolic tangent elementwise.",
                       example=">>> gg.tanh(gg.tensor([0.0])).tolist()\n[0.0]"))
@@ -85,7 +93,7 @@ def _tanh(ctx, nodes, inputs, out):
     return fast_math.tanh(ctx, nodes[0])
 
 
-@define("sigmoid", saves=(), elementwise=True, infer=_infer_act("sigmoid"), save_output=True,
+@define("sigmoid", saves=(), elementwise=True, infer=_infer_promoting("sigmoid"), save_output=True, promotes=True,
         backward=lambda g, n: op.mul(g, op.mul(n.output, op.add_scalar(op.neg(n.output), c=1.0))),
         expose=expose("sigmoid", *_ACT, module="Sigmoid", doc="1 / (1 + exp(-x)) elementwise.",
                       example=">>> gg.sigmoid(gg.tensor([0.0])).tolist()\n[0.5]"))
@@ -304,12 +312,12 @@ def check_mask(name: str, mask, target: tuple) -> None:
     """A mask must match ``target`` in its last two axes (rows may be 1) and be 1 or equal elsewhere."""
     same_float(name, mask)
     if mask.ndim > len(target):
-        raise ValueError(f"{name}: mask {mask.shape} has more dimensions than the scores {target}")
+        raise ShapeError(f"{name}: mask {mask.shape} has more dimensions than the scores {target}")
     m = (1,) * (len(target) - mask.ndim) + tuple(mask.shape)
     ok = m[-1] == target[-1] and (len(target) < 2 or m[-2] in (1, target[-2]))
     ok = ok and all(a in (1, b) for a, b in zip(m[:-2], target[:-2]))
     if not ok:
-        raise ValueError(f"{name}: mask of shape {mask.shape} does not broadcast to the scores {target} "
+        raise ShapeError(f"{name}: mask of shape {mask.shape} does not broadcast to the scores {target} "
                          f"(last axis must match; other axes 1 or equal)")
 
 

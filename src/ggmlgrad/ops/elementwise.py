@@ -8,8 +8,9 @@ from ..engine import DType, float32, int32
 from ..engine.dtypes import bool_
 from . import decl, fast_math
 from .build import expand, is_view
-from .registry import define, op, same_device, same_float
+from .registry import define, float_compute, op, promote_types, same_device, same_float
 from .shapes import broadcast_shapes, numel
+from ..engine.errors import DTypeError
 
 
 # ---------------------------------------------------------------- binary
@@ -19,6 +20,14 @@ def _infer_binary(name, check_dtypes=None, out_dtype=float32):
         same_device(name, a, b)
         (check_dtypes or same_float)(name, a, b)
         return broadcast_shapes(name, a.shape, b.shape), out_dtype
+    return infer
+
+
+def _infer_promoting_binary(name):
+    """A broadcasting binary op torch keeps integral (maximum, minimum): :func:`.registry.promote_types`."""
+    def infer(a, b):
+        same_device(name, a, b)
+        return broadcast_shapes(name, a.shape, b.shape), promote_types(name, a, b)
     return infer
 
 
@@ -68,14 +77,30 @@ define("div", saves=(1, (0, 1)), elementwise=True, infer=_infer_binary("div"), b
 
 # ---------------------------------------------------------------- scalar forms (no upload: constants are op params)
 def infer_unary(name):
-    """Validation of a float32 elementwise op whose parameters (if any) are real numbers: the dtype
-    policy of the unary math ops (int32 and float16 inputs are refused with a TypeError naming the op)."""
-    return _infer_unary(name)
+    """Validation of a float-only elementwise op whose parameters (if any) are real numbers: the dtype
+    policy of the unary math ops (torch's promotion: int32 and bool inputs compute in float32 and give
+    float32; float16/bfloat16 are refused with a TypeError naming the op). Declare the op with
+    ``promotes=True`` (its builder then sees float32 nodes)."""
+    return _infer_unary(name, float_compute)
 
 
-def _infer_unary(name):
+def infer_integral(name, bool_result=None):
+    """Validation of a unary op torch keeps integral (abs, neg, floor, ceil, ...): float32 → float32,
+    int32 → int32 (computed in float32: exact below 2**24), bool → ``bool_result`` (a dtype) or, when
+    None, a TypeError as torch raises. Declare the op with ``promotes=True``."""
     def infer(a, **params):
-        same_float(name, a)
+        d = promote_types(name, a)
+        if d is bool_:
+            if bool_result is None:
+                raise TypeError(f"{name}: not implemented for bool tensors (as in torch); cast with .int() or .float()")
+            d = bool_result
+        return a.shape, d
+    return infer
+
+
+def _infer_unary(name, policy=same_float):
+    def infer(a, **params):
+        policy(name, a)
         for k, v in params.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise TypeError(f"{name}: `{k}` must be a real number, got {v!r}")
@@ -108,7 +133,7 @@ def _rdiv_scalar(ctx, nodes, inputs, out, c):
 
 # c / x is reciprocal(x) * c, as torch builds it: the backward reads reciprocal's own output, which
 # no user can write in place, so writes to x or to c / x after the op leave backward valid (torch).
-@define("reciprocal", saves=(), elementwise=True, infer=_infer_unary("reciprocal"), save_output=True,
+@define("reciprocal", saves=(), elementwise=True, infer=infer_unary("reciprocal"), save_output=True, promotes=True,
         backward=lambda g, n: op.mul(op.neg(g), op.mul(n.output, n.output)),
         expose=decl.expose("reciprocal", "method", "function", doc="1 / x elementwise.",
                            example=">>> gg.reciprocal(gg.tensor([2.0, -4.0])).tolist()\n[0.5, -0.25]"))
@@ -129,13 +154,13 @@ def _fill_like(ctx, nodes, inputs, out, c):
 
 
 # ---------------------------------------------------------------- unary math
-def _unary(name, fn, backward, save_output=False, expose=None, saves=None):
-    define(name, infer=_infer_unary(name), backward=backward, save_output=save_output, elementwise=True, saves=saves,
-           expose=expose)(lambda ctx, nodes, inputs, out: fn(ctx, nodes[0]))
+def _unary(name, fn, backward, save_output=False, expose=None, saves=None, infer=None):
+    define(name, infer=infer or infer_unary(name), backward=backward, save_output=save_output, elementwise=True,
+           saves=saves, expose=expose, promotes=True)(lambda ctx, nodes, inputs, out: fn(ctx, nodes[0]))
 
 
 _MATH = ("method", "function")
-_unary("neg", lib.neg, lambda g, n: op.neg(g), saves=(), expose=decl.expose(
+_unary("neg", lib.neg, lambda g, n: op.neg(g), saves=(), infer=infer_integral("neg"), expose=decl.expose(
     "neg", *_MATH, doc="-x elementwise.", example=">>> gg.neg(gg.tensor([1.0, -2.0])).tolist()\n[-1.0, 2.0]"))
 _unary("exp", fast_math.exp, lambda g, n: op.mul(g, n.output), save_output=True, saves=(), expose=decl.expose(
     "exp", *_MATH, doc="e**x elementwise.", example=">>> gg.exp(gg.tensor([0.0])).tolist()\n[1.0]"))
@@ -145,16 +170,18 @@ _unary("log", lib.log, lambda g, n: op.div(g, n.inputs[0]), saves=(0,), expose=d
 _unary("sqrt", lib.sqrt, lambda g, n: op.div(op.scale(g, c=0.5), n.output), save_output=True, saves=(), expose=decl.expose(
     "sqrt", *_MATH, doc="Square root elementwise (NaN below 0, as torch).",
     example=">>> gg.sqrt(gg.tensor([4.0])).tolist()\n[2.0]"))
-_unary("abs", lib.abs, lambda g, n: op.mul(g, op.sign(n.inputs[0])), saves=(0,), expose=decl.expose(
+_unary("abs", lib.abs, lambda g, n: op.mul(g, op.sign(n.inputs[0])), saves=(0,), infer=infer_integral("abs"),
+       expose=decl.expose(
     "abs", *_MATH, doc="|x| elementwise (gradient sign(x): 0 at 0, as torch).",
     example=">>> gg.abs(gg.tensor([-1.5])).tolist()\n[1.5]", dunder=("__abs__",)))
-_unary("sign", lib.sgn, lambda g, n: None, saves=(), expose=decl.expose(
+_unary("sign", lib.sgn, lambda g, n: None, saves=(), infer=infer_integral("sign", bool_), expose=decl.expose(
     "sign", *_MATH, doc="-1, 0 or 1 by the sign of x (0 for NaN, as torch); no gradient flows.",
     example=">>> gg.sign(gg.tensor([-3.0, 0.0, 2.0])).tolist()\n[-1.0, 0.0, 1.0]"))
-_unary("floor", lib.floor, lambda g, n: None, saves=(), expose=decl.expose(   # piecewise constant: no gradient, as in torch
+_unary("floor", lib.floor, lambda g, n: None, saves=(), infer=infer_integral("floor"), expose=decl.expose(   # piecewise constant: no gradient, as in torch
     "floor", *_MATH, doc="Round toward -inf (no gradient flows through it).",
     example=">>> gg.floor(gg.tensor([1.5, -1.5])).tolist()\n[1.0, -2.0]"))
-_unary("square", lib.sqr, lambda g, n: op.mul(op.scale(g, c=2.0), n.inputs[0]), saves=(0,), expose=decl.expose(
+_unary("square", lib.sqr, lambda g, n: op.mul(op.scale(g, c=2.0), n.inputs[0]), saves=(0,),
+       infer=infer_integral("square", int32), expose=decl.expose(
     "square", *_MATH, doc="x * x elementwise.", example=">>> gg.square(gg.tensor([3.0])).tolist()\n[9.0]"))
 def _infer_clone(a):
     """Any dtype (bool, int32, the half types too): a copy keeps its source's dtype, as in torch."""
@@ -451,7 +478,7 @@ def _check_cmp_dtype(name, *xs):
     """Comparisons and conditions read any dtype (compared in float32; int32 exact below 2^24)."""
     for x in xs:
         if not isinstance(x.dtype, DType):
-            raise TypeError(f"{name}: unsupported dtype {x.dtype!r}")
+            raise DTypeError(f"{name}: unsupported dtype {x.dtype!r}")
 
 
 def _cmp_from_diff(ctx, d, s, kind: str):
@@ -516,13 +543,15 @@ def _compare_scalar(ctx, nodes, inputs, out, kind, c):
 
 # ---------------------------------------------------------------- clamp, maximum/minimum, where
 def _infer_clamp(a, lo=None, hi=None):
-    same_float("clamp", a)
+    d = promote_types("clamp", a)
     if lo is None and hi is None:
         raise ValueError("clamp: at least one of min and max must be given")
     for k, v in (("min", lo), ("max", hi)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
             raise TypeError(f"clamp: `{k}` must be a real number or None, got {v!r}")
-    return a.shape, float32
+    if d is not float32:   # torch: an int32/bool input with integer bounds stays integral, float bounds give float32
+        d = int32 if all(v is None or isinstance(v, int) for v in (lo, hi)) else float32
+    return a.shape, d
 
 
 def _clamp_backward(g, n):
@@ -552,7 +581,7 @@ def _clamp_backward_op(ctx, nodes, inputs, out, lo=None, hi=None):
     return lib.mul(ctx, g, inside)
 
 
-@define("clamp", saves=(0,), elementwise=True, infer=_infer_clamp, backward=_clamp_backward)
+@define("clamp", saves=(0,), elementwise=True, infer=_infer_clamp, backward=_clamp_backward, promotes=True)
 def _clamp(ctx, nodes, inputs, out, lo=None, hi=None):
     """min(max(x, lo), hi) like torch.clamp (lo > hi gives hi everywhere); gradient flows where
     lo <= x <= hi. NaN stays NaN and a NaN bound gives NaN everywhere, as in torch (ggml's
@@ -580,18 +609,23 @@ def _keep_zero_sign(ctx, x, r, lo: float, hi: float):
     return lib.mul(ctx, r, lib.scale_bias(ctx, lib.mul(ctx, zero01, differs), -2.0, 1.0))
 
 
+def minmax_node(ctx, a, b, fa=None, take_a_when: str = "gt"):
+    """torch.maximum (``"gt"``) or torch.minimum (``"lt"``) of F32 nodes, exactly (a selection, not
+    arithmetic), NaN in either propagating; ``fa``: ``a`` already broadcast to the result's shape."""
+    d = lib.sub(ctx, a if fa is None else fa, b)          # a - b
+    if take_a_when == "gt":
+        d = lib.neg(ctx, d)                              # b - a (exact)
+    # 1 unless b wins strictly: ties take a (torch: maximum(-0.0, 0.0) is -0.0), NaN in (a - b) too
+    c = lib.scale_bias(ctx, lib.step(ctx, d), -1.0, 1.0)
+    r = select_node(ctx, c, branch_parts(ctx, a), branch_parts(ctx, b), signed_zeros=True)
+    return lib.sub(ctx, r, nan_or_zero(ctx, b))          # a NaN b propagates too (torch)
+
+
 def _minmax_builder(take_a_when):
     def forward(ctx, nodes, inputs, out):
-        a, b = inputs
-        s = out.shape
-        fa = full_node(ctx, nodes[0], a.shape, s)
-        d = lib.sub(ctx, fa, nodes[1])                  # a - b
-        if take_a_when == "gt":
-            d = lib.neg(ctx, d)                          # b - a (exact)
-        # 1 unless b wins strictly: ties take a (torch: maximum(-0.0, 0.0) is -0.0), NaN in (a - b) too
-        c = lib.scale_bias(ctx, lib.step(ctx, d), -1.0, 1.0)
-        r = select_node(ctx, c, branch_parts(ctx, nodes[0]), branch_parts(ctx, nodes[1]), signed_zeros=True)
-        return lib.sub(ctx, r, nan_or_zero(ctx, nodes[1]))   # a NaN b propagates too (torch)
+        a = inputs[0]
+        fa = full_node(ctx, nodes[0], a.shape, out.shape)
+        return minmax_node(ctx, nodes[0], nodes[1], fa, take_a_when)
     return forward
 
 
@@ -606,13 +640,13 @@ def _minmax_backward(sign):
 
 
 def _infer_minmax_backward(g, a, b, sign):
-    same_float("minmax_backward", g, a, b)
+    float_compute("minmax_backward", g, a, b)   # the other operand may be int32 or bool (torch's promotion)
     if broadcast_shapes("minmax_backward", a.shape, b.shape) != g.shape:
         raise ValueError(f"minmax_backward: gradient {g.shape} does not match {a.shape} and {b.shape}")
     return g.shape, float32
 
 
-@define("minmax_backward", elementwise=True, infer=_infer_minmax_backward, differentiable=False)
+@define("minmax_backward", elementwise=True, infer=_infer_minmax_backward, differentiable=False, promotes=True)
 def _minmax_backward_op(ctx, nodes, inputs, out, sign):
     """g * (1 - [a loses] - 0.5 [a == b]): a's share of maximum's (sign 1) / minimum's (-1) gradient.
     Comparisons with NaN are false, so a NaN pair gives g to both (torch)."""
@@ -626,18 +660,20 @@ def _minmax_backward_op(ctx, nodes, inputs, out, sign):
     return lib.mul(ctx, g, w)
 
 
-define("maximum", saves=(0, 1), elementwise=True, infer=_infer_binary("maximum"), backward=_minmax_backward(1.0),
+define("maximum", saves=(0, 1), elementwise=True, infer=_infer_promoting_binary("maximum"), backward=_minmax_backward(1.0),
+       promotes=True,
        doc="elementwise max with broadcasting; equal values share the gradient 0.5/0.5")(_minmax_builder("gt"))
-define("minimum", saves=(0, 1), elementwise=True, infer=_infer_binary("minimum"), backward=_minmax_backward(-1.0),
+define("minimum", saves=(0, 1), elementwise=True, infer=_infer_promoting_binary("minimum"), backward=_minmax_backward(-1.0),
+       promotes=True,
        doc="elementwise min with broadcasting; equal values share the gradient 0.5/0.5")(_minmax_builder("lt"))
 
 
 def _infer_where(cond, a, b, finite=False):
     same_device("where", cond, a, b)
     _check_cmp_dtype("where", cond)
-    same_float("where", a, b)
+    d = promote_types("where", a, b)      # torch: where(c, int32, float32) is float32
     shape = broadcast_shapes("where", cond.shape, a.shape, b.shape)
-    return shape, float32
+    return shape, float32 if d is bool_ else d     # two bools: the front end keeps bool
 
 
 def _where_backward(g, n):
@@ -653,7 +689,7 @@ def _cond01(ctx, node, cond, shape):
     return nonzero01(ctx, full_node(ctx, _as_f32(ctx, node, cond.dtype), cond.shape, shape))
 
 
-@define("where", saves=(0,), elementwise=True, infer=_infer_where, backward=_where_backward)
+@define("where", saves=(0,), elementwise=True, infer=_infer_where, backward=_where_backward, promotes=True)
 def _where(ctx, nodes, inputs, out, finite=False):
     """a where cond is non-zero, else b (broadcasting all three). An inf or NaN in the branch not
     taken never leaks into the result (see select_node); ``finite=True`` (internal) skips that care."""
@@ -666,11 +702,12 @@ def _where(ctx, nodes, inputs, out, finite=False):
 def _infer_where_scalar(cond, x, c, tensor_if_true=True, finite=False):
     same_device("where", cond, x)
     _check_cmp_dtype("where", cond)
-    same_float("where", x)
+    d = promote_types("where", x)
     if isinstance(c, bool) or not isinstance(c, (int, float)):
         raise TypeError(f"where: the scalar branch must be a real number, got {c!r}")
     shape = broadcast_shapes("where", cond.shape, x.shape)
-    return shape, float32
+    # torch: an int32/bool tensor with an integer scalar stays integral, a float scalar gives float32
+    return shape, int32 if d is not float32 and isinstance(c, int) else float32
 
 
 def _where_scalar_backward(g, n):
@@ -679,7 +716,8 @@ def _where_scalar_backward(g, n):
     return None, op.where_scalar(cond, g, c=0.0, tensor_if_true=side, finite=True)
 
 
-@define("where_scalar", saves=(0,), elementwise=True, infer=_infer_where_scalar, backward=_where_scalar_backward)
+@define("where_scalar", saves=(0,), elementwise=True, infer=_infer_where_scalar, backward=_where_scalar_backward,
+        promotes=True)
 def _where_scalar(ctx, nodes, inputs, out, c, tensor_if_true=True, finite=False):
     """where(cond, x, c) (or where(cond, c, x) with tensor_if_true=False) for a Python number c:
     the constant is built on the device, and only the tensor branch needs the inf/NaN care."""

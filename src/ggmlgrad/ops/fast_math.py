@@ -9,10 +9,11 @@ graph to the CPU).
 """
 from __future__ import annotations
 
-from .._ggml import lib, node_is_leaf, node_name, node_nb, node_ne, node_src, node_type, view_source
+from .._ggml import lib, node_is_leaf, node_nb, node_ne, node_src, node_type, view_source
 from .._ggml.consts import TYPE_F32
 from .._ggml.kernels import (KERNELS, custom_binary, custom_fun, custom_inplace, custom_node, custom_parts,
                              custom_product, custom_unary)
+from ..engine import ENGINE
 from ..runtime import devices
 from .shapes import ne as _ne
 
@@ -208,12 +209,11 @@ def log_softmax_rows_backward(ctx: int, g: int, y: int) -> int:
 
 # GELU in a training step: the forward computes the value and the derivative in one pass, and the
 # backward multiplies g by the saved derivative (exact GELU, 16k floats: 16 + 18 us of kernels
-# before, 18 + 2 after). The forward marks its input's node (ggml's name field) with the node
-# holding both; the backward, handed the same input node, finds it there. Only computed (non-leaf)
-# nodes are marked: they live and die with the graph that holds both nodes, while a leaf's header
-# may be kept for later graphs.
+# before, 18 + 2 after). The forward leaves the node holding both with the engine, under its input's
+# node (``ENGINE.note``: a Python map of this epoch, never a ggml name); the backward, handed the same
+# input node, finds it there. Only computed (non-leaf) nodes are noted: they live and die with the
+# epoch's graph that holds both nodes, while a leaf's header may be kept for later graphs.
 _PARTS = {"none": "gelu_erf_parts", "tanh": "gelu_tanh_parts"}
-_MARK = b"ggmlgrad.gelu_parts:"
 
 
 def _contiguous(x: int) -> bool:
@@ -242,7 +242,7 @@ def gelu_with_derivative(ctx: int, x: int, approximate: str) -> int:
     if node_is_leaf(base):
         return 0
     parts = custom_parts(ctx, x, _PARTS[approximate])
-    lib.set_name(base, _MARK + str(parts).encode())
+    ENGINE.note(base, parts)  # for gelu_saved_derivative: this epoch's nodes only (never a ggml name)
     return lib.cont(ctx, _view_like(ctx, parts, node_ne(x), 0))
 
 
@@ -253,10 +253,9 @@ def gelu_saved_derivative(ctx: int, x: int, approximate: str, like: int) -> int:
         return 0
     base, offs = view_source(x)
     base = base or x
-    name = node_name(base)
-    if not name.startswith(_MARK):
+    parts = ENGINE.noted(base)
+    if not parts:
         return 0
-    parts = int(name[len(_MARK):])
     if custom_fun(parts) != KERNELS[_PARTS[approximate]]:
         return 0
     src = node_src(parts, 0)

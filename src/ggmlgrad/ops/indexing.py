@@ -28,6 +28,7 @@ from .build import owned, permute, reshape, shape_only
 from .registry import define, op, same_float
 from .shape_ops import _zeros_of
 from .shapes import check_ndim, norm_axis, numel
+from ..engine.errors import IndexRangeError, ShapeError
 
 # get_rows runs on float row numbers while offsets are added: exact up to 2**24.
 _EXACT_F32 = 2 ** 24
@@ -203,10 +204,10 @@ def _finish(ctx, node, shape_before_perm, inv):
 # ---------------------------------------------------------------- index_select
 def _infer_index_select(x, index, axis, wrap=False):
     if x.ndim == 0:
-        raise ValueError(f"index_select: cannot index a 0-d tensor (shape {x.shape})")
+        raise ShapeError(f"index_select: cannot index a 0-d tensor (shape {x.shape})")
     ax = norm_axis("index_select", axis, x.ndim)
     if index.ndim > 1:
-        raise ValueError(f"index_select: index must be 1-D, got shape {index.shape}")
+        raise IndexRangeError(f"index_select: index must be 1-D, got shape {index.shape}")   # torch: IndexError
     if x.device is not index.device:
         raise ValueError("index_select: input and index are on different devices")
     # wrap: x[index] (negative indices count from the end), named as PyTorch names it
@@ -271,14 +272,14 @@ def _index_select_backward_fwd(ctx, nodes, inputs, out, shape, axis, wrap=False)
 # ---------------------------------------------------------------- gather
 def _infer_gather(x, index, axis):
     if x.ndim == 0:
-        raise ValueError(f"gather: cannot gather from a 0-d tensor (shape {x.shape})")
+        raise ShapeError(f"gather: cannot gather from a 0-d tensor (shape {x.shape})")
     ax = norm_axis("gather", axis, x.ndim)
     if index.ndim != x.ndim:
-        raise ValueError(f"gather: index must have as many dimensions as the input: "
+        raise ShapeError(f"gather: index must have as many dimensions as the input: "
                          f"input {x.shape}, index {index.shape}")
     for i, (s, t) in enumerate(zip(x.shape, index.shape)):
         if i != ax and s != t:
-            raise ValueError(f"gather: index {index.shape} and input {x.shape} differ in dimension {i} "
+            raise ShapeError(f"gather: index {index.shape} and input {x.shape} differ in dimension {i} "
                              f"(only dimension {axis} may differ)")
     if x.device is not index.device:
         raise ValueError("gather: input and index are on different devices")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from .._ggml import consts, lib
-from ..engine import float32, precision
+from ..engine import float32, int32, precision
 from ..engine.flat import FlatNode
 from ..runtime.device import ACCELERATORS
 from . import fast_math
@@ -12,6 +12,7 @@ from .build import expand, merged_shape, owned, permute, reshape, zeros_node
 from .registry import define, op, same_device, same_float
 from .shapes import broadcast_shapes, numel
 from .shapes import ne as _ne
+from ..engine.errors import ShapeError
 
 _BIAS_MERGE_BELOW = 128   # output widths from which linear's bias add gains nothing from merged rows
 
@@ -24,20 +25,30 @@ def _prec(node: int) -> int:
 
 def _infer_matmul(a, b):
     same_device("matmul", a, b)
-    same_float("matmul", a, b)
+    dtype = _matmul_dtype(a, b)
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"matmul: both operands need at least 1 dimension, got {a.shape} and {b.shape}")
+        raise ShapeError(f"matmul: both operands need at least 1 dimension, got {a.shape} and {b.shape}")
     ka = a.shape[-1]
     kb = b.shape[-2] if b.ndim > 1 else b.shape[0]
     if ka != kb:
-        raise ValueError(f"matmul: inner dimensions differ: {a.shape} @ {b.shape} ({ka} != {kb})")
+        raise ShapeError(f"matmul: inner dimensions differ: {a.shape} @ {b.shape} ({ka} != {kb})")
     batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
     shape = batch + (a.shape[-2],) if a.ndim > 1 else batch
     if b.ndim > 1:
         shape = shape + (b.shape[-1],)
     if len(batch) + 2 > 4:
-        raise ValueError(f"matmul: {a.shape} @ {b.shape} has more than 2 batch dimensions")
-    return shape, float32
+        raise ShapeError(f"matmul: {a.shape} @ {b.shape} has more than 2 batch dimensions")
+    return shape, dtype
+
+
+def _matmul_dtype(a, b):
+    """float32 @ float32 → float32; int32 @ int32 → int32 as torch (computed in float32: exact while
+    the products and sums stay within ±2**24); other pairs raise, as torch (no bool kernel, no
+    mixed dtypes)."""
+    if a.dtype is int32 and getattr(b, "dtype", None) is int32:
+        return int32
+    same_float("matmul", a, b)
+    return float32
 
 
 def _work_matmul(a, b):
@@ -61,7 +72,7 @@ def _out_prod_form(a, b) -> bool:
             and (bool(ACCELERATORS) or a.shape[1] <= 256))
 
 
-@define("matmul", saves=((0, 1), (1, 0)), infer=_infer_matmul, work=_work_matmul,
+@define("matmul", saves=((0, 1), (1, 0)), infer=_infer_matmul, work=_work_matmul, promotes=True,
         backward=lambda g, n: _matmul_backward(g, n))
 def _matmul(ctx, nodes, inputs, out):
     a, b = inputs
@@ -123,11 +134,11 @@ def _infer_linear(x, w, *rest):
     same_device("linear", x, w, *rest)
     same_float("linear", x, w, *rest)
     if w.ndim != 2:
-        raise ValueError(f"linear: weight must be 2-D (out_features, in_features), got {w.shape}")
+        raise ShapeError(f"linear: weight must be 2-D (out_features, in_features), got {w.shape}")
     if x.ndim < 1 or x.shape[-1] != w.shape[1]:
-        raise ValueError(f"linear: input {x.shape} does not match weight {w.shape} (expected last dim {w.shape[1]})")
+        raise ShapeError(f"linear: input {x.shape} does not match weight {w.shape} (expected last dim {w.shape[1]})")
     if rest and rest[0].shape != (w.shape[0],):
-        raise ValueError(f"linear: bias must have shape ({w.shape[0]},), got {rest[0].shape}")
+        raise ShapeError(f"linear: bias must have shape ({w.shape[0]},), got {rest[0].shape}")
     return x.shape[:-1] + (w.shape[0],), float32
 
 

@@ -22,6 +22,7 @@ from .build import SavedNode, expand, merged_op, owned, permute, reshape, saved_
 from .registry import define, op, same_device, same_float
 from .shapes import check_ndim, numel
 from .shapes import ne as _ne
+from ..engine.errors import DTypeError, ShapeError
 
 #: Use ggml_flash_attn_ext for the attention forward (else matmul + softmax).
 FLASH_ATTENTION = True
@@ -80,10 +81,10 @@ def _infer_attention(q, k, v, *mask, scale, causal=False, flash=None):
     same_float(name, q, k, v)
     _no_empty(name, q, k, v, *mask)
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
-        raise ValueError(f"{name}: q, k, v must be 4-D (batch, heads, length, dim), got {q.shape}, {k.shape}, {v.shape}")
+        raise ShapeError(f"{name}: q, k, v must be 4-D (batch, heads, length, dim), got {q.shape}, {k.shape}, {v.shape}")
     b, h, lq, d = q.shape
     if k.shape[:2] != (b, h) or v.shape[:2] != (b, h) or k.shape[3] != d or v.shape[2] != k.shape[2]:
-        raise ValueError(f"{name}: shapes do not fit: q {q.shape}, k {k.shape}, v {v.shape} "
+        raise ShapeError(f"{name}: shapes do not fit: q {q.shape}, k {k.shape}, v {v.shape} "
                          f"(expected k (B, H, S, D) and v (B, H, S, Dv) with q (B, H, L, D))")
     _real(name, "scale", scale)
     if not isinstance(causal, bool) or not (flash is None or isinstance(flash, bool)):
@@ -170,7 +171,7 @@ def _infer_sce(x, q):
     same_float("softmax_cross_entropy", x, q)
     _no_empty("softmax_cross_entropy", x, q)
     if x.ndim == 0 or x.shape != q.shape:
-        raise ValueError(f"softmax_cross_entropy: logits {x.shape} and target probabilities {q.shape} "
+        raise ShapeError(f"softmax_cross_entropy: logits {x.shape} and target probabilities {q.shape} "
                          f"must have the same shape (..., classes)")
     if x.shape[-1] == 0:
         raise ValueError("softmax_cross_entropy: zero classes")
@@ -288,7 +289,7 @@ def _softmax_cross_entropy_backward(ctx, nodes, inputs, out, mean=False, unit_ro
 # ---------------------------------------------------------------- one-hot (built on the device)
 def _infer_one_hot(idx, num_classes, ignore_index=None):
     if idx.dtype is not int32:
-        raise TypeError(f"one_hot: indices must be int32, got {idx.dtype.name}")
+        raise DTypeError(f"one_hot: indices must be int32, got {idx.dtype.name}")
     _no_empty("one_hot", idx)
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
         raise ValueError(f"one_hot: num_classes must be a positive int, got {num_classes!r}")
@@ -334,10 +335,10 @@ def _infer_sce_index(x, idx, ignore_index=None):
     same_device("softmax_cross_entropy_index_mean", x, idx)
     same_float("softmax_cross_entropy_index_mean", x)
     if idx.dtype is not int32:
-        raise TypeError(f"softmax_cross_entropy_index_mean: targets must be int32, got {idx.dtype.name}")
+        raise DTypeError(f"softmax_cross_entropy_index_mean: targets must be int32, got {idx.dtype.name}")
     _no_empty("softmax_cross_entropy_index_mean", x, idx)
     if x.ndim == 0 or tuple(idx.shape) != tuple(x.shape[:-1]):
-        raise ValueError(f"softmax_cross_entropy_index_mean: logits {x.shape} need targets of shape "
+        raise ShapeError(f"softmax_cross_entropy_index_mean: logits {x.shape} need targets of shape "
                          f"{x.shape[:-1]}, got {idx.shape}")
     if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
         raise TypeError(f"softmax_cross_entropy_index_mean: ignore_index must be an int or None, got {ignore_index!r}")
@@ -464,23 +465,30 @@ def _infer_bce(x, y, *pw):
     same_float("bce_with_logits", x, y, *pw)
     _no_empty("bce_with_logits", x, y, *pw)
     if x.shape != y.shape:
-        raise ValueError(f"bce_with_logits: target shape {y.shape} must equal input shape {x.shape}")
+        raise ShapeError(f"bce_with_logits: target shape {y.shape} must equal input shape {x.shape}")
     if pw:
         p = pw[0].shape
         if len(p) > x.ndim or any(a not in (1, b) for a, b in zip(p[::-1], x.shape[::-1])):
-            raise ValueError(f"bce_with_logits: pos_weight {p} does not broadcast to the input {x.shape}")
+            raise ShapeError(f"bce_with_logits: pos_weight {p} does not broadcast to the input {x.shape}")
     return x.shape, float32
 
 
 def _bce_backward(g, n):
-    """d/dx of (1 - y) x + L softplus(-x), L = 1 + (pw - 1) y:  (1 - y) - L sigmoid(-x)."""
+    """Of (1 - y) x + L softplus(-x), L = 1 + (pw - 1) y: d/dx = (1 - y) - L sigmoid(-x) and
+    d/dy = -x + (pw - 1) softplus(-x), as torch's; pos_weight is not differentiable (torch refuses a
+    pos_weight that requires grad, and so does F.binary_cross_entropy_with_logits)."""
     x, y = n.inputs[:2]
-    s = op.sigmoid(op.neg(x))
-    one_minus_y = op.add_scalar(op.neg(y), c=1.0)
-    if len(n.inputs) == 3:
-        big_l = op.add_scalar(op.mul(op.add_scalar(n.inputs[2], c=-1.0), y), c=1.0)
-        s = op.mul(s, big_l)
-    return (op.mul(g, op.sub(one_minus_y, s)), None) + ((None,) if len(n.inputs) == 3 else ())
+    pw = n.inputs[2] if len(n.inputs) == 3 else None
+    gx = gy = None
+    if x.requires_grad:
+        s = op.sigmoid(op.neg(x))
+        if pw is not None:
+            s = op.mul(s, op.add_scalar(op.mul(op.add_scalar(pw, c=-1.0), y), c=1.0))
+        gx = op.mul(g, op.sub(op.add_scalar(op.neg(y), c=1.0), s))
+    if y.requires_grad:
+        gy = op.neg(x) if pw is None else op.sub(op.mul(op.add_scalar(pw, c=-1.0), op.softplus(op.neg(x))), x)
+        gy = op.mul(g, gy)
+    return (gx, gy) + ((None,) if pw is not None else ())
 
 
 @define("bce_with_logits", infer=_infer_bce, backward=_bce_backward, work=lambda x, *r: 8.0 * numel(x.shape))

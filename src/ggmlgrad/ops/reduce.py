@@ -7,8 +7,9 @@ from . import fast_math
 from .build import expand, owned, permute, repeat_one, reshape, shape_only, sum_to
 from .elementwise import FLT_MAX, _cmp_from_diff, branch_parts, is_number01, select_node
 from .decl import expose
-from .registry import define, op, same_float
+from .registry import define, float_compute, op, same_float
 from .shapes import norm_axes, norm_axis, numel
+from ..engine.errors import DTypeError, ShapeError
 
 _SURFACES = ("method", "function")
 
@@ -90,11 +91,12 @@ def _reduced_shape(shape, axes, keepdim):
 
 
 def _infer_reduce(name):
+    policy = float_compute if name == "logsumexp" else same_float   # torch: logsumexp of int32/bool is float32
     def infer(a, axis=None, keepdim=False):
         if name == "mean" and a.dtype is int32:   # torch's rule and words
-            raise TypeError("mean(): could not infer output dtype. Input dtype must be either a floating "
+            raise DTypeError("mean(): could not infer output dtype. Input dtype must be either a floating "
                             "point or complex dtype. Got: int32 (cast with .float())")
-        same_float(name, a)
+        policy(name, a)
         if not isinstance(keepdim, bool):
             raise TypeError(f"{name}: keepdim must be a bool, got {keepdim!r}")
         axes = _axes_of(name, axis, a.ndim)
@@ -150,7 +152,7 @@ def _mean(ctx, nodes, inputs, out, axis=None, keepdim=False):
 
 def _infer_expand_as(a, like):
     if len(a.shape) > len(like.shape) or any(s not in (1, d) for s, d in zip(a.shape[::-1], like.shape[::-1])):
-        raise ValueError(f"expand_as: shape {a.shape} cannot be broadcast to {like.shape}")
+        raise ShapeError(f"expand_as: shape {a.shape} cannot be broadcast to {like.shape}")
     return like.shape, a.dtype
 
 
@@ -172,7 +174,7 @@ def _expand_as(ctx, nodes, inputs, out):
 def _infer_sum_to(a, shape):
     shape = tuple(shape)
     if len(shape) > a.ndim or any(s not in (1, d) for s, d in zip(shape[::-1], a.shape[::-1])):
-        raise ValueError(f"sum_to_shape: cannot reduce {a.shape} to {shape}")
+        raise ShapeError(f"sum_to_shape: cannot reduce {a.shape} to {shape}")
     return shape, a.dtype
 
 
@@ -302,7 +304,7 @@ def _first_extreme_key(ctx, mat, r: int, k: int):
 def _infer_arg(name):
     def infer(a, axis=None, keepdim=False):
         if a.dtype is not float32 and a.dtype is not int32:
-            raise TypeError(f"{name}: expected a float32 or int32 tensor, got {a.dtype.name}")
+            raise DTypeError(f"{name}: expected a float32 or int32 tensor, got {a.dtype.name}")
         if not isinstance(keepdim, bool):
             raise TypeError(f"{name}: keepdim must be a bool, got {keepdim!r}")
         if axis is not None and not (isinstance(axis, int) and not isinstance(axis, bool)):
@@ -438,6 +440,7 @@ def _reduce_backward(ctx, nodes, inputs, out, kind, axis=None, correction=1):
 
 
 @define("logsumexp", saves=(0,), infer=_infer_extreme("logsumexp"), backward=_logsumexp_backward, save_output=True,
+        promotes=True,
         expose=expose("logsumexp", *_SURFACES, args=dim_first_args,
                       doc="log(sum(exp(x))) over all or given axes, computed stably.",
                       example=">>> round(gg.logsumexp(gg.tensor([0.0, 0.0])).item(), 4)\n0.6931"))

@@ -18,9 +18,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from ..engine import ENGINE, Array, DType, float32
+from .._ggml import consts, lib
+from ..engine import ENGINE, Array, DType, float32, int32
+from ..engine.dtypes import bool_
 from .build import row_merged
 from .decl import Expose
+from ..engine.errors import DTypeError
 
 
 @dataclasses.dataclass
@@ -65,7 +68,7 @@ REGISTRY: dict[str, OpDef] = {}
 
 
 def define(name: str, *, infer, backward=None, work=None, save_output=False, differentiable=True, doc="",
-           elementwise=False, expose: Expose | None = None, saves: tuple | None = None):
+           elementwise=False, expose: Expose | None = None, saves: tuple | None = None, promotes: bool = False):
     """Decorator registering ``forward`` under ``name``.
 
     ``expose``: the op's public names and arguments (:class:`.decl.Expose`); the tensor layer
@@ -76,11 +79,16 @@ def define(name: str, *, infer, backward=None, work=None, save_output=False, dif
     decorated function itself stays as written (other builders call it directly).
 
     ``saves``: the inputs ``backward`` reads (see :attr:`OpDef.saves`); default every input. Only
-    these raise at backward when written in place after the op (torch's saved-tensor check)."""
+    these raise at backward when written in place after the op (torch's saved-tensor check).
+
+    ``promotes``: the op's ``infer`` admits int32 and bool inputs (:func:`float_compute`,
+    :func:`promote_types`): the builder is given those int32 inputs cast to float32 and its result is
+    cast to int32 when ``infer`` says the result is int32 (:func:`promoted`)."""
     def deco(forward):
         if name in REGISTRY:
             raise RuntimeError(f"op {name!r} defined twice")
-        REGISTRY[name] = OpDef(name, infer, row_merged(forward) if elementwise else forward, backward, work,
+        built = promoted(forward) if promotes else forward
+        REGISTRY[name] = OpDef(name, infer, row_merged(built) if elementwise else built, backward, work,
                                save_output, differentiable=differentiable, doc=doc or (forward.__doc__ or ""),
                                expose=expose, saves=saves)
         return forward
@@ -145,9 +153,48 @@ def same_float(opname: str, *xs) -> DType:
             if err is not None:
                 raise err
             shapes = ", ".join(f"{tuple(y.shape)}:{y.dtype.name}" for y in xs)
-            raise TypeError(f"{opname}: expected float32 tensors, got {shapes} "
+            raise DTypeError(f"{opname}: expected float32 tensors, got {shapes} "
                             f"(cast with .float() / .to('float32'))")
     return float32
+
+
+#: The dtypes torch promotes to float32 in a float-only op (``torch.sqrt(int_tensor)`` is float32).
+_PROMOTED = (int32, bool_)
+
+
+def float_compute(opname: str, *xs) -> DType:
+    """The dtype policy of a float-only op (torch's type promotion): float32, int32 and bool
+    tensors are read, the op computes in float32 and returns float32; float16/bfloat16 inputs (and
+    non-tensors) raise :func:`same_float`'s TypeError naming the op."""
+    for x in xs:
+        if x.dtype is not float32 and getattr(x, "dtype", None) not in _PROMOTED:
+            same_float(opname, *xs)
+    return float32
+
+
+def promote_types(opname: str, *xs) -> DType:
+    """The dtype policy of an op torch keeps integral (maximum, clamp with integer bounds, ceil):
+    float32 if any input is float32, else int32 if any is int32, else bool (all bool). float16 and
+    bfloat16 raise as :func:`same_float`. An int32 result is computed in float32 (exact below 2**24)."""
+    kinds = set()
+    for x in xs:
+        d = getattr(x, "dtype", None)
+        if d is not float32 and d not in _PROMOTED:
+            same_float(opname, *xs)
+        kinds.add(d)
+    return float32 if float32 in kinds else int32 if int32 in kinds else bool_
+
+
+def promoted(forward):
+    """``forward`` given its int32 inputs as float32 nodes (bool is float32 0/1 storage already),
+    its result cast to int32 when the op's result is int32 (see :func:`define`'s ``promotes``)."""
+    def build(ctx, nodes, inputs, out, **params):
+        nodes = [lib.cast(ctx, n, consts.TYPE_F32) if x.dtype is int32 else n for n, x in zip(nodes, inputs)]
+        r = forward(ctx, nodes, inputs, out, **params)
+        return lib.cast(ctx, r, consts.TYPE_I32) if out.dtype is int32 else r
+    build.__doc__ = forward.__doc__
+    build.__wrapped__ = getattr(forward, "__wrapped__", forward)
+    return build
 
 
 def same_device(opname: str, *xs) -> None:

@@ -13,6 +13,7 @@ from ..engine import float32
 from .build import expand, permute, reshape, shape_only
 from .registry import define, op, same_float
 from .shapes import check_ndim, int_sizes, ne as _ne, norm_axis, numel
+from ..engine.errors import DTypeError, ShapeError
 
 
 def _resolve_shape(a, shape) -> tuple:
@@ -22,10 +23,10 @@ def _resolve_shape(a, shape) -> tuple:
     if -1 in shape:
         rest = numel(tuple(s for s in shape if s != -1))
         if rest == 0 or numel(a.shape) % rest:
-            raise ValueError(f"reshape: cannot reshape {a.shape} into {shape}")
+            raise ShapeError(f"reshape: cannot reshape {a.shape} into {shape}")
         shape = tuple(numel(a.shape) // rest if s == -1 else s for s in shape)
     if any(s < 0 for s in shape) or numel(shape) != numel(a.shape):
-        raise ValueError(f"reshape: cannot reshape {a.shape} ({numel(a.shape)} elements) into {shape}")
+        raise ShapeError(f"reshape: cannot reshape {a.shape} ({numel(a.shape)} elements) into {shape}")
     check_ndim("reshape", shape)
     return shape
 
@@ -41,7 +42,7 @@ def _infer_permute(a, axes):
     nd = a.ndim
     norm = [x % nd if isinstance(x, int) and not isinstance(x, bool) and -nd <= x < nd else -1 for x in axes] if nd else []
     if len(axes) != nd or sorted(norm) != list(range(nd)):
-        raise ValueError(f"permute: axes {axes} are not a permutation of the {nd} dimensions of {a.shape}")
+        raise ShapeError(f"permute: axes {axes} are not a permutation of the {nd} dimensions of {a.shape}")
     axes = tuple(norm)
     return tuple(a.shape[i] for i in axes), a.dtype
 
@@ -67,7 +68,7 @@ def _infer_broadcast_to(a, shape):
     shape = int_sizes("broadcast_to", shape, "shape")
     check_ndim("broadcast_to", shape)
     if len(shape) < a.ndim:
-        raise ValueError(f"broadcast_to: cannot broadcast {a.shape} to {shape} (fewer dimensions)")
+        raise ShapeError(f"broadcast_to: cannot broadcast {a.shape} to {shape} (fewer dimensions)")
     lead = len(shape) - a.ndim
     out = []
     for i, s in enumerate(shape):
@@ -80,7 +81,7 @@ def _infer_broadcast_to(a, shape):
         if s < 0:
             raise ValueError(f"broadcast_to: negative size {s} in {shape}")
         if src is not None and src != s and src != 1:
-            raise ValueError(f"broadcast_to: cannot broadcast {a.shape} to {shape} "
+            raise ShapeError(f"broadcast_to: cannot broadcast {a.shape} to {shape} "
                              f"(dimension {i}: {src} vs {s})")
         out.append(s)
     return tuple(out), a.dtype
@@ -299,12 +300,12 @@ def _infer_concat(*xs, axis, stack=False):
         if x.device is not first.device:
             raise ValueError(f"{name}: tensors are on different devices ({first.device.name} and {x.device.name})")
         if x.dtype is not first.dtype:
-            raise TypeError(f"{name}: dtypes differ ({first.dtype.name} and {x.dtype.name})")
+            raise DTypeError(f"{name}: dtypes differ ({first.dtype.name} and {x.dtype.name})")
         if stack and x.shape != first.shape:
-            raise ValueError(f"stack: all tensors must have the same shape, got "
+            raise ShapeError(f"stack: all tensors must have the same shape, got "
                              f"{', '.join(str(y.shape) for y in xs)}")
         if x.ndim != first.ndim or any(s != t for i, (s, t) in enumerate(zip(x.shape, first.shape)) if i != ax):
-            raise ValueError(f"concat: shapes {', '.join(str(y.shape) for y in xs)} differ outside "
+            raise ShapeError(f"concat: shapes {', '.join(str(y.shape) for y in xs)} differ outside "
                              f"dimension {axis}")
     if stack:
         shape = first.shape[:ax] + (len(xs),) + first.shape[ax:]
@@ -363,9 +364,9 @@ def _infer_slice_set(x, *v, start, stop, step, fill=None):
         raise ValueError(f"{name}: give exactly one of a value tensor or `fill`")
     if v:
         if v[0].shape != sliced:
-            raise ValueError(f"{name}: value shape {v[0].shape} does not match the slice shape {sliced} of {x.shape}")
+            raise ShapeError(f"{name}: value shape {v[0].shape} does not match the slice shape {sliced} of {x.shape}")
         if v[0].dtype is not x.dtype:
-            raise TypeError(f"{name}: value dtype {v[0].dtype.name} differs from {x.dtype.name}")
+            raise DTypeError(f"{name}: value dtype {v[0].dtype.name} differs from {x.dtype.name}")
         if v[0].device is not x.device:
             raise ValueError(f"{name}: tensors are on different devices")
     elif isinstance(fill, bool) or not isinstance(fill, (int, float)):
@@ -428,7 +429,7 @@ def _set_region(ctx, nodes, shape, start, stop, step, sliced, fill, dtype_name: 
 def _infer_tile(a, reps):
     reps = int_sizes("tile", reps, "reps")
     if len(reps) < a.ndim:
-        raise ValueError(f"tile: need at least one repeat count per dimension of {a.shape}, got {reps}")
+        raise ShapeError(f"tile: need at least one repeat count per dimension of {a.shape}, got {reps}")
     if any(r < 0 for r in reps):
         raise ValueError(f"tile: repeat counts must be non-negative, got {reps}")
     full = (1,) * (len(reps) - a.ndim) + tuple(a.shape)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import operator
+from ..engine.errors import IndexRangeError, ShapeError
 
 
 def broadcast_shapes(opname: str, *shapes: tuple) -> tuple:
@@ -14,7 +15,7 @@ def broadcast_shapes(opname: str, *shapes: tuple) -> tuple:
         dims = {s[len(s) - ndim + i] for s in shapes if len(s) - ndim + i >= 0}
         dims.discard(1)
         if len(dims) > 1:
-            raise ValueError(f"{opname}: shapes {' and '.join(str(tuple(s)) for s in shapes)} "
+            raise ShapeError(f"{opname}: shapes {' and '.join(str(tuple(s)) for s in shapes)} "
                              f"cannot be broadcast together")
         out.append(dims.pop() if dims else 1)
     if ndim > 4:
@@ -27,7 +28,7 @@ def norm_axis(opname: str, axis: int, ndim: int) -> int:
         raise TypeError(f"{opname}: axis must be an int, got {axis!r}")
     n = max(ndim, 1)
     if not -n <= axis < n:
-        raise ValueError(f"{opname}: axis {axis} is out of range for a tensor with {ndim} dimensions")
+        raise IndexRangeError(f"{opname}: axis {axis} is out of range for a tensor with {ndim} dimensions")
     return axis % n
 
 
@@ -38,7 +39,7 @@ def norm_axes(opname: str, axis, ndim: int) -> tuple[int, ...]:
     if isinstance(axis, (list, tuple)):
         axes = tuple(norm_axis(opname, a, ndim) for a in axis)
         if len(set(axes)) != len(axes):
-            raise ValueError(f"{opname}: repeated axis in {axis}")
+            raise ShapeError(f"{opname}: repeated axis in {axis}")
         return tuple(sorted(axes))
     return (norm_axis(opname, axis, ndim),)
 

@@ -11,6 +11,7 @@ from .._ggml import consts, lib
 from ..engine import float32
 from ..engine.plans import Exact
 from .registry import define_write, write
+from ..engine.errors import ShapeError
 
 
 def _check_copy(name: str, inputs, parts) -> None:
@@ -19,7 +20,7 @@ def _check_copy(name: str, inputs, parts) -> None:
     for part in parts:
         dst, src = inputs[at], inputs[at + 1]
         if src.shape != dst.shape:
-            raise ValueError(f"{name}: value of shape {src.shape} for a target of shape {dst.shape}")
+            raise ShapeError(f"{name}: value of shape {src.shape} for a target of shape {dst.shape}")
         if src.device is not dst.device:
             raise ValueError(f"{name}: value on {src.device.name}, target on {dst.device.name}")
         at += part[0]

@@ -8,6 +8,10 @@
 from .optimizer import Optimizer
 from .sgd import SGD
 from .adam import Adam, AdamW
+from .adam_variants import Adamax, NAdam, RAdam
+from .rmsprop import Adadelta, Adagrad, RMSprop
+from .lbfgs import LBFGS
 from . import lr_scheduler
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad", "Adadelta",
+           "LBFGS", "lr_scheduler"]

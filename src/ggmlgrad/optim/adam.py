@@ -3,16 +3,20 @@ from __future__ import annotations
 
 from typing import Iterable
 
+import math
+
 import numpy as np
 
 from ..engine import float32
+from ..ops import optim_extra as ox
 from ..runtime import StridedAlias
 from ..tensor import Tensor
 from .optimizer import Optimizer
+from .rules import check_betas, check_flags, check_nonneg, pack
 
 
 class Adam(Optimizer):
-    """``torch.optim.Adam`` (amsgrad not supported). ``weight_decay`` is the L2 form:
+    """``torch.optim.Adam``. ``weight_decay`` is the L2 form:
     ``weight_decay * p`` is added to the gradient before the moments.
 
     Update for step ``t`` (PyTorch's, eps outside the square root)::
@@ -22,7 +26,9 @@ class Adam(Optimizer):
 
     float32 parameters use ggml's fused ``ggml_opt_step_adamw`` (which implements exactly
     this, plus AdamW's decoupled decay); float16/bfloat16 parameters, or ``fused=False``,
-    use the same update composed from elementary ops, with float32 moments.
+    use the same update composed from elementary ops, with float32 moments. ``amsgrad=True`` keeps
+    the running maximum of ``v`` (state ``max_exp_avg_sq``) and divides by its root instead
+    (composed ops: ``ops/optim_extra.py``).
     Hyperparameters (lr, betas, eps, decay, bias corrections) are a per-group tensor
     uploaded each step: changing them needs no new graph.
 
@@ -39,37 +45,28 @@ class Adam(Optimizer):
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *, maximize: bool = False,
                  fused: bool | None = None):
-        if amsgrad:
-            raise NotImplementedError(f"{type(self).__name__}: amsgrad is not supported")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      maximize=maximize, fused=fused))
+                                      amsgrad=amsgrad, maximize=maximize, fused=fused))
 
     def _validate_group(self, group: dict) -> None:
         super()._validate_group(group)
-        betas = group["betas"]
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise ValueError(f"Invalid betas: {betas!r} (expected two numbers)")
-        group["betas"] = tuple(betas)
-        for i, b in enumerate(betas):
-            if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0.0 <= b < 1.0:
-                raise ValueError(f"Invalid beta parameter at index {i}: {b!r}")
-        for k in ("eps", "weight_decay"):
-            v = group[k]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
-                raise ValueError(f"Invalid {k} value: {v!r}")
-        if not isinstance(group["maximize"], bool):
-            raise TypeError(f"{type(self).__name__}: maximize must be a bool")
+        check_betas(group)
+        check_nonneg(group, "eps", "weight_decay")
+        check_flags(type(self).__name__, group, "maximize", "amsgrad")
+        if group["amsgrad"] and group.get("fused"):
+            raise RuntimeError(f"{type(self).__name__}: fused=True does not support amsgrad (ggml's fused "
+                               f"AdamW has no running maximum); use fused=None")
         if group.get("fused") not in (None, True, False):
             raise TypeError(f"{type(self).__name__}: fused must be None, True or False")
 
     def _state_tensor_keys(self, group: dict) -> tuple[str, ...]:
-        return ("exp_avg", "exp_avg_sq")
+        return ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if group["amsgrad"] else ("exp_avg", "exp_avg_sq")
 
     def _validate_param(self, p: Tensor, group: dict) -> None:
         self._use_fused(group, p)
 
     def _use_fused(self, group: dict, p: Tensor) -> bool:
-        if group.get("fused") is False:
+        if group.get("fused") is False or group["amsgrad"]:
             return False
         if type(p._storage) is StridedAlias:  # (fused writes through the node it reads: a contiguous copy)
             if group.get("fused"):
@@ -84,21 +81,28 @@ class Adam(Optimizer):
         return True
 
     def _group_structure(self, group: dict) -> tuple:
-        return (group["maximize"], group["weight_decay"] != 0 and not self._decoupled, group.get("fused"))
+        return (group["maximize"], group["weight_decay"] != 0 and not self._decoupled, group.get("fused"),
+                group["amsgrad"])
 
     def _group_hparams(self, group: dict, step: int) -> np.ndarray:
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         decoupled_wd = wd if self._decoupled else 0.0
+        if group["amsgrad"]:
+            return pack(ox.AMSGRAD, lr=lr, beta1=b1, one_minus_beta1=1.0 - b1, beta2=b2, one_minus_beta2=1.0 - b2,
+                        eps=eps, wd=0.0 if self._decoupled else wd, keep=1.0 - lr * decoupled_wd,
+                        bc1_inv=1.0 / (1.0 - b1 ** step), bc2_sqrt_inv=1.0 / math.sqrt(1.0 - b2 ** step))
         # In float64 (Python floats), rounded to float32 once; in the order of optim_ops' ADAM_* indices.
         return np.array((lr, b1, b2, eps, decoupled_wd, 1.0 / (1.0 - b1 ** step), 1.0 / (1.0 - b2 ** step),
                          0.0 if self._decoupled else wd, 1.0 - b1, 1.0 - b2, 1.0 - lr * decoupled_wd), np.float32)
 
     def _hparams_key(self, group: dict) -> tuple:
-        return (group["lr"], group["betas"], group["eps"], group["weight_decay"])
+        return (group["lr"], group["betas"], group["eps"], group["weight_decay"], group["amsgrad"])
 
     def _hparams_rows(self, group: dict, first_step: int, n: int) -> np.ndarray:
         # _group_hparams for n steps at once; the powers and bias corrections are the same Python
         # float64 operations (NumPy's vectorised pow may round differently), the rest is constant.
+        if group["amsgrad"]:
+            return super()._hparams_rows(group, first_step, n)
         b1, b2 = group["betas"]
         steps = range(first_step, first_step + n)
         rows = np.empty((n, 11), np.float64)
@@ -109,6 +113,8 @@ class Adam(Optimizer):
 
     def _update_rule(self, p: Tensor, group: dict, state: dict) -> tuple:
         options = {"l2": group["weight_decay"] != 0 and not self._decoupled, "maximize": group["maximize"]}
+        if group["amsgrad"]:
+            return "adam_amsgrad", (state["exp_avg"], state["exp_avg_sq"], state["max_exp_avg_sq"]), options
         return ("adamw_fused" if self._use_fused(group, p) else "adam"), (state["exp_avg"], state["exp_avg_sq"]), options
 
 

@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR", "LinearLR",
            "OneCycleLR", "CyclicLR", "SequentialLR", "ConstantLR", "PolynomialLR", "CosineAnnealingWarmRestarts",
-           "ReduceLROnPlateau"]
+           "ReduceLROnPlateau", "MultiplicativeLR", "ChainedScheduler"]
 
 
 class LRScheduler:
@@ -541,3 +541,98 @@ class ReduceLROnPlateau:
         self.__dict__.update(state_dict)
         for g, lr in zip(self.optimizer.param_groups, self._last_lr):
             g["lr"] = lr
+
+
+class MultiplicativeLR(LRScheduler):
+    """``lr = initial_lr * lr_lambda(1) * ... * lr_lambda(epoch)`` (torch multiplies the current lr by
+    ``lr_lambda(epoch)`` at each step after the first; one function, or one per group).
+
+    >>> import ggmlgrad as gg
+    >>> opt = gg.optim.SGD([gg.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = MultiplicativeLR(opt, lr_lambda=lambda epoch: 0.5)
+    >>> sched.step(); sched.step(); sched.get_last_lr()
+    [0.25]
+    """
+
+    def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
+        fns = _per_group("lr_lambda", optimizer, lr_lambda)
+        if not all(callable(f) for f in fns):
+            raise TypeError("MultiplicativeLR: lr_lambda must be callable (or a list of callables)")
+        self.lr_lambdas = fns
+        self._products: tuple[int, list[float]] = (0, [1.0] * len(fns))   # (epoch, running products)
+        super().__init__(optimizer, last_epoch)
+
+    def _lr_at(self, epoch):
+        at, prods = self._products
+        if epoch < at:                     # a jump back (step(epoch=...)): start over
+            at, prods = 0, [1.0] * len(self.lr_lambdas)
+        for k in range(at + 1, epoch + 1):
+            prods = [p * f(k) for p, f in zip(prods, self.lr_lambdas)]
+        self._products = (max(epoch, 0), prods)
+        return [b * p for b, p in zip(self.base_lrs, prods)]
+
+    def state_dict(self) -> dict:
+        d = super().state_dict()
+        d.pop("lr_lambdas", None)
+        return d
+
+
+#: Schedulers whose torch (recursive) form multiplies the current lr by a factor, so a chain of them
+#: is the product of their factors (torch's recursive cosine turns additive past T_max: not here).
+_CHAINABLE = (StepLR, MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR, MultiplicativeLR)
+
+
+class ChainedScheduler(LRScheduler):
+    """Several schedulers stepped together; the lr is ``initial_lr`` times the product of each one's
+    factor, as torch's chain of multiplicative schedulers gives. Schedulers that set the lr outright
+    (LambdaLR, CyclicLR, OneCycleLR, the cosine schedules) are refused.
+
+    >>> import ggmlgrad as gg
+    >>> opt = gg.optim.SGD([gg.zeros(1, requires_grad=True)], lr=1.0)
+    >>> s = ChainedScheduler([ConstantLR(opt, factor=0.1, total_iters=2), ExponentialLR(opt, gamma=0.9)])
+    >>> lrs = []
+    >>> for _ in range(3):
+    ...     lrs.append(round(s.get_last_lr()[0], 4)); opt.step(); s.step()
+    >>> lrs
+    [0.1, 0.09, 0.81]
+    """
+
+    def __init__(self, schedulers: Sequence[LRScheduler], optimizer=None):
+        self._schedulers = list(schedulers)
+        if not self._schedulers:
+            raise ValueError("ChainedScheduler expects at least one scheduler")
+        for i, s in enumerate(self._schedulers):
+            if not isinstance(s, _CHAINABLE):
+                raise ValueError(f"ChainedScheduler: scheduler {i} ({type(s).__name__}) sets the lr outright "
+                                 f"instead of scaling it, so it cannot be chained; chain "
+                                 f"{', '.join(c.__name__ for c in _CHAINABLE)}")
+        self.optimizer = optimizer if optimizer is not None else self._schedulers[0].optimizer
+        if any(s.optimizer is not self.optimizer for s in self._schedulers):
+            raise ValueError("ChainedScheduler expects all schedulers to belong to the same optimizer")
+        self.base_lrs = [g["initial_lr"] for g in self.optimizer.param_groups]
+        self.last_epoch = self._schedulers[0].last_epoch
+        self._write()
+
+    def _write(self) -> None:
+        lrs = list(self.base_lrs)
+        for s in self._schedulers:
+            lrs = [lr * (mine / b if b else 0.0) for lr, mine, b in zip(lrs, s._lr_at(s.last_epoch), s.base_lrs)]
+        for g, lr in zip(self.optimizer.param_groups, lrs):
+            g["lr"] = lr
+        self._last_lr = lrs
+
+    def step(self, epoch: int | None = None) -> None:
+        for s in self._schedulers:
+            s.step()
+        self.last_epoch += 1
+        self._write()
+
+    def state_dict(self) -> dict:
+        return {"last_epoch": self.last_epoch, "_last_lr": list(self._last_lr),
+                "_schedulers": [s.state_dict() for s in self._schedulers]}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        for s, sd in zip(self._schedulers, state_dict["_schedulers"]):
+            s.load_state_dict(sd)
+        self.last_epoch = state_dict["last_epoch"]
+        self._write()

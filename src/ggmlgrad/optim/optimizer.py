@@ -311,6 +311,8 @@ class Optimizer(StateDictMethods, CaptureMethods):
                 st = self.state[p]
                 opname, state_tensors, options = self._update_rule(p, group, st)
                 _check_state_shapes(self, p, state_tensors)
+                if p.numel_ == 0:
+                    continue   # nothing to write (and ggml cannot allocate a 0-byte update in a recorded graph)
                 keys = tuple(k for k in keys_of_group if k in st)
                 tensors = None
                 if len(keys) != len(state_tensors) or any(st[k] is not t for k, t in zip(keys, state_tensors)):

@@ -16,8 +16,97 @@ _GPU_KIND = {"cuda": "cuda", "vulkan": "vulkan", "metal": "metal", "mtl": "metal
              "musa": "cuda"}
 
 
+class DeviceError(ValueError, RuntimeError):
+    """A device string that names no device, or a device the loaded ggml does not have (torch raises
+    RuntimeError for both; ValueError kept for code written against earlier ggmlgrad)."""
+
+
+class _DeviceMeta(type):
+    def __instancecheck__(cls, obj) -> bool:
+        # ``isinstance(t.device, gg.device)`` holds, as ``isinstance(t.device, torch.device)`` does
+        return type.__instancecheck__(cls, obj) or isinstance(obj, Device)
+
+
+class device(metaclass=_DeviceMeta):   # noqa: N801  (torch's name)
+    """torch.device: a device type and an optional index, resolved to a ggml device where it is used.
+
+    ``gg.device("cpu")``, ``gg.device("cuda", 0)``, ``gg.device("cuda:0")``; ``.type``, ``.index``;
+    accepted wherever a device is (``t.to(dev)``, ``gg.tensor(..., device=dev)``, ``model.to(dev)``).
+    Like torch, constructing a device the loaded ggml lacks is allowed; using it raises
+    :class:`DeviceError` (a ``RuntimeError``). ``"mps"`` names ggml's Metal device. A block
+    ``with gg.device("cpu"):`` makes it the default device for new tensors.
+
+    >>> import ggmlgrad as gg
+    >>> d = gg.device("cpu"); d.type, d.index, str(gg.device("cuda", 1))
+    ('cpu', None, 'cuda:1')
+    >>> gg.zeros(2, device=d).device == d
+    True
+    """
+
+    __slots__ = ("_type", "_index", "_prev")
+
+    def __init__(self, type, index: "int | None" = None):  # noqa: A002  (torch's argument name)
+        if isinstance(type, device):
+            if index is not None:
+                raise DeviceError("device(): an index cannot be given with a device")
+            type, index = type.type, type.index
+        elif isinstance(type, int) and not isinstance(type, bool) and index is None:
+            gpu = next((d for d in _DEVICES if d.kind != "cpu"), None)   # torch: the current accelerator
+            if gpu is None:
+                raise DeviceError("device(): Cannot access accelerator device when none is available.")
+            type, index = gpu.kind, type
+        if not isinstance(type, str):
+            raise TypeError(f"device(): expected a str, a device or an int, got {type!r}")
+        kind, sep, idx = type.strip().partition(":")
+        if sep:
+            if index is not None:
+                raise DeviceError(f"device(): {type!r} has an index and index={index!r} was given too")
+            if not idx.isdigit():
+                raise DeviceError(f"Invalid device string: {type!r}")
+            index = int(idx)
+        if not kind or not kind.replace("_", "").isalnum() or kind != kind.lower():
+            raise DeviceError(f"Invalid device string: {type!r}")
+        if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
+            raise DeviceError(f"device(): the index must be a non-negative int, got {index!r}")
+        self._type, self._index, self._prev = kind, index, []
+
+    @property
+    def type(self) -> str:
+        return self._type
+
+    @property
+    def index(self) -> "int | None":
+        return self._index
+
+    def __repr__(self) -> str:
+        return f"device(type='{self._type}')" if self._index is None else \
+            f"device(type='{self._type}', index={self._index})"
+
+    def __str__(self) -> str:
+        return self._type if self._index is None else f"{self._type}:{self._index}"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            try:
+                other = device(other)
+            except (DeviceError, TypeError):
+                return False
+        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self) -> int:
+        return hash((self._type, self._index))
+
+    def __enter__(self) -> "device":
+        self._prev.append(set_device(self))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        set_device(self._prev.pop())
+
+
 class Device:
-    """One ggml backend device (``cpu``, ``cuda:0``, ``vulkan:1``, ...)."""
+    """One ggml backend device (``cpu``, ``cuda:0``, ``vulkan:1``, ...); ``isinstance(d, gg.device)``
+    holds, with torch's ``.type`` and ``.index`` (None for the CPU)."""
 
     __slots__ = ("name", "kind", "index", "dev_ptr", "description", "__dict__")
 
@@ -47,6 +136,11 @@ class Device:
         """(free, total) bytes as reported by ggml."""
         return backend_dev_memory(self.dev_ptr)
 
+    @property
+    def type(self) -> str:
+        """torch's name for :attr:`kind` (``"cpu"``, ``"cuda"``, ...)."""
+        return self.kind
+
     def __repr__(self) -> str:
         return f"device('{self.name}')"
 
@@ -59,10 +153,12 @@ class Device:
                 other = resolve_device(other)
             except ValueError:
                 return False
+        if isinstance(other, device):     # torch.device value: type and index as written
+            return (self.kind, self.index) == (other.type, other.index)
         return isinstance(other, Device) and other.dev_ptr == self.dev_ptr
 
     def __hash__(self) -> int:
-        return hash(self.dev_ptr)
+        return hash((self.kind, self.index))
 
 
 def _enumerate() -> tuple[list[Device], list[int]]:
@@ -76,7 +172,7 @@ def _enumerate() -> tuple[list[Device], list[int]]:
         raw = lib.backend_dev_name(d).decode()
         desc = (lib.backend_dev_description(d) or b"").decode(errors="replace")
         if t == consts.DEVICE_TYPE_CPU:
-            devs.insert(0, Device("cpu", "cpu", 0, d, desc))
+            devs.insert(0, Device("cpu", "cpu", None, d, desc))   # torch: the CPU device has no index
         elif t in (consts.DEVICE_TYPE_GPU, consts.DEVICE_TYPE_IGPU):
             reg = lib.backend_reg_name(lib.backend_dev_backend_reg(d)).decode().lower()
             kind = next((v for k, v in _GPU_KIND.items() if reg.startswith(k) or raw.lower().startswith(k)), reg)
@@ -118,20 +214,24 @@ def resolve_device(spec: "str | Device | None") -> Device:
         return get_device()
     if isinstance(spec, Device):
         return spec
-    if not isinstance(spec, str):
-        raise TypeError(f"device: expected a str or Device, got {type(spec).__name__}")
-    s = spec.strip().lower()
-    if s == "auto":
-        return next((d for d in _DEVICES if d.kind != "cpu"), _DEVICES[0])
-    kind, _, idx = s.partition(":")
-    if idx and not idx.isdigit():
-        raise ValueError(f"device: bad device string {spec!r}")
-    index = int(idx) if idx else 0
+    if isinstance(spec, device):
+        kind, index = spec.type, spec.index or 0
+    elif not isinstance(spec, str):
+        raise TypeError(f"device: expected a str or device, got {type(spec).__name__}")
+    else:
+        s = spec.strip().lower()
+        if s == "auto":
+            return next((d for d in _DEVICES if d.kind != "cpu"), _DEVICES[0])
+        kind, _, idx = s.partition(":")
+        if idx and not idx.isdigit():
+            raise DeviceError(f"device: bad device string {spec!r}")
+        index = int(idx) if idx else 0
+    kind = "metal" if kind == "mps" else kind       # torch's name for Apple's GPU
     for d in _DEVICES:
-        if d.kind == kind and d.index == index:
+        if d.kind == kind and (d.index or 0) == index:
             return d
     avail = ", ".join(d.name for d in _DEVICES)
-    raise ValueError(f"device: {spec!r} is not available in the loaded ggml (available: {avail})")
+    raise DeviceError(f"device: {str(spec)!r} is not available in the loaded ggml (available: {avail})")
 
 
 def get_device() -> Device:

@@ -44,6 +44,7 @@ def _forget_pools() -> None:
     _POOLS.clear()
     for ex in _EXECUTORS.values():
         ex._thread_config = (0, 0)
+        ex.threads, ex.last_accelerated = 0, None  # a plan must call set_threads again
         if hasattr(lib, "backend_cpu_set_threadpool"):
             lib.backend_cpu_set_threadpool(ex.cpu_backend, None)
 
@@ -71,6 +72,7 @@ class Executor:
         self.sched = 0
         self.graph_size = 0
         self.threads = 0
+        self.last_accelerated = None  # set_threads's last ``accelerated`` (a plan skips the call when both match)
         self._thread_config = (0, 0)
 
     def _ensure_sched(self, graph_size: int) -> None:
@@ -117,6 +119,7 @@ class Executor:
                 setter(b, acc_n)
             self._thread_config = (cpu_n, acc_n)
         self.threads = n
+        self.last_accelerated = accelerated
 
     def accelerated(self, sched: int, graph: int, n_nodes: int) -> bool:
         """Whether an allocated graph computes on a backend other than the CPU (views, which

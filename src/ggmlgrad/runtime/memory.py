@@ -123,13 +123,14 @@ _HEADERS = _LeafHeaders()
 class Storage:
     """A contiguous block of device memory (``buffer``/``data`` are ggml pointers as ints)."""
 
-    __slots__ = ("device", "buffer", "data", "nbytes", "capacity", "leaf", "leaf_key", "__weakref__")
+    __slots__ = ("device", "buffer", "data", "nbytes", "capacity", "leaf", "leaf_key", "host", "__weakref__")
 
     def __init__(self, device: Device, nbytes: int):
         self.device = device
         self.nbytes = nbytes
         self.leaf = 0
         self.leaf_key = None
+        self.host = None
         # _POOL.take's hit path inlined: a storage is made on every op.
         size = ((nbytes + 255) & ~255 or 256) if nbytes <= 1048576 else _size_class(nbytes)
         pool = _POOL
@@ -179,6 +180,18 @@ class Storage:
         lib.backend_tensor_alloc(self.buffer, h, self.data)
         self.leaf, self.leaf_key = h, key
         return h
+
+    def host_array(self, typestr: str, shape: tuple, nbytes: int) -> np.ndarray:
+        """A NumPy view (``typestr``, ``shape``, the first ``nbytes``) of this host storage's memory,
+        made once per storage and layout. It does not keep the storage alive (a view that did
+        would make a reference cycle, and the block would wait for the garbage collector): only
+        for a caller that holds the storage, never handed to users (tensor/interop.py's views are)."""
+        h = self.host
+        if h is not None and h[0] == typestr and h[1] == shape:
+            return h[2]
+        a = host_bytes(self.data, nbytes).view(typestr).reshape(shape)
+        self.host = (typestr, shape, a)
+        return a
 
     def __reduce__(self):
         # A copied Storage would free the same device block twice.
@@ -232,7 +245,7 @@ class HostStorage(Storage):
         if not buf:
             raise MemoryError("ggmlgrad: ggml could not wrap host memory as a buffer")
         self.device, self.nbytes, self.capacity = device, nbytes, 0
-        self.leaf, self.leaf_key = 0, None
+        self.leaf, self.leaf_key, self.host = 0, None, None
         self.buffer, self.data, self.owner = buf, addr, owner
 
     def __del__(self) -> None:
@@ -317,13 +330,32 @@ def allocate(device: Device, nbytes: int) -> Storage:
     return Storage(device, nbytes)
 
 
+# Callables ``fn(drop) -> (count, bytes)`` over storages that only a cached plan holds, as the memory
+# of its next run's result (engine/plans.py ``OpPlan``): cached memory, not live; ``drop=True`` lets them go.
+_SPARE_HOLDERS: list = []
+
+
+def register_spares(fn) -> None:
+    """Count the storages ``fn`` reports as cached memory (see ``_SPARE_HOLDERS``)."""
+    _SPARE_HOLDERS.append(fn)
+
+
 def pool_stats() -> dict[str, int]:
-    """Live and cached device bytes (for memory tests and diagnosis)."""
-    return {"live_bytes": _POOL.live_bytes, "live_count": _POOL.live_count, "cached_bytes": _POOL.cached_bytes}
+    """Live and cached device bytes (for memory tests and diagnosis). Memory that a cached plan
+    keeps only for its next result counts as cached."""
+    n = b = 0
+    for fn in _SPARE_HOLDERS:
+        k, m = fn(False)
+        n += k
+        b += m
+    return {"live_bytes": _POOL.live_bytes - b, "live_count": _POOL.live_count - n,
+            "cached_bytes": _POOL.cached_bytes + b}
 
 
 def empty_cache() -> None:
     """Free every cached (unused) block back to the device."""
+    for fn in _SPARE_HOLDERS:
+        fn(True)
     _POOL.trim(0)
 
 

@@ -19,6 +19,7 @@ from ..engine import ENGINE, PENDING, Array, float32, int32
 from ..engine.dtypes import bool_
 from ..ops import op
 from ..ops.registry import _non_tensor
+from ..engine.errors import DTypeError
 
 _BOOL, _INT, _FLOAT = 0, 1, 2
 _SUB_MESSAGE = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
@@ -173,7 +174,7 @@ def bitwise(kind: str, a, b):
     if _FLOAT in cats:
         raise RuntimeError(f'"bitwise_{kind}_cpu" not implemented for \'Float\' (bitwise operators take bool or '
                            f'integer tensors)')
-    raise TypeError(f"bitwise_{kind}: bitwise operators on int32 tensors are not supported by ggmlgrad (no "
+    raise DTypeError(f"bitwise_{kind}: bitwise operators on int32 tensors are not supported by ggmlgrad (no "
                     f"integer bit kernels); use bool tensors (e.g. (x != 0) {'&|^'['and or xor'.split().index(kind)]} ...)")
 
 
@@ -182,7 +183,7 @@ def invert(x):
     if x.dtype is bool_:
         return op.compare_scalar(x, kind="eq", c=0.0)
     if x.dtype is int32:
-        raise TypeError("bitwise_not: ~ on int32 tensors is not supported by ggmlgrad (no integer bit kernels); "
+        raise DTypeError("bitwise_not: ~ on int32 tensors is not supported by ggmlgrad (no integer bit kernels); "
                         "use it on bool tensors, or -x - 1")
     raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
 
@@ -226,19 +227,25 @@ def _float(x):
 
 
 # ---------------------------------------------------------------------- masks
-def check_mask(name: str, x, mask) -> None:
+def check_mask(name: str, x, mask, grow: bool = False) -> None:
+    """torch's checks of a ``masked_fill`` mask: bool, broadcasting to ``x``'s shape (``grow``: the out-of-place
+    form, whose result may take the broadcast shape of both, as torch's)."""
     from .tensor import Tensor
     if not isinstance(mask, Tensor) or mask.dtype is not bool_:
         got = mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__
         raise RuntimeError(f"{name} only supports boolean masks, but got mask with dtype {got}")
-    if np.broadcast_shapes(mask.shape, x.shape) != tuple(x.shape):
+    try:
+        shape = np.broadcast_shapes(mask.shape, x.shape)
+    except ValueError:
+        shape = None
+    if shape is None or (not grow and shape != tuple(x.shape)):
         raise RuntimeError(f"{name}: mask of shape {mask.shape} does not broadcast to the tensor's shape {x.shape}")
 
 
 def masked_fill(x, mask, value):
     """torch.Tensor.masked_fill: ``value`` (a number or 0-d tensor) where ``mask`` is True."""
     from .tensor import Tensor, where
-    check_mask("masked_fill", x, mask)
+    check_mask("masked_fill", x, mask, grow=True)
     if isinstance(value, Tensor):
         if value.ndim:
             raise RuntimeError(f"masked_fill only supports a 0-dimensional value tensor, but got tensor with "
@@ -248,8 +255,10 @@ def masked_fill(x, mask, value):
         value = float(bool(value))
     if x.dtype is bool_:
         return op.cast(where(mask, value, as_float(x)), dtype=bool_)
-    r = where(mask, value, op.cast(x, dtype=float32) if x.dtype is int32 else x)
-    return op.cast(r, dtype=int32) if x.dtype is int32 else r
+    if x.dtype is float32:
+        return where(mask, value, x)
+    # int32 (exact within 2**24), float16/bfloat16 (exact): selected in float32, back in x's dtype
+    return op.cast(where(mask, value, op.cast(x, dtype=float32)), dtype=x.dtype)
 
 
 def empty_reduce(x, dim, value: bool):

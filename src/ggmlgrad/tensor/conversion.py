@@ -5,11 +5,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..engine import FAILED, download, dtypes, float32, int32
+from ..engine import FAILED, count_download, download, dtypes, float32, host_value, int32
 from ..ops import op
 from ..runtime import resolve_device
 from . import interop
 from .grad_mode import no_grad
+from .printing import print_options
+from ..engine.errors import ShapeError
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -46,7 +48,10 @@ class ConversionMethods:
 
     def item(self) -> float | int:
         if self.numel_ != 1:
-            raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
+            raise ShapeError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
+        v = host_value(self)  # plain host memory: read the element where it lies
+        if v is not None and count_download("item()", v.nbytes):
+            return v.item(0)
         return download(self, "item()").reshape(()).item()
 
     def tolist(self):
@@ -65,13 +70,13 @@ class ConversionMethods:
 
     def __bool__(self) -> bool:
         if self.numel_ != 1:
-            raise ValueError(f"the truth value of a tensor with {self.numel_} elements is ambiguous")
+            raise ShapeError(f"the truth value of a tensor with {self.numel_} elements is ambiguous")
         return bool(self.item())
 
     def __repr__(self) -> str:
         if self._status == FAILED:
             return f"tensor(<failed: no value>, shape={self.shape})"
-        body = np.array2string(download(self, "repr"), separator=", ", prefix="tensor(")
+        body = np.array2string(download(self, "repr"), separator=", ", prefix="tensor(", **print_options())
         extra = []
         if self.dtype is not float32 and not self.dtype.is_bool:
             extra.append(f"dtype={self.dtype.name}")
@@ -108,6 +113,8 @@ class ConversionMethods:
             d = dtypes.from_any(dtype)
             if d is not t.dtype:
                 t = op.cast(t, dtype=d)
+                if not d.is_float and t.requires_grad:
+                    t = t.detach()     # as torch: an integer or bool tensor never requires grad
         return t
 
     def float(self) -> "Tensor":

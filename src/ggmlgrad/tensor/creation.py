@@ -77,7 +77,21 @@ def _gib(n: int) -> str:
 
 
 def _make(arr, d: DType, device, requires_grad) -> Tensor:
-    return _from_numpy(arr, d, resolve_device(device), requires_grad)
+    dev = resolve_device(device)
+    if not requires_grad:
+        from .random import recorded_constant   # random.py imports this module
+        t = recorded_constant(np.asarray(arr), d, dev)   # inside gg.capture: a recorded constant, not an upload
+        if t is not None:
+            return t
+    return _from_numpy(arr, d, dev, requires_grad)
+
+
+def _recorded_draw(kind: str, sizes: tuple, d: DType, device, requires_grad: bool, **params):
+    """Inside gg.capture, a draw refilled from the generator on every replay (None elsewhere)."""
+    if requires_grad or d is not (int32 if kind == "randint" else float32):
+        return None
+    from .random import recorded_draw   # random.py imports this module
+    return recorded_draw(kind, sizes, device, **params)
 
 
 def _filled(opname: str, shape: tuple, dtype, fill) -> tuple[np.ndarray, DType]:
@@ -107,15 +121,18 @@ def ones(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor
 
 
 def full(shape, fill_value: float, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """A tensor of ``shape`` filled with ``fill_value``, built directly in its dtype.
+    """A tensor of ``shape`` filled with ``fill_value``, built directly in its dtype: as torch, the
+    fill value's kind when ``dtype`` is not given (bool, int32 for an int — torch's int64 — else float32).
 
-    >>> import ggmlgrad as gg; gg.full((2,), 1.5).tolist()
-    [1.5, 1.5]
+    >>> import ggmlgrad as gg; gg.full((2,), 1.5).tolist(), gg.full((2,), 2).dtype
+    ([1.5, 1.5], ggmlgrad.int32)
     """
     if isinstance(fill_value, (str, bytes)) or not hasattr(fill_value, "__float__"):
         raise TypeError(f"full: fill_value must be a number, got {fill_value!r}")
     if dtype is None and isinstance(fill_value, (bool, np.bool_)):
         dtype = dtypes.bool_            # torch.full((2,), True) is a bool tensor
+    elif dtype is None and isinstance(fill_value, (int, np.integer)):
+        dtype = int32                   # torch.full((2,), 2) is int64: int32 here (the dtype rule)
     if not isinstance(fill_value, (int, np.integer)):
         fill_value = float(fill_value)      # bools, NumPy scalars, 0-d tensors
     sizes = _shape((shape,) if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) else shape, "full")
@@ -174,21 +191,29 @@ def eye(n: int, m: int | None = None, dtype=None, device=None, requires_grad: bo
 
 
 def rand(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Uniform [0, 1) from the seeded generator (drawn in float32)."""
+    """Uniform [0, 1) from the seeded generator (drawn in float32). Inside ``gg.capture`` a new draw
+    on every replay, from the same generator: a seeded run gives eager mode's numbers."""
     sizes, d = _shape(shape, "rand"), _target(dtype)
     _check_memory("rand", sizes, d)
-    return _make(_rng.random(sizes, dtype=np.float32), d, device, requires_grad)
+    t = _recorded_draw("uniform", sizes, d, device, requires_grad)
+    if t is not None:
+        return t
+    return _from_numpy(_rng.random(sizes, dtype=np.float32), d, resolve_device(device), requires_grad)
 
 
 def randn(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Standard normal from the seeded generator (drawn in float32)."""
+    """Standard normal from the seeded generator (drawn in float32). Inside ``gg.capture`` a new draw
+    on every replay, from the same generator: a seeded run gives eager mode's numbers."""
     sizes, d = _shape(shape, "randn"), _target(dtype)
     _check_memory("randn", sizes, d)
-    return _make(_rng.standard_normal(sizes, dtype=np.float32), d, device, requires_grad)
+    t = _recorded_draw("normal", sizes, d, device, requires_grad)
+    if t is not None:
+        return t
+    return _from_numpy(_rng.standard_normal(sizes, dtype=np.float32), d, resolve_device(device), requires_grad)
 
 
 def randint(low: int, high: int | None = None, size=(), dtype=None, device=None) -> Tensor:
-    """Integers in [low, high) (int32)."""
+    """Integers in [low, high) (int32); inside ``gg.capture`` drawn anew on every replay (as rand)."""
     if high is None:
         low, high = 0, low
     if high <= low:
@@ -196,5 +221,8 @@ def randint(low: int, high: int | None = None, size=(), dtype=None, device=None)
     sizes = _shape((size,) if isinstance(size, (int, np.integer)) and not isinstance(size, bool) else size, "randint")
     d = _target(dtype or int32)
     _check_memory("randint", sizes, d)
-    return _make(_rng.integers(low, high, size=sizes, dtype=np.int64 if d is not int32 else np.int32), d, device,
-                 False)
+    t = _recorded_draw("randint", sizes, d, device, False, low=int(low), high=int(high))
+    if t is not None:
+        return t
+    return _from_numpy(_rng.integers(low, high, size=sizes, dtype=np.int64 if d is not int32 else np.int32), d,
+                       resolve_device(device), False)

@@ -24,6 +24,7 @@ from ..ops.shape_ops import MAX_CONCAT_INPUTS
 from ..ops.shapes import int_sizes, numel
 from . import bool_ops
 from .tensor import Tensor, tensor
+from ..engine.errors import IndexRangeError, ShapeError  # IndexRangeError: imported from here by others too
 
 # The gg.* functions declared here (ops/decl.py: public): cat (concat, concatenate), stack, gather,
 # index_select, take_along_axis, embedding, slice_scatter, tile. squeeze, flatten, split, ... here return
@@ -31,9 +32,6 @@ from .tensor import Tensor, tensor
 
 
 # ---------------------------------------------------------------- helpers
-class IndexRangeError(IndexError, ValueError):
-    """A dimension or index out of range: an ``IndexError`` as in PyTorch, and a ``ValueError``
-    like every other bad-argument error of ggmlgrad ops (``except`` either one)."""
 
 
 def _dim(opname: str, dim, ndim: int, extra: int = 0) -> int:
@@ -130,7 +128,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         return op.reshape(x, shape=(1,))
     s, e = _dim("flatten", start_dim, x.ndim), _dim("flatten", end_dim, x.ndim)
     if s > e:
-        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for {x.shape}")
+        raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for {x.shape}")
     return op.reshape(x, shape=x.shape[:s] + (numel(x.shape[s:e + 1]),) + x.shape[e + 1:])
 
 
@@ -172,7 +170,7 @@ def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
     known = numel(tuple(s for s in sizes if s != -1))
     if sizes.count(-1) > 1 or (sizes.count(-1) == 0 and known != x.shape[d]) or \
             (sizes.count(-1) == 1 and (known == 0 or x.shape[d] % known)):
-        raise ValueError(f"unflatten: sizes {sizes} do not multiply to dimension {dim} of size {x.shape[d]} ({x.shape})")
+        raise ShapeError(f"unflatten: sizes {sizes} do not multiply to dimension {dim} of size {x.shape[d]} ({x.shape})")
     sizes = tuple(x.shape[d] // known if s == -1 else s for s in sizes)
     return op.reshape(x, shape=x.shape[:d] + sizes + x.shape[d + 1:])
 
@@ -265,7 +263,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -
     first = ts[0].shape
     for t in ts[1:]:
         if t.shape != first:
-            raise ValueError(f"stack: all tensors must have the same shape, got "
+            raise ShapeError(f"stack: all tensors must have the same shape, got "
                              f"{', '.join(str(u.shape) for u in ts)}")
     d = _dim("stack", dim, len(first), extra=1)
     if len(first) >= 4:
@@ -350,7 +348,7 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]
         if any(k < 0 for k in sizes):
             raise ValueError(f"split: section sizes must be non-negative, got {s}")
         if sum(sizes) != n:
-            raise ValueError(f"split: section sizes {list(s)} sum to {sum(sizes)}, but dimension {dim} of "
+            raise ShapeError(f"split: section sizes {list(s)} sum to {sum(sizes)}, but dimension {dim} of "
                              f"{x.shape} has size {n}")
     else:
         raise TypeError(f"split: expected an int or a list of ints, got {s!r}")
@@ -415,10 +413,10 @@ def gather(x: Tensor, dim: int, index) -> Tensor:
         raise ValueError("gather: cannot gather from a 0-d tensor")
     d = _dim("gather", dim, x.ndim)
     if index.ndim != x.ndim:
-        raise ValueError(f"gather: index must have as many dimensions as the input: input {x.shape}, "
+        raise ShapeError(f"gather: index must have as many dimensions as the input: input {x.shape}, "
                          f"index {index.shape}")
     if any(i != d and t > s for i, (s, t) in enumerate(zip(x.shape, index.shape))):
-        raise ValueError(f"gather: index {index.shape} is larger than input {x.shape} outside dimension {dim}")
+        raise ShapeError(f"gather: index {index.shape} is larger than input {x.shape} outside dimension {dim}")
     if any(i != d and t < s for i, (s, t) in enumerate(zip(x.shape, index.shape))):
         stop = tuple(s if i == d else t for i, (s, t) in enumerate(zip(x.shape, index.shape)))
         x = op.slice(x, start=(0,) * x.ndim, stop=stop, step=(1,) * x.ndim)

@@ -59,3 +59,47 @@ class set_grad_enabled(_GradSwitch):
 
     def __exit__(self, *exc) -> None:
         _enabled.reset(self._token)
+
+
+class inference_mode:  # noqa: N801  (torch's name)
+    """torch.inference_mode: no gradient recording inside (context manager and decorator, with or
+    without parentheses). ``inference_mode(False)`` changes nothing. torch also marks the tensors made
+    inside as inference tensors that autograd later refuses; here they are ordinary tensors that do
+    not require grad (as under :class:`no_grad`).
+
+    >>> import ggmlgrad as gg
+    >>> w = gg.ones(2, requires_grad=True)
+    >>> with gg.inference_mode():
+    ...     y = w * 2
+    >>> y.requires_grad
+    False
+    """
+
+    def __new__(cls, mode=True):
+        if callable(mode) and not isinstance(mode, bool):    # @gg.inference_mode without parentheses
+            return cls()(mode)
+        return super().__new__(cls)
+
+    def __init__(self, mode: bool = True):
+        if not isinstance(mode, bool):
+            raise TypeError(f"inference_mode: mode must be a bool, got {mode!r}")
+        self.mode = mode
+        self._tokens: list = []
+
+    def __enter__(self):
+        self._tokens.append(_enabled.set(False) if self.mode else None)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        token = self._tokens.pop()
+        if token is not None:
+            _enabled.reset(token)
+
+    def __call__(self, fn):
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            with inference_mode(mode):
+                return fn(*a, **k)
+        return wrapper

@@ -11,6 +11,7 @@ from ..ops import op
 from ..ops.writes import write_value
 from . import bool_ops, tape, views
 from .grad_mode import is_grad_enabled, no_grad
+from ..engine.errors import ShapeError
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -124,7 +125,7 @@ class InplaceMethods:
         try:
             arr = np.broadcast_to(arr, self.shape)
         except ValueError:
-            raise ValueError(f"copy_: source shape {arr.shape} cannot be broadcast to {self.shape}") from None
+            raise ShapeError(f"copy_: source shape {arr.shape} cannot be broadcast to {self.shape}") from None
         _check_int_range("copy_", arr, self.dtype)
         _refuse_while_recording("copy_ from host data", "its values would be frozen into every replay; pass the "
                                 "data as an argument of the captured function and copy_ from that tensor")

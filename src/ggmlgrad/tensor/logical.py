@@ -13,6 +13,7 @@ import operator as _operator
 
 from ..ops.decl import public
 from . import bool_ops
+from .tensor import Tensor
 
 for _name in ("logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf", "isfinite"):
     public(method=_name, function=_name)(getattr(bool_ops, _name))
@@ -35,7 +36,7 @@ for _kind, _symbol in (("and", "&"), ("or", "|"), ("xor", "^")):
     _declare_bitwise(_kind, _symbol)
 
 
-@public(method="any")
+@public(method="any", function="any")
 def any(input, dim=None, keepdim: bool = False):  # noqa: A001  (torch's name)
     """True where any element (along ``dim``) is non-zero (bool).
 
@@ -46,7 +47,7 @@ def any(input, dim=None, keepdim: bool = False):  # noqa: A001  (torch's name)
     return bool_ops.to_bool(input).amax(dim, keepdim) if input.numel_ else bool_ops.empty_reduce(input, dim, False)
 
 
-@public(method="all")
+@public(method="all", function="all")
 def all(input, dim=None, keepdim: bool = False):  # noqa: A001  (torch's name)
     """True where every element (along ``dim``) is non-zero (bool).
 
@@ -67,4 +68,9 @@ def masked_fill_(input, mask, value):
     [5.0, 2.0]
     """
     bool_ops.check_mask("masked_fill_", input, mask)
-    return input._write("masked_fill_", lambda: bool_ops.masked_fill(input, mask, value))
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{value.ndim} dimension(s)")
+    # on the tape when grad is on and something requires grad (torch's masked_fill_ is differentiable)
+    return input._inplace("masked_fill_", value if isinstance(value, Tensor) else None,
+                          lambda old, _: bool_ops.masked_fill(old, mask, value), cast_ok=True)

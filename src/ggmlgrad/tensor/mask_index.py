@@ -24,6 +24,7 @@ from ..engine import CaptureError, active_observer, download, float32, int32, us
 from ..engine.dtypes import bool_
 from ..ops import op
 from ..ops.shapes import check_ndim
+from .adv_index import host_positions
 from .functional_shape import IndexRangeError
 from .grad_mode import is_grad_enabled
 from .tensor import Tensor, tensor
@@ -92,7 +93,7 @@ def positions(x: Tensor, key, check_item) -> np.ndarray:
     hkey = _host_key(x, key, check_item)
     flat = np.arange(x.numel_, dtype=np.int64).reshape(x.shape)
     try:
-        return np.asarray(flat[hkey])
+        return np.asarray(host_positions(flat, hkey))
     except IndexError as e:  # a mask of the wrong shape, an index out of range, too many indices
         raise IndexRangeError(f"indexing: {e} (tensor of shape {x.shape})") from None
 

@@ -21,14 +21,14 @@ from typing import Callable
 
 import numpy as np
 
-from ..engine import float32
+from ..engine import dtypes, float32, int32
 from ..engine.context import current, update
 from ..runtime import Device, resolve_device
 from .creation import _shape, generator
 from .tensor import Tensor, _from_numpy
 
 KINDS = ("uniform", "normal", "gumbel")
-REQUEST_KINDS = KINDS + ("dropout_mask",)
+REQUEST_KINDS = KINDS + ("dropout_mask", "randint")
 _TINY64 = np.finfo(np.float64).tiny
 
 
@@ -41,9 +41,14 @@ class NoiseRequest:
     device: Device
     params: tuple = ()  # sorted (name, value) pairs: hashable, part of a capture signature
 
+    @property
+    def dtype(self):
+        """The draw's dtype: int32 for ``randint`` (params ``low``, ``high``), float32 for the rest."""
+        return int32 if self.kind == "randint" else float32
+
     def sample(self) -> np.ndarray:
-        """A fresh float32 array from the seeded generator (host side)."""
-        a = np.empty(self.shape, np.float32)
+        """A fresh array (float32, or int32 for randint) from the seeded generator (host side)."""
+        a = np.empty(self.shape, self.dtype.np_dtype)
         self.fill(a)
         return a
 
@@ -52,6 +57,9 @@ class NoiseRequest:
         rng = generator()
         if self.kind in KINDS:
             draw_into(self.kind, out, rng)
+        elif self.kind == "randint":    # the same draw as gg.randint's, so eager and capture agree
+            p = dict(self.params)
+            out[...] = rng.integers(p["low"], p["high"], size=self.shape, dtype=np.int32)
         elif self.kind == "dropout_mask":
             keep = 1.0 - dict(self.params)["p"]
             out[...] = (rng.random(self.shape) < keep).astype(np.float32) * np.float32(1.0 / keep)
@@ -67,7 +75,55 @@ def draw(req: NoiseRequest) -> Tensor:
         t = source(req)
         if t is not None:
             return t
-    return _from_numpy(req.sample(), float32, req.device, False)
+    return _from_numpy(req.sample(), req.dtype, req.device, False)
+
+
+class ConstantRequest:
+    """Values fixed when a capture records (``gg.arange(0, t)``, ``gg.ones(t, t)`` inside the function,
+    from Python numbers and the recorded shapes, as an op's Python-number parameters are): an input of
+    the recording, filled once, never a host upload per call. ``values`` are in the dtype's storage form."""
+
+    kind = "constant"
+    params = ()
+
+    def __init__(self, values: np.ndarray, dtype, device: Device):
+        self.values, self.dtype, self.device, self.shape = values, dtype, device, tuple(values.shape)
+        self._filled = None
+
+    def fill(self, out: np.ndarray) -> None:
+        if self._filled is not out:         # the slot's staging view keeps what was written into it
+            out[...] = self.values
+            self._filled = out
+
+
+def in_recording() -> bool:
+    """True while a capture records on this context (its draws and constants become inputs)."""
+    ctx = current()
+    return ctx.recorder is not None and ctx.noise is not None
+
+
+def recorded_constant(values: np.ndarray, dtype, device: Device) -> Tensor | None:
+    """Inside a capture recording, a float32/int32/bool constant as an input of the recording (None
+    elsewhere, or for a dtype or value a plain upload must check: the caller then uploads as usual)."""
+    if not in_recording() or dtype not in (float32, int32, dtypes.bool_):
+        return None
+    if dtype is int32:
+        if values.size and (values.dtype.kind == "f" or values.max() > 2**31 - 1 or values.min() < -2**31):
+            return None
+        stored = np.ascontiguousarray(values, np.int32)
+    elif dtype is float32:
+        stored = np.ascontiguousarray(values, np.float32)
+    else:
+        stored = dtypes.to_bool_storage(values)
+    return draw(ConstantRequest(stored, dtype, device))
+
+
+def recorded_draw(kind: str, shape: tuple, device, **params) -> Tensor | None:
+    """Inside a capture recording, a random draw as an input refilled from the generator on every
+    replay (None elsewhere: the caller draws as usual, the same numbers)."""
+    if not in_recording():
+        return None
+    return draw(NoiseRequest(kind, shape, resolve_device(device), tuple(sorted(params.items()))))
 
 
 def set_noise_source(source: Callable[[NoiseRequest], Tensor | None] | None):

@@ -1,14 +1,17 @@
 """Tensor methods for shapes and indexing, attached to :class:`Tensor` at import.
 
 ``t[...]`` supports NumPy basic indexing: ints (negative ok), slices with positive
-steps along any axis, ``None``/newaxis and ``...``; plus ONE integer index (an int32
-tensor, a list or an int array) combined with slices, which selects along its axis
-(``index_select``; negative values count from the end). Basic indexing and the view
+steps along any axis, ``None``/newaxis and ``...``; plus integer indices (int32 tensors,
+lists or int arrays) combined with slices: one selects along its axis (``index_select``;
+negative values count from the end), several broadcast together and pick elements with
+torch's rule for where their dimensions go (tensor/adv_index.py). Basic indexing and the view
 methods (view, reshape, transpose, narrow, split, ...) return views that alias ``t``
 (tensor/views.py); an index tensor gives a copy, as in torch. Negative steps raise. Boolean
-masks (``x[mask]``, ``x[:, mask]``) and assignment through an index (``x[mask] = v``,
+masks (``x[mask]``, ``x[:, mask]``) and assignment through a mask or an index list (``x[mask] = v``,
 ``x[[0, 2]] = v``) read the mask/index on the host (tensor/mask_index.py): the result's shape
 depends on the data, so in graph mode that is a sync point, in a capture a CaptureError.
+Assignment through index tensors (``x[idx] = v``, ``x[i, j] += v``) runs on the device
+(tensor/adv_index.py).
 
 >>> import ggmlgrad as gg
 >>> x = gg.arange(12.0).reshape(3, 4)
@@ -28,8 +31,10 @@ from ..ops.decl import public
 from . import functional_shape as F
 from .functional_shape import IndexRangeError
 from .grad_mode import is_grad_enabled
-from . import mask_index, views
+from . import adv_index, mask_index, views
+from .host_writes import try_getitem, try_setitem
 from .tensor import Tensor
+from ..engine.errors import ShapeError
 
 
 # ---------------------------------------------------------------- __getitem__
@@ -68,9 +73,6 @@ def _parse(x: Tensor, key):
     if consuming > x.ndim:
         raise IndexRangeError(f"indexing: too many indices for a tensor of shape {x.shape}: {consuming} "
                               f"were indexed")
-    if sum(1 for k in key if _advanced(k)) > 1:
-        raise TypeError("indexing: only one index tensor/list per indexing expression is supported; "
-                        "index in two steps or use gg.gather")
     if Ellipsis in [k for k in key if not _advanced(k)]:
         i = next(j for j, k in enumerate(key) if k is Ellipsis)
         key = key[:i] + (slice(None),) * (x.ndim - consuming) + key[i + 1:]
@@ -115,8 +117,15 @@ def _parse(x: Tensor, key):
 
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]`` with NumPy basic indexing plus one integer index tensor/list (see module doc)."""
+    out = try_getitem(x, key)  # eager, plain host memory: the row copied where it lies (host_writes.py)
+    if out is not None:
+        return out
     if mask_index.has_mask(key):  # data-dependent shape: the mask is read (tensor/mask_index.py)
         return mask_index.getitem(x, key, _check_key_item)
+    if adv_index.count_advanced(key) > 1:  # several index tensors (tensor/adv_index.py)
+        for k in key:
+            _check_key_item(k)
+        return adv_index.getitem_many(x, key, getitem, _index_for)
     start, stop, step, out_shape, sliced_shape, adv = _parse(x, key)
     if adv is None:   # one op: the slice lays its result out with ints dropped and Nones added
         shape = tuple(out_shape)
@@ -151,7 +160,13 @@ def setitem(x: Tensor, key, value) -> None:
     >>> x.tolist()
     [[1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]]
     """
-    if mask_index.has_mask(key):
+    if try_setitem(x, key, value):  # plain host memory, bytes only: NumPy writes the region (host_writes.py)
+        return
+    if not mask_index.has_mask(key) and adv_index.device_writable(key, value):   # index tensors: on the device
+        for k in (key if isinstance(key, tuple) else (key,)):
+            _check_key_item(k)
+        return adv_index.setitem_many(x, key, value, getitem, _float_of)
+    if mask_index.has_mask(key) or adv_index.count_advanced(key) > 1:   # indices read on the host
         return mask_index.setitem(x, key, value, _check_key_item)
     start, stop, step, out_shape, sliced_shape, adv = _parse(x, key)
     if adv is not None:  # an index tensor/list: the positions are read on the host (tensor/mask_index.py)
@@ -170,12 +185,14 @@ def setitem(x: Tensor, key, value) -> None:
     if v.device is not x.device:
         v = v.to(device=x.device)
     shape = tuple(out_shape)
+    if v.ndim > len(shape) and all(n == 1 for n in v.shape[:v.ndim - len(shape)]):
+        v = v.reshape(v.shape[v.ndim - len(shape):])   # torch drops a value's leading size-1 dims: x[t] = (1, n)
     try:
         np.broadcast_shapes(v.shape, shape)
     except ValueError:
-        raise ValueError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}") from None
+        raise ShapeError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}") from None
     if np.broadcast_shapes(v.shape, shape) != shape:
-        raise ValueError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}")
+        raise ShapeError(f"indexing: cannot assign a value of shape {v.shape} to x[...] of shape {shape}")
     if is_grad_enabled() and (x.requires_grad or v.requires_grad):
         getitem(x, key).copy_(v)  # on the tape, as torch's CopySlices
         return
@@ -188,6 +205,11 @@ def setitem(x: Tensor, key, value) -> None:
             w = op.reshape(w, shape=sliced_shape)
         return op.slice_set(x, w, **params)
     x._write("__setitem__", make)
+
+
+def _float_of(t: Tensor) -> Tensor:
+    from .shape_extra import _float
+    return _float(t)
 
 
 def _is_region(value: Tensor, x: Tensor, start: tuple, stop: tuple, step: tuple) -> bool:
@@ -471,7 +493,7 @@ def repeat(input: Tensor, *sizes) -> Tensor:
     """
     sizes = _sizes(sizes)
     if len(sizes) < input.ndim:
-        raise ValueError(f"repeat: need at least {input.ndim} repeat counts for shape {input.shape}, got {sizes}")
+        raise ShapeError(f"repeat: need at least {input.ndim} repeat counts for shape {input.shape}, got {sizes}")
     return F.tile(input, sizes)
 
 

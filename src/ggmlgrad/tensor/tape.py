@@ -6,6 +6,8 @@ computes nothing, and forward + backward run as one graph at the next sync point
 """
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 import weakref
 
 from ..engine import COMPUTED, ENGINE, PENDING, float32 as _F32
@@ -13,6 +15,7 @@ from ..engine import context
 from ..engine.context import current as _context
 from ..engine.plans import SegmentPlan, freeze_params
 from ..engine.records import reset_phase, set_phase
+from ..ops.higher_order import CREATE_GRAPH, DOUBLE_BACKWARD, ZERO_GRADIENT
 from ..ops.registry import OpDef, op
 from .grad_mode import _enabled, is_grad_enabled
 
@@ -122,10 +125,10 @@ def edge_at(x, v: int) -> tuple:
     return x.requires_grad, x.grad_fn, x._retains_grad
 
 
-def _topo(root_fn: Node) -> list[Node]:
+def _topo(root_fn: Node, more_roots: tuple = ()) -> list[Node]:
     order: list[Node] = []
     seen: set[int] = set()
-    stack = [(root_fn, False)]
+    stack = [(r, False) for r in more_roots] + [(root_fn, False)]
     while stack:
         n, done = stack.pop()
         if done:
@@ -146,20 +149,27 @@ def _topo(root_fn: Node) -> list[Node]:
     return order
 
 
-def run_backward(root, gradient, retain_graph: bool = False) -> None:
+def run_backward(root, gradient, retain_graph: bool = False, create_graph: bool = False) -> None:
     """Accumulate d(root)/d(leaf) into every leaf's ``.grad`` (queued, not computed).
 
     ``gradient`` None is the implicit seed 1 of a one-element root. In graph mode a backward whose
     tape and queue are the same as an earlier one's appends that backward's records again
     instead of running the gradient rules (:class:`_BackwardCache`): the same ops, in the same order.
+    ``create_graph`` records the gradient ops on the tape (second derivatives, see
+    :mod:`..ops.higher_order`); such passes and passes with tensor hooks are never cached.
     """
     fn = root.grad_fn
     if fn is None:
         if root.requires_grad:  # a leaf: its gradient is the seed itself
-            _accumulate_leaf(root, _seed(root) if gradient is None else gradient, set())
+            g = _seed(root) if gradient is None else gradient
+            _accumulate_leaf(root, _leaf_hooks(root, g) if HOOKS.used else g, set())
             return
         raise RuntimeError("backward: tensor does not require grad and has no grad_fn")
     order = _topo(fn)
+    if create_graph or HOOKS.used:
+        with ENGINE.lock:
+            _run_pass([(root, gradient)], order, retain_graph, create_graph)
+        return
     # The engine lock for the whole pass: another thread's ops must not land between the mark
     # and the segment (they would be replayed as this backward's), nor before a replay.
     with ENGINE.lock:
@@ -191,24 +201,44 @@ def _seed(root):
 def _run_rules(root, gradient, order: list[Node], retain_graph: bool) -> list[int]:
     """The reverse pass: each node's gradient rule, in reverse topological order. Returns the
     positions in ``order`` of the nodes that ran."""
+    return _run_pass([(root, gradient)], order, retain_graph, False)
+
+
+def _run_pass(seeds: list, order: list[Node], retain_graph: bool, create_graph: bool,
+              capture: dict | None = None, needed: set | None = None) -> list[int]:
+    """The reverse pass from ``seeds`` ((root, gradient or None) pairs with a ``grad_fn``).
+
+    ``create_graph``: the rules run with grad enabled, so their ops are recorded too.
+    ``capture`` (autograd.grad): {id(tensor): [tensor, gradient or None]} collects the gradients of
+    those tensors instead of accumulating any ``.grad``; only nodes in ``needed`` run then."""
     from .tensor import Tensor  # same layer
-    fn = root.grad_fn
     # Saved outputs are weak refs (out.grad_fn → node would otherwise be a cycle); their
     # consumers' inputs keep them alive, and releasing a consumer must not free them mid-pass.
     saved_outputs = [n.out_ref() for n in order if n.out_ref is not None]
-    if gradient is None:
-        gradient = _seed(root)
-    grads: dict[int, Tensor] = {id(fn): gradient}
+    grads: dict[int, Tensor] = {}
+    for root, gradient in seeds:
+        if gradient is None:
+            gradient = _seed(root)
+        prev = grads.get(id(root.grad_fn))
+        grads[id(root.grad_fn)] = gradient if prev is None else _add_grads(prev, gradient)
     assigned: set[int] = set()
     ran: list[int] = []
-    token = _enabled.set(False)
+    hooks = HOOKS.used
+    token = _enabled.set(create_graph)
+    higher_token = HIGHER.set("?") if create_graph else None
+    composed_token = CREATE_GRAPH.set(create_graph)
+    only_token = GRAD_ONLY.set(True) if capture is not None else None
     label_token = set_phase("backward")  # GraphError names these "backward"
     try:
         for pos in range(len(order) - 1, -1, -1):
             node = order[pos]
             g = grads.pop(id(node), None)
-            if g is None:
+            if g is None or (needed is not None and id(node) not in needed):
                 continue
+            if hooks:
+                g = _node_hooks(node, g)
+            if create_graph:
+                HIGHER.set(node.name)
             ran.append(pos)
             if node.released:
                 raise RuntimeError(
@@ -234,8 +264,16 @@ def _run_rules(root, gradient, order: list[Node], retain_graph: bool) -> list[in
                     continue
                 if gx.shape != x.shape:
                     gx = reduce_to_shape(gx, x.shape)
+                if capture is not None:
+                    slot = capture.get(id(x))
+                    if slot is not None:
+                        slot[1] = gx if slot[1] is None else _add_grads(slot[1], gx)
+                    if fn is not None:
+                        prev = grads.get(id(fn))
+                        grads[id(fn)] = gx if prev is None else _add_grads(prev, gx)
+                    continue
                 if fn is None:
-                    _accumulate_leaf(x, gx, assigned)
+                    _accumulate_leaf(x, _leaf_hooks(x, gx) if hooks else gx, assigned)
                 else:
                     if rt:
                         _accumulate_leaf(x, gx, assigned)
@@ -245,9 +283,82 @@ def _run_rules(root, gradient, order: list[Node], retain_graph: bool) -> list[in
                 _release(node)
     finally:
         reset_phase(label_token)
+        if higher_token is not None:
+            HIGHER.reset(higher_token)
+        CREATE_GRAPH.reset(composed_token)
+        if only_token is not None:
+            GRAD_ONLY.reset(only_token)
         _enabled.reset(token)
         del saved_outputs
     return ran
+
+
+# ---------------------------------------------------------------- hooks and higher-order passes
+# The op whose gradient rule a create_graph pass is running (None outside such a pass): apply()
+# names it when the rule uses a fused gradient op that has no derivative of its own.
+HIGHER: contextvars.ContextVar = contextvars.ContextVar("ggmlgrad_create_graph", default=None)
+# True while an autograd.grad pass runs (it writes no .grad): a rule that accumulates into .grad
+# itself (checkpoint's recomputation) refuses to run there.
+GRAD_ONLY: contextvars.ContextVar = contextvars.ContextVar("ggmlgrad_grad_only", default=False)
+
+
+class _Hooks:
+    """Gradient hooks (``Tensor.register_hook``): a leaf's by the tensor, a non-leaf's by its node.
+    ``used`` is on while a hook is registered, so backward without hooks never looks them up."""
+
+    def __init__(self) -> None:
+        self.used = False
+        self.live = 0   # hooks registered and not removed (a dead tensor's hooks stay counted)
+        self.by_node: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+HOOKS = _Hooks()
+
+
+def _apply_hooks(hooks, g):
+    for fn in list(hooks.values()):
+        r = fn(g)
+        if r is not None:
+            if r.shape != g.shape:
+                raise RuntimeError(f"hook: returned a gradient of shape {r.shape}, expected {g.shape}")
+            g = r
+    return g
+
+
+def _leaf_hooks(x, g):
+    hooks = x.__dict__.get("_grad_hooks")
+    return _apply_hooks(hooks, g) if hooks else g
+
+
+def _node_hooks(node: Node, g):
+    hooks = HOOKS.by_node.get(node)
+    return _apply_hooks(hooks, g) if hooks else g
+
+
+def record_higher(opdef: OpDef, inputs: tuple, params: dict, out) -> None:
+    """Called by apply() for a non-differentiable op during a create_graph pass: record the fused
+    gradient op with its own rule (ops/higher_order.py), or raise naming the op being differentiated."""
+    if not any(x.requires_grad for x in inputs):
+        return
+    name = opdef.name
+    if name in ZERO_GRADIENT:
+        return
+    proxy = _HIGHER_DEFS.get(name)
+    if proxy is None:
+        rule = DOUBLE_BACKWARD.get(name)
+        if rule is not None:
+            proxy = _HIGHER_DEFS[name] = dataclasses.replace(opdef, backward=rule, differentiable=True, saves=None)
+    accepts = getattr(proxy.backward, "accepts", None) if proxy is not None else None
+    if proxy is None or (accepts is not None and not accepts(params)):
+        raise RuntimeError(
+            f"create_graph: the gradient of {HIGHER.get()} is computed by {name}, which has no derivative "
+            f"of its own; second derivatives through {HIGHER.get()} are not supported (use create_graph=False, "
+            f"or an op with a composed gradient)")
+    out.requires_grad = True
+    out.grad_fn = Node(proxy, inputs, params, out)
+
+
+_HIGHER_DEFS: dict[str, OpDef] = {}
 
 
 def _release(node: Node) -> None:
@@ -447,15 +558,18 @@ def apply(opdef: OpDef, inputs: tuple, params: dict):
     out = Tensor._blank(shape, dtype, inputs[0].device if inputs else params["device"])
     work = opdef.work(*inputs, **params) if opdef.work is not None else 0.0
     ENGINE.record(out, opdef.name, opdef.forward, inputs, work, params)
-    if opdef.differentiable and _enabled.get():
-        for x in inputs:
-            if x.requires_grad:
-                if opdef.backward is None:
-                    raise RuntimeError(f"{opdef.name}: no backward rule; call it under gg.no_grad() "
-                                       f"or detach its inputs")
-                out.requires_grad = True
-                out.grad_fn = Node(opdef, inputs, params, out)
-                break
+    if opdef.differentiable:
+        if _enabled.get():
+            for x in inputs:
+                if x.requires_grad:
+                    if opdef.backward is None:
+                        raise RuntimeError(f"{opdef.name}: no backward rule; call it under gg.no_grad() "
+                                           f"or detach its inputs")
+                    out.requires_grad = True
+                    out.grad_fn = Node(opdef, inputs, params, out)
+                    break
+    elif HIGHER.get() is not None and _enabled.get():
+        record_higher(opdef, inputs, params, out)
     return out
 
 

@@ -15,14 +15,16 @@ from ..ops.shapes import check_ndim
 from ..runtime import Device, resolve_device
 from . import bool_ops, tape, views
 from .conversion import ConversionMethods
+from .new_methods import TypeMethods
 from .grad_mode import is_grad_enabled, no_grad
 from .inplace import InplaceMethods, _check_int_range
 from .inplace import _refuse_while_recording  # noqa: F401  (nn/module.py and optim import it from here)
 from .int_reduce import int_reduce, is_int
 from .surfaces import OpMethods
+from ..engine.errors import DTypeError
 
 
-class Tensor(InplaceMethods, ConversionMethods, OpMethods, Array):
+class Tensor(InplaceMethods, ConversionMethods, TypeMethods, OpMethods, Array):
     """An n-d array (at most 4-D) on a ggml device, with autograd. Its op methods (``x.relu()``,
     ``x.softmax(dim)``, ...) come from the op declarations (:class:`.surfaces.OpMethods`); its
     operators and front-end methods (``a + b``, ``x.max(dim)``, ``x.view(...)``, ``x & y``) are
@@ -42,7 +44,7 @@ class Tensor(InplaceMethods, ConversionMethods, OpMethods, Array):
 
     @classmethod
     def _blank(cls, shape: tuple, dtype: DType, device: Device) -> "Tensor":
-        t = cls.__new__(cls)
+        t = object.__new__(cls)     # not cls.__new__: Tensor(...) is torch's legacy float constructor
         t._init_array(shape, dtype, device)
         t.requires_grad = False
         t.grad = None
@@ -65,7 +67,7 @@ class Tensor(InplaceMethods, ConversionMethods, OpMethods, Array):
             self._vcell = [v]
 
     def __init__(self, *args, **kwargs):
-        raise TypeError("use gg.tensor(data) or a factory such as gg.zeros(shape) to make a Tensor")
+        """Made by :meth:`__new__` (or ``_blank``): nothing left to set."""
 
     # ------------------------------------------------------------- properties
     @property
@@ -101,8 +103,19 @@ class Tensor(InplaceMethods, ConversionMethods, OpMethods, Array):
         return self.shape[0]
 
     # ------------------------------------------------------------- autograd
-    def backward(self, gradient: "Tensor | None" = None, retain_graph: bool = False) -> None:
-        """Queue the gradient nodes; ``.grad`` of each leaf accumulates (graph mode: computed later)."""
+    def backward(self, gradient: "Tensor | None" = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs=None) -> None:
+        """Queue the gradient nodes; ``.grad`` of each leaf accumulates (graph mode: computed later).
+
+        ``create_graph=True`` records the gradient computation itself, so the ``.grad`` tensors can
+        be differentiated again (``retain_graph`` then defaults to True, as in torch). ``inputs``:
+        accumulate into these tensors' ``.grad`` only."""
+        if inputs is not None:
+            from .autograd_api import backward_into  # same layer
+            backward_into(self, gradient, retain_graph, create_graph, inputs)
+            return
+        if retain_graph is None:
+            retain_graph = create_graph
         if not self.requires_grad:
             raise RuntimeError("backward: tensor does not require grad (no input had requires_grad=True)")
         if gradient is None:
@@ -112,7 +125,21 @@ class Tensor(InplaceMethods, ConversionMethods, OpMethods, Array):
             gradient = as_tensor(gradient, device=self.device)
             if gradient.shape != self.shape:
                 raise ValueError(f"backward: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
-        tape.run_backward(self, gradient, retain_graph)
+        tape.run_backward(self, gradient, bool(retain_graph), bool(create_graph))
+
+    def register_hook(self, hook) -> "RemovableHandle":
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a returned tensor replaces it.
+
+        >>> import ggmlgrad as gg
+        >>> x = gg.tensor([1.0, 2.0], requires_grad=True)
+        >>> h = x.register_hook(lambda g: g * 2)
+        >>> (x * 3).sum().backward()
+        >>> x.grad.tolist()
+        [6.0, 6.0]
+        >>> h.remove()
+        """
+        from .autograd_api import register_tensor_hook  # same layer
+        return register_tensor_hook(self, hook)
 
     def detach(self) -> "Tensor":
         """The same value without history (shares nothing with the tape)."""
@@ -130,7 +157,7 @@ class Tensor(InplaceMethods, ConversionMethods, OpMethods, Array):
         if not isinstance(requires_grad, bool):
             raise TypeError("requires_grad_: expected a bool")
         if requires_grad and not self.dtype.is_float:
-            raise TypeError(f"requires_grad_: only float tensors can require grad, got {self.dtype.name}")
+            raise DTypeError(f"requires_grad_: only float tensors can require grad, got {self.dtype.name}")
         if self.grad_fn is not None and not requires_grad:
             raise RuntimeError("requires_grad_: cannot turn off requires_grad on a non-leaf tensor; use detach()")
         self.requires_grad = requires_grad
@@ -257,7 +284,9 @@ def _integer_arithmetic(name: str, closed: bool):
                 check_int_divisor(name, other)     # torch raises; float32 division would give garbage
             r = float_fn(op.cast(input, dtype=float32) if a_int else input,
                          op.cast(other, dtype=float32) if b_int else other)
-            return op.cast(r, dtype=int32) if closed and both_int else r
+            if closed and both_int:   # pow goes through exp(p log|x|): 7 ** 1 is 6.9999995 there, so round first
+                return op.cast(op.round(r) if name == "pow" else r, dtype=int32)
+            return r
         fn.__name__, fn.__doc__ = float_fn.__name__, float_fn.__doc__
         return fn
     return deco
@@ -553,8 +582,8 @@ def clamp(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A002  (torch na
     x = input
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
-    lo = None if min is None or isinstance(min, Tensor) else float(min)
-    hi = None if max is None or isinstance(max, Tensor) else float(max)
+    lo = None if min is None or isinstance(min, Tensor) else _bound(min)
+    hi = None if max is None or isinstance(max, Tensor) else _bound(max)
     if lo is not None or hi is not None:
         x = op.clamp(x, lo=lo, hi=hi)
     if isinstance(min, Tensor):
@@ -562,6 +591,12 @@ def clamp(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A002  (torch na
     if isinstance(max, Tensor):
         x = op.minimum(x, max)
     return x
+
+
+def _bound(v):
+    """A clamp bound or where branch as an op parameter: an integer stays int (an int32 tensor with
+    integer bounds stays int32, torch's promotion), anything else a float."""
+    return int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) else float(v)
 
 
 @public(method="maximum", function="maximum")
@@ -590,9 +625,9 @@ def minimum(input, other) -> Tensor:
 def binary_extreme(a, b, name: str) -> Tensor:
     """maximum/minimum of tensors (or a tensor and a number: that is a one-sided clamp)."""
     if isinstance(a, Tensor) and _scalar(b):
-        return op.clamp(a, **{"lo" if name == "maximum" else "hi": float(b)})
+        return op.clamp(a, **{"lo" if name == "maximum" else "hi": _bound(b)})
     if isinstance(b, Tensor) and _scalar(a):
-        return op.clamp(b, **{"lo" if name == "maximum" else "hi": float(a)})
+        return op.clamp(b, **{"lo" if name == "maximum" else "hi": _bound(a)})
     a, b = _pair(a, b)
     return getattr(op, name)(a, b)
 
@@ -638,9 +673,9 @@ def where(condition, input, other) -> Tensor:
     if _scalar(a) and _scalar(b):
         b = op.fill_like(condition, c=float(b))
     if _scalar(b):
-        return op.where_scalar(condition, as_tensor(a, device=like.device), c=float(b))
+        return op.where_scalar(condition, as_tensor(a, device=like.device), c=_bound(b))
     if _scalar(a):
-        return op.where_scalar(condition, as_tensor(b, device=like.device), c=float(a), tensor_if_true=False)
+        return op.where_scalar(condition, as_tensor(b, device=like.device), c=_bound(a), tensor_if_true=False)
     return op.where(condition, as_tensor(a, device=like.device), as_tensor(b, device=like.device))
 
 

@@ -59,6 +59,10 @@ class OpInfo:
     capturable: bool = True                     # False: the call reads or uploads host data, so gg.capture refuses it
     nonfinite: Callable[[np.random.Generator], list] | None = None        # NaN/±inf samples: forward only
     error_inputs: tuple = ()                                              # ErrorInput, ...
+    # The same call on torch tensors (same arguments, torch for gg): tests/test_torch_parity_math.py
+    # checks the result dtype (torch's int64 → int32, float64 → float32) and values on every sample.
+    torch_fn: Callable[..., Any] | None = None
+    fuzz: bool = True                           # False: dtype- or value-specific samples, not fuzzed automatically
 
 
 OPINFOS: list[OpInfo] = []

@@ -313,12 +313,12 @@ errors("cmp_fn_eq", bad(V, "eq", _ones(2), _ones(3)), bad(T, "eq", None, _F23))
 errors("cmp_fn_ge", bad(T, "ge", _F23, "x"))
 errors("clamp_both", bad(V, "clamp", _F23, fn=lambda a: a.clamp()),
        bad(T, "clamp", _F23, fn=lambda a: gg.ops.op.clamp(a, lo="0")),
-       bad(T, "clamp", _I23, fn=lambda a: a.clamp(0, 1)))
+       bad(T, "clamp", _H23, fn=lambda a: a.clamp(0, 1)))
 errors("clamp_tensor_bounds", bad(V, "maximum", _F23, _ones(4), fn=lambda a, b: a.clamp(min=b)))
 errors("maximum", bad(V, "maximum", _F23, _F34), bad(V, "maximum", _ones(2), _ones(3)))
-errors("minimum", bad(T, "minimum", _I23, _F23))
+errors("minimum", bad(T, "minimum", _H23, _F23))
 errors("where", bad(V, "where", _F23, _ones(4, 3), 0.0), bad(V, "where", _F23, _F23, _ones(4, 3)),
-       bad(T, "where", _F23, _H23, _F23), bad(T, "where", _F23, _I23, _F23), bad(T, "where", 1.0, 2.0, 3.0))
+       bad(T, "where", _F23, _H23, _F23), bad(T, "where", _F23, _F23, _H23), bad(T, "where", 1.0, 2.0, 3.0))
 errors("amax", bad(V, "amax", _F23, 2, False), bad(V, "amax", _F23, (1, -1), False),
        bad(V, "amax", _ones(2, 0), 1, False))
 errors("amax_int", bad(V, "amax", _I23, 2, False))
@@ -336,7 +336,7 @@ errors("var", bad(V, "var", _F23, 3, False), bad(T, "var", _I23, None, False),
        bad(T, "var", _F23, fn=lambda a: a.var(correction=1, unbiased=False)))
 errors("var_correction", bad(T, "var", _F23, None, "1"))
 errors("std", bad(V, "var", _F23, (0, 2), False))
-errors("logsumexp", bad(V, "logsumexp", _F23, -3, False), bad(T, "logsumexp", _I23, 0, False),
+errors("logsumexp", bad(V, "logsumexp", _F23, -3, False), bad(T, "logsumexp", _H23, 0, False),
        bad(V, "logsumexp", _ones(3, 0), 1, False))
 errors("softmax", bad(V, "softmax", _F23, 2), bad(V, "softmax", _F23, 5), bad(T, "softmax", _F23, 0.0),
        bad(T, "softmax", _I23, 0), bad(T, "softmax", _ones(3, dtype=np.int32), 0),

@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from ..engine import float32
-from ..ops import op
-from ..tensor import Tensor, no_grad
+from ...engine import float32
+from ...ops import op
+from ...tensor import Tensor, no_grad
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
 
@@ -88,7 +88,7 @@ def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm
     with no_grad():
         grads = [p.grad for p in params if p.grad is not None and p.grad.numel() > 0]
         if not grads:
-            from ..tensor import tensor
+            from ...tensor import tensor
             return tensor(0.0)
         total = total_norm(grads, norm_type)
         if error_if_nonfinite and not math.isfinite(total.item()):
@@ -126,3 +126,6 @@ def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float, f
                 continue
             c = op.clamp(_f32(g), lo=-v, hi=v)
             p.grad = c if g.dtype is float32 else op.cast(c, dtype=g.dtype)
+
+
+from . import rnn  # noqa: E402  (gg.nn.utils.rnn: packed sequences, torch's module path)

@@ -1,0 +1,165 @@
+"""Module hooks (torch's names): forward pre-hooks, forward hooks and full backward hooks.
+
+Hooks run where the module runs: in eager and graph mode on every call; inside a capture
+recording once, when the step is recorded (what a hook returns is part of the recording, a
+side effect such as printing is not replayed).
+
+>>> import ggmlgrad as gg
+>>> lin = gg.nn.Linear(2, 2)
+>>> seen = []
+>>> h = lin.register_forward_hook(lambda m, args, out: seen.append(out.shape))
+>>> _ = lin(gg.ones(3, 2))
+>>> h.remove()
+>>> _ = lin(gg.ones(3, 2))
+>>> seen
+[(3, 2)]
+"""
+from __future__ import annotations
+
+import collections
+
+from ..tensor import Tensor
+from ..tensor.autograd_api import Function, RemovableHandle
+
+
+
+class HookMethods:
+    """register_forward_pre_hook / register_forward_hook / register_full_backward_hook."""
+
+    def _hook_dict(self, kind: str) -> collections.OrderedDict:
+        d = self.__dict__.get(kind)
+        if d is None:
+            d = self.__dict__[kind] = collections.OrderedDict()
+            self.__dict__["_has_hooks"] = True
+        return d
+
+    def _register(self, kind: str, hook, prepend: bool, with_kwargs: bool) -> RemovableHandle:
+        if not callable(hook):
+            raise TypeError(f"{kind[1:-1]}: expected a callable, got {type(hook).__name__}")
+        hooks = self._hook_dict(kind)
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = (hook, with_kwargs)
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False) -> RemovableHandle:
+        """``hook(module, args)`` (or ``(module, args, kwargs)``) before ``forward``; a returned value
+        replaces the arguments (a tuple, a single value, or ``(args, kwargs)`` with kwargs)."""
+        return self._register("_forward_pre_hooks", hook, prepend, with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False) -> RemovableHandle:
+        """``hook(module, args, output)`` (or ``(module, args, kwargs, output)``) after ``forward``;
+        a returned value replaces the output."""
+        return self._register("_forward_hooks", hook, prepend, with_kwargs)
+
+    def register_full_backward_hook(self, hook, prepend: bool = False) -> RemovableHandle:
+        """``hook(module, grad_input, grad_output)`` when the gradients of the module's tensor inputs
+        are computed (``grad_input`` entries are None for inputs that need no gradient); a returned
+        tuple replaces ``grad_input``."""
+        return self._register("_backward_hooks", hook, prepend, False)
+
+    def register_full_backward_pre_hook(self, hook, prepend: bool = False) -> RemovableHandle:
+        """``hook(module, grad_output)`` when the gradients of the module's outputs are known, before
+        those of its inputs; a returned tuple replaces ``grad_output``."""
+        return self._register("_backward_pre_hooks", hook, prepend, False)
+
+    def register_backward_hook(self, hook) -> RemovableHandle:
+        raise NotImplementedError("register_backward_hook is deprecated in torch; use register_full_backward_hook")
+
+    def _call_hooked(self, args: tuple, kwargs: dict):
+        """__call__ when any hook was ever registered on this module."""
+        d = self.__dict__
+        for hook, with_kwargs in list(d.get("_forward_pre_hooks", {}).values()):
+            if with_kwargs:
+                r = hook(self, args, kwargs)
+                if r is not None:
+                    if not (isinstance(r, tuple) and len(r) == 2):
+                        raise RuntimeError("forward pre-hook with kwargs must return None or (args, kwargs)")
+                    args, kwargs = r
+            else:
+                r = hook(self, args)
+                if r is not None:
+                    args = r if isinstance(r, tuple) else (r,)
+        bw = list(d.get("_backward_hooks", {}).values())
+        pre = list(d.get("_backward_pre_hooks", {}).values())
+        state = None
+        if bw or pre:
+            state = {"module": self, "hooks": [h for h, _ in bw], "pre_hooks": [h for h, _ in pre], "grad_output": None,
+                     "inputs_tracked": any(isinstance(a, Tensor) and a.requires_grad for a in args)}
+            if state["inputs_tracked"]:
+                args = _wrap(_HookInputs, state, args)
+        out = self.forward(*args, **kwargs)
+        for hook, with_kwargs in list(d.get("_forward_hooks", {}).values()):
+            r = hook(self, args, kwargs, out) if with_kwargs else hook(self, args, out)
+            if r is not None:
+                out = r
+        if state is not None:
+            if isinstance(out, Tensor):
+                out = _wrap(_HookOutputs, state, (out,))[0]
+            elif isinstance(out, tuple):
+                out = _wrap(_HookOutputs, state, out)
+        return out
+
+
+def _wrap(fn, state: dict, values: tuple) -> tuple:
+    """``values`` with their float tensors passed through the identity Function ``fn``."""
+    pos = [i for i, v in enumerate(values) if isinstance(v, Tensor) and v.dtype.is_float]
+    if not pos:
+        return values
+    outs = fn.apply(state, *(values[i] for i in pos))
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    new = list(values)
+    for i, o in zip(pos, outs):
+        new[i] = o
+    return tuple(new)
+
+
+def _call_backward_hooks(state: dict, grad_input: tuple) -> tuple:
+    grad_output = state["grad_output"] or ()
+    for hook in state["hooks"]:
+        r = hook(state["module"], grad_input, grad_output)
+        if r is not None:
+            r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+            if len(r) != len(grad_input):
+                raise RuntimeError(f"backward hook returned {len(r)} gradients, expected {len(grad_input)}")
+            grad_input = r
+    return grad_input
+
+
+class _HookOutputs(Function):
+    """Identity on the module's outputs; its backward notes grad_output."""
+
+    @staticmethod
+    def forward(ctx, state, *xs):
+        ctx.state = state
+        return xs if len(xs) > 1 else xs[0]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        for hook in ctx.state["pre_hooks"]:
+            r = hook(ctx.state["module"], grads)
+            if r is not None:
+                r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+                if len(r) != len(grads):
+                    raise RuntimeError(f"backward pre-hook returned {len(r)} gradients, expected {len(grads)}")
+                grads = r
+        ctx.state["grad_output"] = grads
+        if not ctx.state["inputs_tracked"] and ctx.state["hooks"]:
+            _call_backward_hooks(ctx.state, (None,))
+        return (None,) + grads
+
+
+class _HookInputs(Function):
+    """Identity on the module's tensor inputs; its backward calls the full backward hooks."""
+
+    @staticmethod
+    def forward(ctx, state, *xs):
+        ctx.state = state
+        return xs if len(xs) > 1 else xs[0]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        grads = tuple(g if need else None for g, need in zip(grads, ctx.needs_input_grad[1:]))
+        return (None,) + tuple(_call_backward_hooks(ctx.state, grads))

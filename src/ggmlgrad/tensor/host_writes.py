@@ -1,0 +1,175 @@
+"""``x[key] = value`` and ``x[key]`` on host memory: the region is copied where it lies, no graph.
+
+A row write into rollout storage (``buf[i] = obs``) as the write op costs a ``slice_set`` node
+over the whole buffer and a copy of it back (two computes, ~60 µs for a 4x4 row of a 128x4x4
+buffer). When the write op could only copy bytes (same dtype, or a float array rounded to float32
+as the upload of ``gg.tensor(array)`` rounds it), NumPy copies the region in place instead: the
+same bits, the same version bump and the same ordering (the queue computes first). Anything else
+(autograd, views, capture, other dtypes, a pending value, a GPU) takes the write op.
+
+A row read (``buf[i]`` in eager mode) is a view whose value the ``slice`` op copies into memory
+of its own: the same copy is made here with one ``memmove`` (a region that is contiguous in the
+base) or NumPy, and the view is recorded as the op's result would be (tensor/views.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine import COMPUTED, ENGINE, context, float32, host_value
+from ..runtime import SliceAlias, Storage
+from ..runtime.executor import COMPUTE_LOCK
+from . import views
+from .grad_mode import _enabled
+
+_NUMBERS = (float, int, np.floating, np.integer)
+
+
+def try_setitem(x, key, value) -> bool:
+    """Do ``x[key] = value`` on host memory and return True, or return False (nothing done) when
+    the write op must do it. ``key``: ints and slices with positive steps only."""
+    if x.requires_grad or "_view" in x.__dict__ or x._status != COMPUTED:
+        return False
+    cell = x._vcell
+    if len(cell) > 1 and cell[1].live():  # live views must see the write (tensor/views.py)
+        return False
+    if not _basic_key(key, x.shape):
+        return False
+    src = _source(x, value)
+    if src is None:
+        return False
+    c = context.current()
+    if c.recorder is not None or c.observer is not None:
+        return False  # a capture recording records writes as rebindings
+    engine = ENGINE.current
+    with engine.lock:
+        if engine._hold:
+            return False
+        engine.drain("inplace")  # queued nodes may read this memory: they run first, as the write op's
+        dst = host_value(x)
+        if type(src) is not np.ndarray:  # a tensor: its value, computed by the drain
+            src = host_value(src)
+        if dst is None or src is None:
+            return False
+        shape = np.shape(dst[key])  # () when every dim is indexed (NumPy gives a scalar then)
+        if src.shape != shape and not _broadcasts_to(src.shape, shape):
+            return False  # the write op raises its own error
+        with COMPUTE_LOCK:  # no graph reads or writes this memory meanwhile (a replay on another thread)
+            dst[key] = src
+    x._version += 1
+    return True
+
+
+def _basic_key(key, shape: tuple) -> bool:
+    """Whether ``key`` is ints in range and slices with positive integer steps, at most one per dim."""
+    if type(key) is not tuple:
+        key = (key,)
+    if not key or len(key) > len(shape):
+        return False
+    for k, n in zip(key, shape):
+        t = type(k)
+        if t is int or (isinstance(k, np.integer) and t is not np.bool_):
+            if not -n <= k < n:
+                return False
+        elif t is slice:
+            step = k.step
+            if step is not None and (type(step) is not int or step <= 0):
+                return False
+            if not (k.start is None or type(k.start) is int) or not (k.stop is None or type(k.stop) is int):
+                return False
+        else:
+            return False
+    return True
+
+
+def _source(x, value):
+    """The value to copy: a same-dtype computed host tensor, or an array/number converted as the
+    write op converts it (float → float32); None when only the write op can do it."""
+    from .tensor import Tensor
+    if isinstance(value, Tensor):
+        if value.dtype is not x.dtype or value.device is not x.device or value.requires_grad:
+            return None
+        return value if "_view" not in value.__dict__ else None
+    if type(value) is np.ndarray:
+        kind = value.dtype.kind
+        if value.dtype == x.dtype.np_dtype and x.dtype.name in ("float32", "int32"):
+            return value
+        if x.dtype is float32 and kind == "f":
+            return value.astype(np.float32)  # gg.tensor(value, dtype=float32)'s rounding
+        return None
+    if x.dtype is float32 and isinstance(value, _NUMBERS) and not isinstance(value, (bool, np.bool_)):
+        return np.asarray(float(value), dtype=np.float32)  # slice_set's fill=float(value), as a float32
+    return None
+
+
+def _broadcasts_to(src: tuple, dst: tuple) -> bool:
+    try:
+        return np.broadcast_shapes(src, dst) == dst
+    except ValueError:
+        return False
+
+
+def try_getitem(x, key):
+    """``x[key]`` (ints and slices with positive steps) as a view whose value is copied on the host
+    in eager mode, or None (nothing done) when the ``slice`` op must make it."""
+    if x._status != COMPUTED or not _basic_key(key, x.shape) or (x.requires_grad and _enabled.get()):
+        return None
+    c = context.current()
+    if c.graph or c.recorder is not None or c.observer is not None or host_value(x) is None:
+        return None
+    shape = x.shape
+    if type(key) is int:  # a row (buf[i]): the common case, worked out directly
+        n = shape[0]
+        i = key % n
+        rest = len(shape) - 1
+        return _view_of(x, key, (i,) + (0,) * rest, (i + 1,) + shape[1:], (1,) * len(shape), shape[1:],
+                        i * (x.numel_ // n), True)
+    keys = key if type(key) is tuple else (key,)
+    start, stop, step, out_shape = [], [], [], []
+    offset, contiguous, leading = 0, True, True
+    stride = x.numel_
+    for d, n in enumerate(shape):  # the slice op's parameters, as tensor/shape_methods.py's _parse makes them
+        stride //= n
+        k = keys[d] if d < len(keys) else slice(None)
+        if type(k) is slice:
+            b, e, st = k.indices(n)
+            ln = len(range(b, e, st))
+            out_shape.append(ln)
+        else:
+            b = int(k) % n
+            e, st, ln = b + 1, 1, 1
+        start.append(b), stop.append(e), step.append(st)
+        offset += b * stride
+        # contiguous in x: dims of one element, then one of step 1, then whole dims
+        if not leading and (b != 0 or ln != n or st != 1):
+            contiguous = False
+        if ln != 1 and leading:
+            leading = False
+            if st != 1:
+                contiguous = False
+    return _view_of(x, key, tuple(start), tuple(stop), tuple(step), tuple(out_shape), offset, contiguous)
+
+
+def _view_of(x, key, start: tuple, stop: tuple, step: tuple, out_shape: tuple, offset: int, contiguous: bool):
+    """The view ``x[key]`` (the slice op's ``start/stop/step``; ``offset`` in elements of x, where the
+    region starts; ``contiguous``: whether it is one block of x's memory), its value copied."""
+    numel = 1
+    for n in out_shape:
+        numel *= n
+    if not numel:
+        return None
+    from .tensor import Tensor
+    out = Tensor._blank(out_shape, x.dtype, x.device)
+    size = x.dtype.itemsize
+    xs = x._storage
+    cell = x._vcell
+    if contiguous and len(cell) > 1 and cell[1].shared and "_view" not in x.__dict__:
+        # x's memory is shared outside ggmlgrad: its views live in it (views.settle), no copy
+        out._storage = SliceAlias(xs, offset * size, numel * size)
+        return views.index_view(out, x, key, start, stop, step)
+    s = out._storage = Storage(x.device, numel * size)
+    with COMPUTE_LOCK:  # as a compute reads: not while a graph on another thread writes this memory
+        if contiguous:
+            s.write(xs.data + offset * size, numel * size)
+        else:
+            host_value(out)[...] = host_value(x)[key]
+    return views.index_view(out, x, key, start, stop, step)
