@@ -347,3 +347,22 @@ def test_empty_batches_give_empty_results_as_torch(mode):
         assert inn(gg.zeros(0, 3, 4)).numpy().shape == (0, 3, 4)
     np.testing.assert_array_equal(bn.running_mean.numpy(), tb.running_mean.numpy())
     assert bn.num_batches_tracked.item() == tb.num_batches_tracked.item() == 1
+
+
+def test_int_inputs_of_the_new_activations_as_torch():
+    import torch
+    import torch.nn.functional as TF
+    x = np.array([-7, -1, 0, 2, 9], np.int32)
+    cases = [("relu6", {}), ("hardtanh", {}), ("hardtanh", {"min_val": -0.5, "max_val": 2.5}), ("softsign", {}),
+             ("tanhshrink", {})]
+    for name, kw in cases:
+        want = getattr(TF, name)(torch.tensor(x.astype(np.int64)), **kw)
+        got = getattr(gg.nn.functional, name)(gg.tensor(x), **kw)
+        rule = {torch.int64: gg.int32, torch.float32: gg.float32}[want.dtype]
+        assert got.dtype is rule, (name, got.dtype, want.dtype)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+    for name in ("hardswish", "mish", "logsigmoid"):    # torch refuses integers here; so do we
+        with pytest.raises((NotImplementedError, RuntimeError)):
+            getattr(TF, name)(torch.tensor(x.astype(np.int64)))
+        with pytest.raises((TypeError, RuntimeError)):
+            getattr(gg.nn.functional, name)(gg.tensor(x))

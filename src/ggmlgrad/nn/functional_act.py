@@ -13,6 +13,7 @@ gradients at the kinks are torch's (``hardtanh``: 0 at min_val and max_val; ``ha
 from __future__ import annotations
 
 from ..distributions.noise import draw_noise
+from ..engine import int32
 from ..ops import op
 from ..ops.decl import public as _public
 from ..tensor import Tensor
@@ -24,6 +25,11 @@ def _float_input(fn: str, input) -> None:
         raise TypeError(f"{fn}: input must be a Tensor, got {type(input).__name__}")
     if not input.dtype.is_float:
         raise TypeError(f"{fn}: expected a float32 input, got {input.dtype.name} (cast with .float())")
+
+
+def _int_to_float(input):
+    """An int32 tensor as float32 (torch's promotion for these float-only functions)."""
+    return input.float() if isinstance(input, Tensor) and input.dtype is int32 else input
 
 
 def _no_inplace(fn: str, inplace) -> None:
@@ -48,11 +54,13 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace
     >>> F.hardtanh(gg.tensor([-2.0, 0.5, 2.0])).tolist()
     [-1.0, 0.5, 1.0]
     """
-    _float_input("hardtanh", input)
     _no_inplace("hardtanh", inplace)
     lo, hi = _real("hardtanh", "min_val", min_val), _real("hardtanh", "max_val", max_val)
     if lo > hi:
         raise ValueError(f"hardtanh: min_val cannot be greater than max_val (got {lo} and {hi})")
+    if isinstance(input, Tensor) and input.dtype is int32:   # torch clamps integers to the bounds cast to int
+        return input.clamp(int(lo), int(hi))
+    _float_input("hardtanh", input)
     return where(input <= lo, lo, where(input >= hi, hi, input))
 
 
@@ -172,6 +180,7 @@ def softsign(input: Tensor) -> Tensor:
     >>> F.softsign(gg.tensor([1.0, -3.0])).tolist()
     [0.5, -0.75]
     """
+    input = _int_to_float(input)
     _float_input("softsign", input)
     return input / (op.abs(input) + 1.0)
 
@@ -184,6 +193,7 @@ def tanhshrink(input: Tensor) -> Tensor:
     >>> F.tanhshrink(gg.tensor([0.0])).tolist()
     [0.0]
     """
+    input = _int_to_float(input)
     _float_input("tanhshrink", input)
     return input - op.tanh(input)
 
