@@ -269,3 +269,38 @@ def test_values_outside_the_support_as_torch_without_validation():
     np.testing.assert_array_equal(g.numpy(), t.numpy())
     with pytest.raises(NotImplementedError, match="validate_args"):
         GD.Normal(gg.zeros(1), gg.ones(1), validate_args=True)
+
+
+def _mk(name, lib):
+    T = torch if lib is TD else gg
+    D = lib
+    t = lambda a: T.tensor(np.asarray(a, np.float32))   # noqa: E731
+    return {
+        "beta": lambda: D.Beta(t([2.0, 0.7]), t([3.0, 1.5])),
+        "gamma": lambda: D.Gamma(t([2.0, 0.7]), t([1.5, 3.0])),
+        "normal": lambda: D.Normal(t([0.3, -1.0]), t([1.2, 0.6])),
+        "laplace": lambda: D.Laplace(t([0.3, -1.0]), t([1.2, 0.6])),
+        "uniform01": lambda: D.Uniform(t([0.1, 0.2]), t([0.7, 0.9])),
+        "uniform_wide": lambda: D.Uniform(t([-1.0, 0.0]), t([2.0, 3.0])),
+        "tanh_normal": lambda: D.TransformedDistribution(D.Normal(t([0.3, -1.0]), t([1.2, 0.6])),
+                                                         [D.transforms.TanhTransform()]),
+        "tanh_normal2": lambda: D.TransformedDistribution(D.Normal(t([0.0, 0.5]), t([1.0, 2.0])),
+                                                          [D.transforms.TanhTransform()]),
+    }[name]()
+
+
+CROSS_KL = [("beta", "gamma"), ("beta", "normal"), ("beta", "uniform01"), ("beta", "uniform_wide"),
+            ("gamma", "normal"), ("gamma", "beta"), ("gamma", "uniform01"), ("laplace", "normal"),
+            ("laplace", "beta"), ("laplace", "gamma"), ("laplace", "uniform01"), ("normal", "laplace"),
+            ("normal", "beta"), ("normal", "gamma"), ("normal", "uniform01"), ("uniform01", "beta"),
+            ("uniform_wide", "beta"), ("uniform01", "gamma"), ("uniform_wide", "gamma"), ("uniform01", "normal"),
+            ("tanh_normal", "tanh_normal2")]
+
+
+@pytest.mark.parametrize("p_name,q_name", CROSS_KL)
+def test_kl_divergence_between_families_matches_torch(p_name, q_name):
+    want = TD.kl_divergence(_mk(p_name, TD), _mk(q_name, TD))
+    got = GD.kl_divergence(_mk(p_name, GD), _mk(q_name, GD))
+    w, g = want.numpy().astype(np.float64), got.numpy().astype(np.float64)
+    assert np.array_equal(np.isinf(w), np.isinf(g)), (w, g)
+    np.testing.assert_allclose(g[np.isfinite(w)], w[np.isfinite(w)], rtol=2e-5, atol=2e-5)
