@@ -207,10 +207,24 @@ def test_sampling_inside_capture_draws_anew_and_follows_the_seed():
     assert not np.allclose(captured[1], captured[2])
 
 
-def test_host_sampled_distributions_refuse_capture():
-    f = gg.capture(lambda a: GD.Gamma(a, gg.ones(2)).sample())
+def test_gamma_family_samples_inside_capture_as_in_eager():
+    ones, conc = gg.ones(2), gg.tensor([0.4, 3.0])
+    draw = lambda a: (GD.Gamma(a, ones).sample((3,)), GD.Beta(a, conc).sample(),   # noqa: E731
+                      GD.Dirichlet(a.unsqueeze(0) + conc).sample())
+    alpha = np.array([0.6, 2.5], np.float32)
+    gg.manual_seed(7)
+    eager = [[t.numpy() for t in draw(gg.tensor(alpha))] for _ in range(3)]
+    f = gg.capture(draw)
+    gg.manual_seed(7)
+    captured = [f(alpha) for _ in range(3)]
+    for e, c in zip(eager, captured):
+        for x, y in zip(e, c):
+            np.testing.assert_allclose(y, x, rtol=1e-6, atol=1e-7)
+    assert not np.allclose(captured[1][0], captured[2][0])
+    a = gg.tensor(alpha, requires_grad=True)                  # rsample's gradient is computed on the host
+    step = gg.capture_step(lambda x: (GD.Gamma(a, ones).rsample() * x).sum(), gg.optim.SGD([a], lr=0.1))
     with pytest.raises(gg.CaptureError):
-        f(np.ones(2, np.float32))
+        step(np.ones(2, np.float32))
 
 
 def test_squashed_gaussian_as_sac_uses_it():

@@ -1,29 +1,15 @@
 """Gamma(concentration, rate), Beta and Dirichlet: log-densities and entropies in the graph
-(:mod:`.special`), samples drawn on the host from the seeded generator with pathwise gradients.
-
-Sampling reads the parameters on the host, so it is a sync point in graph mode and is refused
-inside ``gg.capture`` (pass the samples in, or use a distribution with device sampling).
+(:mod:`.special`), samples in the graph too (:mod:`.gamma_sampler`: they work inside ``gg.capture``),
+with pathwise gradients for ``rsample`` computed on the host.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..tensor import Tensor, no_grad, tensor
-from ..tensor.creation import generator
+from ..tensor import Tensor, no_grad
 from .distribution import Distribution, _float_tensor, broadcast_params
-from .special import digamma, lgamma, log_beta, standard_gamma_with_grad
-
-
-def standard_gamma(alpha: Tensor, shape: tuple) -> Tensor:
-    """``Gamma(alpha, 1)`` samples of ``shape`` (``alpha`` broadcast to it), differentiable in ``alpha``
-    through the implicit reparameterisation gradient."""
-    a = np.broadcast_to(alpha.detach().numpy().astype(np.float64), shape)
-    x, dx = standard_gamma_with_grad(a, generator())
-    sample = tensor(x, device=alpha.device)
-    if not alpha.requires_grad:
-        return sample
-    # the value is ``sample`` exactly; the gradient is dx/dalpha
-    return sample + (alpha - alpha.detach()) * tensor(dx, device=alpha.device)
+from .gamma_sampler import standard_gamma
+from .special import digamma, lgamma, log_beta
 
 
 class Gamma(Distribution):

@@ -1,5 +1,5 @@
 """lgamma and digamma for positive arguments, composed from graph ops (ggml has neither kernel), and
-the standard gamma's sampler with its pathwise (implicit) derivative, on the host.
+the standard gamma's pathwise (implicit) derivative, on the host.
 
 ``lgamma(x) = lgamma(x + 6) - sum(log(x + k), k < 6)`` with Stirling's series at ``x + 6`` (its next
 term is below 2e-9); ``digamma`` likewise. Both are differentiable compositions, so
@@ -99,15 +99,14 @@ def gamma_cdf(a: np.ndarray, x: np.ndarray) -> np.ndarray:
     return out
 
 
-def standard_gamma_with_grad(alpha: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Samples ``x ~ Gamma(alpha, 1)`` (float32, at least the smallest normal float, as torch) and
-    their pathwise derivatives ``dx/dalpha = -(dP/dalpha) / p(x)`` (implicit reparameterisation;
-    dP/dalpha by a central difference of :func:`gamma_cdf` in float64)."""
+def standard_gamma_grad(alpha: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The pathwise (implicit reparameterisation) derivative ``dx/dalpha = -(dP/dalpha) / p(x)`` of
+    ``Gamma(alpha, 1)`` samples ``x`` (float32), dP/dalpha by a central difference of
+    :func:`gamma_cdf` in float64 (torch's ``_standard_gamma_grad`` gives the same values)."""
     a = np.asarray(alpha, np.float64)
-    x = np.maximum(rng.standard_gamma(a), np.finfo(np.float32).tiny)
-    x32 = x.astype(np.float32).astype(np.float64)
+    x64 = np.asarray(x, np.float64)
     h = np.maximum(a * 1e-5, 1e-9)
-    dcdf = (gamma_cdf(a + h, x32) - gamma_cdf(a - h, x32)) / (2 * h)
-    log_pdf = (a - 1.0) * np.log(x32) - x32 - _log_gamma64(a)
+    dcdf = (gamma_cdf(a + h, x64) - gamma_cdf(a - h, x64)) / (2 * h)
+    log_pdf = (a - 1.0) * np.log(x64) - x64 - _log_gamma64(a)
     grad = -dcdf / np.exp(log_pdf)
-    return x32.astype(np.float32), np.nan_to_num(grad, nan=0.0, posinf=0.0, neginf=0.0).astype(np.float32)
+    return np.nan_to_num(grad, nan=0.0, posinf=0.0, neginf=0.0).astype(np.float32)
