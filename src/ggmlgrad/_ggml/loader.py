@@ -28,6 +28,12 @@ def fast_build_dir() -> Path:
     return Path(sys.prefix) / "share" / "ggmlgrad" / f"ggml-{PINNED_GGML}"
 
 
+def gpu_build_dir(backends: "list[str] | tuple[str, ...]") -> Path:
+    """Where ``python -m ggmlgrad build --vulkan`` (``--cuda``, ...) installs: beside the CPU fast
+    build, not over it; ``GGMLGRAD_GGML_LIB=<this>/lib`` selects it."""
+    return fast_build_dir().with_name(f"ggml-{PINNED_GGML}-{'-'.join(sorted(backends))}")
+
+
 def kernels_library(directory: str | Path) -> Path | None:
     """ggmlgrad's vectorised activation kernels if the fast build put them beside the loaded ggml."""
     d = Path(directory)

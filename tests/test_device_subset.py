@@ -1,0 +1,266 @@
+"""The device subset: what differs on a device with its own memory, run on a non-CPU device.
+
+The device is ``GGMLGRAD_TEST_DEVICE`` (``vulkan:0``, ``cuda:0``) or else the first non-CPU device
+of the loaded ggml; without one every test here skips, saying why. On Mesa's software Vulkan
+driver (lavapipe), after ``python -m ggmlgrad build --vulkan``::
+
+    GGMLGRAD_GGML_LIB=$VIRTUAL_ENV/share/ggmlgrad/ggml-0.20.2.post1-vulkan/lib GGML_VK_VISIBLE_DEVICES=0 \\
+        GGMLGRAD_TEST_DEVICE=vulkan:0 python -m pytest -q tests/test_device_subset.py
+
+(``GGML_VK_VISIBLE_DEVICES=0``: ggml skips CPU-type Vulkan devices such as lavapipe unless named.)
+The same ``GGMLGRAD_TEST_DEVICE`` runs any other test file on the device (tests/conftest.py makes it
+the default device of every test), e.g. the whole op table: ``tests/test_ops.py``.
+
+Covered here: the op table (each op's first sample, forward and gradients, eager, graph and
+capture) against NumPy float64 with the tolerances below; ``to()`` round trips of tensors, of
+gradients through ``to()`` and of modules; a training step in eager mode, graph mode and
+``capture_step`` against the same step on the CPU; a capture replay's transfers (one upload, one
+compute, one download) and a capture called with NumPy arrays on a device model; save/load.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import ggmlgrad as gg
+import test_ops as table
+from conftest import TEST_DEVICE_ENV, requested_test_device
+from ggmlgrad.testing.opinfo import all_opinfos, numeric_grad, tensor_indices
+
+
+def _device():
+    spec = requested_test_device()
+    if spec:
+        try:
+            return gg.runtime.resolve_device(spec), ""
+        except ValueError as e:
+            return None, f"{TEST_DEVICE_ENV}={spec}: {e}"
+    other = [d for d in gg.devices() if d.kind != "cpu"]
+    if other:
+        return other[0], ""
+    return None, ("the loaded ggml has no device besides the CPU: build one with `python -m ggmlgrad build "
+                  "--vulkan` and select it with GGMLGRAD_GGML_LIB=<that build>/lib (lavapipe also needs "
+                  "GGML_VK_VISIBLE_DEVICES=0); see this file's docstring")
+
+
+DEVICE, WHY_ABSENT = _device()
+pytestmark = pytest.mark.skipif(DEVICE is None, reason=WHY_ABSENT or "no device")
+if DEVICE is None:
+    print(f"\ntests/test_device_subset.py skips: {WHY_ABSENT}")
+
+# ggml's Vulkan matrix-multiply shaders keep their tiles in float16 on a device with float16
+# arithmetic (lavapipe has it), whatever matmul_precision says: products carry about 2^-11 relative
+# error per operand. Unless the process started with GGML_VK_DISABLE_F16=1 (float32 tiles), the
+# ops built on ggml_mul_mat get these tolerances on Vulkan; every other op keeps its OpInfo's.
+_VK_F16_TILES = DEVICE is not None and DEVICE.kind == "vulkan" and not os.environ.get("GGML_VK_DISABLE_F16")
+MATMUL_OPS_TOLERANCE = {  # op name -> (atol, rtol), forward and gradient
+    name: (2e-2, 2e-2) for name in (
+        "matmul", "linear", "mm", "bmm", "mv", "dot", "inner", "outer", "addmm", "einsum", "tensordot",
+        "bilinear", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "scaled_dot_product_attention",
+        "multi_head_attention", "cdist", "kron", "matrix_power", "chain_matmul", "vecdot", "baddbmm", "addmv",
+        "addbmm", "addr", "linalg_multi_dot")}
+STEP_RTOL = 5e-3 if _VK_F16_TILES else 2e-5
+
+
+def _tolerances(info):
+    if _VK_F16_TILES and info.name in MATMUL_OPS_TOLERANCE:
+        atol, rtol = MATMUL_OPS_TOLERANCE[info.name]
+        return max(atol, info.atol), max(rtol, info.rtol), max(atol, info.grad_atol), max(rtol, info.grad_rtol)
+    return info.atol, info.rtol, info.grad_atol, info.grad_rtol
+
+
+@pytest.fixture(autouse=True)
+def on_device():
+    if DEVICE is None:
+        yield None
+        return
+    prev = gg.set_device(DEVICE)
+    try:
+        yield DEVICE
+    finally:
+        gg.set_device(prev)
+
+
+def _first_samples():
+    for info in all_opinfos():
+        rng = np.random.default_rng(abs(hash(info.name)) % 2**32)
+        sample = next(iter(info.samples(rng)), None)
+        if sample is not None:
+            yield pytest.param(info, sample, id=info.name)
+
+
+@pytest.mark.parametrize("info,sample", list(_first_samples()))
+@pytest.mark.parametrize("mode", ["eager", "graph", "capture"])
+def test_op_table_on_device(info, sample, mode):
+    ref_args = table._ref_inputs(sample)
+    expected = np.asarray(info.ref(*ref_args, **sample.kwargs), dtype=np.float64)
+    diff = table._diff_inputs(info, sample, tensor_indices(sample))
+    weight = np.random.default_rng(0).standard_normal(expected.shape)
+    if mode == "capture":
+        res = table._run_captured(info, sample, weight, diff)
+        if res is None:   # computed on the host: the capture refused it, as on the CPU
+            return
+    else:
+        res = table._run_eager_or_graph(info, sample, mode == "graph", weight, diff)
+    got, grads = res
+    atol, rtol, grad_atol, grad_rtol = _tolerances(info)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, atol=atol, rtol=rtol, err_msg=f"{info.name} on {DEVICE} ({mode})")
+    for i in diff:
+        numeric = numeric_grad(lambda *a: info.ref(*a, **sample.kwargs), ref_args, i, weight, info.fd_eps)
+        np.testing.assert_allclose(grads[i], numeric, atol=grad_atol, rtol=grad_rtol,
+                                   err_msg=f"{info.name} on {DEVICE}: gradient of input {i} ({mode})")
+
+
+# ---------------------------------------------------------------------------- to() round trips
+def test_tensor_round_trip_keeps_values_and_devices():
+    x = np.random.default_rng(1).standard_normal((5, 3)).astype(np.float32)
+    on_cpu = gg.tensor(x, device="cpu")
+    there = on_cpu.to(DEVICE)
+    assert there.device == DEVICE and on_cpu.device == gg.runtime.cpu_device()
+    np.testing.assert_array_equal(there.numpy(), x)
+    back = there.to("cpu")
+    assert back.device.kind == "cpu"
+    np.testing.assert_array_equal(back.numpy(), x)
+    ints = gg.tensor(np.arange(6, dtype=np.int32), dtype=gg.int32, device="cpu").to(DEVICE)
+    assert ints.dtype is gg.int32
+    np.testing.assert_array_equal(ints.numpy(), np.arange(6))
+
+
+def test_gradient_flows_through_to():
+    x = np.random.default_rng(2).standard_normal(4).astype(np.float32)
+    leaf = gg.tensor(x, device="cpu", requires_grad=True)
+    (leaf.to(DEVICE) * 3.0).sum().backward()
+    assert leaf.grad.device.kind == "cpu"
+    np.testing.assert_allclose(leaf.grad.numpy(), np.full(4, 3.0), rtol=1e-6)
+
+
+def test_module_round_trip_keeps_parameter_objects():
+    gg.manual_seed(0)
+    m = gg.nn.Linear(3, 2, device="cpu") if _takes_device() else gg.nn.Linear(3, 2).to("cpu")
+    weight, before = m.weight, m.weight.detach().numpy().copy()
+    assert m.to(DEVICE) is m and m.weight is weight and m.weight.device == DEVICE
+    np.testing.assert_array_equal(m.weight.detach().numpy(), before)
+    m.to("cpu")
+    assert m.weight.device.kind == "cpu"
+    np.testing.assert_array_equal(m.weight.detach().numpy(), before)
+
+
+def _takes_device() -> bool:
+    import inspect
+    return "device" in inspect.signature(gg.nn.Linear.__init__).parameters
+
+
+# ---------------------------------------------------------------------------- training steps
+def _mlp_and_data(device):
+    gg.manual_seed(0)
+    with _default_device("cpu"):
+        model = gg.nn.Sequential(gg.nn.Linear(16, 32), gg.nn.Tanh(), gg.nn.Linear(32, 32), gg.nn.ReLU(),
+                                 gg.nn.Linear(32, 4))
+    model.to(device)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((24, 16)).astype(np.float32)
+    y = rng.integers(0, 4, 24).astype(np.int32)
+    return model, x, y
+
+
+class _default_device:
+    def __init__(self, spec):
+        self.spec = spec
+
+    def __enter__(self):
+        self.prev = gg.set_device(self.spec)
+
+    def __exit__(self, *exc):
+        gg.set_device(self.prev)
+
+
+def _train(device, mode: str, steps: int = 3):
+    """Parameters after ``steps`` Adam steps of the MLP on ``device`` in ``mode``, and the losses."""
+    with _default_device(device):
+        model, x, y = _mlp_and_data(device)
+        opt = gg.optim.Adam(model.parameters(), lr=1e-2)
+        gx, gy = gg.tensor(x), gg.tensor(y, dtype=gg.int32)
+
+        def loss_fn(a, b):
+            return gg.nn.functional.cross_entropy(model(a), b)
+
+        losses = []
+        if mode == "capture":
+            step = gg.capture_step(loss_fn, opt)
+            for _ in range(steps):
+                losses.append(float(step(gx, gy)))
+        else:
+            with gg.graph_mode(mode == "graph"):
+                for _ in range(steps):
+                    opt.zero_grad()
+                    loss = loss_fn(gx, gy)
+                    loss.backward()
+                    opt.step()
+                    losses.append(loss.item())
+        return [p.detach().to("cpu").numpy() for p in model.parameters()], losses, model
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "capture"])
+def test_training_step_matches_cpu(mode):
+    want, want_losses, _ = _train("cpu", mode)
+    got, got_losses, model = _train(DEVICE, mode)
+    assert all(p.device == DEVICE for p in model.parameters())
+    np.testing.assert_allclose(got_losses, want_losses, rtol=STEP_RTOL, atol=1e-6)
+    assert got_losses[-1] < got_losses[0]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=STEP_RTOL, atol=STEP_RTOL * 0.1)
+
+
+# ---------------------------------------------------------------------------- capture
+def test_capture_replay_is_one_upload_one_compute_one_download():
+    model, x, _ = _mlp_and_data(DEVICE)
+    with gg.no_grad():
+        want = model(gg.tensor(x, device=DEVICE)).numpy()
+    captured = gg.capture(lambda t: model(t))
+    gx = gg.tensor(x, device=DEVICE)
+    captured(gx)   # records
+    gg.reset_counters()
+    out = captured(gx)
+    np.testing.assert_array_equal(np.asarray(out), want)   # a capture returns NumPy arrays
+    c = gg.counters()
+    packed_upload = 0 if DEVICE.is_host else 1   # a host device's arguments are copied in place
+    assert (c["uploads"], c["computes"], c["downloads"]) == (packed_upload, 1, 1), c
+
+
+def test_capture_with_numpy_arrays_runs_on_the_models_device():
+    """A capture called with NumPy arrays records on the device of the tensors it reads (the model's),
+    uploads the arrays there, and gives the CPU's result within float32 tolerance."""
+    model, x, _ = _mlp_and_data(DEVICE)
+    cpu_model, _, _ = _mlp_and_data("cpu")
+    with _default_device("cpu"):     # the default device is not the model's
+        captured = gg.capture(lambda t: model(t))   # before the fix: "on different devices"
+        captured(x)
+        gg.reset_counters()
+        got = captured(x)
+        c = gg.counters()
+        with gg.no_grad():
+            want = cpu_model(gg.tensor(x)).numpy()
+    assert (c["uploads"], c["computes"], c["downloads"]) == (1, 1, 1), c   # the array's packed upload
+    np.testing.assert_allclose(got, want, rtol=STEP_RTOL, atol=STEP_RTOL * 0.1)
+
+
+# ---------------------------------------------------------------------------- save / load
+def test_save_and_load_device_tensors(tmp_path):
+    model, _, _ = _mlp_and_data(DEVICE)
+    state = model.state_dict()
+    for ext in ("safetensors", "gguf"):
+        path = tmp_path / f"m.{ext}"
+        gg.save(state, str(path))
+        loaded = gg.load(str(path), device=DEVICE)
+        assert set(loaded) == set(state)
+        for k, v in state.items():
+            assert loaded[k].device == DEVICE
+            np.testing.assert_array_equal(loaded[k].detach().numpy(), v.detach().numpy())
+        fresh, _, _ = _mlp_and_data("cpu")
+        fresh.load_state_dict(gg.load(str(path)))
+        for k, v in fresh.state_dict().items():
+            np.testing.assert_array_equal(v.detach().numpy(), state[k].detach().numpy())
+
