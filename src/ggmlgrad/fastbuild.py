@@ -11,6 +11,7 @@ on macOS), plus ggmlgrad's vectorised activation kernels, into this Python envir
     python -m ggmlgrad build --optional   # no compiler: say so, keep the prebuilt wheel, exit 0
     python -m ggmlgrad build --cuda       # also the CUDA backend (needs the CUDA toolkit)
     python -m ggmlgrad build --vulkan     # also the Vulkan backend (Vulkan headers, loader, glslc)
+    python -m ggmlgrad build --cuda --cuda-arch 90   # CUDA code for one architecture only (H100/H200)
 
 A build with a GPU backend goes into a directory of its own (``ggml-<version>-vulkan``, ...), so the
 CPU fast build stays the default; ``GGMLGRAD_GGML_LIB=<that directory>/lib`` selects it.
@@ -283,8 +284,18 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument(f"--{name}", action="append_const", const=flag, dest="gpu",
                        help=f"also build ggml's {name.upper() if name != 'metal' else 'Metal'} backend "
                             f"(needs that toolkit installed)")
+    p.add_argument("--cuda-arch", metavar="ARCHS",
+                   help="with --cuda: CMAKE_CUDA_ARCHITECTURES, e.g. 90 for an H100/H200 (default: ggml's "
+                        "list of architectures, a much longer build)")
     p.add_argument("--remove", action="store_true", help="delete the fast build (back to the prebuilt wheel)")
     args = p.parse_args(argv)
+    if args.cuda_arch:
+        if "-DGGML_CUDA=ON" not in (args.gpu or []):
+            p.error("--cuda-arch needs --cuda")
+        if not all(a.strip().isalnum() or a.strip() in ("native", "all", "all-major")
+                   for a in args.cuda_arch.replace(";", ",").split(",")):
+            p.error(f"--cuda-arch: expected architectures such as 90 or 86,90, got {args.cuda_arch!r}")
+        args.gpu.append("-DCMAKE_CUDA_ARCHITECTURES=" + args.cuda_arch.replace(",", ";"))
     if args.remove:
         shutil.rmtree(fast_build_dir(), ignore_errors=True)
         print(f"removed {fast_build_dir()}; ggmlgrad uses the prebuilt libggml-python wheel")
