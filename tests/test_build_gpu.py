@@ -82,3 +82,45 @@ def test_cuda_arch_reaches_cmake(monkeypatch):
     monkeypatch.setattr(fastbuild, "build", lambda gpu, jobs, keep=False, build_dir=None: seen.update(gpu=gpu))
     assert fastbuild.main(["--cuda", "--cuda-arch", "86,90"]) == 0
     assert seen["gpu"] == ["-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=86;90"]
+
+
+def _toolkit(tmp_path, with_cublas: bool):
+    (tmp_path / "cuda" / "bin").mkdir(parents=True)
+    (tmp_path / "cuda" / "lib64").mkdir()
+    nvcc = tmp_path / "cuda" / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\n")
+    if with_cublas:
+        (tmp_path / "cuda" / "lib64" / "libcublas.so").write_text("")
+    return nvcc
+
+
+def test_cuda_without_cublas_anywhere_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDACXX", str(_toolkit(tmp_path, with_cublas=False)))
+    monkeypatch.setattr(fastbuild, "_cublas_wheel", lambda: None)
+    with pytest.raises(fastbuild.BuildError, match="pip install nvidia-cublas"):
+        fastbuild.cuda_options()
+
+
+def test_cuda_takes_cublas_from_the_wheel_and_builds_without_vmm_when_no_driver(tmp_path, monkeypatch):
+    import ctypes.util
+    monkeypatch.setenv("CUDACXX", str(_toolkit(tmp_path, with_cublas=False)))
+    lib, inc = tmp_path / "wheel" / "lib", tmp_path / "wheel" / "include"
+    lib.mkdir(parents=True)
+    inc.mkdir()
+    for name in ("libcublas.so.13", "libcublasLt.so.13"):
+        (lib / name).write_text("")
+    monkeypatch.setattr(fastbuild, "_cublas_wheel", lambda: (lib, inc))
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    opts, rpath = fastbuild.cuda_options()
+    assert f"-DCUDA_cublas_LIBRARY={lib / 'libcublas.so.13'}" in opts
+    assert f"-DCUDA_cublasLt_LIBRARY={lib / 'libcublasLt.so.13'}" in opts
+    assert f"-DCMAKE_CUDA_FLAGS=-I{inc}" in opts and "-DGGML_CUDA_NO_VMM=ON" in opts
+    assert rpath == [str(lib)]
+
+
+def test_cuda_with_a_full_toolkit_and_driver_adds_nothing_else(tmp_path, monkeypatch):
+    import ctypes.util
+    nvcc = _toolkit(tmp_path, with_cublas=True)
+    monkeypatch.setenv("CUDACXX", str(nvcc))
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: "libcuda.so.1")
+    assert fastbuild.cuda_options() == ([f"-DCMAKE_CUDA_COMPILER={nvcc}"], [])

@@ -171,10 +171,63 @@ def patch_vulkan_source(src: Path) -> bool:
     return True
 
 
+def cuda_options() -> tuple[list[str], list[str]]:
+    """(CMake options, library directories for the RPATH) that ``--cuda`` needs beyond GGML_CUDA=ON.
+
+    cuBLAS: the toolkit's, else the ``nvidia-cublas`` wheel's (a toolkit of nvcc and the runtime
+    only, as on a build machine, has no cuBLAS; ``pip install nvidia-cublas`` provides headers and
+    libraries). The driver library libcuda: without it (a machine with no NVIDIA driver, where the
+    build can still compile and link) ggml's CUDA memory pool is built without virtual memory
+    management (GGML_CUDA_NO_VMM: its legacy pool), the one part that links libcuda directly."""
+    nvcc = os.environ.get("CUDACXX") or shutil.which("nvcc")
+    if not nvcc:
+        raise BuildError("--cuda: nvcc not found (put the CUDA toolkit's bin on PATH or set CUDACXX)")
+    root = Path(nvcc).resolve().parent.parent
+    libdirs = [root / "lib64", root / "lib", root / "targets" / f"{platform.machine()}-linux" / "lib"]
+    opts: list[str] = [f"-DCMAKE_CUDA_COMPILER={nvcc}"]
+    rpath: list[str] = []
+    if not any((d / _shared_name("cublas")).exists() for d in libdirs):
+        found = _cublas_wheel()
+        if found is None:
+            raise BuildError(f"--cuda: the CUDA toolkit at {root} has no cuBLAS; install it (e.g. the "
+                             "toolkit's cuda-libraries-dev) or `pip install nvidia-cublas` and rerun")
+        lib, include = found
+        opts += [f"-DCUDA_cublas_LIBRARY={_versioned(lib, 'cublas')}",
+                 f"-DCUDA_cublasLt_LIBRARY={_versioned(lib, 'cublasLt')}",
+                 f"-DCMAKE_CUDA_FLAGS=-I{include}"]
+        rpath.append(str(lib))
+        print(f"    cuBLAS from the nvidia-cublas wheel: {lib}")
+    import ctypes.util
+    if ctypes.util.find_library("cuda") is None and not any((d / "stubs" / "libcuda.so").exists() for d in libdirs):
+        opts.append("-DGGML_CUDA_NO_VMM=ON")
+        print("    no libcuda (no NVIDIA driver here): GGML_CUDA_NO_VMM=ON, ggml's legacy CUDA memory pool")
+    return opts, rpath
+
+
+def _cublas_wheel() -> tuple[Path, Path] | None:
+    """(lib, include) of an installed nvidia-cublas wheel (``nvidia/cu13`` or ``nvidia/cublas``)."""
+    import importlib.util
+    spec = importlib.util.find_spec("nvidia")
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        for sub in ("cu13", "cublas"):
+            lib, inc = Path(base) / sub / "lib", Path(base) / sub / "include"
+            if (inc / "cublas_v2.h").exists() and next(lib.glob("libcublas.so*"), None) is not None:
+                return lib, inc
+    return None
+
+
+def _versioned(lib: Path, name: str) -> Path:
+    return next(iter(sorted(lib.glob(f"lib{name}.so*"))))
+
+
 def build_ggml(src: Path, build: Path, prefix: Path, compilers: tuple[str, str], gpu: list[str],
                jobs: int, log: Path) -> str:
     cmake_cpu, kernel_flags = cpu_flags()
     blas, blas_defines, blas_name = blas_options()
+    if "-DGGML_CUDA=ON" in gpu:
+        cuda, rpath = cuda_options()
+        gpu = gpu + cuda
+        blas = [o + "".join(";" + d for d in rpath) if o.startswith("-DCMAKE_INSTALL_RPATH=") else o for o in blas]
     # -fno-math-errno: gcc keeps sqrtf scalar otherwise (errno), so AdamW's loop never vectorised
     # (7.5x slower on 784x256). NaN/Inf semantics are unchanged (no -ffast-math).
     cflags = "-fno-math-errno"
