@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from ..engine import modes
 from ..nn.module import WATCH
-from ..runtime import resolve_device
 from ..runtime.faults import ARMED as _FAULTS
 from ..tensor import Tensor
 
@@ -41,7 +40,7 @@ class ShortPath:
                     first = a
             elif a.dtype != dtype:
                 return False
-        return (first.device if first is not None else resolve_device(None)).name == dev
+        return (first.device if first is not None else self._home_device()).name == dev
 
     def _remember_fast(self, key: tuple, args: tuple, rec: "_Recording") -> None:
         """Let the next call with ``args``' signature take __call__'s short path, when ``rec`` needs
