@@ -17,11 +17,13 @@ from pathlib import Path
 
 # An abort inside ggml would otherwise try to attach a debugger for a backtrace.
 os.environ.setdefault("GGML_NO_BACKTRACE", "1")
-# ggml's Vulkan backend reorders a graph's nodes for concurrency ("graph optimize"); on ggmlgrad's
-# graph-mode training steps (in-place optimizer updates through views) that crashed lavapipe inside
-# a command buffer (tests/test_device_subset.py, an eager step then a graph-mode step). Off unless
-# the user sets it: read when ggml initialises the device, so before the libraries load.
+# ggml 0.20.2's Vulkan backend reorders a graph's nodes for concurrency ("graph optimize") and fuses
+# runs of nodes into one shader. On ggmlgrad's graphs each crashed lavapipe inside a command buffer
+# (tests/test_device_subset.py: a graph-mode training step after an eager one; the op table's pow
+# samples in sequence), and with both off they ran. ggml reads these when it initialises a device,
+# so they are set before the libraries load; a user's own setting of either variable is kept.
 os.environ.setdefault("GGML_VK_DISABLE_GRAPH_OPTIMIZE", "1")
+os.environ.setdefault("GGML_VK_DISABLE_FUSION", "1")
 
 
 PINNED_GGML = "0.20.2.post1"      # the libggml-python version pyproject.toml pins
