@@ -42,8 +42,10 @@ def mlp_step(mode: str):
     opt = gg.optim.Adam(model.parameters(), lr=1e-3)
     gx, gy = gg.tensor(x), gg.tensor(y, dtype=gg.int32)
     if mode == "capture":
+        # NumPy arguments, as a training loop passes its batches: one packed upload per step (a
+        # device tensor argument is read back to the host staging first: see README "GPU")
         step = gg.capture_step(lambda a, b: gg.nn.functional.cross_entropy(model(a), b), opt)
-        return lambda: step(gx, gy)
+        return lambda: step(x, y)
 
     def run():
         with gg.graph_mode(mode == "graph"):
@@ -124,14 +126,18 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="auto", help="device to run on (default: the first non-CPU one)")
     ap.add_argument("--steps", type=int, default=20, help="timed steps per cell (median)")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--only", choices=["mlp", "act", "update"], action="append",
+                    help="run only these workloads (repeatable; default: all)")
     args = ap.parse_args(argv)
     dev = gg.runtime.resolve_device(args.device)
     gg.set_device(dev)
     print(header(gg) + f" | device {dev.name} ({dev.description})")
     results = {}
-    print(f"| workload | mode | computes/step | graph nodes/step | uploads | downloads | ms/step |")
+    print("| workload | mode | computes/step | graph nodes/step | uploads | downloads | ms/step |")
     print("|---|---|---:|---:|---:|---:|---:|")
-    for name, make in WORKLOADS.items():
+    keys = dict(zip(("mlp", "act", "update"), WORKLOADS))
+    chosen = [keys[k] for k in args.only] if args.only else list(WORKLOADS)
+    for name, make in ((n, WORKLOADS[n]) for n in chosen):
         for mode in MODES:
             r = measure(make, mode, args.steps)
             results[f"{name} / {mode}"] = r
