@@ -102,7 +102,6 @@ def test_cuda_without_cublas_anywhere_says_what_to_install(tmp_path, monkeypatch
 
 
 def test_cuda_takes_cublas_from_the_wheel_and_builds_without_vmm_when_no_driver(tmp_path, monkeypatch):
-    import ctypes.util
     monkeypatch.setenv("CUDACXX", str(_toolkit(tmp_path, with_cublas=False)))
     lib, inc = tmp_path / "wheel" / "lib", tmp_path / "wheel" / "include"
     lib.mkdir(parents=True)
@@ -110,7 +109,7 @@ def test_cuda_takes_cublas_from_the_wheel_and_builds_without_vmm_when_no_driver(
     for name in ("libcublas.so.13", "libcublasLt.so.13"):
         (lib / name).write_text("")
     monkeypatch.setattr(fastbuild, "_cublas_wheel", lambda: (lib, inc))
-    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    monkeypatch.setattr(fastbuild, "_has_cuda_driver", lambda: False)
     opts, rpath = fastbuild.cuda_options()
     assert f"-DCUDA_cublas_LIBRARY={lib / 'libcublas.so.13'}" in opts
     assert f"-DCUDA_cublasLt_LIBRARY={lib / 'libcublasLt.so.13'}" in opts
@@ -119,8 +118,8 @@ def test_cuda_takes_cublas_from_the_wheel_and_builds_without_vmm_when_no_driver(
 
 
 def test_cuda_with_a_full_toolkit_and_driver_adds_nothing_else(tmp_path, monkeypatch):
-    import ctypes.util
     nvcc = _toolkit(tmp_path, with_cublas=True)
     monkeypatch.setenv("CUDACXX", str(nvcc))
-    monkeypatch.setattr(ctypes.util, "find_library", lambda name: "libcuda.so.1")
+    monkeypatch.setattr(fastbuild, "_has_cuda_driver", lambda: True)
     assert fastbuild.cuda_options() == ([f"-DCMAKE_CUDA_COMPILER={nvcc}"], [])
+

@@ -197,11 +197,23 @@ def cuda_options() -> tuple[list[str], list[str]]:
                  f"-DCMAKE_CUDA_FLAGS=-I{include}"]
         rpath.append(str(lib))
         print(f"    cuBLAS from the nvidia-cublas wheel: {lib}")
-    import ctypes.util
-    if ctypes.util.find_library("cuda") is None and not any((d / "stubs" / "libcuda.so").exists() for d in libdirs):
+    if not _has_cuda_driver() and not any((d / "stubs" / "libcuda.so").exists() for d in libdirs):
         opts.append("-DGGML_CUDA_NO_VMM=ON")
         print("    no libcuda (no NVIDIA driver here): GGML_CUDA_NO_VMM=ON, ggml's legacy CUDA memory pool")
     return opts, rpath
+
+
+def _has_cuda_driver() -> bool:
+    """Whether the NVIDIA driver's libcuda is installed (the dynamic linker's cache, else the usual
+    directories); no ctypes here: only ggmlgrad._ggml loads libraries."""
+    try:
+        listing = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=30).stdout
+        if "libcuda.so" in listing:
+            return True
+    except (OSError, subprocess.SubprocessError):
+        pass
+    dirs = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/lib/wsl/lib")
+    return any(next(Path(d).glob("libcuda.so*"), None) is not None for d in dirs if Path(d).is_dir())
 
 
 def _cublas_wheel() -> tuple[Path, Path] | None:

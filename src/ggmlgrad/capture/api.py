@@ -29,7 +29,7 @@ from .._ggml import host_copy, lib
 from .._ggml.nodes import host_view
 from ..engine import COMPUTED, COUNTERS, ENGINE, CaptureError, bfloat16, context, dtypes, float32, int32, modes
 from ..engine.checks import verify_replay
-from ..runtime import Device, StridedAlias, devices, resolve_device
+from ..runtime import Device, StridedAlias, resolve_device
 from ..runtime.faults import ARMED as _FAULTS
 from ..tensor import Tensor, no_grad
 from ..tensor.views import refresh_views_of
@@ -495,17 +495,6 @@ class Captured(ShortPath):
             if isinstance(a, Tensor):
                 return a.device
         return self._home_device()
-
-    def _home_device(self) -> Device:
-        """The device a call without tensor arguments (NumPy arrays only) records on: where the
-        tensors the function reads live (a module's parameters, its closure), when that is one
-        device; else the current default device. ``gg.capture(model)`` on a model moved to
-        ``vulkan:0`` then uploads its NumPy inputs there. With only the CPU, no search."""
-        default = resolve_device(None)
-        if len(devices()) == 1:
-            return default
-        found = {t.device for t in _owners(self.fn)}
-        return found.pop() if len(found) == 1 else default
 
     def _make_inputs(self, rec: Recorder, args, kwargs):
         names: list[str] = []
