@@ -52,12 +52,10 @@ if DEVICE is None:
 # error per operand. Unless the process started with GGML_VK_DISABLE_F16=1 (float32 tiles), the
 # ops built on ggml_mul_mat get these tolerances on Vulkan; every other op keeps its OpInfo's.
 _VK_F16_TILES = DEVICE is not None and DEVICE.kind == "vulkan" and not os.environ.get("GGML_VK_DISABLE_F16")
-MATMUL_OPS_TOLERANCE = {  # op name -> (atol, rtol), forward and gradient
-    name: (2e-2, 2e-2) for name in (
-        "matmul", "linear", "mm", "bmm", "mv", "dot", "inner", "outer", "addmm", "einsum", "tensordot",
-        "bilinear", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "scaled_dot_product_attention",
-        "multi_head_attention", "cdist", "kron", "matrix_power", "chain_matmul", "vecdot", "baddbmm", "addmv",
-        "addbmm", "addr", "linalg_multi_dot")}
+MATMUL_OPS_TOLERANCE = {  # op name -> (atol, rtol), forward and gradient: about ten times the
+    # 3.3e-4 measured on a 64x64 matmul (inputs rounded to float16, products summed in float32)
+    name: (5e-3, 5e-3) for name in ("matmul", "mm", "bmm", "linear", "linear_nobias", "einsum",
+                                    "tensordot", "attention", "outer")}
 STEP_RTOL = 5e-3 if _VK_F16_TILES else 2e-5
 
 
@@ -260,3 +258,21 @@ def test_matmul_precision_f32_is_float32_or_refused():
         lin = gg.nn.functional.linear(ga, gg.tensor(b.T.copy())).numpy()
     for r in (got, lin):
         assert np.max(np.abs(r - ref)) / np.max(np.abs(ref)) < 2e-6
+
+
+def test_tolerance_table_names_real_ops():
+    from ggmlgrad.testing.opinfo import all_opinfos
+    names = {info.name for info in all_opinfos()}
+    assert set(MATMUL_OPS_TOLERANCE) <= names, sorted(set(MATMUL_OPS_TOLERANCE) - names)
+
+
+def test_attention_matches_the_cpu():
+    """Attention on the device (composed there: ggml's Vulkan flash kernel gave zeros) against the CPU."""
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((1, 2, 3, 4)).astype(np.float32) for _ in range(3))
+    sdpa = gg.nn.functional.scaled_dot_product_attention
+    got = sdpa(gg.tensor(q), gg.tensor(k), gg.tensor(v)).numpy()
+    with _default_device("cpu"):
+        want = sdpa(gg.tensor(q), gg.tensor(k), gg.tensor(v)).numpy()
+    np.testing.assert_allclose(got, want, rtol=5e-3, atol=5e-3)
+    assert np.abs(got).max() > 0.1
