@@ -51,7 +51,7 @@ if DEVICE is None:
 # arithmetic (lavapipe has it), whatever matmul_precision says: products carry about 2^-11 relative
 # error per operand. Unless the process started with GGML_VK_DISABLE_F16=1 (float32 tiles), the
 # ops built on ggml_mul_mat get these tolerances on Vulkan; every other op keeps its OpInfo's.
-_VK_F16_TILES = DEVICE is not None and DEVICE.kind == "vulkan" and not os.environ.get("GGML_VK_DISABLE_F16")
+_VK_F16_TILES = DEVICE is not None and DEVICE.kind == "vulkan" and "GGML_VK_DISABLE_F16" not in os.environ
 MATMUL_OPS_TOLERANCE = {  # op name -> (atol, rtol), forward and gradient: about ten times the
     # 3.3e-4 measured on a 64x64 matmul (inputs rounded to float16, products summed in float32)
     name: (5e-3, 5e-3) for name in ("matmul", "mm", "bmm", "linear", "linear_nobias", "einsum",

@@ -29,7 +29,7 @@ from .._ggml import host_copy, lib
 from .._ggml.nodes import host_view
 from ..engine import COMPUTED, COUNTERS, ENGINE, CaptureError, bfloat16, context, dtypes, float32, int32, modes
 from ..engine.checks import verify_replay
-from ..runtime import Device, StridedAlias, resolve_device
+from ..runtime import Device, StridedAlias
 from ..runtime.faults import ARMED as _FAULTS
 from ..tensor import Tensor, no_grad
 from ..tensor.views import refresh_views_of
