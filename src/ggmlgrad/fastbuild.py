@@ -10,6 +10,11 @@ on macOS), plus ggmlgrad's vectorised activation kernels, into this Python envir
     python -m ggmlgrad build              # fails with a clear message when something is missing
     python -m ggmlgrad build --optional   # no compiler: say so, keep the prebuilt wheel, exit 0
     python -m ggmlgrad build --cuda       # also the CUDA backend (needs the CUDA toolkit)
+    python -m ggmlgrad build --vulkan     # also the Vulkan backend (Vulkan headers, loader, glslc)
+    python -m ggmlgrad build --cuda --cuda-arch 90   # CUDA code for one architecture only (H100/H200)
+
+A build with a GPU backend goes into a directory of its own (``ggml-<version>-vulkan``, ...), so the
+CPU fast build stays the default; ``GGMLGRAD_GGML_LIB=<that directory>/lib`` selects it.
 """
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ._ggml.loader import FAST_STAMP, PINNED_GGML, fast_build_dir
+from ._ggml.loader import FAST_STAMP, PINNED_GGML, fast_build_dir, gpu_build_dir
 
 KERNELS_SOURCE = Path(__file__).with_name("kernels") / "ggmlgrad_kernels.c"
 KERNEL_CFLAGS = ("-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
@@ -114,7 +119,11 @@ def _run(cmd: list[str], log: Path, what: str, env: dict | None = None) -> None:
 
 
 def fetch_sdist(work: Path, log: Path) -> Path:
-    """Download and unpack the pinned libggml-python sdist; returns its ggml source directory."""
+    """Download and unpack the pinned libggml-python sdist; returns its ggml source directory.
+    A source already unpacked in ``work`` (``--build-dir``) is reused, so a rebuild is incremental."""
+    unpacked = next(work.glob("libggml_python-*/ggml"), None)
+    if unpacked is not None:
+        return unpacked
     _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "libggml-python",
           "--quiet", "-d", str(work), f"libggml-python=={PINNED_GGML}"], log, "downloading the ggml source")
     archive = next(work.glob("libggml_python-*.tar.gz"), None)
@@ -128,10 +137,109 @@ def fetch_sdist(work: Path, log: Path) -> Path:
     return src
 
 
+# ggml 0.20.2's Vulkan instance set-up always builds a VK_EXT_layer_settings structure (for its
+# optional validation layer, used only when compiled with GGML_VULKAN_VALIDATE). That type needs
+# Vulkan headers 1.3.261 or newer; Debian 12 and Ubuntu 22.04 ship 1.3.239/1.3.204 and the build stops.
+# The patch guards the block with the headers' version: with new headers the code is unchanged; with
+# old ones the instance is created without the (unused) settings. Applied to the unpacked copy only.
+VULKAN_LAYER_BLOCK_START = "    VkBool32 enable_best_practice = layer_settings;\n"
+VULKAN_LAYER_BLOCK_END = ("    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, &app_info, layers, "
+                          "extensions, &layer_setting_info);\n")
+VULKAN_PATCH_MARK = "// ggmlgrad build patch: VK_EXT_layer_settings"
+VULKAN_OLD_HEADERS_BRANCH = (
+    "#else  // " + VULKAN_PATCH_MARK[3:] + " needs Vulkan headers >= 1.3.261; without them, no settings\n"
+    "    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, &app_info, layers, extensions);\n"
+    "#endif\n")
+
+
+def patch_vulkan_source(src: Path) -> bool:
+    """Guard ggml-vulkan.cpp's layer-settings block by ``VK_HEADER_VERSION`` (see above).
+    Returns True when it patched, False when already patched; raises when the block is not found."""
+    path = src / "src" / "ggml-vulkan" / "ggml-vulkan.cpp"
+    text = path.read_text()
+    if VULKAN_PATCH_MARK in text:
+        return False
+    start = text.find(VULKAN_LAYER_BLOCK_START)
+    end = text.find(VULKAN_LAYER_BLOCK_END, start)
+    if start < 0 or end < 0:
+        raise BuildError(f"{path}: the VK_EXT_layer_settings block to guard was not found "
+                         "(another ggml version?); build with Vulkan headers >= 1.3.261 unpatched")
+    end += len(VULKAN_LAYER_BLOCK_END)
+    guarded = (f"#if VK_HEADER_VERSION >= 261  {VULKAN_PATCH_MARK}\n" + text[start:end]
+               + VULKAN_OLD_HEADERS_BRANCH)
+    path.write_text(text[:start] + guarded + text[end:])
+    return True
+
+
+def cuda_options() -> tuple[list[str], list[str]]:
+    """(CMake options, library directories for the RPATH) that ``--cuda`` needs beyond GGML_CUDA=ON.
+
+    cuBLAS: the toolkit's, else the ``nvidia-cublas`` wheel's (a toolkit of nvcc and the runtime
+    only, as on a build machine, has no cuBLAS; ``pip install nvidia-cublas`` provides headers and
+    libraries). The driver library libcuda: without it (a machine with no NVIDIA driver, where the
+    build can still compile and link) ggml's CUDA memory pool is built without virtual memory
+    management (GGML_CUDA_NO_VMM: its legacy pool), the one part that links libcuda directly."""
+    nvcc = os.environ.get("CUDACXX") or shutil.which("nvcc")
+    if not nvcc:
+        raise BuildError("--cuda: nvcc not found (put the CUDA toolkit's bin on PATH or set CUDACXX)")
+    root = Path(nvcc).resolve().parent.parent
+    libdirs = [root / "lib64", root / "lib", root / "targets" / f"{platform.machine()}-linux" / "lib"]
+    opts: list[str] = [f"-DCMAKE_CUDA_COMPILER={nvcc}"]
+    rpath: list[str] = []
+    if not any((d / _shared_name("cublas")).exists() for d in libdirs):
+        found = _cublas_wheel()
+        if found is None:
+            raise BuildError(f"--cuda: the CUDA toolkit at {root} has no cuBLAS; install it (e.g. the "
+                             "toolkit's cuda-libraries-dev) or `pip install nvidia-cublas` and rerun")
+        lib, include = found
+        opts += [f"-DCUDA_cublas_LIBRARY={_versioned(lib, 'cublas')}",
+                 f"-DCUDA_cublasLt_LIBRARY={_versioned(lib, 'cublasLt')}",
+                 f"-DCMAKE_CUDA_FLAGS=-I{include}"]
+        rpath.append(str(lib))
+        print(f"    cuBLAS from the nvidia-cublas wheel: {lib}")
+    if not _has_cuda_driver() and not any((d / "stubs" / "libcuda.so").exists() for d in libdirs):
+        opts.append("-DGGML_CUDA_NO_VMM=ON")
+        print("    no libcuda (no NVIDIA driver here): GGML_CUDA_NO_VMM=ON, ggml's legacy CUDA memory pool")
+    return opts, rpath
+
+
+def _has_cuda_driver() -> bool:
+    """Whether the NVIDIA driver's libcuda is installed (the dynamic linker's cache, else the usual
+    directories); no ctypes here: only ggmlgrad._ggml loads libraries."""
+    try:
+        listing = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=30).stdout
+        if "libcuda.so" in listing:
+            return True
+    except (OSError, subprocess.SubprocessError):
+        pass
+    dirs = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/lib/wsl/lib")
+    return any(next(Path(d).glob("libcuda.so*"), None) is not None for d in dirs if Path(d).is_dir())
+
+
+def _cublas_wheel() -> tuple[Path, Path] | None:
+    """(lib, include) of an installed nvidia-cublas wheel (``nvidia/cu13`` or ``nvidia/cublas``)."""
+    import importlib.util
+    spec = importlib.util.find_spec("nvidia")
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        for sub in ("cu13", "cublas"):
+            lib, inc = Path(base) / sub / "lib", Path(base) / sub / "include"
+            if (inc / "cublas_v2.h").exists() and next(lib.glob("libcublas.so*"), None) is not None:
+                return lib, inc
+    return None
+
+
+def _versioned(lib: Path, name: str) -> Path:
+    return next(iter(sorted(lib.glob(f"lib{name}.so*"))))
+
+
 def build_ggml(src: Path, build: Path, prefix: Path, compilers: tuple[str, str], gpu: list[str],
                jobs: int, log: Path) -> str:
     cmake_cpu, kernel_flags = cpu_flags()
     blas, blas_defines, blas_name = blas_options()
+    if "-DGGML_CUDA=ON" in gpu:
+        cuda, rpath = cuda_options()
+        gpu = gpu + cuda
+        blas = [o + "".join(";" + d for d in rpath) if o.startswith("-DCMAKE_INSTALL_RPATH=") else o for o in blas]
     # -fno-math-errno: gcc keeps sqrtf scalar otherwise (errno), so AdamW's loop never vectorised
     # (7.5x slower on 784x256). NaN/Inf semantics are unchanged (no -ffast-math).
     cflags = "-fno-math-errno"
@@ -162,22 +270,32 @@ def build_kernels(include: Path, prefix: Path, cc: str, log: Path) -> Path:
     return out
 
 
-def build(gpu: list[str], jobs: int, keep: bool = False) -> Path:
-    """Build everything into the fast-build directory; returns it. Raises BuildError."""
+def build(gpu: list[str], jobs: int, keep: bool = False, build_dir: Path | None = None) -> Path:
+    """Build everything into the fast-build directory (or, with a GPU backend, that backend's own
+    directory); returns it. ``build_dir`` keeps the source and objects there for incremental
+    rebuilds. Raises BuildError."""
     compilers = find_compilers()
     if compilers is None:
         raise BuildError("no C/C++ compiler found (looked at $CC/$CXX, cc, gcc, clang, c++, g++, clang++); "
                          "install one (e.g. build-essential, Xcode command line tools) and rerun")
     total = 5
-    prefix = fast_build_dir()
-    work = Path(tempfile.mkdtemp(prefix="ggmlgrad-build-"))
+    backends = [_GPU_FLAGS[f] for f in gpu if f in _GPU_FLAGS]
+    prefix = gpu_build_dir(backends) if backends else fast_build_dir()
+    if build_dir is not None:
+        build_dir.mkdir(parents=True, exist_ok=True)
+        work, keep = build_dir.resolve(), True
+    else:
+        work = Path(tempfile.mkdtemp(prefix="ggmlgrad-build-"))
     log = work / "build.log"
     start = time.perf_counter()
     try:
         _say(1, total, f"downloading libggml-python=={PINNED_GGML} source (log: {log})")
         src = fetch_sdist(work, log)
+        if "vulkan" in backends and patch_vulkan_source(src):
+            print("    patched ggml-vulkan.cpp: VK_EXT_layer_settings only with Vulkan headers >= 1.3.261")
         staging = work / "install"
-        _say(2, total, f"configuring and compiling ggml with {jobs} jobs (a few minutes)")
+        _say(2, total, f"configuring and compiling ggml with {jobs} jobs (a few minutes"
+                       f"{'; the GPU backends take much longer' if backends else ''})")
         blas_name = build_ggml(src, work / "build", staging, compilers, gpu, jobs, log)
         _say(3, total, "compiling ggmlgrad's vectorised activation kernels")
         build_kernels(src / "include", staging, compilers[0], log)
@@ -190,22 +308,33 @@ def build(gpu: list[str], jobs: int, keep: bool = False) -> Path:
                  "seconds": round(time.perf_counter() - start, 1)}
         (prefix / FAST_STAMP).write_text(json.dumps(stamp, indent=2))
         _say(5, total, "checking that ggmlgrad loads it")
-        _verify(prefix)
+        _verify(prefix, selected=bool(backends))
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
     print(f"fast build ready in {time.perf_counter() - start:.0f} s: {prefix}")
+    if backends:
+        print(f"select it with:  export GGMLGRAD_GGML_LIB={prefix / 'lib'}\n"
+              "(lavapipe, Mesa's software Vulkan device, is listed only with GGML_VK_VISIBLE_DEVICES=0)")
     return prefix
 
 
-def _verify(prefix: Path) -> None:
-    code = "import ggmlgrad as gg, json; i = gg.info(); print(json.dumps([i['build'], i['library_dir']]))"
+def _verify(prefix: Path, selected: bool = False) -> None:
+    """Load the new build in a fresh interpreter: the default one, or (``selected``, a GPU build
+    in its own directory) through GGMLGRAD_GGML_LIB; prints the devices it lists."""
+    code = ("import ggmlgrad as gg, json; i = gg.info(); "
+            "print(json.dumps([i['build'], i['library_dir'], [d.name for d in gg.devices()]]))")
     env = {k: v for k, v in os.environ.items() if k != "GGMLGRAD_GGML_LIB"}
+    if selected:
+        env["GGMLGRAD_GGML_LIB"] = str(prefix / "lib")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise BuildError(f"the fast build was installed into {prefix} but ggmlgrad failed to load it:\n"
                          f"{r.stderr[-2000:]}\nremove {prefix} to go back to the prebuilt wheel")
     print("    ggmlgrad loads:", r.stdout.strip())
+
+
+_GPU_FLAGS = {"-DGGML_CUDA=ON": "cuda", "-DGGML_VULKAN=ON": "vulkan", "-DGGML_METAL=ON": "metal"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,12 +343,24 @@ def main(argv: list[str] | None = None) -> int:
                    help="without a compiler, keep the prebuilt wheel and exit 0 (for set-up scripts)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="parallel compile jobs")
     p.add_argument("--keep", action="store_true", help="keep the build directory and log")
+    p.add_argument("--build-dir", type=Path, default=None,
+                   help="build in this directory and keep it (a rerun recompiles only what changed)")
     for name, flag in (("cuda", "-DGGML_CUDA=ON"), ("vulkan", "-DGGML_VULKAN=ON"), ("metal", "-DGGML_METAL=ON")):
         p.add_argument(f"--{name}", action="append_const", const=flag, dest="gpu",
                        help=f"also build ggml's {name.upper() if name != 'metal' else 'Metal'} backend "
                             f"(needs that toolkit installed)")
+    p.add_argument("--cuda-arch", metavar="ARCHS",
+                   help="with --cuda: CMAKE_CUDA_ARCHITECTURES, e.g. 90 for an H100/H200 (default: ggml's "
+                        "list of architectures, a much longer build)")
     p.add_argument("--remove", action="store_true", help="delete the fast build (back to the prebuilt wheel)")
     args = p.parse_args(argv)
+    if args.cuda_arch:
+        if "-DGGML_CUDA=ON" not in (args.gpu or []):
+            p.error("--cuda-arch needs --cuda")
+        if not all(a.strip().isalnum() or a.strip() in ("native", "all", "all-major")
+                   for a in args.cuda_arch.replace(";", ",").split(",")):
+            p.error(f"--cuda-arch: expected architectures such as 90 or 86,90, got {args.cuda_arch!r}")
+        args.gpu.append("-DCMAKE_CUDA_ARCHITECTURES=" + args.cuda_arch.replace(",", ";"))
     if args.remove:
         shutil.rmtree(fast_build_dir(), ignore_errors=True)
         print(f"removed {fast_build_dir()}; ggmlgrad uses the prebuilt libggml-python wheel")
@@ -229,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
               "Install a compiler and run `python -m ggmlgrad build` for the fast build.")
         return 0
     try:
-        build(args.gpu or [], max(1, args.jobs), keep=args.keep)
+        build(args.gpu or [], max(1, args.jobs), keep=args.keep, build_dir=args.build_dir)
     except BuildError as e:
         print(f"ggmlgrad build: {e}", file=sys.stderr)
         return 1

@@ -17,6 +17,13 @@ from pathlib import Path
 
 # An abort inside ggml would otherwise try to attach a debugger for a backtrace.
 os.environ.setdefault("GGML_NO_BACKTRACE", "1")
+# ggml 0.20.2's Vulkan backend reorders a graph's nodes for concurrency ("graph optimize") and fuses
+# runs of nodes into one shader. On ggmlgrad's graphs each crashed lavapipe inside a command buffer
+# (tests/test_device_subset.py: a graph-mode training step after an eager one; the op table's pow
+# samples in sequence), and with both off they ran. ggml reads these when it initialises a device,
+# so they are set before the libraries load; a user's own setting of either variable is kept.
+os.environ.setdefault("GGML_VK_DISABLE_GRAPH_OPTIMIZE", "1")
+os.environ.setdefault("GGML_VK_DISABLE_FUSION", "1")
 
 
 PINNED_GGML = "0.20.2.post1"      # the libggml-python version pyproject.toml pins
@@ -26,6 +33,12 @@ FAST_STAMP = "BUILD.json"          # written by the fast build last: its presenc
 def fast_build_dir() -> Path:
     """Where ``python -m ggmlgrad build`` installs ggml for this Python environment."""
     return Path(sys.prefix) / "share" / "ggmlgrad" / f"ggml-{PINNED_GGML}"
+
+
+def gpu_build_dir(backends: "list[str] | tuple[str, ...]") -> Path:
+    """Where ``python -m ggmlgrad build --vulkan`` (``--cuda``, ...) installs: beside the CPU fast
+    build, not over it; ``GGMLGRAD_GGML_LIB=<this>/lib`` selects it."""
+    return fast_build_dir().with_name(f"ggml-{PINNED_GGML}-{'-'.join(sorted(backends))}")
 
 
 def kernels_library(directory: str | Path) -> Path | None:

@@ -29,7 +29,7 @@ from .._ggml import host_copy, lib
 from .._ggml.nodes import host_view
 from ..engine import COMPUTED, COUNTERS, ENGINE, CaptureError, bfloat16, context, dtypes, float32, int32, modes
 from ..engine.checks import verify_replay
-from ..runtime import Device, StridedAlias, resolve_device
+from ..runtime import Device, StridedAlias
 from ..runtime.faults import ARMED as _FAULTS
 from ..tensor import Tensor, no_grad
 from ..tensor.views import refresh_views_of
@@ -321,7 +321,7 @@ class Captured(ShortPath):
                     dev = a.device
         self._flat_args = flat  # read by _call right after (calls take turns: _call_lock)
         if dev is None:
-            dev = resolve_device(None)
+            dev = self._home_device()
         kw = tuple((k, _describe(v)) for k, v in kwargs.items()) if kwargs else ()
         return (tuple(parts), kw, dev.name, modes.precision()) + self._extra_key() + (self._mode_key(),)
 
@@ -494,7 +494,7 @@ class Captured(ShortPath):
         for a in ls:
             if isinstance(a, Tensor):
                 return a.device
-        return resolve_device(None)
+        return self._home_device()
 
     def _make_inputs(self, rec: Recorder, args, kwargs):
         names: list[str] = []

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..engine import modes
 from ..nn.module import WATCH
-from ..runtime import resolve_device
+from ..runtime import devices, resolve_device
 from ..runtime.faults import ARMED as _FAULTS
 from ..tensor import Tensor
 
@@ -41,7 +41,19 @@ class ShortPath:
                     first = a
             elif a.dtype != dtype:
                 return False
-        return (first.device if first is not None else resolve_device(None)).name == dev
+        return (first.device if first is not None else self._home_device()).name == dev
+
+    def _home_device(self):
+        """The device a call without tensor arguments (NumPy arrays only) records on: where the
+        tensors the function reads live (a module's parameters, its closure), when that is one
+        device; else the current default device. ``gg.capture(model)`` on a model moved to
+        ``vulkan:0`` then uploads its NumPy inputs there. With only the CPU, no search."""
+        default = resolve_device(None)
+        if len(devices()) == 1:
+            return default
+        from .api import _owners  # api defines Captured on this mixin
+        found = {t.device for t in _owners(self.fn)}
+        return found.pop() if len(found) == 1 else default
 
     def _remember_fast(self, key: tuple, args: tuple, rec: "_Recording") -> None:
         """Let the next call with ``args``' signature take __call__'s short path, when ``rec`` needs

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 from .._ggml import consts, lib
 from ..engine import float32, int32, precision
@@ -17,6 +18,22 @@ from ..engine.errors import ShapeError
 _BIAS_MERGE_BELOW = 128   # output widths from which linear's bias add gains nothing from merged rows
 
 
+# ggml 0.20.2's Vulkan matrix-multiply shaders hold their tiles in float16 on a device with float16
+# arithmetic, whatever precision the node asks for: a 64x64 product on lavapipe was off by 3.3e-4
+# (max relative error against float64; 2.5e-7 on the CPU). GGML_VK_DISABLE_F16, set before ggml
+# initialises the device, gives float32 tiles (2.7e-7 to 3.6e-7 measured). ggml reads it once, so here too.
+_VK_FLOAT32_TILES = "GGML_VK_DISABLE_F16" in os.environ
+
+
+def check_f32_precision(name: str, device) -> None:
+    """Refuse ``matmul_precision("f32")`` where the device cannot give float32 products."""
+    if device.kind == "vulkan" and not _VK_FLOAT32_TILES and precision() == "f32":
+        raise RuntimeError(
+            f"{name}: matmul_precision('f32') cannot be honoured on {device.name}: ggml's Vulkan matrix "
+            "products keep float16 tiles (about 3e-4 relative error) unless the process starts with "
+            "GGML_VK_DISABLE_F16=1 (set it before importing ggmlgrad); or use matmul_precision('default')")
+
+
 def _prec(node: int) -> int:
     if precision() == "f32":
         lib.mul_mat_set_prec(node, consts.PREC_F32)
@@ -25,6 +42,7 @@ def _prec(node: int) -> int:
 
 def _infer_matmul(a, b):
     same_device("matmul", a, b)
+    check_f32_precision("matmul", a.device)
     dtype = _matmul_dtype(a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"matmul: both operands need at least 1 dimension, got {a.shape} and {b.shape}")
@@ -132,6 +150,7 @@ def _transpose_last(ctx, nodes, inputs, out):
 
 def _infer_linear(x, w, *rest):
     same_device("linear", x, w, *rest)
+    check_f32_precision("linear", x.device)
     same_float("linear", x, w, *rest)
     if w.ndim != 2:
         raise ShapeError(f"linear: weight must be 2-D (out_features, in_features), got {w.shape}")

@@ -132,7 +132,9 @@ def _attention(ctx, nodes, inputs, out, scale, causal=False, flash=None):
     q, k, v = inputs[:3]
     target = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
     use_flash = (len(nodes) == 3) if flash is None else flash
-    if not (FLASH_ATTENTION and use_flash):
+    # The CPU kernel only: ggml's Vulkan flash_attn_ext returned zeros for these float32 K/V
+    # (lavapipe, tests/test_device_op_table.py); other devices compose it (matmul + softmax).
+    if not (FLASH_ATTENTION and use_flash and q.device.kind == "cpu"):
         return _attention_composed(ctx, nodes, inputs, target, scale, causal)
     mask = None
     if len(nodes) > 3:
