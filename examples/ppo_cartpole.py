@@ -267,7 +267,7 @@ def timing_line(wall: float, times: dict, n_updates: int, cfg: Config) -> str:
             f"learning {times['learning']:.1f} s ({times['learning'] / n_updates * 1e3:.1f} ms per update)")
 
 
-def _progress(total: int, enabled: bool):
+def _progress(total: int, enabled: bool, desc: str = "PPO CartPole-v1"):
     try:
         from tqdm import tqdm
     except ImportError:
@@ -278,7 +278,7 @@ def _progress(total: int, enabled: bool):
             def set_postfix(self, **kw): pass
             def close(self): pass
         return _Silent()
-    return tqdm(total=total, unit="step", desc="PPO CartPole-v1", mininterval=1.0)
+    return tqdm(total=total, unit="step", desc=desc, mininterval=1.0)
 
 
 def main(argv=None) -> int:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import ggmlgrad as gg
+from ppo_cartpole import _progress   # the progress bar (tqdm when installed) both examples print
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -219,7 +220,7 @@ def train(cfg: Config, mode: str, progress: bool):
     obs, _ = env.reset(seed=cfg.seed)
     times = {"environment": 0.0, "acting": 0.0, "learning": 0.0}
     returns, running = [], 0.0
-    bar = _progress(cfg.total_steps, progress)
+    bar = _progress(cfg.total_steps, progress, desc="SAC Pendulum-v1")
     for step in range(cfg.total_steps):
         t0 = time.perf_counter()
         if step < cfg.learning_starts:
@@ -246,20 +247,6 @@ def train(cfg: Config, mode: str, progress: bool):
         bar.update(1)
     bar.close()
     return agent, times, returns
-
-
-def _progress(total: int, enabled: bool):
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        tqdm = None
-    if tqdm is None or not enabled:
-        class _Silent:
-            def update(self, n): pass
-            def set_postfix(self, **kw): pass
-            def close(self): pass
-        return _Silent()
-    return tqdm(total=total, unit="step", desc="SAC Pendulum-v1", mininterval=1.0)
 
 
 def main(argv=None) -> int:

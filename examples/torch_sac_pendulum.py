@@ -14,7 +14,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from sac_pendulum import LOG_STD_MAX, LOG_STD_MIN, Config, Replay, _progress
+from ppo_cartpole import _progress
+from sac_pendulum import LOG_STD_MAX, LOG_STD_MIN, Config, Replay
 
 
 def mlp(n_in: int, n_out: int, hidden: int) -> nn.Sequential:
@@ -77,7 +78,7 @@ def train(cfg: Config, progress: bool):
     obs, _ = env.reset(seed=cfg.seed)
     times = {"environment": 0.0, "acting": 0.0, "learning": 0.0}
     returns, running = [], 0.0
-    bar = _progress(cfg.total_steps, progress)
+    bar = _progress(cfg.total_steps, progress, desc="SAC Pendulum-v1 (torch)")
     for step in range(cfg.total_steps):
         t0 = time.perf_counter()
         if step < cfg.learning_starts:
