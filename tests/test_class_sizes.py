@@ -33,42 +33,13 @@ ALLOWED_OVER: dict[str, str] = {
 
 # Over the limit, being cut down on this branch (`classes`); emptied before it is merged.
 IN_PROGRESS = {
-    "ggmlgrad.nn.rnn.RNN",
-    "ggmlgrad.nn.rnn.LSTM",
-    "ggmlgrad.nn.rnn.GRU",
-    "ggmlgrad.nn.rnn.RNNBase",
-    "ggmlgrad.nn.attention.MultiheadAttention",
     "ggmlgrad.optim.lbfgs.LBFGS",
-    "ggmlgrad.nn.conv.ConvTranspose1d",
-    "ggmlgrad.nn.conv.ConvTranspose2d",
-    "ggmlgrad.nn.conv._ConvTransposeNd",
-    "ggmlgrad.nn.conv.Conv1d",
-    "ggmlgrad.nn.conv.Conv2d",
-    "ggmlgrad.nn.conv._ConvNd",
-    "ggmlgrad.nn.normalization.InstanceNorm2d",
-    "ggmlgrad.nn.normalization.InstanceNorm1d",
-    "ggmlgrad.nn.normalization._InstanceNorm",
-    "ggmlgrad.nn.normalization.BatchNorm2d",
-    "ggmlgrad.nn.normalization.BatchNorm1d",
     "ggmlgrad.capture.api.CapturedStep",
-    "ggmlgrad.nn.normalization._BatchNorm",
-    "ggmlgrad.nn.rnn.RNNCell",
     "ggmlgrad.optim.adam.AdamW",
-    "ggmlgrad.nn.rnn.LSTMCell",
-    "ggmlgrad.nn.rnn.GRUCell",
-    "ggmlgrad.nn.rnn.RNNCellBase",
     "ggmlgrad.optim.adam.Adam",
-    "ggmlgrad.nn.container.Sequential",
-    "ggmlgrad.nn.parameter_containers.ParameterDict",
-    "ggmlgrad.nn.normalization._NormBase",
-    "ggmlgrad.nn.transformer.TransformerDecoderLayer",
-    "ggmlgrad.nn.transformer.Transformer",
     "ggmlgrad.optim.adam_variants.NAdam",
     "ggmlgrad.optim.adam_variants.RAdam",
-    "ggmlgrad.nn.parameter_containers.ParameterList",
     "ggmlgrad.optim.sgd.SGD",
-    "ggmlgrad.nn.container.ModuleList",
-    "ggmlgrad.nn.transformer.TransformerEncoderLayer",
 }
 
 
@@ -234,6 +205,8 @@ def test_the_allow_list_names_real_classes_that_still_need_it(package_classes):
     for name in ALLOWED_OVER:
         assert name in total, f"{name} is allow-listed but not a class in the package"
         assert total[name] > MAX_CLASS_LINES, f"{name} is {total[name]} lines now: take it off ALLOWED_OVER"
+    for name in IN_PROGRESS:
+        assert total.get(name, 0) > MAX_CLASS_LINES, f"{name} is {total.get(name)} lines now: take it off IN_PROGRESS"
 
 
 def test_no_class_with_its_bases_and_mixins_is_over_the_limit(package_classes):
