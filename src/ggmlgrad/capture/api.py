@@ -677,18 +677,7 @@ class CapturedStep(Captured):
                 spec = _OutSpec(out, tensors)
                 n_user = len(tensors)
                 downloads = tensors + ([norm] if clip else [])
-                _g1, downloads_at, dl_bytes, block, dev_out = recorder.take_graph(
-                    "forward+backward", downloads, [g for g in grads if g is not None])
-                it = iter(dev_out)
-                grads = [next(it) if g is not None else None for g in grads]
-                hps = [recorder.input("hparam", f"optimizer group {i} hyperparameters", a.shape, float32)
-                       for i, a in enumerate(update.hparams(grads))]
-                with no_grad(), recorder.hold():
-                    update.queue(grads, hps)
-                recorder.take_graph("optimizer update", [], [])
-                if not clip and device.kind == "cpu" and not recorder.index_checks \
-                        and recorder.writes.merge_ok(params):
-                    _merge_graphs(recorder)  # nothing to check between the two graphs: one compute
+                downloads_at, dl_bytes, block, grads = _take_step_graphs(recorder, downloads, grads, update, clip)
                 recorder.resolve_refs(lambda: _owners(self.fn, params))
                 inputs = recorder.finish()
         except BaseException:
@@ -730,6 +719,26 @@ class CapturedStep(Captured):
         if rec.norm_index is not None:
             return result, outs[rec.norm_index]
         return result
+
+
+def _take_step_graphs(recorder: Recorder, downloads: list, grads: list, update, clip: bool) -> tuple:
+    """Close a training step's recording as two graphs: forward+backward (``downloads`` read back,
+    the gradients its outputs), then ``update`` queued on those gradients and on hyperparameter
+    inputs; one graph when nothing is checked between them (see :func:`_merge_graphs`).
+    Returns ``(downloads_at, download bytes, output block, the gradients as graph outputs)``."""
+    _g1, downloads_at, dl_bytes, block, dev_out = recorder.take_graph(
+        "forward+backward", downloads, [g for g in grads if g is not None])
+    it = iter(dev_out)
+    grads = [next(it) if g is not None else None for g in grads]
+    hps = [recorder.input("hparam", f"optimizer group {i} hyperparameters", a.shape, float32)
+           for i, a in enumerate(update.hparams(grads))]
+    with no_grad(), recorder.hold():
+        update.queue(grads, hps)
+    recorder.take_graph("optimizer update", [], [])
+    if not clip and recorder.device.kind == "cpu" and not recorder.index_checks \
+            and recorder.writes.merge_ok(update.params):
+        _merge_graphs(recorder)  # nothing to check between the two graphs: one compute
+    return downloads_at, dl_bytes, block, grads
 
 
 def _merge_graphs(recorder: Recorder) -> None:
