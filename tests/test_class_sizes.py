@@ -22,12 +22,14 @@ import ggmlgrad
 MAX_CLASS_LINES = 400
 PKG = "ggmlgrad"
 
-# Classes allowed over the limit for now, each with the issue and the branch that shrinks it. The
-# coordinator removes an entry when that branch lands.
+# Classes allowed over the limit for now, each with the issue and the branch that shrinks it; the
+# coordinator removes an entry when that branch lands under the limit (the test below then says
+# so). A class derived from an allowed one counts only the lines it adds (nn.Parameter: Tensor's).
 ALLOWED_OVER: dict[str, str] = {
-    # issue 21: the `route` branch rebuilds the engine as composed queue/builder/executor objects.
+    # issue 21: the `route` branch rebuilds Engine (five mixins, ~760 lines) as composed
+    # queue/builder/executor objects.
     "ggmlgrad.engine.queue.Engine": "issue 21, branch route",
-    # issue 21: Tensor (tensor/) is the `perop` branch's; its subclasses inherit its size.
+    # issue 21: Tensor with its mixins (tensor/, ~420 lines) is the `perop` branch's to shrink.
     "ggmlgrad.tensor.tensor.Tensor": "issue 21, branch perop",
 }
 
