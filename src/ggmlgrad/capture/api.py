@@ -15,8 +15,6 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import math
-import operator
 import os
 import threading
 import weakref
@@ -32,15 +30,13 @@ from ..engine.checks import verify_replay
 from ..runtime import Device, StridedAlias
 from ..runtime.faults import ARMED as _FAULTS
 from ..tensor import Tensor, no_grad
-from ..tensor.views import refresh_views_of
-from ..ops import op
 from ..nn.module import WATCH, Module
 from .recording import Download, Recorder, ReplayGraph, fill_noise, put_arg, unpack
 from .short_path import ShortPath
 from .state import Structure, observing, training_flag, watch
+from .step_update import StepUpdate, check_norm, clip_grads, finite_norm, loss_and_grads
 
 log = logging.getLogger("ggmlgrad.capture")
-_REQUIRES_GRAD = operator.attrgetter("requires_grad")
 
 _ARRAY = "array"
 _CONST = "const"
@@ -627,6 +623,9 @@ class CapturedStep(Captured):
     without clipping, index checks, argument write-backs or in-place writes of the optimizer's
     parameters computes both as ONE graph (see ``_merge_graphs``; a batch norm's running statistics
     are written in it): one compute per replay instead of two.
+
+    The optimizer's side of each recording is a :class:`~ggmlgrad.capture.step_update.StepUpdate`
+    (``rec.step``); the traced pieces of a step are functions of ``capture/step_update.py``.
     """
 
     _kind = "capture_step"
@@ -638,9 +637,8 @@ class CapturedStep(Captured):
                             f"(use a gg.optim optimizer)")
         super().__init__(loss_fn, max_recordings, explain)
         self.optimizer = optimizer
-        self.max_grad_norm = _check_norm(max_grad_norm)
+        self.max_grad_norm = check_norm(max_grad_norm)
         self.grad_norm: float | None = None   # the last step's norm (with clipping)
-        self._last_rec = None
 
     def set(self, max_grad_norm: float | None = ...) -> "CapturedStep":
         """Change options without recording again (the clip limit is an input of the recording).
@@ -648,7 +646,7 @@ class CapturedStep(Captured):
         Turning clipping on or off switches to a recording with or without the clipping nodes.
         """
         if max_grad_norm is not ...:
-            self.max_grad_norm = _check_norm(max_grad_norm)
+            self.max_grad_norm = check_norm(max_grad_norm)
         return self
 
     def _extra_key(self) -> tuple:
@@ -658,20 +656,10 @@ class CapturedStep(Captured):
         return [f"gradient clipping {'on' if new[0] else 'off'} (was {'on' if old[0] else 'off'})"]
 
     def _fast_stale(self, rec) -> str | None:
-        return self._update_stale(rec) or rec.stale()   # WATCH.epoch: compared by _same_as_last
+        return rec.step.stale() or rec.stale()   # WATCH.epoch: compared by _same_as_last
 
     def _stale(self, rec) -> str | None:
-        return self._update_stale(rec) or self._replaced(rec) or rec.stale()
-
-    @staticmethod
-    def _update_stale(rec) -> str | None:
-        """Why ``rec``'s optimizer update no longer fits: parameters, structure, state or requires_grad."""
-        if rec.update.changed():
-            return "the optimizer's parameter set, update structure or state tensors changed"
-        if tuple(map(_REQUIRES_GRAD, rec.params)) != rec.grad_flags:
-            changed = [p.shape for p, f in zip(rec.params, rec.grad_flags) if p.requires_grad != f]
-            return f"requires_grad of {len(changed)} optimizer parameter(s) changed (shapes {changed[:3]})"
-        return None
+        return rec.step.stale() or self._replaced(rec) or rec.stale()
 
     def _record(self, key, args, kwargs) -> _Recording:
         device = self._device_of(args, kwargs)
@@ -683,40 +671,13 @@ class CapturedStep(Captured):
         try:
             with recorder:
                 call_args, call_kwargs = self._make_inputs(recorder, args, kwargs)
-                for p in params:
-                    p.grad = None
-                out = self.fn(*call_args, **call_kwargs)
-                loss = _pick_loss(out)
-                loss.backward()
-                grads = [p.grad for p in params]
-                for p in params:
-                    p.grad = None
-                live = [g for g in grads if g is not None]
-                if not live:
-                    raise CaptureError("capture_step: the loss does not depend on any optimizer parameter")
-                norm = None
-                with no_grad():
-                    if clip:
-                        limit = recorder.input("clip", "max_grad_norm", (), float32)
-                        norm = op.capture_grad_norm(*live)
-                        scale = op.capture_clip_scale(norm, limit)
-                        grads = [op.mul(g, scale) if g is not None else None for g in grads]
+                out, grads = loss_and_grads(self.fn, call_args, call_kwargs, params)
+                grads, norm = clip_grads(recorder, grads) if clip else (grads, None)
                 tensors: list[Tensor] = []
                 spec = _OutSpec(out, tensors)
                 n_user = len(tensors)
                 downloads = tensors + ([norm] if clip else [])
-                _g1, downloads_at, dl_bytes, block, dev_out = recorder.take_graph(
-                    "forward+backward", downloads, [g for g in grads if g is not None])
-                it = iter(dev_out)
-                grads = [next(it) if g is not None else None for g in grads]
-                hps = [recorder.input("hparam", f"optimizer group {i} hyperparameters", a.shape, float32)
-                       for i, a in enumerate(update.hparams(grads))]
-                with no_grad(), recorder.hold():
-                    update.queue(grads, hps)
-                recorder.take_graph("optimizer update", [], [])
-                if not clip and device.kind == "cpu" and not recorder.index_checks \
-                        and recorder.writes.merge_ok(params):
-                    _merge_graphs(recorder)  # nothing to check between the two graphs: one compute
+                downloads_at, dl_bytes, block, grads = _take_step_graphs(recorder, downloads, grads, update, clip)
                 recorder.resolve_refs(lambda: _owners(self.fn, params))
                 inputs = recorder.finish()
         except BaseException:
@@ -724,13 +685,7 @@ class CapturedStep(Captured):
                 p.grad = g
             raise
         rec = _Recording(key, recorder, inputs, recorder.graphs, downloads_at, dl_bytes, block, spec, n_user)
-        rec.update = update
-        rec.params = params
-        rec.grad_flags = tuple(map(_REQUIRES_GRAD, params))  # a frozen parameter gets no gradient
-        rec.grads = grads
-        rec.clip_slot = inputs.clip[0] if clip else None
-        rec.hparam_slots = inputs.hparams
-        rec.hparam_views = [memoryview(s.view).cast("B") for s in inputs.hparams]  # float32: row bytes copy in
+        rec.step = StepUpdate(update, grads, inputs.hparams, inputs.clip[0] if clip else None)
         rec.norm_index = n_user if clip else None
         return rec
 
@@ -740,9 +695,7 @@ class CapturedStep(Captured):
         if writes is not None:
             writes.before(leaves)  # capwrite: in-place writes' checks (capture/writes.py)
         rec.stage_args(leaves)
-        rec.update.write_hparams(rec.hparam_views)
-        if rec.clip_slot is not None:
-            rec.clip_slot.view[...] = self.max_grad_norm
+        rec.step.stage(self.max_grad_norm)
         rec.inputs.upload()
         graphs = rec.graphs
         graphs[0].compute()  # forward + backward (+ clipping); with the update when merged (_merge_graphs)
@@ -756,30 +709,36 @@ class CapturedStep(Captured):
             outs = rec.outputs(raw)
         else:
             outs = rec.read_outputs()
-        for p, g in zip(rec.params, rec.grads):   # also after zero_grad() set them to None or zeros
-            if p.grad is not g:
-                p.grad = g
-        self._last_rec = rec
+        rec.step.give_grads()
         if rec.norm_index is not None:
-            norm = float(outs[rec.norm_index])
-            self.grad_norm = norm
-            if not math.isfinite(norm):
-                raise RuntimeError(
-                    f"capture_step: the total gradient norm is {norm}; the update was skipped (weights, "
-                    f"optimizer moments and step counters are unchanged). Lower the learning rate or check "
-                    f"the loss for inf/nan.")
+            self.grad_norm = finite_norm(outs[rec.norm_index])
         if len(graphs) > 1:
             graphs[1].compute()
-        rec.update.advance()  # the step counters of the parameters this recording's update writes
-        refresh_views_of(rec.params)  # live views of a parameter show the update (a length check each when none)
+        rec.step.finish()
         result = rec.out_spec.build(outs[:rec.n_user_outputs])
         if rec.norm_index is not None:
             return result, outs[rec.norm_index]
         return result
 
-    def free(self) -> None:
-        super().free()
-        self._last_rec = None
+
+def _take_step_graphs(recorder: Recorder, downloads: list, grads: list, update, clip: bool) -> tuple:
+    """Close a training step's recording as two graphs: forward+backward (``downloads`` read back,
+    the gradients its outputs), then ``update`` queued on those gradients and on hyperparameter
+    inputs; one graph when nothing is checked between them (see :func:`_merge_graphs`).
+    Returns ``(downloads_at, download bytes, output block, the gradients as graph outputs)``."""
+    _g1, downloads_at, dl_bytes, block, dev_out = recorder.take_graph(
+        "forward+backward", downloads, [g for g in grads if g is not None])
+    it = iter(dev_out)
+    grads = [next(it) if g is not None else None for g in grads]
+    hps = [recorder.input("hparam", f"optimizer group {i} hyperparameters", a.shape, float32)
+           for i, a in enumerate(update.hparams(grads))]
+    with no_grad(), recorder.hold():
+        update.queue(grads, hps)
+    recorder.take_graph("optimizer update", [], [])
+    if not clip and recorder.device.kind == "cpu" and not recorder.index_checks \
+            and recorder.writes.merge_ok(update.params):
+        _merge_graphs(recorder)  # nothing to check between the two graphs: one compute
+    return downloads_at, dl_bytes, block, grads
 
 
 def _merge_graphs(recorder: Recorder) -> None:
@@ -802,32 +761,6 @@ def _merge_graphs(recorder: Recorder) -> None:
         g.ctxs, g.keep = [], []  # the merged graph owns their node contexts now
         g.free()
     recorder.graphs = [merged]
-
-
-def _pick_loss(out) -> Tensor:
-    loss = out
-    if isinstance(out, (tuple, list)) and out:
-        loss = out[0]
-    elif isinstance(out, dict):
-        if "loss" not in out:
-            raise CaptureError("capture_step: the loss function returned a dict without a 'loss' entry")
-        loss = out["loss"]
-    if not isinstance(loss, Tensor):
-        raise CaptureError(f"capture_step: the loss function must return a scalar Tensor (or a tuple/dict "
-                           f"whose first/'loss' entry is one), got {type(loss).__name__}")
-    if loss.numel_ != 1:
-        raise CaptureError(f"capture_step: the loss must have one element, got shape {loss.shape}")
-    if not loss.requires_grad:
-        raise CaptureError("capture_step: the loss does not require grad (no parameter reached it)")
-    return loss
-
-
-def _check_norm(v):
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-        raise ValueError(f"capture_step: max_grad_norm must be a positive number or None, got {v!r}")
-    return float(v)
 
 
 # ---------------------------------------------------------------------------- public functions

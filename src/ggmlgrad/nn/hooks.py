@@ -22,85 +22,58 @@ from ..tensor import Tensor
 from ..tensor.autograd_api import Function, RemovableHandle
 
 
+# A module keeps its hooks where torch does, in ordered dicts of its own ``__dict__``
+# (``_forward_pre_hooks``, ``_forward_hooks``, ``_backward_hooks``, ``_backward_pre_hooks``), made on
+# the first registration, which also sets ``_has_hooks``: ``Module.__call__`` tests that one key and
+# calls :func:`call_hooked`; a module without hooks pays nothing more.
+def register(module, kind: str, hook, prepend: bool, with_kwargs: bool) -> RemovableHandle:
+    """Add ``hook`` to ``module``'s ordered dict ``kind``; the handle removes it."""
+    if not callable(hook):
+        raise TypeError(f"{kind[1:-1]}: expected a callable, got {type(hook).__name__}")
+    hooks = module.__dict__.get(kind)
+    if hooks is None:
+        hooks = module.__dict__[kind] = collections.OrderedDict()
+        module.__dict__["_has_hooks"] = True
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = (hook, with_kwargs)
+    if prepend:
+        hooks.move_to_end(handle.id, last=False)
+    return handle
 
-class HookMethods:
-    """register_forward_pre_hook / register_forward_hook / register_full_backward_hook."""
 
-    def _hook_dict(self, kind: str) -> collections.OrderedDict:
-        d = self.__dict__.get(kind)
-        if d is None:
-            d = self.__dict__[kind] = collections.OrderedDict()
-            self.__dict__["_has_hooks"] = True
-        return d
-
-    def _register(self, kind: str, hook, prepend: bool, with_kwargs: bool) -> RemovableHandle:
-        if not callable(hook):
-            raise TypeError(f"{kind[1:-1]}: expected a callable, got {type(hook).__name__}")
-        hooks = self._hook_dict(kind)
-        handle = RemovableHandle(hooks)
-        hooks[handle.id] = (hook, with_kwargs)
-        if prepend:
-            hooks.move_to_end(handle.id, last=False)
-        return handle
-
-    def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False) -> RemovableHandle:
-        """``hook(module, args)`` (or ``(module, args, kwargs)``) before ``forward``; a returned value
-        replaces the arguments (a tuple, a single value, or ``(args, kwargs)`` with kwargs)."""
-        return self._register("_forward_pre_hooks", hook, prepend, with_kwargs)
-
-    def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
-                              always_call: bool = False) -> RemovableHandle:
-        """``hook(module, args, output)`` (or ``(module, args, kwargs, output)``) after ``forward``;
-        a returned value replaces the output."""
-        return self._register("_forward_hooks", hook, prepend, with_kwargs)
-
-    def register_full_backward_hook(self, hook, prepend: bool = False) -> RemovableHandle:
-        """``hook(module, grad_input, grad_output)`` when the gradients of the module's tensor inputs
-        are computed (``grad_input`` entries are None for inputs that need no gradient); a returned
-        tuple replaces ``grad_input``."""
-        return self._register("_backward_hooks", hook, prepend, False)
-
-    def register_full_backward_pre_hook(self, hook, prepend: bool = False) -> RemovableHandle:
-        """``hook(module, grad_output)`` when the gradients of the module's outputs are known, before
-        those of its inputs; a returned tuple replaces ``grad_output``."""
-        return self._register("_backward_pre_hooks", hook, prepend, False)
-
-    def register_backward_hook(self, hook) -> RemovableHandle:
-        raise NotImplementedError("register_backward_hook is deprecated in torch; use register_full_backward_hook")
-
-    def _call_hooked(self, args: tuple, kwargs: dict):
-        """__call__ when any hook was ever registered on this module."""
-        d = self.__dict__
-        for hook, with_kwargs in list(d.get("_forward_pre_hooks", {}).values()):
-            if with_kwargs:
-                r = hook(self, args, kwargs)
-                if r is not None:
-                    if not (isinstance(r, tuple) and len(r) == 2):
-                        raise RuntimeError("forward pre-hook with kwargs must return None or (args, kwargs)")
-                    args, kwargs = r
-            else:
-                r = hook(self, args)
-                if r is not None:
-                    args = r if isinstance(r, tuple) else (r,)
-        bw = list(d.get("_backward_hooks", {}).values())
-        pre = list(d.get("_backward_pre_hooks", {}).values())
-        state = None
-        if bw or pre:
-            state = {"module": self, "hooks": [h for h, _ in bw], "pre_hooks": [h for h, _ in pre], "grad_output": None,
-                     "inputs_tracked": any(isinstance(a, Tensor) and a.requires_grad for a in args)}
-            if state["inputs_tracked"]:
-                args = _wrap(_HookInputs, state, args)
-        out = self.forward(*args, **kwargs)
-        for hook, with_kwargs in list(d.get("_forward_hooks", {}).values()):
-            r = hook(self, args, kwargs, out) if with_kwargs else hook(self, args, out)
+def call_hooked(module, args: tuple, kwargs: dict):
+    """``module(*args, **kwargs)`` when any hook was ever registered on it."""
+    d = module.__dict__
+    for hook, with_kwargs in list(d.get("_forward_pre_hooks", {}).values()):
+        if with_kwargs:
+            r = hook(module, args, kwargs)
             if r is not None:
-                out = r
-        if state is not None:
-            if isinstance(out, Tensor):
-                out = _wrap(_HookOutputs, state, (out,))[0]
-            elif isinstance(out, tuple):
-                out = _wrap(_HookOutputs, state, out)
-        return out
+                if not (isinstance(r, tuple) and len(r) == 2):
+                    raise RuntimeError("forward pre-hook with kwargs must return None or (args, kwargs)")
+                args, kwargs = r
+        else:
+            r = hook(module, args)
+            if r is not None:
+                args = r if isinstance(r, tuple) else (r,)
+    bw = list(d.get("_backward_hooks", {}).values())
+    pre = list(d.get("_backward_pre_hooks", {}).values())
+    state = None
+    if bw or pre:
+        state = {"module": module, "hooks": [h for h, _ in bw], "pre_hooks": [h for h, _ in pre], "grad_output": None,
+                 "inputs_tracked": any(isinstance(a, Tensor) and a.requires_grad for a in args)}
+        if state["inputs_tracked"]:
+            args = _wrap(_HookInputs, state, args)
+    out = module.forward(*args, **kwargs)
+    for hook, with_kwargs in list(d.get("_forward_hooks", {}).values()):
+        r = hook(module, args, kwargs, out) if with_kwargs else hook(module, args, out)
+        if r is not None:
+            out = r
+    if state is not None:
+        if isinstance(out, Tensor):
+            out = _wrap(_HookOutputs, state, (out,))[0]
+        elif isinstance(out, tuple):
+            out = _wrap(_HookOutputs, state, out)
+    return out
 
 
 def _wrap(fn, state: dict, values: tuple) -> tuple:

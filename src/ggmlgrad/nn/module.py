@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import collections
 import copy
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -13,9 +13,9 @@ from ..runtime import resolve_device
 from ..tensor import Tensor, no_grad
 from ..tensor.tensor import _from_numpy
 from ..tensor.views import share_memory
-from .module_state import IncompatibleKeys, ModuleStateMethods  # noqa: F401  (IncompatibleKeys: imported from here)
-from .hooks import HookMethods
-from .traversal import TraversalMethods
+from ..tensor.autograd_api import RemovableHandle
+from . import hooks, module_state, traversal
+from .module_state import IncompatibleKeys  # noqa: F401  (imported from here)
 
 
 _MISSING = object()
@@ -88,8 +88,12 @@ def _is_tensor(x) -> bool:
     return isinstance(x, Tensor)
 
 
-class Module(TraversalMethods, ModuleStateMethods, HookMethods):
+class Module:
     """Base class of layers: register parameters, buffers and submodules by attribute assignment.
+
+    What a module does beyond holding its state is written as functions of a module, which its
+    methods of torch's names call: walking the tree (:mod:`.traversal`), saving and loading state
+    (:mod:`.module_state`), hooks (:mod:`.hooks`), moving and copying (this file).
 
     >>> import ggmlgrad as gg
     >>> class Net(gg.nn.Module):
@@ -132,35 +136,17 @@ class Module(TraversalMethods, ModuleStateMethods, HookMethods):
         params, buffers, modules = self._parameters, self._buffers, self._modules
         replaces = isinstance(value, (Tensor, Module)) or name in params or name in buffers or name in modules
         if isinstance(value, Parameter):
-            self._discard(name, keep=params)  # reassignment keeps the registration order
+            _discard(self, name, keep=params)  # reassignment keeps the registration order
             params[name] = value
         elif isinstance(value, Module):
-            self._discard(name, keep=modules)
+            _discard(self, name, keep=modules)
             modules[name] = value
-        elif name in params:
-            if value is not None:
-                raise TypeError(f"cannot assign {type(value).__name__} as parameter {name!r} "
-                                f"(a gg.nn.Parameter or None is required)")
-            params[name] = None
-        elif name in modules:
-            if value is not None:
-                raise TypeError(f"cannot assign {type(value).__name__} as child module {name!r}")
-            modules[name] = None
-        elif name in buffers:
-            if value is not None and not _is_tensor(value):
-                raise TypeError(f"cannot assign {type(value).__name__} as buffer {name!r} (a Tensor or None)")
-            buffers[name] = value
+        elif name in params or name in modules or name in buffers:
+            _assign_registered(self, name, value)
         else:
             object.__setattr__(self, name, value)
         if replaces:
             WATCH.epoch += 1  # after the change: captured functions re-check what they read
-
-    def _discard(self, name: str, keep=None) -> None:
-        for d in (self.__dict__, self._parameters, self._buffers, self._modules):
-            if d is not keep:
-                d.pop(name, None)
-        if keep is not self._buffers:
-            self._non_persistent.discard(name)
 
     def __getattr__(self, name: str) -> Any:
         # Runs on every parameter read in forward (self.weight): one dict probe per store.
@@ -186,40 +172,101 @@ class Module(TraversalMethods, ModuleStateMethods, HookMethods):
         WATCH.epoch += 1
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
-        if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"register_parameter: {name!r} must be a Parameter or None, got {type(param).__name__}")
-        self._check_name("register_parameter", name)
-        self._discard(name, keep=self._parameters)  # re-registering a name keeps its place (as PyTorch)
-        self._parameters[name] = param
-        WATCH.epoch += 1
+        """Register ``param`` (a Parameter or None) as parameter ``name``."""
+        _register(self, "register_parameter", name, param, Parameter, self._parameters)
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """A tensor that is state but not a parameter (running statistics, masks); in ``state_dict`` when persistent."""
-        if tensor is not None and not _is_tensor(tensor):
-            raise TypeError(f"register_buffer: {name!r} must be a Tensor or None, got {type(tensor).__name__}")
-        self._check_name("register_buffer", name)
-        self._discard(name, keep=self._buffers)  # re-registering a name keeps its place (as PyTorch)
-        self._buffers[name] = tensor
-        self._non_persistent.discard(name)
+        _register(self, "register_buffer", name, tensor, Tensor, self._buffers)
         if not persistent:
             self._non_persistent.add(name)
-        WATCH.epoch += 1
 
     def add_module(self, name: str, module: "Module | None") -> None:
-        if module is not None and not isinstance(module, Module):
-            raise TypeError(f"add_module: {name!r} must be a Module or None, got {type(module).__name__}")
-        self._check_name("add_module", name)
-        self._discard(name, keep=self._modules)  # re-registering a name keeps its place (as PyTorch)
-        self._modules[name] = module
-        WATCH.epoch += 1
+        """Register ``module`` (a Module or None) as submodule ``name``."""
+        _register(self, "add_module", name, module, Module, self._modules)
 
     register_module = add_module
 
-    def _check_name(self, fn: str, name: str) -> None:
-        if not isinstance(name, str) or not name or "." in name:
-            raise KeyError(f"{fn}: name must be a non-empty string without '.', got {name!r}")
-        if hasattr(type(self), name):           # a method or property (``half``, ``train``): torch refuses too
-            raise KeyError(f"attribute '{name}' already exists")
+    # ------------------------------------------------------------------ walking the tree (nn/traversal.py)
+    def named_modules(self, memo: set | None = None, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
+        """``(dotted name, module)`` of this module and every submodule, each once."""
+        return traversal.named_modules(self, memo, prefix)
+
+    def modules(self) -> Iterator["Module"]:
+        return traversal.values(self.named_modules())
+
+    def named_children(self) -> Iterator[tuple[str, "Module"]]:
+        return traversal.named_children(self)
+
+    def children(self) -> Iterator["Module"]:
+        return traversal.values(self.named_children())
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """(name, parameter) pairs, dotted names, each parameter once (shared ones by their first name)."""
+        return traversal.named_tensors(self, "_parameters", recurse, prefix)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        return traversal.values(self.named_parameters(recurse=recurse))
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
+        return traversal.named_tensors(self, "_buffers", recurse, prefix)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        return traversal.values(self.named_buffers(recurse=recurse))
+
+    def get_submodule(self, target: str) -> "Module":
+        """The submodule at dotted path ``target`` ("" is the module itself)."""
+        return traversal.get_submodule(self, target)
+
+    def get_parameter(self, target: str) -> Parameter:
+        return traversal.get_parameter(self, target)
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at dotted path ``target`` (torch's ``Module.get_buffer``)."""
+        return traversal.get_buffer(self, target)
+
+    def apply(self, fn: Callable[["Module"], None]) -> "Module":
+        return traversal.apply(self, fn)
+
+    # ------------------------------------------------------------------ state (nn/module_state.py)
+    def state_dict(self, prefix: str = "", keep_vars: bool = False) -> "collections.OrderedDict[str, Tensor]":
+        """Ordered name → tensor for every parameter and persistent buffer (shared storage, no copy)."""
+        return module_state.state_dict(self, prefix, keep_vars)
+
+    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
+        """Copy values into the existing parameters and buffers, in place.
+
+        Everything is validated first (names, shapes, dtypes); on any problem it
+        raises and the model is unchanged. With ``strict=False`` missing and
+        unexpected keys are allowed and returned; present keys are still checked.
+        """
+        return module_state.load_state_dict(self, state_dict, strict)
+
+    # ------------------------------------------------------------------ hooks (nn/hooks.py)
+    def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False) -> RemovableHandle:
+        """``hook(module, args)`` (or ``(module, args, kwargs)``) before ``forward``; a returned value
+        replaces the arguments (a tuple, a single value, or ``(args, kwargs)`` with kwargs)."""
+        return hooks.register(self, "_forward_pre_hooks", hook, prepend, with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False) -> RemovableHandle:
+        """``hook(module, args, output)`` (or ``(module, args, kwargs, output)``) after ``forward``;
+        a returned value replaces the output."""
+        return hooks.register(self, "_forward_hooks", hook, prepend, with_kwargs)
+
+    def register_full_backward_hook(self, hook, prepend: bool = False) -> RemovableHandle:
+        """``hook(module, grad_input, grad_output)`` when the gradients of the module's tensor inputs
+        are computed (``grad_input`` entries are None for inputs that need no gradient); a returned
+        tuple replaces ``grad_input``."""
+        return hooks.register(self, "_backward_hooks", hook, prepend, False)
+
+    def register_full_backward_pre_hook(self, hook, prepend: bool = False) -> RemovableHandle:
+        """``hook(module, grad_output)`` when the gradients of the module's outputs are known, before
+        those of its inputs; a returned tuple replaces ``grad_output``."""
+        return hooks.register(self, "_backward_pre_hooks", hook, prepend, False)
+
+    def register_backward_hook(self, hook) -> RemovableHandle:
+        raise NotImplementedError("register_backward_hook is deprecated in torch; use register_full_backward_hook")
 
     # ------------------------------------------------------------------ calling
     def forward(self, *args, **kwargs):
@@ -230,7 +277,7 @@ class Module(TraversalMethods, ModuleStateMethods, HookMethods):
         if obs is not None:
             obs.saw(self)  # a capture recording depends on this module's structure
         if "_has_hooks" in self.__dict__:
-            return self._call_hooked(args, kwargs)
+            return hooks.call_hooked(self, args, kwargs)
         replayed = REPLAYED.get(type(self))
         if replayed is not None and len(args) == 1 and not kwargs:
             return replayed(self, args[0])
@@ -255,15 +302,7 @@ class Module(TraversalMethods, ModuleStateMethods, HookMethods):
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear every parameter's ``.grad`` (to None, or to zeros with ``set_to_none=False``)."""
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                with no_grad():
-                    p.grad = p.grad.detach()
-                    p.grad.zero_()
+        _zero_grads(self.parameters(), set_to_none)
 
     # ------------------------------------------------------------------ devices
     def to(self, *args, **kwargs) -> "Module":
@@ -279,18 +318,7 @@ class Module(TraversalMethods, ModuleStateMethods, HookMethods):
         >>> m.to("cpu", gg.float64) is m and m.weight.dtype is gg.float32
         True
         """
-        device, dtype = _to_arguments(args, kwargs)
-        if dtype is not None:
-            _check_module_dtype(dtype)
-        if device is None:
-            return self
-        dev = resolve_device(device)
-        for t in list(self.parameters()) + list(self.buffers()):
-            if t.device is dev:
-                continue
-            _move_storage(t, dev)
-            if t.grad is not None:
-                t.grad = t.grad.to(device=dev)
+        _move_module(self, *_to_arguments(args, kwargs))
         return self
 
     def float(self) -> "Module":
@@ -312,39 +340,117 @@ class Module(TraversalMethods, ModuleStateMethods, HookMethods):
     def cpu(self) -> "Module":
         return self.to("cpu")
 
-    # ------------------------------------------------------------------ repr
+    # ------------------------------------------------------------------ repr and copies
     def extra_repr(self) -> str:
         return ""
 
     def __repr__(self) -> str:
-        lines = []
-        extra = self.extra_repr()
-        if extra:
-            lines.extend(extra.split("\n"))
-        for name, m in self._modules.items():
-            body = repr(m).replace("\n", "\n  ")
-            lines.append(f"({name}): {body}")
-        name = type(self).__name__
-        if not lines:
-            return f"{name}()"
-        if len(lines) == 1 and not self._modules:
-            return f"{name}({lines[0]})"
-        return name + "(\n  " + "\n  ".join(lines) + "\n)"
+        return _module_repr(self)
 
     def __deepcopy__(self, memo):
         """An independent copy (own storage for every parameter and buffer), e.g. an RL target network."""
-        for t in list(self.parameters()) + list(self.buffers()):
-            if id(t) not in memo:
-                memo[id(t)] = _copy_tensor(t)
-        new = type(self).__new__(type(self))
-        memo[id(self)] = new
-        for k, v in self.__dict__.items():
-            if k != "_replay_cache":  # replayable calls of the original (nn/replay.py): not the copy's
-                object.__setattr__(new, k, copy.deepcopy(v, memo))
-        return new
+        return _deepcopy_module(self, memo)
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules))
+
+
+# ---------------------------------------------------------------------- what Module's methods call
+def _discard(module: Module, name: str, keep=None) -> None:
+    """Forget ``name`` in every store of ``module`` but ``keep`` (a name lives in one store)."""
+    for d in (module.__dict__, module._parameters, module._buffers, module._modules):
+        if d is not keep:
+            d.pop(name, None)
+    if keep is not module._buffers:
+        module._non_persistent.discard(name)
+
+
+def _assign_registered(module: Module, name: str, value) -> None:
+    """``module.name = value`` for a registered name and a value that is not a Parameter or Module:
+    None clears a parameter or submodule, a Tensor or None replaces a buffer, anything else is refused."""
+    if name in module._parameters:
+        if value is not None:
+            raise TypeError(f"cannot assign {type(value).__name__} as parameter {name!r} "
+                            f"(a gg.nn.Parameter or None is required)")
+        module._parameters[name] = None
+    elif name in module._modules:
+        if value is not None:
+            raise TypeError(f"cannot assign {type(value).__name__} as child module {name!r}")
+        module._modules[name] = None
+    else:
+        if value is not None and not _is_tensor(value):
+            raise TypeError(f"cannot assign {type(value).__name__} as buffer {name!r} (a Tensor or None)")
+        module._buffers[name] = value
+
+
+def _register(module: Module, fn: str, name: str, value, kind: type, store: dict) -> None:
+    """``register_parameter``/``register_buffer``/``add_module``: check, then (re)register ``name``
+    in ``store``, keeping its place when it was there (as PyTorch)."""
+    if value is not None and not isinstance(value, kind):
+        raise TypeError(f"{fn}: {name!r} must be a {kind.__name__} or None, got {type(value).__name__}")
+    if not isinstance(name, str) or not name or "." in name:
+        raise KeyError(f"{fn}: name must be a non-empty string without '.', got {name!r}")
+    if hasattr(type(module), name):           # a method or property (``half``, ``train``): torch refuses too
+        raise KeyError(f"attribute '{name}' already exists")
+    _discard(module, name, keep=store)
+    store[name] = value
+    module._non_persistent.discard(name)
+    WATCH.epoch += 1
+
+
+def _zero_grads(params, set_to_none: bool) -> None:
+    for p in params:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            with no_grad():
+                p.grad = p.grad.detach()
+                p.grad.zero_()
+
+
+def _move_module(module: Module, device, dtype) -> None:
+    """``Module.to``: check ``dtype``, then move every parameter and buffer (and grad) to ``device``."""
+    if dtype is not None:
+        _check_module_dtype(dtype)
+    if device is None:
+        return
+    dev = resolve_device(device)
+    for t in list(module.parameters()) + list(module.buffers()):
+        if t.device is dev:
+            continue
+        _move_storage(t, dev)
+        if t.grad is not None:
+            t.grad = t.grad.to(device=dev)
+
+
+def _module_repr(module: Module) -> str:
+    lines = []
+    extra = module.extra_repr()
+    if extra:
+        lines.extend(extra.split("\n"))
+    for name, m in module._modules.items():
+        body = repr(m).replace("\n", "\n  ")
+        lines.append(f"({name}): {body}")
+    name = type(module).__name__
+    if not lines:
+        return f"{name}()"
+    if len(lines) == 1 and not module._modules:
+        return f"{name}({lines[0]})"
+    return name + "(\n  " + "\n  ".join(lines) + "\n)"
+
+
+def _deepcopy_module(module: Module, memo: dict) -> Module:
+    for t in list(module.parameters()) + list(module.buffers()):
+        if id(t) not in memo:
+            memo[id(t)] = _copy_tensor(t)
+    new = type(module).__new__(type(module))
+    memo[id(module)] = new
+    for k, v in module.__dict__.items():
+        if k != "_replay_cache":  # replayable calls of the original (nn/replay.py): not the copy's
+            object.__setattr__(new, k, copy.deepcopy(v, memo))
+    return new
 
 
 def _copy_tensor(t: Tensor) -> Tensor:

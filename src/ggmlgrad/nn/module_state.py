@@ -1,4 +1,5 @@
-"""A module's state dict: ``state_dict()`` and the validated, all-or-nothing ``load_state_dict()``."""
+"""A module's state dict: ``state_dict()`` and the validated, all-or-nothing ``load_state_dict()``
+(functions of a module; ``Module``'s methods of the same names call them)."""
 from __future__ import annotations
 
 import collections
@@ -19,67 +20,62 @@ class IncompatibleKeys(NamedTuple):
     unexpected_keys: list
 
 
+def state_dict(module, prefix: str = "", keep_vars: bool = False) -> "collections.OrderedDict[str, Tensor]":
+    """Ordered name → tensor for every parameter and persistent buffer (shared storage, no copy)."""
+    out: collections.OrderedDict[str, Tensor] = collections.OrderedDict()
+    _save_state(module, out, prefix.rstrip("."), keep_vars)
+    return out
 
-class ModuleStateMethods:
-    """Saves a module tree's parameters and persistent buffers by name and loads them back in place."""
 
-    def state_dict(self, prefix: str = "", keep_vars: bool = False) -> "collections.OrderedDict[str, Tensor]":
-        """Ordered name → tensor for every parameter and persistent buffer (shared storage, no copy)."""
-        out: collections.OrderedDict[str, Tensor] = collections.OrderedDict()
-        self._save_state(out, prefix.rstrip("."), keep_vars)
-        return out
+def _save_state(module, out, prefix: str, keep_vars: bool) -> None:
+    # Like PyTorch: no de-duplication here, so a module shared twice is saved under both names.
+    def key(name):
+        return f"{prefix}.{name}" if prefix else name
+    for name, p in module._parameters.items():
+        if p is not None:
+            out[key(name)] = p if keep_vars else p.detach()
+    for name, b in module._buffers.items():
+        if b is not None and name not in module._non_persistent:
+            out[key(name)] = b if keep_vars else b.detach()
+    for name, m in module._modules.items():
+        if m is not None:
+            _save_state(m, out, key(name), keep_vars)
 
-    def _save_state(self, out, prefix: str, keep_vars: bool) -> None:
-        # Like PyTorch: no de-duplication here, so a module shared twice is saved under both names.
-        def key(name):
-            return f"{prefix}.{name}" if prefix else name
-        for name, p in self._parameters.items():
-            if p is not None:
-                out[key(name)] = p if keep_vars else p.detach()
-        for name, b in self._buffers.items():
-            if b is not None and name not in self._non_persistent:
-                out[key(name)] = b if keep_vars else b.detach()
-        for name, m in self._modules.items():
-            if m is not None:
-                m._save_state(out, key(name), keep_vars)
 
-    def _state_targets(self) -> "collections.OrderedDict[str, Tensor]":
-        return self.state_dict(keep_vars=True)
+def load_state_dict(module, state_dict, strict: bool = True) -> IncompatibleKeys:
+    """Copy values into the existing parameters and buffers of ``module``, in place.
 
-    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
-        """Copy values into the existing parameters and buffers, in place.
-
-        Everything is validated first (names, shapes, dtypes); on any problem it
-        raises and the model is unchanged. With ``strict=False`` missing and
-        unexpected keys are allowed and returned; present keys are still checked.
-        """
-        _refuse_while_recording("load_state_dict")  # an in-place write: never frozen into a replay
-        if not hasattr(state_dict, "keys"):
-            raise TypeError(f"load_state_dict: expected a mapping, got {type(state_dict).__name__}")
-        targets = self._state_targets()
-        missing = [k for k in targets if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in targets]
-        errors = []
-        if strict:
-            if missing:
-                errors.append(f"missing keys: {missing}")
-            if unexpected:
-                errors.append(f"unexpected keys: {unexpected}")
-        plan = []
-        for name, target in targets.items():
-            if name not in state_dict:
-                continue
-            value = state_dict[name]
-            problem = _check_value(name, target, value)
-            if problem:
-                errors.append(problem)
-            else:
-                plan.append((target, value))
-        if errors:
-            raise RuntimeError(f"load_state_dict for {type(self).__name__}: nothing was loaded:\n  "
-                               + "\n  ".join(errors))
-        _write_all(plan)
-        return IncompatibleKeys(missing, unexpected)
+    Everything is validated first (names, shapes, dtypes); on any problem it
+    raises and the model is unchanged. With ``strict=False`` missing and
+    unexpected keys are allowed and returned; present keys are still checked.
+    """
+    _refuse_while_recording("load_state_dict")  # an in-place write: never frozen into a replay
+    if not hasattr(state_dict, "keys"):
+        raise TypeError(f"load_state_dict: expected a mapping, got {type(state_dict).__name__}")
+    targets = module.state_dict(keep_vars=True)
+    missing = [k for k in targets if k not in state_dict]
+    unexpected = [k for k in state_dict if k not in targets]
+    errors = []
+    if strict:
+        if missing:
+            errors.append(f"missing keys: {missing}")
+        if unexpected:
+            errors.append(f"unexpected keys: {unexpected}")
+    plan = []
+    for name, target in targets.items():
+        if name not in state_dict:
+            continue
+        value = state_dict[name]
+        problem = _check_value(name, target, value)
+        if problem:
+            errors.append(problem)
+        else:
+            plan.append((target, value))
+    if errors:
+        raise RuntimeError(f"load_state_dict for {type(module).__name__}: nothing was loaded:\n  "
+                           + "\n  ".join(errors))
+    _write_all(plan)
+    return IncompatibleKeys(missing, unexpected)
 
 
 def _check_value(name: str, target: Tensor, value) -> str | None:

@@ -1,4 +1,9 @@
-"""Walking a module tree: submodules, parameters and buffers by dotted name, and ``apply``."""
+"""Walking a module tree: submodules, parameters and buffers by dotted name, and ``apply``.
+
+Functions of a module, not a mixin: ``Module``'s public methods of the same names call them. Where
+the walk recurses it calls the child's method, so a subclass that overrides ``named_modules`` (as in
+torch) is still walked its way.
+"""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Iterator
@@ -8,89 +13,81 @@ if TYPE_CHECKING:
     from .module import Module, Parameter
 
 
-class TraversalMethods:
-    """Yields a module's submodules, parameters and buffers (dotted names, each once) and applies functions to them."""
+def named_modules(module: "Module", memo: set | None, prefix: str) -> Iterator[tuple[str, "Module"]]:
+    """``(dotted name, module)`` of ``module`` and every submodule, each once (``memo``: ids seen)."""
+    memo = set() if memo is None else memo
+    if id(module) in memo:
+        return
+    memo.add(id(module))
+    yield prefix, module
+    for name, m in module._modules.items():
+        if m is not None:
+            yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name)
 
-    def named_modules(self, memo: set | None = None, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
-        memo = set() if memo is None else memo
-        if id(self) in memo:
-            return
-        memo.add(id(self))
-        yield prefix, self
-        for name, m in self._modules.items():
-            if m is not None:
-                yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name)
 
-    def modules(self) -> Iterator["Module"]:
-        for _, m in self.named_modules():
-            yield m
+def named_children(module: "Module") -> Iterator[tuple[str, "Module"]]:
+    """``(name, child)`` of the direct submodules, each once."""
+    seen = set()
+    for name, m in module._modules.items():
+        if m is not None and id(m) not in seen:
+            seen.add(id(m))
+            yield name, m
 
-    def named_children(self) -> Iterator[tuple[str, "Module"]]:
-        seen = set()
-        for name, m in self._modules.items():
-            if m is not None and id(m) not in seen:
-                seen.add(id(m))
-                yield name, m
 
-    def children(self) -> Iterator["Module"]:
-        for _, m in self.named_children():
-            yield m
+def named_tensors(module: "Module", store: str, recurse: bool, prefix: str = "") -> Iterator[tuple[str, "Tensor"]]:
+    """``(dotted name, tensor)`` of one store (``"_parameters"`` or ``"_buffers"``) of the tree, each
+    tensor once (a shared one by its first name)."""
+    seen: set[int] = set()
+    mods = module.named_modules(prefix=prefix) if recurse else [(prefix, module)]
+    for mp, m in mods:
+        for name, t in getattr(m, store).items():
+            if t is None or id(t) in seen:
+                continue
+            seen.add(id(t))
+            yield (f"{mp}.{name}" if mp else name), t
 
-    def _named(self, store: str, recurse: bool, prefix: str = ""):
-        seen: set[int] = set()
-        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
-        for mp, m in mods:
-            for name, t in getattr(m, store).items():
-                if t is None or id(t) in seen:
-                    continue
-                seen.add(id(t))
-                yield (f"{mp}.{name}" if mp else name), t
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
-        """(name, parameter) pairs, dotted names, each parameter once (shared ones by their first name)."""
-        return self._named("_parameters", recurse, prefix)
+def values(pairs: Iterator[tuple[str, object]]) -> Iterator:
+    """The second items of ``(name, value)`` pairs: ``parameters()`` from ``named_parameters()``."""
+    for _, v in pairs:
+        yield v
 
-    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
-        for _, p in self.named_parameters(recurse=recurse):
-            yield p
 
-    def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
-        return self._named("_buffers", recurse, prefix)
+def get_submodule(module: "Module", target: str) -> "Module":
+    """The submodule at dotted path ``target`` ("" is the module itself)."""
+    m = module
+    for part in target.split(".") if target else ():
+        child = m._modules.get(part)
+        if child is None:
+            raise AttributeError(f"{type(m).__name__} has no submodule {part!r} (looking up {target!r})")
+        m = child
+    return m
 
-    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
-        for _, b in self.named_buffers(recurse=recurse):
-            yield b
 
-    def get_submodule(self, target: str) -> "Module":
-        """The submodule at dotted path ``target`` ("" is the module itself)."""
-        m = self
-        for part in target.split(".") if target else ():
-            child = m._modules.get(part)
-            if child is None:
-                raise AttributeError(f"{type(m).__name__} has no submodule {part!r} (looking up {target!r})")
-            m = child
-        return m
+def get_parameter(module: "Module", target: str) -> "Parameter":
+    """The parameter at dotted path ``target``."""
+    mod, _, name = target.rpartition(".")
+    p = module.get_submodule(mod)._parameters.get(name)
+    if p is None:
+        raise AttributeError(f"no parameter {target!r}")
+    return p
 
-    def get_parameter(self, target: str) -> Parameter:
-        mod, _, name = target.rpartition(".")
-        p = self.get_submodule(mod)._parameters.get(name)
-        if p is None:
-            raise AttributeError(f"no parameter {target!r}")
-        return p
 
-    def get_buffer(self, target: str) -> Tensor:
-        """The buffer at dotted path ``target`` (torch's ``Module.get_buffer``)."""
-        mod, _, name = target.rpartition(".")
-        owner = self.get_submodule(mod)
-        if name not in owner._buffers:
-            raise AttributeError(f"{type(owner).__name__} has no attribute `{name}`")
-        b = owner._buffers[name]
-        if b is None:
-            raise AttributeError(f"`{name}` is not a buffer")
-        return b
+def get_buffer(module: "Module", target: str) -> "Tensor":
+    """The buffer at dotted path ``target`` (torch's ``Module.get_buffer``)."""
+    mod, _, name = target.rpartition(".")
+    owner = module.get_submodule(mod)
+    if name not in owner._buffers:
+        raise AttributeError(f"{type(owner).__name__} has no attribute `{name}`")
+    b = owner._buffers[name]
+    if b is None:
+        raise AttributeError(f"`{name}` is not a buffer")
+    return b
 
-    def apply(self, fn: Callable[["Module"], None]) -> "Module":
-        for m in self.children():
-            m.apply(fn)
-        fn(self)
-        return self
+
+def apply(module: "Module", fn: Callable[["Module"], None]) -> "Module":
+    """``fn`` on every submodule (children first, then ``module``); returns ``module``."""
+    for m in module.children():
+        m.apply(fn)
+    fn(module)
+    return module

@@ -1,4 +1,5 @@
-"""The optimizer's side of a captured training step: ``Optimizer.capture_update()`` and :class:`CaptureUpdate`."""
+"""The optimizer's side of a captured training step: :class:`CaptureUpdate`, the object
+``Optimizer.capture_update()`` returns, which the optimizer's step counting defers to after a replay."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -13,48 +14,24 @@ if TYPE_CHECKING:
 _TABLE_ROWS = 256  # steps of hyperparameters computed at once (Adam: ~30 us, then a row copy per replay)
 
 
-class CaptureMethods:
-    """Gives ``gg.capture_step`` the update's signature, next hyperparameters and step counting."""
+def signature(opt: "Optimizer") -> tuple:
+    """Everything that shapes ``opt``'s update graph (not its input values).
 
-    def capture_update(self) -> "CaptureUpdate":
-        """The optimizer's side of a captured training step (what ``gg.capture_step`` uses).
+    Capture calls this before recording, so state a group option now needs (a momentum
+    buffer turned on after construction) is created here, outside any recording."""
+    opt._before_step()
+    return tuple((tuple((id(p), p.shape, p.dtype.name) for p in g["params"]), opt._group_structure(g))
+                 for g in opt.param_groups)
 
-        Creates any state the current options need (a momentum buffer turned on since the last
-        step), so call it outside a recording. See :class:`CaptureUpdate`.
 
-        >>> import ggmlgrad as gg
-        >>> w = gg.tensor([1.0, 2.0], requires_grad=True)
-        >>> opt = gg.optim.SGD([w], lr=0.5)
-        >>> upd = opt.capture_update()
-        >>> [a.tolist() for a in upd.hparams()]        # lr, weight decay, momentum, first-step damping
-        [[0.5, 0.0, 0.0, 1.0]]
-        """
-        return CaptureUpdate(self)
-
-    def _hparams_of_groups(self) -> list[np.ndarray]:
-        out = []
-        states = self.state._d
-        for group in self.param_groups:
-            step = max(states[id(p)][1]["step"] for p in group["params"])
-            out.append(self._group_hparams(group, step + 1))  # float32 (SGD, Adam); replays cast as they copy
-        return out
-
-    _stepped_by = None  # the CaptureUpdate whose replay advanced step counts last (None: an uncaptured step)
-
-    def _advance_params(self, params: list[Tensor]) -> None:
-        states = self.state._d
-        for p in params:
-            states[id(p)][1]["step"] += 1
-        self._stepped_by = None
-
-    def _signature(self) -> tuple:
-        """Everything that shapes the update graph (not its input values).
-
-        Capture calls this before recording, so state a group option now needs (a momentum
-        buffer turned on after construction) is created here, outside any recording."""
-        self._before_step()
-        return tuple((tuple((id(p), p.shape, p.dtype.name) for p in g["params"]), self._group_structure(g))
-                     for g in self.param_groups)
+def hparams_of_groups(opt: "Optimizer") -> list[np.ndarray]:
+    """Per group, the hyperparameters of its next step (its parameters' highest step count + 1)."""
+    out = []
+    states = opt.state._d
+    for group in opt.param_groups:
+        step = max(states[id(p)][1]["step"] for p in group["params"])
+        out.append(opt._group_hparams(group, step + 1))  # float32 (SGD, Adam); replays cast as they copy
+    return out
 
 
 class CaptureUpdate:
@@ -86,7 +63,7 @@ class CaptureUpdate:
 
     def __init__(self, optimizer: Optimizer) -> None:
         self.optimizer = optimizer
-        self.signature = optimizer._signature()
+        self.signature = signature(optimizer)
         self.params = optimizer.flat_params()
         self._updated: list[Tensor] = []
         # What changed() compares, in the cheapest exact form: per group the parameter ids (the
@@ -162,9 +139,9 @@ class CaptureUpdate:
         step count, a 2-D array, in :meth:`_step_classes` order; :meth:`queue` takes it so."""
         opt = self.optimizer
         if grads is None:
-            return opt._hparams_of_groups()
+            return hparams_of_groups(opt)
         out = []
-        bases = opt._hparams_of_groups()
+        bases = hparams_of_groups(opt)
         for group, classes, base in zip(opt.param_groups, self._step_classes(grads), bases):
             rows = [np.asarray(opt._group_hparams(group, step + 1), np.float32) for step, _ in classes]
             out.append(rows[0] if len(rows) == 1 else np.stack(rows) if rows else base)

@@ -12,7 +12,7 @@ hyperparameter tensors, and advancing the step counters after a replay.
 
 Options that change the graph's structure rather than its inputs (momentum on or
 off, nesterov, maximize, weight decay zero or not, fused or composed Adam, the
-parameter set) are summarised by ``_signature()``; a recording keyed on it stays
+parameter set) are summarised by ``capture_update.signature()``; a recording keyed on it stays
 valid while only the hyperparameter values change.
 
 Differences from PyTorch (on purpose): state tensors (moments, momentum buffers)
@@ -35,8 +35,9 @@ from ..tensor import Tensor, no_grad
 from ..tensor.views import refresh_views_of
 from ..tensor.grad_mode import enable_grad
 from ..tensor.tensor import _refuse_while_recording as refuse_while_recording
-from .capture_update import CaptureMethods, CaptureUpdate  # noqa: F401  (CaptureUpdate is imported from here)
-from .state_dict import StateDictMethods, _zeros_f32
+from . import state_dict as _state_dict
+from .capture_update import CaptureUpdate
+from .state_dict import _zeros_f32
 
 _HPARAM_SITE = "optimizer.hparams"
 _F32 = np.dtype(np.float32)
@@ -70,7 +71,7 @@ class _State(MutableMapping):
         return len(self._d)
 
 
-class Optimizer(StateDictMethods, CaptureMethods):
+class Optimizer:
     """Base class. Subclasses define ``_validate_group``, ``_state_tensor_keys``,
     ``_group_hparams`` and ``_update_rule`` (the write op that updates a parameter).
 
@@ -185,6 +186,46 @@ class Optimizer(StateDictMethods, CaptureMethods):
         lr = group.get("lr")
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr >= 0:
             raise ValueError(f"Invalid learning rate: {lr!r}")
+
+    # ------------------------------------------------------------------ state dicts (optim/state_dict.py)
+    def state_dict(self) -> dict:
+        """``{"state": {index: {"step": int, name: Tensor}}, "param_groups": [{..., "params": [index]}]}``.
+
+        Tensors are device snapshots (clones), so later steps do not change a saved dict.
+        """
+        return _state_dict.state_dict(self)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore groups' options, step counters and state tensors (bit-exact for float32 state).
+
+        Everything is validated before anything is written: a refused dict leaves the
+        optimizer unchanged. State tensors are written in place (one graph compute).
+        """
+        _state_dict.load_state_dict(self, state_dict)
+
+    # ------------------------------------------------------------------ capture (optim/capture_update.py)
+    def capture_update(self) -> CaptureUpdate:
+        """The optimizer's side of a captured training step (what ``gg.capture_step`` uses).
+
+        Creates any state the current options need (a momentum buffer turned on since the last
+        step), so call it outside a recording. See :class:`CaptureUpdate`.
+
+        >>> import ggmlgrad as gg
+        >>> w = gg.tensor([1.0, 2.0], requires_grad=True)
+        >>> opt = gg.optim.SGD([w], lr=0.5)
+        >>> upd = opt.capture_update()
+        >>> [a.tolist() for a in upd.hparams()]        # lr, weight decay, momentum, first-step damping
+        [[0.5, 0.0, 0.0, 1.0]]
+        """
+        return CaptureUpdate(self)
+
+    _stepped_by = None  # the CaptureUpdate whose replay advanced step counts last (None: an uncaptured step)
+
+    def _advance_params(self, params: list[Tensor]) -> None:
+        states = self.state._d
+        for p in params:
+            states[id(p)][1]["step"] += 1
+        self._stepped_by = None
 
     # ------------------------------------------------------------------ grads
     def zero_grad(self, set_to_none: bool = True) -> None:
