@@ -8,6 +8,7 @@ left in this environment (unless ``GGMLGRAD_BUILD=prebuilt``), then the
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import importlib.util
@@ -47,6 +48,64 @@ def kernels_library(directory: str | Path) -> Path | None:
     for name in ("libggmlgrad-kernels.so", "libggmlgrad-kernels.dylib", "ggmlgrad-kernels.dll"):
         if (d / name).exists():
             return d / name
+    return None
+
+
+# The fast build's OpenBLAS (scipy-openblas32, a DYNAMIC_ARCH build private to ggml: its symbols
+# carry a scipy_ prefix) picks its kernels for the CPU when it loads, unless OPENBLAS_CORETYPE names
+# a kernel set. That variable is usually set for NumPy's and SciPy's own OpenBLAS (this project's
+# machines set OPENBLAS_CORETYPE=Haswell): applied to ggml's, it held an AVX-512 CPU (AMD EPYC,
+# Zen 5) to AVX2 kernels, and a 784-256-10 Adam step took 1020 µs instead of 550 µs with the
+# SkylakeX (AVX-512) kernels OpenBLAS picks there itself (benchmarks/README.md, 2026-12-01).
+# So ggml's OpenBLAS follows GGMLGRAD_OPENBLAS_CORETYPE only; unset, its own detection.
+OPENBLAS_CORETYPE_VAR = "GGMLGRAD_OPENBLAS_CORETYPE"
+
+
+def openblas_coretype(env: "dict | os._Environ") -> str | None:
+    """The OPENBLAS_CORETYPE under which the fast build's OpenBLAS loads: GGMLGRAD_OPENBLAS_CORETYPE
+    when set (a kernel set such as Haswell or SkylakeX), else None (OpenBLAS detects the CPU).
+
+    >>> openblas_coretype({"OPENBLAS_CORETYPE": "Haswell"}) is None
+    True
+    >>> openblas_coretype({"GGMLGRAD_OPENBLAS_CORETYPE": " Haswell "})
+    'Haswell'
+    """
+    value = env.get(OPENBLAS_CORETYPE_VAR, "").strip()
+    return value or None
+
+
+@contextlib.contextmanager
+def _openblas_environment():
+    """OPENBLAS_CORETYPE as :func:`openblas_coretype` says while the libraries load (OpenBLAS
+    reads it once, then); the user's own value is back afterwards, for every other library."""
+    saved = os.environ.get("OPENBLAS_CORETYPE")
+    core = openblas_coretype(os.environ)
+    if core is None:
+        os.environ.pop("OPENBLAS_CORETYPE", None)
+    else:
+        os.environ["OPENBLAS_CORETYPE"] = core
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("OPENBLAS_CORETYPE", None)
+        else:
+            os.environ["OPENBLAS_CORETYPE"] = saved
+
+
+def openblas_core() -> str | None:
+    """The kernel set the process's OpenBLAS (the fast build's) runs, e.g. "SkylakeX" or "Haswell";
+    None when no such library is loaded (the prebuilt wheel, Accelerate) or it does not say."""
+    for name, prefix in (("libscipy_openblas.so", "scipy_"), ("libopenblas.so.0", "")):
+        try:  # RTLD_NOLOAD: only a library already loaded (by ggml's BLAS backend), never a new one
+            blas = ctypes.CDLL(name, mode=getattr(os, "RTLD_NOLOAD", 4) | getattr(ctypes, "RTLD_GLOBAL", 0))
+        except OSError:
+            continue
+        fn = getattr(blas, f"{prefix}openblas_get_corename", None)
+        if fn is None:
+            continue
+        fn.restype = ctypes.c_char_p
+        return (fn() or b"").decode() or None
     return None
 
 
@@ -108,11 +167,12 @@ def load() -> tuple[ctypes.CDLL, ctypes.CDLL, ctypes.CDLL, LibraryInfo]:
     libs = []
     if sys.platform == "win32":
         os.add_dll_directory(str(directory))  # dependent DLLs resolve from here
-    for n in names:
-        try:
-            libs.append(ctypes.CDLL(str(directory / n), mode=mode))
-        except OSError as e:
-            raise GGMLLibraryError(f"ggmlgrad: could not load {directory / n}: {e}") from e
+    with _openblas_environment():  # libggml loads ggml's BLAS backend, which loads OpenBLAS
+        for n in names:
+            try:
+                libs.append(ctypes.CDLL(str(directory / n), mode=mode))
+            except OSError as e:
+                raise GGMLLibraryError(f"ggmlgrad: could not load {directory / n}: {e}") from e
     ext = Path(names[0]).suffix
     core = set(names)
     backend_files = tuple(sorted(
