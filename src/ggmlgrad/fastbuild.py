@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ._ggml.loader import FAST_STAMP, PINNED_GGML, fast_build_dir, gpu_build_dir
+from ._ggml.loader import FAST_STAMP, PINNED_GGML, cpu_features, fast_build_dir, gpu_build_dir
 
 KERNELS_SOURCE = Path(__file__).with_name("kernels") / "ggmlgrad_kernels.c"
 KERNEL_CFLAGS = ("-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
@@ -75,11 +75,11 @@ def cpu_flags(variant: str = "auto") -> tuple[list[str], list[str]]:
     if variant not in CPU_VARIANTS:
         raise BuildError(f"--cpu: expected one of {', '.join(CPU_VARIANTS)}, got {variant!r}")
     machine = platform.machine().lower()
-    x86_avx2 = machine in ("x86_64", "amd64") and "avx2" in _cpuinfo_flags()
+    x86_avx2 = machine in ("x86_64", "amd64") and "avx2" in cpu_features()
     if variant in ("avx2", "avx512") and not x86_avx2:
         raise BuildError(f"--cpu {variant}: this CPU ({machine}) has no AVX2; use --cpu auto or native")
     if variant == "avx512":
-        have = _cpuinfo_flags()
+        have = cpu_features()
         if "avx512f" not in have:
             raise BuildError("--cpu avx512: this CPU has no AVX-512F (its /proc/cpuinfo flags)")
         extras = [opt for flag, opt in AVX512_EXTRAS.items() if flag in have]
@@ -87,18 +87,6 @@ def cpu_flags(variant: str = "auto") -> tuple[list[str], list[str]]:
     if x86_avx2 and variant != "native":
         return X86_BASE + ["-DGGML_AVX512=OFF"], ["-mavx2", "-mfma"]
     return ["-DGGML_NATIVE=ON"], ["-march=native"] if sys.platform != "darwin" else ["-mcpu=native"]
-
-
-def _cpuinfo_flags() -> set[str]:
-    """The CPU's feature flags from /proc/cpuinfo (empty where there is none: macOS, Windows)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
 
 
 def blas_options() -> tuple[list[str], str, str]:

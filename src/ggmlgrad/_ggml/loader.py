@@ -12,8 +12,10 @@ import contextlib
 import ctypes
 import dataclasses
 import importlib.util
+import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 # An abort inside ggml would otherwise try to attach a debugger for a backtrace.
@@ -139,12 +141,58 @@ def _wheel_dir() -> Path | None:
     return root
 
 
+# The CPU feature each x86 ggml build switch compiles code for, by its /proc/cpuinfo flag.
+_GGML_CPU_FEATURES = {"AVX": "avx", "AVX2": "avx2", "FMA": "fma", "F16C": "f16c", "BMI2": "bmi2",
+                      "AVX512": "avx512f", "AVX512_VBMI": "avx512vbmi", "AVX512_VNNI": "avx512_vnni",
+                      "AVX512_BF16": "avx512_bf16", "AVX_VNNI": "avx_vnni"}
+
+
+def cpu_features() -> frozenset[str]:
+    """This CPU's feature flags from /proc/cpuinfo (empty where there is none: macOS, Windows)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def missing_cpu_features(stamp: dict, flags: "frozenset[str] | set[str]") -> list[str]:
+    """The instruction sets a fast build's stamp (its BUILD.json) was compiled for that a CPU with
+    ``flags`` lacks (its code would stop with SIGILL there: a virtual environment copied to another
+    machine); [] when it runs here or nothing can be told (no /proc/cpuinfo, a native build).
+
+    >>> missing_cpu_features({"cpu": ["-DGGML_AVX2=ON", "-DGGML_AVX512=ON"]}, {"avx", "avx2"})
+    ['AVX512']
+    """
+    if not flags:
+        return []
+    wanted = [o[len("-DGGML_"):-len("=ON")] for o in stamp.get("cpu", []) if o.startswith("-DGGML_") and o.endswith("=ON")]
+    return [w for w in wanted if w in _GGML_CPU_FEATURES and _GGML_CPU_FEATURES[w] not in flags]
+
+
+def _fast_build_runs_here(fast: Path) -> bool:
+    try:
+        stamp = json.loads((fast / FAST_STAMP).read_text())
+    except (OSError, ValueError):
+        return True  # an old or hand-made stamp: as before, trust it
+    missing = missing_cpu_features(stamp if isinstance(stamp, dict) else {}, cpu_features())
+    if missing:
+        warnings.warn(f"ggmlgrad: the fast build in {fast} was compiled for {', '.join(missing)}, which this "
+                      "CPU lacks; using the prebuilt libggml-python wheel. Rebuild for this CPU with "
+                      "`python -m ggmlgrad build`.", RuntimeWarning, stacklevel=3)
+    return not missing
+
+
 def find_library_dir() -> tuple[Path, str]:
     override = os.environ.get("GGMLGRAD_GGML_LIB")
     if override:
         return Path(override), "GGMLGRAD_GGML_LIB"
     fast = fast_build_dir()
-    if os.environ.get("GGMLGRAD_BUILD", "").strip().lower() != "prebuilt" and (fast / FAST_STAMP).exists():
+    if (os.environ.get("GGMLGRAD_BUILD", "").strip().lower() != "prebuilt" and (fast / FAST_STAMP).exists()
+            and _fast_build_runs_here(fast)):
         return fast / "lib", "fast build"
     d = _wheel_dir()
     if d is None:
