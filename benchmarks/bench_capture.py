@@ -1,6 +1,12 @@
 """Captured training step and captured forward vs JAX jit and PyTorch eager (when installed).
 
     PYTHONPATH=src python benchmarks/bench_capture.py [--rounds 7] [--block 0.1] [--threads 1] [--profile]
+    PYTHONPATH=src python benchmarks/bench_capture.py --nodes [--threads 1] [--activations tanh]
+
+``--nodes`` prints where a captured call's time goes instead: each ggml node of its graphs timed on
+its own (ggml's scheduler stops after every node), summed by op, source shapes and backend (BLAS or
+CPU; ``T``: a transposed source), e.g. the forward matmul and the weight-gradient OUT_PROD of the
+784-256-10 step are 90% of it, both in OpenBLAS.
 
 Workloads (issues 5 and 14): Adam training steps of MLPs 4-32-32-2 (batch 32), 64-64-64-8 (batch
 256), 784-256-10 (batch 128), and a batch-1 forward of 784-256-10, each with ReLU, tanh and GELU
@@ -513,9 +519,12 @@ def node_profile(acts, threads: int | None, repeat: int = 200) -> None:
     base.ggml_backend_sched_set_eval_callback.argtypes = [ctypes.c_void_p, CB, ctypes.c_void_p]
     base.ggml_backend_sched_set_eval_callback.restype = None
     for act in acts:
-        for name, sizes, batch in CONFIGS:
+        calls = [(f"train {name} {act} b{batch}", lambda s=sizes, b=batch: gg_step(s, b, act)[0])
+                 for name, sizes, batch in CONFIGS]
+        calls.append((f"forward {CONFIGS[2][0]} {act} b1", lambda: gg_forward(CONFIGS[2][1], act)))
+        for label, maker in calls:
             before = _replay_graphs()
-            run, _, _ = gg_step(sizes, batch, act)
+            run = maker()
             warm_up(run)
             graphs = [g for k, g in _replay_graphs().items() if k not in before and g.sched]
             clock = time.perf_counter
@@ -549,7 +558,7 @@ def node_profile(acts, threads: int | None, repeat: int = 200) -> None:
             for _ in range(repeat):
                 run()
             step = (clock() - c0) / repeat
-            print(f"\ntrain {name} {act} b{batch}: step {step * 1e6:.1f} µs; graphs node by node "
+            print(f"\n{label}: call {step * 1e6:.1f} µs; graphs node by node "
                   f"{wall * 1e6:.1f} µs ({len(graphs)} graphs)")
             total = sum(totals.values())
             for (kind, b), t in sorted(totals.items(), key=lambda kv: -kv[1]):
