@@ -96,19 +96,20 @@ def _openblas_environment():
 
 
 def openblas_core() -> str | None:
-    """The kernel set the process's OpenBLAS (the fast build's) runs, e.g. "SkylakeX" or "Haswell";
-    None when no such library is loaded (the prebuilt wheel, Accelerate) or it does not say."""
-    for name, prefix in (("libscipy_openblas.so", "scipy_"), ("libopenblas.so.0", "")):
-        try:  # RTLD_NOLOAD: only a library already loaded (by ggml's BLAS backend), never a new one
-            blas = ctypes.CDLL(name, mode=getattr(os, "RTLD_NOLOAD", 4) | getattr(ctypes, "RTLD_GLOBAL", 0))
-        except OSError:
-            continue
-        fn = getattr(blas, f"{prefix}openblas_get_corename", None)
-        if fn is None:
-            continue
-        fn.restype = ctypes.c_char_p
-        return (fn() or b"").decode() or None
-    return None
+    """The kernel set the fast build's OpenBLAS (scipy-openblas32's) runs, e.g. "SkylakeX" or
+    "Haswell"; None when it is not loaded (the prebuilt wheel, Accelerate, a ggml of your own)."""
+    if not hasattr(os, "RTLD_NOLOAD"):
+        return None  # Windows: no way to ask for a loaded library only
+    try:  # RTLD_NOLOAD: only the library ggml's BLAS backend loaded, never a new one (nor NumPy's,
+        # whose OpenBLAS has another name)
+        blas = ctypes.CDLL("libscipy_openblas.so", mode=os.RTLD_NOLOAD | getattr(ctypes, "RTLD_GLOBAL", 0))
+    except OSError:
+        return None
+    fn = getattr(blas, "scipy_openblas_get_corename", None)
+    if fn is None:
+        return None
+    fn.restype = ctypes.c_char_p
+    return (fn() or b"").decode() or None
 
 
 class GGMLLibraryError(ImportError):
