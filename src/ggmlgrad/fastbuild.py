@@ -12,9 +12,12 @@ on macOS), plus ggmlgrad's vectorised activation kernels, into this Python envir
     python -m ggmlgrad build --cuda       # also the CUDA backend (needs the CUDA toolkit)
     python -m ggmlgrad build --vulkan     # also the Vulkan backend (Vulkan headers, loader, glslc)
     python -m ggmlgrad build --cuda --cuda-arch 90   # CUDA code for one architecture only (H100/H200)
+    python -m ggmlgrad build --cpu avx512 --prefix /tmp/gg-avx512   # another x86 variant, elsewhere
 
 A build with a GPU backend goes into a directory of its own (``ggml-<version>-vulkan``, ...), so the
-CPU fast build stays the default; ``GGMLGRAD_GGML_LIB=<that directory>/lib`` selects it.
+CPU fast build stays the default; ``GGMLGRAD_GGML_LIB=<that directory>/lib`` selects it, as it
+selects a ``--prefix`` build. ``--cpu`` (x86-64): ``auto`` (AVX2 code, also on AVX-512 CPUs, where
+AVX-512 ggml code measured no faster: see :func:`cpu_flags`), ``avx2``, ``avx512``, ``native``.
 """
 from __future__ import annotations
 
