@@ -1,6 +1,12 @@
 """Captured training step and captured forward vs JAX jit and PyTorch eager (when installed).
 
     PYTHONPATH=src python benchmarks/bench_capture.py [--rounds 7] [--block 0.1] [--threads 1] [--profile]
+    PYTHONPATH=src python benchmarks/bench_capture.py --nodes [--threads 1] [--activations tanh]
+
+``--nodes`` prints where a captured call's time goes instead: each ggml node of its graphs timed on
+its own (ggml's scheduler stops after every node), summed by op, source shapes and backend (BLAS or
+CPU; ``T``: a transposed source), e.g. the forward matmul and the weight-gradient OUT_PROD of the
+784-256-10 step are 90% of it, both in OpenBLAS.
 
 Workloads (issues 5 and 14): Adam training steps of MLPs 4-32-32-2 (batch 32), 64-64-64-8 (batch
 256), 784-256-10 (batch 128), and a batch-1 forward of 784-256-10, each with ReLU, tanh and GELU
@@ -443,6 +449,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, help="pin every framework to this many threads (JAX: 1 only)")
     ap.add_argument("--profile", action="store_true",
                     help="cProfile of ggmlgrad's captured steps (calls per step, own time) instead of the table")
+    ap.add_argument("--nodes", action="store_true",
+                    help="per-node time of ggmlgrad's captured steps (op, shapes, backend) instead of the table")
     ap.add_argument("--activations", default=",".join(DEFAULT_ACTIVATIONS),
                     help=f"comma-separated, of {', '.join(ACTIVATIONS)} (default: {','.join(DEFAULT_ACTIVATIONS)})")
     ap.add_argument("--worker", choices=sorted(MAKERS), help=argparse.SUPPRESS)
@@ -454,6 +462,8 @@ def main() -> None:
         worker(a.worker, acts, a.threads)
     elif a.profile:
         profile_steps(acts, a.threads)
+    elif a.nodes:
+        node_profile(acts, a.threads)
     else:
         run_all(acts, a.rounds, a.block, a.threads)
 
@@ -472,6 +482,87 @@ def profile_steps(acts, threads: int | None) -> None:
             us = (time.process_time() - c0) / n * 1e6
             print(f"\ntrain {name} {act} b{batch}: {us:.1f} µs CPU a step; cProfile per step:")
             print(profile(run, n, top=15))
+
+
+def _replay_graphs() -> set:
+    from ggmlgrad.capture.recording import ReplayGraph
+    return {id(o): o for o in gc.get_objects() if type(o) is ReplayGraph}
+
+
+def _node_kind(lib, node: int) -> str:
+    """``OP src0-shape x src1-shape`` (NumPy order), with ``T`` for a transposed source view."""
+    from ggmlgrad._ggml import node_nb, node_ne, node_src
+    parts = []
+    for i in range(2):
+        s = node_src(node, i)
+        if not s:
+            break
+        ne, nb = node_ne(s), node_nb(s)
+        dims = [d for d in reversed(ne)]
+        while len(dims) > 2 and dims[0] == 1:
+            dims.pop(0)
+        parts.append("x".join(map(str, dims)) + ("T" if nb[0] > nb[1] else ""))
+    return f"{lib.op_desc(node).decode()} {' , '.join(parts)}"
+
+
+def node_profile(acts, threads: int | None, repeat: int = 200) -> None:
+    """Per-node wall time of each captured step's graphs: ggml's scheduler stops after every node
+    (its eval callback), so each node is computed on its own and timed from the previous node's end.
+    Each stop adds a graph launch (~1-2 µs), so the sum exceeds the step; the split between nodes
+    is what this is for. Nodes of one kind (op, source shapes, backend) are summed."""
+    import ctypes
+    from ggmlgrad._ggml import lib, library_info, view_source
+    pin_threads("ggmlgrad", threads)
+    print(header(gg))
+    base = ctypes.CDLL(library_info.files[0])  # libggml-base, already loaded: the scheduler's home
+    CB = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_void_p, ctypes.c_bool, ctypes.c_void_p)
+    base.ggml_backend_sched_set_eval_callback.argtypes = [ctypes.c_void_p, CB, ctypes.c_void_p]
+    base.ggml_backend_sched_set_eval_callback.restype = None
+    for act in acts:
+        calls = [(f"train {name} {act} b{batch}", lambda s=sizes, b=batch: gg_step(s, b, act)[0])
+                 for name, sizes, batch in CONFIGS]
+        calls.append((f"forward {CONFIGS[2][0]} {act} b1", lambda: gg_forward(CONFIGS[2][1], act)))
+        for label, maker in calls:
+            before = _replay_graphs()
+            run = maker()
+            warm_up(run)
+            graphs = [g for k, g in _replay_graphs().items() if k not in before and g.sched]
+            clock = time.perf_counter
+            totals: dict = {}
+            last = [0.0]
+
+            def cb(node, ask, _user):
+                if ask:
+                    if view_source(node)[0]:
+                        return False
+                    return True
+                now = clock()
+                b = lib.backend_name(lib.backend_sched_get_tensor_backend(cb.sched, node)).decode()
+                key = (_node_kind(lib, node), b)
+                totals[key] = totals.get(key, 0.0) + now - last[0]
+                last[0] = clock()
+                return True
+            c_cb = CB(cb)
+            for g in graphs:
+                base.ggml_backend_sched_set_eval_callback(g.sched, c_cb, None)
+            t0 = clock()
+            for _ in range(repeat):
+                for g in graphs:
+                    cb.sched = g.sched
+                    last[0] = clock()
+                    g.compute()
+            wall = (clock() - t0) / repeat
+            for g in graphs:
+                base.ggml_backend_sched_set_eval_callback(g.sched, CB(), None)
+            c0 = clock()
+            for _ in range(repeat):
+                run()
+            step = (clock() - c0) / repeat
+            print(f"\n{label}: call {step * 1e6:.1f} µs; graphs node by node "
+                  f"{wall * 1e6:.1f} µs ({len(graphs)} graphs)")
+            total = sum(totals.values())
+            for (kind, b), t in sorted(totals.items(), key=lambda kv: -kv[1]):
+                print(f"  {t / repeat * 1e6:8.1f} µs {100 * t / total:5.1f}%  {b:<5} {kind}")
 
 
 if __name__ == "__main__":

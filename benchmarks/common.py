@@ -117,6 +117,7 @@ def header(gg) -> str:
     torch = try_torch()
     tv = f"torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else "torch not installed"
     load = f" | load avg {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
-    return (f"ggmlgrad {gg.__version__} | ggml {info['ggml_version']} {info['build']}, vector kernels "
+    blas = f" (OpenBLAS {info['blas_kernels']} kernels)" if info.get("blas_kernels") else ""
+    return (f"ggmlgrad {gg.__version__} | ggml {info['ggml_version']} {info['build']}{blas}, vector kernels "
             f"{info.get('vector_kernels', False)} "
             f"[{info['library_dir']}] | threads {info['threads']} | {tv} | {os.cpu_count()} CPUs{load}")

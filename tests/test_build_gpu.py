@@ -79,7 +79,7 @@ def test_cuda_arch_is_checked_before_anything_builds(argv, capsys):
 
 def test_cuda_arch_reaches_cmake(monkeypatch):
     seen = {}
-    monkeypatch.setattr(fastbuild, "build", lambda gpu, jobs, keep=False, build_dir=None: seen.update(gpu=gpu))
+    monkeypatch.setattr(fastbuild, "build", lambda gpu, jobs, **kw: seen.update(gpu=gpu))
     assert fastbuild.main(["--cuda", "--cuda-arch", "86,90"]) == 0
     assert seen["gpu"] == ["-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=86;90"]
 

@@ -122,6 +122,13 @@ def test_a_bad_thread_count_in_the_environment_warns_and_is_ignored(value):
     assert f"GGMLGRAD_NUM_THREADS={value!r} is not a positive integer" in r.stderr
 
 
+@pytest.fixture(autouse=True)
+def _idle_machine(monkeypatch):
+    """The tuner tests below script the timings (some with more threads than this machine has); the
+    real load average must not skip their trials. Tests of the load policy patch it themselves."""
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (-64.0, -64.0, -64.0), raising=False)
+
+
 def test_thread_tuner_alternates_then_keeps_the_faster(monkeypatch):
     monkeypatch.setattr(threads, "_override", None)
     t = threads.ThreadTuner(4)
@@ -340,3 +347,60 @@ def test_a_first_compute_gives_its_threads_to_the_backend_with_the_work(monkeypa
             np.testing.assert_allclose(got, a64 @ w64, rtol=1e-4, atol=1e-3)
     finally:
         gg.set_num_threads(None)
+
+
+def test_thread_tuner_skips_trials_while_the_cores_are_busy(monkeypatch):
+    """With the load average leaving under ``many`` free cores, no trial: one thread, until the next
+    measurement is due, which looks at the load again (counting the threads the graph ran on)."""
+    monkeypatch.setattr(threads, "_override", None)
+    seen = []
+    free = {"cores": 1.2}
+
+    def fake_free(own=1.0):
+        seen.append(own)
+        return free["cores"] + own - 1.0
+    monkeypatch.setattr(threads, "free_cores", fake_free)
+    t = threads.ThreadTuner(2)
+    assert t.choice == 1 and t.pick() == 1 and seen == [1]
+    for _ in range(threads._RETUNE_EVERY):
+        t.record(t.pick(), 1.0)
+    assert t.choice == 1 and not t.times_many  # still busy at the next look: no trial again
+    free["cores"] = 2.0
+    for _ in range(threads._RETUNE_EVERY):
+        t.record(t.pick(), 1.0)
+    assert t.choice == 0 and t.pick() == 1  # the machine is free: measuring
+    while not t.choice:
+        n = t.pick()
+        t.record(n, 0.5 if n == 2 else 1.0)
+    assert t.choice == 2
+    for _ in range(threads._RETUNE_EVERY):
+        t.record(t.pick(), 0.5)
+    assert seen[-1] == 2  # the load average counts this graph's own two threads: added back
+
+
+def test_thread_tuner_waits_longer_each_time_one_thread_wins(monkeypatch):
+    monkeypatch.setattr(threads, "_override", None)
+    t = threads.ThreadTuner(2)
+
+    def trial(speed_many):
+        while not t.choice:
+            n = t.pick()
+            t.record(n, speed_many if n == 2 else 1.0)
+
+    def computes_until_next_trial():
+        k = 0
+        while t.choice:
+            t.record(t.pick(), 1.0)
+            k += 1
+        return k
+    trial(1.5)
+    assert t.choice == 1 and computes_until_next_trial() == 2 * threads._RETUNE_EVERY
+    trial(1.5)
+    assert computes_until_next_trial() == 4 * threads._RETUNE_EVERY
+    trial(0.5)  # more threads win: back to measuring every _RETUNE_EVERY computes
+    assert t.choice == 2 and computes_until_next_trial() == threads._RETUNE_EVERY
+    for _ in range(8):
+        trial(1.5)
+        computes_until_next_trial()
+    trial(1.5)
+    assert computes_until_next_trial() == threads._RETUNE_BACKOFF_MAX * threads._RETUNE_EVERY

@@ -12,9 +12,12 @@ on macOS), plus ggmlgrad's vectorised activation kernels, into this Python envir
     python -m ggmlgrad build --cuda       # also the CUDA backend (needs the CUDA toolkit)
     python -m ggmlgrad build --vulkan     # also the Vulkan backend (Vulkan headers, loader, glslc)
     python -m ggmlgrad build --cuda --cuda-arch 90   # CUDA code for one architecture only (H100/H200)
+    python -m ggmlgrad build --cpu avx512 --prefix /tmp/gg-avx512   # another x86 variant, elsewhere
 
 A build with a GPU backend goes into a directory of its own (``ggml-<version>-vulkan``, ...), so the
-CPU fast build stays the default; ``GGMLGRAD_GGML_LIB=<that directory>/lib`` selects it.
+CPU fast build stays the default; ``GGMLGRAD_GGML_LIB=<that directory>/lib`` selects it, as it
+selects a ``--prefix`` build. ``--cpu`` (x86-64): ``auto`` (AVX2 code, also on AVX-512 CPUs, where
+AVX-512 ggml code measured no faster: see :func:`cpu_flags`), ``avx2``, ``avx512``, ``native``.
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ._ggml.loader import FAST_STAMP, PINNED_GGML, fast_build_dir, gpu_build_dir
+from ._ggml.loader import FAST_STAMP, PINNED_GGML, cpu_features, fast_build_dir, gpu_build_dir
 
 KERNELS_SOURCE = Path(__file__).with_name("kernels") / "ggmlgrad_kernels.c"
 KERNEL_CFLAGS = ("-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
@@ -53,24 +56,40 @@ def find_compilers() -> tuple[str, str] | None:
     return cc, cxx
 
 
-def cpu_flags() -> tuple[list[str], list[str]]:
-    """(ggml CMake options, kernel compiler flags) for this CPU.
+# x86-64 code variants ``--cpu`` can choose (``auto``: the one measured fastest on this CPU).
+X86_BASE = ["-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON",
+            "-DGGML_BMI2=ON"]
+# AVX-512 extensions ggml has a switch for, by the /proc/cpuinfo flag that says the CPU has it.
+AVX512_EXTRAS = {"avx512vbmi": "-DGGML_AVX512_VBMI=ON", "avx512_vnni": "-DGGML_AVX512_VNNI=ON",
+                 "avx512_bf16": "-DGGML_AVX512_BF16=ON"}
+CPU_VARIANTS = ("auto", "avx2", "avx512", "native")
 
-    x86-64 with AVX2 gets AVX2+FMA code, not -march=native: on AVX-512 CPUs native code runs
-    ggml's softmax in 16-lane chunks, so rows under 16 (class logits) went scalar (measured 15%
-    slower steps). Elsewhere -march=native (ARM: NEON/SVE as the CPU has them)."""
+
+def cpu_flags(variant: str = "auto") -> tuple[list[str], list[str]]:
+    """(ggml CMake options, kernel compiler flags) for this CPU and ``variant`` (see CPU_VARIANTS).
+
+    ``auto`` on x86-64 with AVX2 is AVX2+FMA code, also on AVX-512 CPUs: there ggml's AVX-512 code
+    was no faster on ggmlgrad's f32 graphs (the matmuls that matter run in OpenBLAS, which picks its
+    own kernels at run time) and native code runs ggml's softmax in 16-lane chunks, so rows under 16
+    (class logits) went scalar (15% slower steps); benchmarks/README.md has the measurements.
+    ``avx512`` adds AVX-512F and the extensions this CPU has. The kernels get AVX2+FMA flags on
+    every x86 variant: they carry their own AVX-512 clones, picked at run time. Elsewhere
+    -march=native (ARM: NEON/SVE as the CPU has them)."""
+    if variant not in CPU_VARIANTS:
+        raise BuildError(f"--cpu: expected one of {', '.join(CPU_VARIANTS)}, got {variant!r}")
     machine = platform.machine().lower()
-    if machine in ("x86_64", "amd64") and _has_avx2():
-        return (["-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON",
-                 "-DGGML_BMI2=ON", "-DGGML_AVX512=OFF"], ["-mavx2", "-mfma"])
+    x86_avx2 = machine in ("x86_64", "amd64") and "avx2" in cpu_features()
+    if variant in ("avx2", "avx512") and not x86_avx2:
+        raise BuildError(f"--cpu {variant}: this CPU ({machine}) has no AVX2; use --cpu auto or native")
+    if variant == "avx512":
+        have = cpu_features()
+        if "avx512f" not in have:
+            raise BuildError("--cpu avx512: this CPU has no AVX-512F (its /proc/cpuinfo flags)")
+        extras = [opt for flag, opt in AVX512_EXTRAS.items() if flag in have]
+        return X86_BASE + ["-DGGML_AVX512=ON", *extras], ["-mavx2", "-mfma"]
+    if x86_avx2 and variant != "native":
+        return X86_BASE + ["-DGGML_AVX512=OFF"], ["-mavx2", "-mfma"]
     return ["-DGGML_NATIVE=ON"], ["-march=native"] if sys.platform != "darwin" else ["-mcpu=native"]
-
-
-def _has_avx2() -> bool:
-    try:
-        return "avx2" in Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return False
 
 
 def blas_options() -> tuple[list[str], str, str]:
@@ -233,8 +252,8 @@ def _versioned(lib: Path, name: str) -> Path:
 
 
 def build_ggml(src: Path, build: Path, prefix: Path, compilers: tuple[str, str], gpu: list[str],
-               jobs: int, log: Path) -> str:
-    cmake_cpu, kernel_flags = cpu_flags()
+               jobs: int, log: Path, cpu: str = "auto") -> str:
+    cmake_cpu, _ = cpu_flags(cpu)
     blas, blas_defines, blas_name = blas_options()
     if "-DGGML_CUDA=ON" in gpu:
         cuda, rpath = cuda_options()
@@ -256,10 +275,10 @@ def build_ggml(src: Path, build: Path, prefix: Path, compilers: tuple[str, str],
     return blas_name
 
 
-def build_kernels(include: Path, prefix: Path, cc: str, log: Path) -> Path:
+def build_kernels(include: Path, prefix: Path, cc: str, log: Path, cpu: str = "auto") -> Path:
     """ggmlgrad's vectorised activation kernels, a ggml custom-op library beside ggml."""
     out = prefix / "lib" / ("ggmlgrad-kernels.dll" if sys.platform == "win32" else _shared_name("ggmlgrad-kernels"))
-    _, flags = cpu_flags()
+    _, flags = cpu_flags(cpu)
     # -fno-trapping-math lets gcc turn the kernels' selects into blends (FP exception flags only;
     # values, NaN and Inf are unchanged): without it no loop vectorised.
     cmd = [cc, *KERNEL_CFLAGS, *flags, f"-I{include}", str(KERNELS_SOURCE),
@@ -270,17 +289,23 @@ def build_kernels(include: Path, prefix: Path, cc: str, log: Path) -> Path:
     return out
 
 
-def build(gpu: list[str], jobs: int, keep: bool = False, build_dir: Path | None = None) -> Path:
+def build(gpu: list[str], jobs: int, keep: bool = False, build_dir: Path | None = None, cpu: str = "auto",
+          prefix: Path | None = None) -> Path:
     """Build everything into the fast-build directory (or, with a GPU backend, that backend's own
-    directory); returns it. ``build_dir`` keeps the source and objects there for incremental
-    rebuilds. Raises BuildError."""
+    directory; or ``prefix``, selected with GGMLGRAD_GGML_LIB=<prefix>/lib); returns it.
+    ``build_dir`` keeps the source and objects there for incremental rebuilds. ``cpu``: the x86
+    code variant (CPU_VARIANTS). Raises BuildError."""
     compilers = find_compilers()
     if compilers is None:
         raise BuildError("no C/C++ compiler found (looked at $CC/$CXX, cc, gcc, clang, c++, g++, clang++); "
                          "install one (e.g. build-essential, Xcode command line tools) and rerun")
     total = 5
     backends = [_GPU_FLAGS[f] for f in gpu if f in _GPU_FLAGS]
-    prefix = gpu_build_dir(backends) if backends else fast_build_dir()
+    cpu_flags(cpu)  # an unusable --cpu fails before anything is downloaded
+    own_dir = prefix is not None
+    if prefix is None:
+        prefix = gpu_build_dir(backends) if backends else fast_build_dir()
+    prefix = Path(prefix).resolve()
     if build_dir is not None:
         build_dir.mkdir(parents=True, exist_ok=True)
         work, keep = build_dir.resolve(), True
@@ -296,26 +321,30 @@ def build(gpu: list[str], jobs: int, keep: bool = False, build_dir: Path | None 
         staging = work / "install"
         _say(2, total, f"configuring and compiling ggml with {jobs} jobs (a few minutes"
                        f"{'; the GPU backends take much longer' if backends else ''})")
-        blas_name = build_ggml(src, work / "build", staging, compilers, gpu, jobs, log)
+        blas_name = build_ggml(src, work / "build", staging, compilers, gpu, jobs, log, cpu)
         _say(3, total, "compiling ggmlgrad's vectorised activation kernels")
-        build_kernels(src / "include", staging, compilers[0], log)
+        build_kernels(src / "include", staging, compilers[0], log, cpu)
         _say(4, total, f"installing into {prefix}")
-        if prefix.exists():
+        if own_dir:  # a directory the user named: replace only what a build puts there
+            shutil.rmtree(prefix / "lib", ignore_errors=True)
+            (prefix / FAST_STAMP).unlink(missing_ok=True)
+        elif prefix.exists():
             shutil.rmtree(prefix)
         prefix.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(staging / "lib", prefix / "lib", symlinks=True)
-        stamp = {"ggml": PINNED_GGML, "blas": blas_name, "cpu": cpu_flags()[0], "gpu": gpu,
+        stamp = {"ggml": PINNED_GGML, "blas": blas_name, "cpu": cpu_flags(cpu)[0], "cpu_variant": cpu, "gpu": gpu,
                  "seconds": round(time.perf_counter() - start, 1)}
         (prefix / FAST_STAMP).write_text(json.dumps(stamp, indent=2))
         _say(5, total, "checking that ggmlgrad loads it")
-        _verify(prefix, selected=bool(backends))
+        _verify(prefix, selected=bool(backends) or own_dir)
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
     print(f"fast build ready in {time.perf_counter() - start:.0f} s: {prefix}")
+    if backends or own_dir:
+        print(f"select it with:  export GGMLGRAD_GGML_LIB={prefix / 'lib'}")
     if backends:
-        print(f"select it with:  export GGMLGRAD_GGML_LIB={prefix / 'lib'}\n"
-              "(lavapipe, Mesa's software Vulkan device, is listed only with GGML_VK_VISIBLE_DEVICES=0)")
+        print("(lavapipe, Mesa's software Vulkan device, is listed only with GGML_VK_VISIBLE_DEVICES=0)")
     return prefix
 
 
@@ -352,6 +381,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cuda-arch", metavar="ARCHS",
                    help="with --cuda: CMAKE_CUDA_ARCHITECTURES, e.g. 90 for an H100/H200 (default: ggml's "
                         "list of architectures, a much longer build)")
+    p.add_argument("--cpu", choices=CPU_VARIANTS, default="auto",
+                   help="x86-64 code for ggml: avx2, avx512 (AVX-512F and the extensions this CPU has), "
+                        "native (-march=native), or auto (default: the variant measured fastest, AVX2)")
+    p.add_argument("--prefix", type=Path, default=None,
+                   help="install here instead of this environment (select it with GGMLGRAD_GGML_LIB=PREFIX/lib)")
     p.add_argument("--remove", action="store_true", help="delete the fast build (back to the prebuilt wheel)")
     args = p.parse_args(argv)
     if args.cuda_arch:
@@ -370,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
               "Install a compiler and run `python -m ggmlgrad build` for the fast build.")
         return 0
     try:
-        build(args.gpu or [], max(1, args.jobs), keep=args.keep, build_dir=args.build_dir)
+        build(args.gpu or [], max(1, args.jobs), keep=args.keep, build_dir=args.build_dir, cpu=args.cpu,
+              prefix=args.prefix)
     except BuildError as e:
         print(f"ggmlgrad build: {e}", file=sys.stderr)
         return 1

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ._ggml import lib, library_info
+from ._ggml.loader import openblas_core
 from .ops import fast_math
 from .runtime import devices, executor_for, get_device, get_num_threads
 from .runtime.device import accelerator_names
@@ -26,6 +27,7 @@ def info() -> dict:
         "devices": [d.name for d in devices()],
         "accelerators": accels,
         "build": "fast (BLAS)" if any("blas" in a.lower() for a in accels) else "prebuilt (no BLAS)",
+        "blas_kernels": openblas_core(),   # OpenBLAS's kernel set (e.g. SkylakeX: AVX-512), None without it
         "vector_kernels": fast_math.ACTIVE,   # exp/tanh/sigmoid/GELU at SIMD speed (the fast build's)
         "scheduler_backends": ex.backend_names,
         "default_device": get_device().name,

@@ -8,11 +8,14 @@ left in this environment (unless ``GGMLGRAD_BUILD=prebuilt``), then the
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import importlib.util
+import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 # An abort inside ggml would otherwise try to attach a debugger for a backtrace.
@@ -50,6 +53,65 @@ def kernels_library(directory: str | Path) -> Path | None:
     return None
 
 
+# The fast build's OpenBLAS (scipy-openblas32, a DYNAMIC_ARCH build private to ggml: its symbols
+# carry a scipy_ prefix) picks its kernels for the CPU when it loads, unless OPENBLAS_CORETYPE names
+# a kernel set. That variable is usually set for NumPy's and SciPy's own OpenBLAS (this project's
+# machines set OPENBLAS_CORETYPE=Haswell): applied to ggml's, it held an AVX-512 CPU (AMD EPYC,
+# Zen 5) to AVX2 kernels, and a 784-256-10 Adam step took 1020 µs instead of 550 µs with the
+# SkylakeX (AVX-512) kernels OpenBLAS picks there itself (benchmarks/README.md, 2026-12-01).
+# So ggml's OpenBLAS follows GGMLGRAD_OPENBLAS_CORETYPE only; unset, its own detection.
+OPENBLAS_CORETYPE_VAR = "GGMLGRAD_OPENBLAS_CORETYPE"
+
+
+def openblas_coretype(env: "dict | os._Environ") -> str | None:
+    """The OPENBLAS_CORETYPE under which the fast build's OpenBLAS loads: GGMLGRAD_OPENBLAS_CORETYPE
+    when set (a kernel set such as Haswell or SkylakeX), else None (OpenBLAS detects the CPU).
+
+    >>> openblas_coretype({"OPENBLAS_CORETYPE": "Haswell"}) is None
+    True
+    >>> openblas_coretype({"GGMLGRAD_OPENBLAS_CORETYPE": " Haswell "})
+    'Haswell'
+    """
+    value = env.get(OPENBLAS_CORETYPE_VAR, "").strip()
+    return value or None
+
+
+@contextlib.contextmanager
+def _openblas_environment():
+    """OPENBLAS_CORETYPE as :func:`openblas_coretype` says while the libraries load (OpenBLAS
+    reads it once, then); the user's own value is back afterwards, for every other library."""
+    saved = os.environ.get("OPENBLAS_CORETYPE")
+    core = openblas_coretype(os.environ)
+    if core is None:
+        os.environ.pop("OPENBLAS_CORETYPE", None)
+    else:
+        os.environ["OPENBLAS_CORETYPE"] = core
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("OPENBLAS_CORETYPE", None)
+        else:
+            os.environ["OPENBLAS_CORETYPE"] = saved
+
+
+def openblas_core() -> str | None:
+    """The kernel set the fast build's OpenBLAS (scipy-openblas32's) runs, e.g. "SkylakeX" or
+    "Haswell"; None when it is not loaded (the prebuilt wheel, Accelerate, a ggml of your own)."""
+    if not hasattr(os, "RTLD_NOLOAD"):
+        return None  # Windows: no way to ask for a loaded library only
+    try:  # RTLD_NOLOAD: only the library ggml's BLAS backend loaded, never a new one (nor NumPy's,
+        # whose OpenBLAS has another name)
+        blas = ctypes.CDLL("libscipy_openblas.so", mode=os.RTLD_NOLOAD | getattr(ctypes, "RTLD_GLOBAL", 0))
+    except OSError:
+        return None
+    fn = getattr(blas, "scipy_openblas_get_corename", None)
+    if fn is None:
+        return None
+    fn.restype = ctypes.c_char_p
+    return (fn() or b"").decode() or None
+
+
 class GGMLLibraryError(ImportError):
     """The ggml shared libraries are missing, incomplete or of another version."""
 
@@ -80,12 +142,58 @@ def _wheel_dir() -> Path | None:
     return root
 
 
+# The CPU feature each x86 ggml build switch compiles code for, by its /proc/cpuinfo flag.
+_GGML_CPU_FEATURES = {"AVX": "avx", "AVX2": "avx2", "FMA": "fma", "F16C": "f16c", "BMI2": "bmi2",
+                      "AVX512": "avx512f", "AVX512_VBMI": "avx512vbmi", "AVX512_VNNI": "avx512_vnni",
+                      "AVX512_BF16": "avx512_bf16", "AVX_VNNI": "avx_vnni"}
+
+
+def cpu_features() -> frozenset[str]:
+    """This CPU's feature flags from /proc/cpuinfo (empty where there is none: macOS, Windows)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def missing_cpu_features(stamp: dict, flags: "frozenset[str] | set[str]") -> list[str]:
+    """The instruction sets a fast build's stamp (its BUILD.json) was compiled for that a CPU with
+    ``flags`` lacks (its code would stop with SIGILL there: a virtual environment copied to another
+    machine); [] when it runs here or nothing can be told (no /proc/cpuinfo, a native build).
+
+    >>> missing_cpu_features({"cpu": ["-DGGML_AVX2=ON", "-DGGML_AVX512=ON"]}, {"avx", "avx2"})
+    ['AVX512']
+    """
+    if not flags:
+        return []
+    wanted = [o[len("-DGGML_"):-len("=ON")] for o in stamp.get("cpu", []) if o.startswith("-DGGML_") and o.endswith("=ON")]
+    return [w for w in wanted if w in _GGML_CPU_FEATURES and _GGML_CPU_FEATURES[w] not in flags]
+
+
+def _fast_build_runs_here(fast: Path) -> bool:
+    try:
+        stamp = json.loads((fast / FAST_STAMP).read_text())
+    except (OSError, ValueError):
+        return True  # an old or hand-made stamp: as before, trust it
+    missing = missing_cpu_features(stamp if isinstance(stamp, dict) else {}, cpu_features())
+    if missing:
+        warnings.warn(f"ggmlgrad: the fast build in {fast} was compiled for {', '.join(missing)}, which this "
+                      "CPU lacks; using the prebuilt libggml-python wheel. Rebuild for this CPU with "
+                      "`python -m ggmlgrad build`.", RuntimeWarning, stacklevel=3)
+    return not missing
+
+
 def find_library_dir() -> tuple[Path, str]:
     override = os.environ.get("GGMLGRAD_GGML_LIB")
     if override:
         return Path(override), "GGMLGRAD_GGML_LIB"
     fast = fast_build_dir()
-    if os.environ.get("GGMLGRAD_BUILD", "").strip().lower() != "prebuilt" and (fast / FAST_STAMP).exists():
+    if (os.environ.get("GGMLGRAD_BUILD", "").strip().lower() != "prebuilt" and (fast / FAST_STAMP).exists()
+            and _fast_build_runs_here(fast)):
         return fast / "lib", "fast build"
     d = _wheel_dir()
     if d is None:
@@ -108,11 +216,12 @@ def load() -> tuple[ctypes.CDLL, ctypes.CDLL, ctypes.CDLL, LibraryInfo]:
     libs = []
     if sys.platform == "win32":
         os.add_dll_directory(str(directory))  # dependent DLLs resolve from here
-    for n in names:
-        try:
-            libs.append(ctypes.CDLL(str(directory / n), mode=mode))
-        except OSError as e:
-            raise GGMLLibraryError(f"ggmlgrad: could not load {directory / n}: {e}") from e
+    with _openblas_environment():  # libggml loads ggml's BLAS backend, which loads OpenBLAS
+        for n in names:
+            try:
+                libs.append(ctypes.CDLL(str(directory / n), mode=mode))
+            except OSError as e:
+                raise GGMLLibraryError(f"ggmlgrad: could not load {directory / n}: {e}") from e
     ext = Path(names[0]).suffix
     core = set(names)
     backend_files = tuple(sorted(

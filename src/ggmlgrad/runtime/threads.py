@@ -91,14 +91,20 @@ def get_num_threads() -> int | None:
     return _override
 
 
+def free_cores(own: float = 1.0) -> float:
+    """Cores the 1-minute load average leaves to this process, whose own ``own`` busy threads the
+    average counts too (added back); MAX_THREADS where the platform has no load average."""
+    if not hasattr(os, "getloadavg"):
+        return float(MAX_THREADS)
+    return MAX_THREADS - os.getloadavg()[0] + own
+
+
 def choose_threads(total_work: float, max_node_work: float) -> int:
     if _override is not None:
         return _override
     if MAX_THREADS == 1 or max_node_work < MIN_WORK_FOR_THREADS:
         return 1
-    # The load average counts this (busy) process too: add it back.
-    free_cores = MAX_THREADS - os.getloadavg()[0] + 1.0 if hasattr(os, "getloadavg") else MAX_THREADS
-    return max(1, min(MAX_THREADS, int(free_cores), int(max_node_work // _WORK_PER_THREAD)))
+    return max(1, min(MAX_THREADS, int(free_cores()), int(max_node_work // _WORK_PER_THREAD)))
 
 
 # Heaviest-node flops from which a graph computed many times tries more threads (a 64x64x256
@@ -112,6 +118,11 @@ _TRIALS = 5  # counted computes per candidate count
 _BLOCK = 2  # computes in a row per candidate while measuring; the first of each is not counted
 _EARLY_PAIRS = 2      # a clear loser (3x slower) decides after this many counted pairs
 _RETUNE_EVERY = 500   # computes after a choice before measuring again (the load changes)
+# Each measurement that one thread wins doubles the wait before the next, up to this many times
+# _RETUNE_EVERY: a trial on a busy machine costs a few slow computes (on 2 cores with the load
+# average at 5, a 784-256-10 step took 20-75 ms on 2 threads against 0.55 ms on one), and one that
+# keeps losing should not be paid every 500 computes.
+_RETUNE_BACKOFF_MAX = 32
 _MANY_MUST_WIN = 0.9  # more threads are chosen only when their median is this much of one thread's
 
 
@@ -127,10 +138,12 @@ class ThreadTuner:
     wins, more threads only by 10% (a clear loser, 3x slower, decides after two counted pairs).
     The choice is measured again every ``_RETUNE_EVERY`` computes: one made during a burst of
     load (a single slow sample on a noisy VM once kept a 64x256 MLP step on 2 threads, 1.4x
-    slower) must not last.
+    slower) must not last. No trial starts while the load average leaves fewer than ``many`` cores
+    (one thread until the next is due), and each trial one thread wins doubles the wait before the
+    next (up to ``_RETUNE_BACKOFF_MAX`` times): on a busy machine trials only cost.
     """
 
-    __slots__ = ("many", "times_many", "times_one", "choice", "_current", "_in_block", "_since")
+    __slots__ = ("many", "times_many", "times_one", "choice", "_current", "_in_block", "_since", "_backoff")
 
     def __init__(self, many: int) -> None:
         self.many = many
@@ -140,6 +153,15 @@ class ThreadTuner:
         self._current = 1    # the candidate being measured
         self._in_block = 0   # its computes so far in this block
         self._since = 0  # computes since the choice
+        self._backoff = 1  # the wait before measuring again, in _RETUNE_EVERY computes
+        self._skip_if_busy(1)
+
+    def _skip_if_busy(self, own: int) -> None:
+        """No trial while the load average says the cores ``many`` threads need are taken: choose
+        one thread until the next measurement is due (threads that wait for a core at every
+        node's barrier made steps 40-130x slower on a 2-core VM under load)."""
+        if free_cores(own) < self.many - 0.5:
+            self.choice = 1
 
     @classmethod
     def for_work(cls, max_node_work: float, device_kind: str = "cpu", accelerated: bool = False) -> "ThreadTuner | None":
@@ -160,12 +182,14 @@ class ThreadTuner:
             return
         if self.choice:
             self._since += 1
-            if self._since >= _RETUNE_EVERY:
+            if self._since >= _RETUNE_EVERY * self._backoff:
+                own = self.choice  # the threads this graph ran on: the load average counts them
                 self._since = 0
                 self.choice = 0
                 self._current, self._in_block = 1, 0
                 self.times_many.clear()
                 self.times_one.clear()
+                self._skip_if_busy(own)
             return
         if threads != self._current:
             return  # not what the tuner picked (an override came and went): not a sample
@@ -182,3 +206,4 @@ class ThreadTuner:
         if len(many) >= _TRIALS or (len(many) >= _EARLY_PAIRS and (m > 3 * o or o > 3 * m)):
             # More threads must win clearly: they take cores the rest of the process may want.
             self.choice = self.many if m < _MANY_MUST_WIN * o else 1
+            self._backoff = 1 if self.choice == self.many else min(2 * self._backoff, _RETUNE_BACKOFF_MAX)
