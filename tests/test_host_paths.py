@@ -110,6 +110,54 @@ def test_setitem_reaches_aliases_and_views():
     assert v.tolist() == [4.0, 4.0, 4.0]
 
 
+def _views_of(x):
+    """Live views of every kind the host write refreshes: reshape, row, column, transpose, expand."""
+    return [x.reshape(-1, 5), x[3], x[:, 1], x.permute(2, 0, 1), x[1:2].expand(3, 4, 5), x[2:2]]
+
+
+def test_setitem_host_path_refreshes_live_views_as_the_write_op_does(monkeypatch):
+    """A row write into a buffer with live views (CleanRL's ``b_obs = obs.reshape(...)`` alive while the
+    next rollout writes ``obs[step] = ...``): the host path computes nothing, and every view holds the
+    write op's bits afterwards. Sources: an array, a view, an int32 tensor into float32."""
+    rng = np.random.default_rng(1)
+    base = rng.standard_normal((6, 4, 5)).astype(np.float32)
+    row = rng.standard_normal((4, 5))
+    sources = [lambda: row, lambda: gg.tensor(row.astype(np.float32)).reshape(20).view(4, 5),
+               lambda: gg.tensor(np.arange(20, dtype=np.int32).reshape(4, 5) * 12345, dtype=gg.int32),
+               lambda: 2.5]
+
+    def run(keys):
+        out = []
+        for src in sources:
+            x = gg.tensor(base)
+            vs = _views_of(x)
+            for k in keys:
+                v = src()
+                gg.reset_counters()
+                x[k] = v
+                # (tolist: numpy() would share x's memory, and the views would then live in it)
+                out.append([np.asarray(w.tolist(), np.float32) for w in vs + [x]])
+                out.append(gg.counters()["computes"])
+        return out
+    keys = [0, 3, slice(1, 3), -1]
+    fast = run(keys)
+    _without_host_path(monkeypatch)
+    slow = run(keys)
+    for f, s in zip(fast[::2], slow[::2]):
+        for a, b in zip(f, s):
+            assert np.array_equal(_bits(a), _bits(b))
+    assert all(n == 0 for n in fast[1::2]) and all(n > 0 for n in slow[1::2])
+
+
+def test_setitem_host_path_declines_a_source_in_the_family():
+    x = gg.tensor(np.arange(12, dtype=np.float32).reshape(4, 3))
+    v = x[1]
+    gg.reset_counters()
+    x[0] = v                          # the source is a view of x: the write op does it
+    assert gg.counters()["computes"] > 0
+    assert x.numpy()[0].tolist() == [3.0, 4.0, 5.0] and v.tolist() == [3.0, 4.0, 5.0]
+
+
 def test_setitem_with_grad_takes_the_tape():
     w = gg.zeros(3, 2, requires_grad=True)
     with pytest.raises(RuntimeError):

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine import COMPUTED, ENGINE, context, float32, host_value
-from ..runtime import SliceAlias, Storage
+from ..engine import COMPUTED, ENGINE, context, float32, host_value, int32
+from ..runtime import HostStorage, SliceAlias, Storage, StridedAlias
 from ..runtime.executor import COMPUTE_LOCK
 from . import views
 from .grad_mode import _enabled
 
 _NUMBERS = (float, int, np.floating, np.integer)
+_PLAIN = (Storage, HostStorage)
+_ALIASES = (SliceAlias, StridedAlias)
 
 
 def try_setitem(x, key, value) -> bool:
@@ -29,13 +31,14 @@ def try_setitem(x, key, value) -> bool:
     the write op must do it. ``key``: ints and slices with positive steps only."""
     if x.requires_grad or "_view" in x.__dict__ or x._status != COMPUTED:
         return False
-    cell = x._vcell
-    if len(cell) > 1 and cell[1].live():  # live views must see the write (tensor/views.py)
-        return False
     if not _basic_key(key, x.shape):
         return False
     src = _source(x, value)
     if src is None:
+        return False
+    cell = x._vcell
+    family = cell[1].live() if len(cell) > 1 else ()
+    if family and not _refreshable(x, family, src):  # live views must see the write (tensor/views.py)
         return False
     c = context.current()
     if c.recorder is not None or c.observer is not None:
@@ -53,10 +56,45 @@ def try_setitem(x, key, value) -> bool:
         shape = np.shape(dst[key])  # () when every dim is indexed (NumPy gives a scalar then)
         if src.shape != shape and not _broadcasts_to(src.shape, shape):
             return False  # the write op raises its own error
+        if src.dtype != dst.dtype:  # int32 into float32: the write op's cast (exact conversion, nearest)
+            src = src.astype(dst.dtype)
         with COMPUTE_LOCK:  # no graph reads or writes this memory meanwhile (a replay on another thread)
             dst[key] = src
+            for w in family:  # the write op's view refresh, as host copies (views.rederive)
+                _refresh_view(x, w)
     x._version += 1
     return True
+
+
+def _refreshable(x, family: list, src) -> bool:
+    """Whether every live view of ``x`` can be refreshed on the host after a write (a computed
+    view in memory of its own or in x's memory, not on the tape), and ``src`` is none of them
+    (``x[0] = x[1]`` takes the write op)."""
+    storage = x._storage
+    for w in family:
+        if w is src or w.requires_grad or w.dtype is not x.dtype or w._status != COMPUTED:
+            return False
+        if w._view.root._storage is not storage:
+            continue  # another memory (nn.Parameter(view) shares the version cell only): not refreshed
+        t = type(w._storage)
+        if t not in _PLAIN and t not in _ALIASES:
+            return False
+    return True
+
+
+def _refresh_view(x, w) -> None:
+    """Copy the view ``w``'s value out of its root ``x``'s memory into ``w``'s own memory (what
+    the write op's ``view refresh`` computes: each view step only selects elements)."""
+    ws = w._storage
+    if type(ws) not in _PLAIN or w._view.root._storage is not x._storage or not w.numel_:
+        return  # a view in x's memory already sees the write
+    offset, strides = w._view.layout()
+    size = x.dtype.itemsize
+    if strides == views.contiguous_strides(w.shape) or w.numel_ == 1:
+        ws.write(x._storage.data + offset * size, w.numel_ * size)
+        return
+    base = host_value(x).reshape(-1)[offset:]
+    host_value(w)[...] = np.lib.stride_tricks.as_strided(base, w.shape, tuple(st * size for st in strides))
 
 
 def _basic_key(key, shape: tuple) -> bool:
@@ -86,9 +124,11 @@ def _source(x, value):
     write op converts it (float → float32); None when only the write op can do it."""
     from .tensor import Tensor
     if isinstance(value, Tensor):
-        if value.dtype is not x.dtype or value.device is not x.device or value.requires_grad:
+        if value.device is not x.device or value.requires_grad:
             return None
-        return value if "_view" not in value.__dict__ else None
+        if value.dtype is not x.dtype and not (value.dtype is int32 and x.dtype is float32):
+            return None
+        return value  # (a view's value: host_value reads it only when it has memory of its own)
     if type(value) is np.ndarray:
         kind = value.dtype.kind
         if value.dtype == x.dtype.np_dtype and x.dtype.name in ("float32", "int32"):
