@@ -118,12 +118,13 @@ def _views_of(x):
 def test_setitem_host_path_refreshes_live_views_as_the_write_op_does(monkeypatch):
     """A row write into a buffer with live views (CleanRL's ``b_obs = obs.reshape(...)`` alive while the
     next rollout writes ``obs[step] = ...``): the host path computes nothing, and every view holds the
-    write op's bits afterwards. Sources: an array, a view, an int32 tensor into float32."""
+    write op's bits afterwards. Sources: an array, a view, an int32 tensor into float32, a value with leading size-1 dims."""
     rng = np.random.default_rng(1)
     base = rng.standard_normal((6, 4, 5)).astype(np.float32)
     row = rng.standard_normal((4, 5))
     sources = [lambda: row, lambda: gg.tensor(row.astype(np.float32)).reshape(20).view(4, 5),
                lambda: gg.tensor(np.arange(20, dtype=np.int32).reshape(4, 5) * 12345, dtype=gg.int32),
+               lambda: gg.tensor(row.astype(np.float32)[None, None]),  # leading size-1 dims (GAE's (1, n) rows)
                lambda: 2.5]
 
     def run(keys):

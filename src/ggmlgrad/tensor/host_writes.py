@@ -54,8 +54,12 @@ def try_setitem(x, key, value) -> bool:
         if dst is None or src is None:
             return False
         shape = np.shape(dst[key])  # () when every dim is indexed (NumPy gives a scalar then)
-        if src.shape != shape and not _broadcasts_to(src.shape, shape):
-            return False  # the write op raises its own error
+        if src.shape != shape:
+            lead = src.ndim - len(shape)
+            if lead > 0 and not any(n != 1 for n in src.shape[:lead]):
+                src = src.reshape(src.shape[lead:])  # torch drops a value's leading size-1 dims: x[t] = (1, n)
+            if src.shape != shape and not _broadcasts_to(src.shape, shape):
+                return False  # the write op raises its own error
         if src.dtype != dst.dtype:  # int32 into float32: the write op's cast (exact conversion, nearest)
             src = src.astype(dst.dtype)
         with COMPUTE_LOCK:  # no graph reads or writes this memory meanwhile (a replay on another thread)
