@@ -53,7 +53,8 @@ def try_setitem(x, key, value) -> bool:
             src = host_value(src)
         if dst is None or src is None:
             return False
-        shape = np.shape(dst[key])  # () when every dim is indexed (NumPy gives a scalar then)
+        # () when every dim is indexed (NumPy gives a scalar then); a row's, read off directly
+        shape = x.shape[1:] if type(key) is int else np.shape(dst[key])
         if src.shape != shape:
             lead = src.ndim - len(shape)
             if lead > 0 and not any(n != 1 for n in src.shape[:lead]):

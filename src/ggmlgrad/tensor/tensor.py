@@ -206,6 +206,9 @@ def _from_numpy(arr: np.ndarray, dtype: DType, device: Device, requires_grad: bo
     return t
 
 
+_F32 = np.dtype(np.float32)
+
+
 def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (array, nested lists, scalar or Tensor).
 
@@ -217,6 +220,13 @@ def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> T
     (2, 2)
     """
     dev = resolve_device(device)
+    if (type(data) is np.ndarray and dtype is None and data.dtype is _F32 and 0 < data.ndim <= 4
+            and data.flags.c_contiguous):
+        # An observation (``torch.Tensor(obs)`` per environment step): float32 bytes as they are, the
+        # same storage and upload as the general path below, without its conversions.
+        t = Tensor._blank(data.shape, float32, dev)
+        new_from_host(t, data, "tensor()")
+        return t.requires_grad_(True) if requires_grad else t
     if isinstance(data, Tensor):
         t = data.detach().to(device=dev)
         if dtype is not None:
