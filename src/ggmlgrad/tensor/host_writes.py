@@ -156,14 +156,17 @@ def _broadcasts_to(src: tuple, dst: tuple) -> bool:
 def try_getitem(x, key):
     """``x[key]`` (ints and slices with positive steps) as a view whose value is copied on the host
     in eager mode, or None (nothing done) when the ``slice`` op must make it."""
-    if x._status != COMPUTED or not _basic_key(key, x.shape) or (x.requires_grad and _enabled.get()):
+    shape = x.shape
+    if type(key) is int and shape:  # a row (buf[i]): the common case, its key checked directly
+        n = shape[0]
+        if x._status != COMPUTED or not -n <= key < n or (x.requires_grad and _enabled.get()):
+            return None
+    elif x._status != COMPUTED or not _basic_key(key, shape) or (x.requires_grad and _enabled.get()):
         return None
     c = context.current()
     if c.graph or c.recorder is not None or c.observer is not None or host_value(x) is None:
         return None
-    shape = x.shape
-    if type(key) is int:  # a row (buf[i]): the common case, worked out directly
-        n = shape[0]
+    if type(key) is int:  # a row, worked out directly
         i = key % n
         rest = len(shape) - 1
         return _view_of(x, key, (i,) + (0,) * rest, (i + 1,) + shape[1:], (1,) * len(shape), shape[1:],
