@@ -159,6 +159,41 @@ def test_setitem_host_path_declines_a_source_in_the_family():
     assert x.numpy()[0].tolist() == [3.0, 4.0, 5.0] and v.tolist() == [3.0, 4.0, 5.0]
 
 
+def test_index_array_host_path_gives_the_ops_bits(monkeypatch):
+    """``x[np_index]`` (CleanRL's ``b_obs[mb_inds]``) in eager mode: NumPy gathers the rows on the
+    host (no compute), with index_select's bits, shape and dtype; negative and 2-D index arrays,
+    int32 tensors, views. Out-of-range indices, autograd and graph mode take the op."""
+    rng = np.random.default_rng(2)
+    xf = rng.standard_normal((9, 3, 2)).astype(np.float32)
+    xf[0, 0, 0] = np.nan
+    xi = rng.integers(-50, 50, (9, 4)).astype(np.int32)
+    keys = [rng.permutation(9)[:5], np.array([-1, 0, -9, 8], np.int64), np.array([[1, 2], [3, 3]], np.int32),
+            np.array([4], np.uint8)]
+
+    def run():
+        out = []
+        for base, dt in ((xf, gg.float32), (xi, gg.int32)):
+            x = gg.tensor(base, dtype=dt)
+            for src in (x, x.reshape(9, -1)):   # (the view has memory of its own)
+                for k in keys:
+                    gg.reset_counters()
+                    y = src[k]
+                    out.append((y.shape, y.dtype, np.asarray(y.tolist(), base.dtype), gg.counters()["computes"]))
+        return out
+    fast = run()
+    monkeypatch.setattr(shape_methods, "try_take", lambda *a: None)
+    slow = run()
+    for (s1, d1, v1, n1), (s2, d2, v2, n2) in zip(fast, slow):
+        assert s1 == s2 and d1 is d2 and np.array_equal(_bits(v1), _bits(v2))
+        assert n1 == 0 and n2 > 0
+    x = gg.tensor(xf)
+    with pytest.raises(IndexError):
+        x[np.array([9])]                  # out of range: the op's error
+    w = gg.tensor(xf, requires_grad=True)
+    w[np.array([1, 1])].sum().backward()  # on the tape: the gradient reaches w
+    assert w.grad.numpy()[1].tolist() == [[2.0, 2.0]] * 3
+
+
 def test_setitem_with_grad_takes_the_tape():
     w = gg.zeros(3, 2, requires_grad=True)
     with pytest.raises(RuntimeError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine import COMPUTED, ENGINE, context, float32, host_value, int32
+from ..engine import COMPUTED, ENGINE, context, float32, host_value, int32, new_from_host
 from ..runtime import HostStorage, SliceAlias, Storage, StridedAlias
 from ..runtime.executor import COMPUTE_LOCK
 from . import views
@@ -221,3 +221,30 @@ def _view_of(x, key, start: tuple, stop: tuple, step: tuple, out_shape: tuple, o
         else:
             host_value(out)[...] = host_value(x)[key]
     return views.index_view(out, x, key, start, stop, step)
+
+
+def try_take(x, key):
+    """``x[index]`` for one integer NumPy array of in-range indices on the first axis (a minibatch's
+    rows: ``b_obs[mb_inds]``) in eager mode, on host memory: NumPy gathers the rows that the
+    ``index_select`` op would copy (the same bits) into a new tensor; or None (nothing done) when
+    the op must do it (autograd, graph mode, capture, an index out of range: the op's error)."""
+    if type(key) is not np.ndarray or key.dtype.kind not in "iu" or not key.size or x._status != COMPUTED:
+        return None
+    shape = x.shape
+    if not shape or key.ndim + len(shape) - 1 > 4 or (x.requires_grad and _enabled.get()):
+        return None
+    c = context.current()
+    if c.graph or c.recorder is not None or c.observer is not None:
+        return None
+    n = shape[0]
+    if key.min() < -n or key.max() >= n:
+        return None
+    src = host_value(x)
+    if src is None:
+        return None
+    with COMPUTE_LOCK:  # as a compute reads: not while a graph on another thread writes this memory
+        rows = src.take(key, axis=0)  # (negative indices count from the end, as the op wraps them)
+    from .tensor import Tensor
+    out = Tensor._blank(rows.shape, x.dtype, x.device)
+    new_from_host(out, rows, "x[index]")
+    return out

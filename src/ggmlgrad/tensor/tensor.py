@@ -220,7 +220,7 @@ def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> T
     (2, 2)
     """
     dev = resolve_device(device)
-    if (type(data) is np.ndarray and dtype is None and data.dtype is _F32 and 0 < data.ndim <= 4
+    if (type(data) is np.ndarray and (dtype is None or dtype is float32) and data.dtype is _F32 and 0 < data.ndim <= 4
             and data.flags.c_contiguous):
         # An observation (``torch.Tensor(obs)`` per environment step): float32 bytes as they are, the
         # same storage and upload as the general path below, without its conversions.
