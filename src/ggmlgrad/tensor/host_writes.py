@@ -4,12 +4,19 @@ A row write into rollout storage (``buf[i] = obs``) as the write op costs a ``sl
 over the whole buffer and a copy of it back (two computes, ~60 µs for a 4x4 row of a 128x4x4
 buffer). When the write op could only copy bytes (same dtype, or a float array rounded to float32
 as the upload of ``gg.tensor(array)`` rounds it), NumPy copies the region in place instead: the
-same bits, the same version bump and the same ordering (the queue computes first). Anything else
-(autograd, views, capture, other dtypes, a pending value, a GPU) takes the write op.
+same bits, the same version bump and the same ordering (the queue computes first). An int32 value
+into float32 is converted as the write op's cast converts it. Live views of the buffer (CleanRL's
+``b_obs = obs.reshape(...)``, alive while the next rollout writes ``obs[step]``) are refreshed as
+the write op refreshes them: each view with memory of its own gets its elements copied out of the
+buffer (each view step only selects elements). Anything else (autograd, writing through a view,
+a source in the buffer's family, capture, other dtypes, a pending value, a GPU) takes the write op.
 
 A row read (``buf[i]`` in eager mode) is a view whose value the ``slice`` op copies into memory
 of its own: the same copy is made here with one ``memmove`` (a region that is contiguous in the
 base) or NumPy, and the view is recorded as the op's result would be (tensor/views.py).
+
+A minibatch read with a NumPy index array (``b_obs[mb_inds]`` in eager mode) gathers the rows
+with NumPy into a new tensor: the copy ``index_select`` makes, without uploading the index.
 """
 from __future__ import annotations
 
