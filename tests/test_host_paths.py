@@ -123,7 +123,7 @@ def test_setitem_host_path_refreshes_live_views_as_the_write_op_does(monkeypatch
     base = rng.standard_normal((6, 4, 5)).astype(np.float32)
     row = rng.standard_normal((4, 5))
     sources = [lambda: row, lambda: gg.tensor(row.astype(np.float32)).reshape(20).view(4, 5),
-               lambda: gg.tensor(np.arange(20, dtype=np.int32).reshape(4, 5) * 12345, dtype=gg.int32),
+               lambda: gg.tensor(np.arange(20, dtype=np.int32).reshape(4, 5) * 12345679, dtype=gg.int32),  # rounds
                lambda: gg.tensor(row.astype(np.float32)[None, None]),  # leading size-1 dims (GAE's (1, n) rows)
                lambda: 2.5]
 

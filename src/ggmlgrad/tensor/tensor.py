@@ -281,8 +281,11 @@ def _integer_arithmetic(name: str, closed: bool):
             if (opdef is not None and isinstance(input, Tensor) and isinstance(other, Tensor)
                     and input.dtype is float32 and other.dtype is float32):
                 return tape.apply(opdef, (input, other), {})
-            if isinstance(input, Tensor) and input.dtype is float32 and not isinstance(other, Tensor):
-                return float_fn(input, other)  # (x * 2.0: no int32 or bool operand, as the checks below find)
+            if isinstance(input, Tensor):
+                if input.dtype is float32 and not isinstance(other, Tensor):
+                    return float_fn(input, other)  # (x * 2.0: no int32 or bool operand, as the checks below find)
+            elif isinstance(other, Tensor) and other.dtype is float32:
+                return float_fn(input, other)  # (1.0 - x, reflected: likewise)
             if ((isinstance(input, Tensor) and input.dtype.is_bool)
                     or (isinstance(other, Tensor) and other.dtype.is_bool)):
                 return bool_ops.arithmetic(name, input, other, fn)   # torch's bool promotion (tensor/bool_ops.py)
