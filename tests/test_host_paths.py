@@ -194,6 +194,31 @@ def test_index_array_host_path_gives_the_ops_bits(monkeypatch):
     assert w.grad.numpy()[1].tolist() == [[2.0, 2.0]] * 3
 
 
+def test_tensor_from_float32_array_fast_path_matches_the_general_path():
+    """``gg.tensor(float32 C-contiguous array)`` (an observation per step) skips the conversions: the
+    same bits (a NaN payload, -0.0, a subnormal), shape, dtype, upload count and copy semantics as
+    the general path (``dtype="float32"`` by name takes it)."""
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in ((4,), (2, 3), (2, 1, 3), (1, 2, 2, 2))]
+    arrays[0][:3] = [np.frombuffer(np.uint32(0x7FC00123).tobytes(), np.float32)[0], -0.0, 1e-45]
+    for a in arrays:
+        for kw in ({}, {"dtype": gg.float32}, {"requires_grad": True}):
+            gg.reset_counters()
+            fast = gg.tensor(a, **kw)
+            n_fast = gg.counters()["uploads"]
+            gg.reset_counters()
+            slow = gg.tensor(a, **{**kw, "dtype": "float32"})
+            assert gg.counters()["uploads"] == n_fast == 1
+            assert fast.shape == slow.shape == a.shape and fast.dtype is slow.dtype is gg.float32
+            assert fast.requires_grad == slow.requires_grad == bool(kw.get("requires_grad"))
+            assert np.array_equal(_bits(fast.detach().numpy()), _bits(slow.detach().numpy()))
+            assert np.array_equal(_bits(fast.detach().numpy()), _bits(a))
+    a = np.ones(3, np.float32)
+    t = gg.tensor(a)
+    a[0] = 5.0                                   # a copy, not a view of the array
+    assert t.tolist() == [1.0, 1.0, 1.0]
+
+
 def test_setitem_with_grad_takes_the_tape():
     w = gg.zeros(3, 2, requires_grad=True)
     with pytest.raises(RuntimeError):
