@@ -110,6 +110,115 @@ def test_setitem_reaches_aliases_and_views():
     assert v.tolist() == [4.0, 4.0, 4.0]
 
 
+def _views_of(x):
+    """Live views of every kind the host write refreshes: reshape, row, column, transpose, expand."""
+    return [x.reshape(-1, 5), x[3], x[:, 1], x.permute(2, 0, 1), x[1:2].expand(3, 4, 5), x[2:2]]
+
+
+def test_setitem_host_path_refreshes_live_views_as_the_write_op_does(monkeypatch):
+    """A row write into a buffer with live views (CleanRL's ``b_obs = obs.reshape(...)`` alive while the
+    next rollout writes ``obs[step] = ...``): the host path computes nothing, and every view holds the
+    write op's bits afterwards. Sources: an array, a view, an int32 tensor into float32, a value with leading size-1 dims."""
+    rng = np.random.default_rng(1)
+    base = rng.standard_normal((6, 4, 5)).astype(np.float32)
+    row = rng.standard_normal((4, 5))
+    sources = [lambda: row, lambda: gg.tensor(row.astype(np.float32)).reshape(20).view(4, 5),
+               lambda: gg.tensor(np.arange(20, dtype=np.int32).reshape(4, 5) * 12345679, dtype=gg.int32),  # rounds
+               lambda: gg.tensor(row.astype(np.float32)[None, None]),  # leading size-1 dims (GAE's (1, n) rows)
+               lambda: 2.5]
+
+    def run(keys):
+        out = []
+        for src in sources:
+            x = gg.tensor(base)
+            vs = _views_of(x)
+            for k in keys:
+                v = src()
+                gg.reset_counters()
+                x[k] = v
+                # (tolist: numpy() would share x's memory, and the views would then live in it)
+                out.append([np.asarray(w.tolist(), np.float32) for w in vs + [x]])
+                out.append(gg.counters()["computes"])
+        return out
+    keys = [0, 3, slice(1, 3), -1]
+    fast = run(keys)
+    _without_host_path(monkeypatch)
+    slow = run(keys)
+    for f, s in zip(fast[::2], slow[::2]):
+        for a, b in zip(f, s):
+            assert np.array_equal(_bits(a), _bits(b))
+    assert all(n == 0 for n in fast[1::2]) and all(n > 0 for n in slow[1::2])
+
+
+def test_setitem_host_path_declines_a_source_in_the_family():
+    x = gg.tensor(np.arange(12, dtype=np.float32).reshape(4, 3))
+    v = x[1]
+    gg.reset_counters()
+    x[0] = v                          # the source is a view of x: the write op does it
+    assert gg.counters()["computes"] > 0
+    assert x.numpy()[0].tolist() == [3.0, 4.0, 5.0] and v.tolist() == [3.0, 4.0, 5.0]
+
+
+def test_index_array_host_path_gives_the_ops_bits(monkeypatch):
+    """``x[np_index]`` (CleanRL's ``b_obs[mb_inds]``) in eager mode: NumPy gathers the rows on the
+    host (no compute), with index_select's bits, shape and dtype; negative and 2-D index arrays,
+    int32 tensors, views. Out-of-range indices, autograd and graph mode take the op."""
+    rng = np.random.default_rng(2)
+    xf = rng.standard_normal((9, 3, 2)).astype(np.float32)
+    xf[0, 0, 0] = np.nan
+    xi = rng.integers(-50, 50, (9, 4)).astype(np.int32)
+    keys = [rng.permutation(9)[:5], np.array([-1, 0, -9, 8], np.int64), np.array([[1, 2], [3, 3]], np.int32),
+            np.array([4], np.uint8)]
+
+    def run():
+        out = []
+        for base, dt in ((xf, gg.float32), (xi, gg.int32)):
+            x = gg.tensor(base, dtype=dt)
+            for src in (x, x.reshape(9, -1)):   # (the view has memory of its own)
+                for k in keys:
+                    gg.reset_counters()
+                    y = src[k]
+                    out.append((y.shape, y.dtype, np.asarray(y.tolist(), base.dtype), gg.counters()["computes"]))
+        return out
+    fast = run()
+    monkeypatch.setattr(shape_methods, "try_take", lambda *a: None)
+    slow = run()
+    for (s1, d1, v1, n1), (s2, d2, v2, n2) in zip(fast, slow):
+        assert s1 == s2 and d1 is d2 and np.array_equal(_bits(v1), _bits(v2))
+        assert n1 == 0 and n2 > 0
+    x = gg.tensor(xf)
+    with pytest.raises(IndexError):
+        x[np.array([9])]                  # out of range: the op's error
+    w = gg.tensor(xf, requires_grad=True)
+    w[np.array([1, 1])].sum().backward()  # on the tape: the gradient reaches w
+    assert w.grad.numpy()[1].tolist() == [[2.0, 2.0]] * 3
+
+
+def test_tensor_from_float32_array_fast_path_matches_the_general_path():
+    """``gg.tensor(float32 C-contiguous array)`` (an observation per step) skips the conversions: the
+    same bits (a NaN payload, -0.0, a subnormal), shape, dtype, upload count and copy semantics as
+    the general path (``dtype="float32"`` by name takes it)."""
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in ((4,), (2, 3), (2, 1, 3), (1, 2, 2, 2))]
+    arrays[0][:3] = [np.frombuffer(np.uint32(0x7FC00123).tobytes(), np.float32)[0], -0.0, 1e-45]
+    for a in arrays:
+        for kw in ({}, {"dtype": gg.float32}, {"requires_grad": True}):
+            gg.reset_counters()
+            fast = gg.tensor(a, **kw)
+            n_fast = gg.counters()["uploads"]
+            gg.reset_counters()
+            slow = gg.tensor(a, **{**kw, "dtype": "float32"})
+            assert gg.counters()["uploads"] == n_fast == 1
+            assert fast.shape == slow.shape == a.shape and fast.dtype is slow.dtype is gg.float32
+            assert fast.requires_grad == slow.requires_grad == bool(kw.get("requires_grad"))
+            assert np.array_equal(_bits(fast.detach().numpy()), _bits(slow.detach().numpy()))
+            assert np.array_equal(_bits(fast.detach().numpy()), _bits(a))
+    a = np.ones(3, np.float32)
+    t = gg.tensor(a)
+    a[0] = 5.0                                   # a copy, not a view of the array
+    assert t.tolist() == [1.0, 1.0, 1.0]
+
+
 def test_setitem_with_grad_takes_the_tape():
     w = gg.zeros(3, 2, requires_grad=True)
     with pytest.raises(RuntimeError):

@@ -246,7 +246,13 @@ class OpPlan(Plan):
             else:
                 s = Storage(device, nbytes)
             self.pointers.bind_op(inputs, s)
-            status = self._compute_locked(threads)
+            ex = self.executor
+            if self.tuner is None and not _FAULTS:  # _compute_locked's common case, inline (runs per op)
+                if ex.threads != threads or ex.last_accelerated is not self.accelerated:
+                    ex.set_threads(threads, self.accelerated)
+                status = lib.backend_sched_graph_compute(self.sched, self.graph)
+            else:
+                status = self._compute_locked(threads)
             if nbytes <= _SPARE_BYTES:
                 self.spare = s
             return status, s

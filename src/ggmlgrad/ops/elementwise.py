@@ -17,6 +17,11 @@ from ..engine.errors import DTypeError
 def _infer_binary(name, check_dtypes=None, out_dtype=float32):
     """Validation of a broadcasting binary op; float32 operands unless ``check_dtypes`` says otherwise."""
     def infer(a, b):
+        # The common case first (two float32 tensors of one shape on one device, every check passes):
+        # the checks below, with no call (this runs on every binary op).
+        if (check_dtypes is None and a.device is b.device and a.dtype is float32 and b.dtype is float32
+                and a.shape == b.shape and type(a.shape) is tuple and len(a.shape) <= 4):
+            return a.shape, out_dtype
         same_device(name, a, b)
         (check_dtypes or same_float)(name, a, b)
         return broadcast_shapes(name, a.shape, b.shape), out_dtype

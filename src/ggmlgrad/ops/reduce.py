@@ -93,6 +93,8 @@ def _reduced_shape(shape, axes, keepdim):
 def _infer_reduce(name):
     policy = float_compute if name == "logsumexp" else same_float   # torch: logsumexp of int32/bool is float32
     def infer(a, axis=None, keepdim=False):
+        if axis is None and keepdim is False and a.dtype is float32:
+            return (), float32  # the whole-tensor reduction of a float32 tensor: every check below passes
         if name == "mean" and a.dtype is int32:   # torch's rule and words
             raise DTypeError("mean(): could not infer output dtype. Input dtype must be either a floating "
                             "point or complex dtype. Got: int32 (cast with .float())")

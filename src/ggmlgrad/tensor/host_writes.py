@@ -4,24 +4,33 @@ A row write into rollout storage (``buf[i] = obs``) as the write op costs a ``sl
 over the whole buffer and a copy of it back (two computes, ~60 µs for a 4x4 row of a 128x4x4
 buffer). When the write op could only copy bytes (same dtype, or a float array rounded to float32
 as the upload of ``gg.tensor(array)`` rounds it), NumPy copies the region in place instead: the
-same bits, the same version bump and the same ordering (the queue computes first). Anything else
-(autograd, views, capture, other dtypes, a pending value, a GPU) takes the write op.
+same bits, the same version bump and the same ordering (the queue computes first). An int32 value
+into float32 is converted as the write op's cast converts it. Live views of the buffer (CleanRL's
+``b_obs = obs.reshape(...)``, alive while the next rollout writes ``obs[step]``) are refreshed as
+the write op refreshes them: each view with memory of its own gets its elements copied out of the
+buffer (each view step only selects elements). Anything else (autograd, writing through a view,
+a source in the buffer's family, capture, other dtypes, a pending value, a GPU) takes the write op.
 
 A row read (``buf[i]`` in eager mode) is a view whose value the ``slice`` op copies into memory
 of its own: the same copy is made here with one ``memmove`` (a region that is contiguous in the
 base) or NumPy, and the view is recorded as the op's result would be (tensor/views.py).
+
+A minibatch read with a NumPy index array (``b_obs[mb_inds]`` in eager mode) gathers the rows
+with NumPy into a new tensor: the copy ``index_select`` makes, without uploading the index.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..engine import COMPUTED, ENGINE, context, float32, host_value
-from ..runtime import SliceAlias, Storage
+from ..engine import COMPUTED, ENGINE, context, float32, host_value, int32, new_from_host
+from ..runtime import HostStorage, SliceAlias, Storage, StridedAlias
 from ..runtime.executor import COMPUTE_LOCK
 from . import views
 from .grad_mode import _enabled
 
 _NUMBERS = (float, int, np.floating, np.integer)
+_PLAIN = (Storage, HostStorage)
+_ALIASES = (SliceAlias, StridedAlias)
 
 
 def try_setitem(x, key, value) -> bool:
@@ -29,13 +38,14 @@ def try_setitem(x, key, value) -> bool:
     the write op must do it. ``key``: ints and slices with positive steps only."""
     if x.requires_grad or "_view" in x.__dict__ or x._status != COMPUTED:
         return False
-    cell = x._vcell
-    if len(cell) > 1 and cell[1].live():  # live views must see the write (tensor/views.py)
-        return False
     if not _basic_key(key, x.shape):
         return False
     src = _source(x, value)
     if src is None:
+        return False
+    cell = x._vcell
+    family = cell[1].live() if len(cell) > 1 else ()
+    if family and not _refreshable(x, family, src):  # live views must see the write (tensor/views.py)
         return False
     c = context.current()
     if c.recorder is not None or c.observer is not None:
@@ -50,13 +60,53 @@ def try_setitem(x, key, value) -> bool:
             src = host_value(src)
         if dst is None or src is None:
             return False
-        shape = np.shape(dst[key])  # () when every dim is indexed (NumPy gives a scalar then)
-        if src.shape != shape and not _broadcasts_to(src.shape, shape):
-            return False  # the write op raises its own error
+        # () when every dim is indexed (NumPy gives a scalar then); a row's, read off directly
+        shape = x.shape[1:] if type(key) is int else np.shape(dst[key])
+        if src.shape != shape:
+            lead = src.ndim - len(shape)
+            if lead > 0 and not any(n != 1 for n in src.shape[:lead]):
+                src = src.reshape(src.shape[lead:])  # torch drops a value's leading size-1 dims: x[t] = (1, n)
+            if src.shape != shape and not _broadcasts_to(src.shape, shape):
+                return False  # the write op raises its own error
+        if src.dtype != dst.dtype:  # int32 into float32: the write op's cast (exact conversion, nearest)
+            src = src.astype(dst.dtype)
         with COMPUTE_LOCK:  # no graph reads or writes this memory meanwhile (a replay on another thread)
             dst[key] = src
+            for w in family:  # the write op's view refresh, as host copies (views.rederive)
+                _refresh_view(x, w)
     x._version += 1
     return True
+
+
+def _refreshable(x, family: list, src) -> bool:
+    """Whether every live view of ``x`` can be refreshed on the host after a write (a computed
+    view in memory of its own or in x's memory, not on the tape), and ``src`` is none of them
+    (``x[0] = x[1]`` takes the write op)."""
+    storage = x._storage
+    for w in family:
+        if w is src or w.requires_grad or w.dtype is not x.dtype or w._status != COMPUTED:
+            return False
+        if w._view.root._storage is not storage:
+            continue  # another memory (nn.Parameter(view) shares the version cell only): not refreshed
+        t = type(w._storage)
+        if t not in _PLAIN and t not in _ALIASES:
+            return False
+    return True
+
+
+def _refresh_view(x, w) -> None:
+    """Copy the view ``w``'s value out of its root ``x``'s memory into ``w``'s own memory (what
+    the write op's ``view refresh`` computes: each view step only selects elements)."""
+    ws = w._storage
+    if type(ws) not in _PLAIN or w._view.root._storage is not x._storage or not w.numel_:
+        return  # a view in x's memory already sees the write
+    offset, strides = w._view.layout()
+    size = x.dtype.itemsize
+    if strides == views.contiguous_strides(w.shape) or w.numel_ == 1:
+        ws.write(x._storage.data + offset * size, w.numel_ * size)
+        return
+    base = host_value(x).reshape(-1)[offset:]
+    host_value(w)[...] = np.lib.stride_tricks.as_strided(base, w.shape, tuple(st * size for st in strides))
 
 
 def _basic_key(key, shape: tuple) -> bool:
@@ -86,9 +136,11 @@ def _source(x, value):
     write op converts it (float → float32); None when only the write op can do it."""
     from .tensor import Tensor
     if isinstance(value, Tensor):
-        if value.dtype is not x.dtype or value.device is not x.device or value.requires_grad:
+        if value.device is not x.device or value.requires_grad:
             return None
-        return value if "_view" not in value.__dict__ else None
+        if value.dtype is not x.dtype and not (value.dtype is int32 and x.dtype is float32):
+            return None
+        return value  # (a view's value: host_value reads it only when it has memory of its own)
     if type(value) is np.ndarray:
         kind = value.dtype.kind
         if value.dtype == x.dtype.np_dtype and x.dtype.name in ("float32", "int32"):
@@ -111,14 +163,17 @@ def _broadcasts_to(src: tuple, dst: tuple) -> bool:
 def try_getitem(x, key):
     """``x[key]`` (ints and slices with positive steps) as a view whose value is copied on the host
     in eager mode, or None (nothing done) when the ``slice`` op must make it."""
-    if x._status != COMPUTED or not _basic_key(key, x.shape) or (x.requires_grad and _enabled.get()):
+    shape = x.shape
+    if type(key) is int and shape:  # a row (buf[i]): the common case, its key checked directly
+        n = shape[0]
+        if x._status != COMPUTED or not -n <= key < n or (x.requires_grad and _enabled.get()):
+            return None
+    elif x._status != COMPUTED or not _basic_key(key, shape) or (x.requires_grad and _enabled.get()):
         return None
     c = context.current()
     if c.graph or c.recorder is not None or c.observer is not None or host_value(x) is None:
         return None
-    shape = x.shape
-    if type(key) is int:  # a row (buf[i]): the common case, worked out directly
-        n = shape[0]
+    if type(key) is int:  # a row, worked out directly
         i = key % n
         rest = len(shape) - 1
         return _view_of(x, key, (i,) + (0,) * rest, (i + 1,) + shape[1:], (1,) * len(shape), shape[1:],
@@ -173,3 +228,30 @@ def _view_of(x, key, start: tuple, stop: tuple, step: tuple, out_shape: tuple, o
         else:
             host_value(out)[...] = host_value(x)[key]
     return views.index_view(out, x, key, start, stop, step)
+
+
+def try_take(x, key):
+    """``x[index]`` for one integer NumPy array of in-range indices on the first axis (a minibatch's
+    rows: ``b_obs[mb_inds]``) in eager mode, on host memory: NumPy gathers the rows that the
+    ``index_select`` op would copy (the same bits) into a new tensor; or None (nothing done) when
+    the op must do it (autograd, graph mode, capture, an index out of range: the op's error)."""
+    if type(key) is not np.ndarray or key.dtype.kind not in "iu" or not key.size or x._status != COMPUTED:
+        return None
+    shape = x.shape
+    if not shape or key.ndim + len(shape) - 1 > 4 or (x.requires_grad and _enabled.get()):
+        return None
+    c = context.current()
+    if c.graph or c.recorder is not None or c.observer is not None:
+        return None
+    n = shape[0]
+    if key.min() < -n or key.max() >= n:
+        return None
+    src = host_value(x)
+    if src is None:
+        return None
+    with COMPUTE_LOCK:  # as a compute reads: not while a graph on another thread writes this memory
+        rows = src.take(key, axis=0)  # (negative indices count from the end, as the op wraps them)
+    from .tensor import Tensor
+    out = Tensor._blank(rows.shape, x.dtype, x.device)
+    new_from_host(out, rows, "x[index]")
+    return out

@@ -32,7 +32,7 @@ from . import functional_shape as F
 from .functional_shape import IndexRangeError
 from .grad_mode import is_grad_enabled
 from . import adv_index, mask_index, views
-from .host_writes import try_getitem, try_setitem
+from .host_writes import try_getitem, try_setitem, try_take
 from .tensor import Tensor
 from ..engine.errors import ShapeError
 
@@ -118,6 +118,8 @@ def _parse(x: Tensor, key):
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]`` with NumPy basic indexing plus one integer index tensor/list (see module doc)."""
     out = try_getitem(x, key)  # eager, plain host memory: the row copied where it lies (host_writes.py)
+    if out is None:
+        out = try_take(x, key)  # one NumPy index array (a minibatch's rows): gathered on the host
     if out is not None:
         return out
     if mask_index.has_mask(key):  # data-dependent shape: the mask is read (tensor/mask_index.py)

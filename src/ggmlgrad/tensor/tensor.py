@@ -206,6 +206,9 @@ def _from_numpy(arr: np.ndarray, dtype: DType, device: Device, requires_grad: bo
     return t
 
 
+_F32 = np.dtype(np.float32)
+
+
 def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (array, nested lists, scalar or Tensor).
 
@@ -217,6 +220,13 @@ def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> T
     (2, 2)
     """
     dev = resolve_device(device)
+    if (type(data) is np.ndarray and (dtype is None or dtype is float32) and data.dtype is _F32 and 0 < data.ndim <= 4
+            and data.flags.c_contiguous):
+        # An observation (``torch.Tensor(obs)`` per environment step): float32 bytes as they are, the
+        # same storage and upload as the general path below, without its conversions.
+        t = Tensor._blank(data.shape, float32, dev)
+        new_from_host(t, data, "tensor()")
+        return t.requires_grad_(True) if requires_grad else t
     if isinstance(data, Tensor):
         t = data.detach().to(device=dev)
         if dtype is not None:
@@ -271,6 +281,11 @@ def _integer_arithmetic(name: str, closed: bool):
             if (opdef is not None and isinstance(input, Tensor) and isinstance(other, Tensor)
                     and input.dtype is float32 and other.dtype is float32):
                 return tape.apply(opdef, (input, other), {})
+            if isinstance(input, Tensor):
+                if input.dtype is float32 and not isinstance(other, Tensor):
+                    return float_fn(input, other)  # (x * 2.0: no int32 or bool operand, as the checks below find)
+            elif isinstance(other, Tensor) and other.dtype is float32:
+                return float_fn(input, other)  # (1.0 - x, reflected: likewise)
             if ((isinstance(input, Tensor) and input.dtype.is_bool)
                     or (isinstance(other, Tensor) and other.dtype.is_bool)):
                 return bool_ops.arithmetic(name, input, other, fn)   # torch's bool promotion (tensor/bool_ops.py)
