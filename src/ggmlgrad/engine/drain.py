@@ -21,6 +21,7 @@ from sys import getrefcount
 
 from .._ggml import lib
 from ..runtime import Device, Storage, StridedAlias, choose_threads
+from ..runtime import threads as _threads
 from ..runtime.faults import ARMED as _FAULTS, hit as _fault
 from . import checks as _checks
 from .array import COMPUTED, FAILED, PENDING, Array
@@ -103,12 +104,14 @@ class Drainer:
         self._fail_next: str | None = None
         self._fail_error: type = RuntimeError
         self.settle_queue: list = []  # (weak ref, callback): queued tensors to settle once computed
+        self.checks = queue.checks  # the queue's index checks (one list, cleared in place: checks.py)
 
     def run(self, plan, counters, reason: str, threads: int, *args):
         """Compute ``plan`` (bound by ``plan.bind(*args)``) and count it; returns what ``bind``
         returned. Every compute of the engine and of capture replays is this call."""
         got = self.executor.compute(plan, threads, args)
-        counters.compute(reason, plan.n_nodes)
+        counters.computes[reason] += 1  # counters.compute, inlined (once per eager op)
+        counters.nodes.append(plan.n_nodes)
         return got
 
     def settle_when_computed(self, a: Array, fn) -> None:
@@ -163,6 +166,8 @@ class Drainer:
         one = q.one
         if one is not None:
             q.one = None
+            if type(one) is not tuple:  # a record that carries its plan
+                return self._drain_planned_record(one, reason)
             if self._fail_next is None and self._drain_one(one, reason):
                 return True
             self.builder.build_record(*one[:6])
@@ -230,7 +235,7 @@ class Drainer:
             self.builder.give_back(ctx_list)
             del keep
             self._draining = False
-        if q.checks:
+        if self.checks:
             _checks.after_drain(q, epoch, outs)
         if self.settle_queue:
             self._settle()
@@ -311,10 +316,26 @@ class Drainer:
         finally:
             del lazy
             self._draining = False
-        if q.checks:
+        if self.checks:
             _checks.after_drain(q, epoch, [a for j in order for a in kept[j]])
         if self.settle_queue:
             self._settle()
+        return True
+
+    def _drain_planned_record(self, rec: PlannedRecord, reason: str) -> bool:
+        """Compute the queue's one record that carries its plan (see :class:`PlannedRecord`)."""
+        c = current()
+        counters = c.counters
+        counters.drains[reason] += 1
+        plan, out = rec.plan, rec.out
+        c.graph_plans.touch(plan)
+        try:
+            outs, left = result_storages(plan, out.device, [out.nbytes])
+            self.run(plan, counters, reason, choose_threads(rec.work, rec.max_work), rec.leaves, outs)
+        except BaseException as err:  # the drain's failure (the call is the site, as for an eager op)
+            self._fail(err, (), list(rec.labels), None, reason, self.queue.epoch)
+        keep_results(plan, outs, left)
+        out._storage = outs[0]
         return True
 
     def _drain_one(self, one: tuple, reason: str) -> bool:
@@ -348,6 +369,10 @@ class Drainer:
         if plan is None:
             return False
         w = work or float(out.numel_)
+        # choose_threads(w, w), inlined for the usual small op (this runs per eager op)
+        threads = _threads._override
+        if threads is None:
+            threads = 1 if w < _threads.MIN_WORK_FOR_THREADS else choose_threads(w, w)
         s = None
         if plan is False:
             if not plans.want(key):
@@ -360,13 +385,24 @@ class Drainer:
         counters.drains[reason] += 1
         try:
             # On a hit (``s`` None) the plan picks the result's memory.
-            s = self.run(plan, counters, reason, choose_threads(w, w), inputs, device, out.nbytes, s)
+            s = self.run(plan, counters, reason, threads, inputs, device, out.nbytes, s)
         except BaseException as e:  # the drain's failure path (the op's own call is the site)
             self._fail(e, (), [_phase_label.get() or label], None, reason, self.queue.epoch)
         out._storage = s
-        if self.queue.checks:
+        if self.checks:
             _checks.after_drain(self.queue, out._epoch, (out,))
         return True
+
+
+class PlannedRecord:
+    """A record that carries its plan (a forward segment's, ``forward.compute_alone``): its drain
+    runs ``plan`` over ``leaves`` (storages) into ``out``, with no key to make."""
+
+    __slots__ = ("plan", "leaves", "out", "labels", "work", "max_work")
+
+    def __init__(self, plan, leaves: list, out: Array, labels, work: float, max_work: float) -> None:
+        self.plan, self.leaves, self.out = plan, leaves, out
+        self.labels, self.work, self.max_work = labels, work, max_work
 
 
 def _failure_message(labels: list[str], site: str | None, err: BaseException, reason: str = "") -> str:

@@ -7,19 +7,19 @@ held before it: its records name their inputs by position in the segment, as "th
 a parameter tensor. A replay appends the whole segment as ONE lazy record over those inputs
 (:func:`build_segment` builds its records when the queue is built), whose plan key part is the
 segment itself and one element per input: queuing a 5-layer forward costs about one op's record.
-In eager mode (:func:`compute_alone`) a replay computes with the plan its earlier replay was
-computed with, without the queue; a plan reuses its small result memory once nothing holds it
-(``drain.result_storages``).
+In eager mode (:func:`compute_alone`) a replay is the queue's one record carrying the plan its
+earlier replay was computed with, which the drain runs without making a key; a plan reuses its
+small result memory once nothing holds it (``drain.result_storages``).
 """
 from __future__ import annotations
 
 import weakref
 
-from ..runtime import StridedAlias, choose_threads
+from ..runtime import StridedAlias
 from ..runtime.faults import ARMED as _FAULTS
 from .array import COMPUTED, PENDING, Array
 from .context import current
-from .drain import keep_results, result_storages
+from .drain import PlannedRecord
 from .flat import FlatNode
 from .plans import freeze_params
 from .records import _Pending, _phase_label, user_site
@@ -242,10 +242,10 @@ def plan_of_last_drain(e):
 
 
 def compute_alone(e, c, seg: ForwardSegment, plan_ref, arg: Array, out: Array) -> bool:
-    """Eager mode: compute ``seg`` with ``arg`` into ``out`` by the plan its queued replay was
-    computed with before (``plan_ref``), without queuing it: the drain's counters and failure, not
-    its key. False, doing nothing, when that plan is gone or a test seam is armed; the caller
-    holds the lock, checked :func:`resolvable` and that the queue is empty."""
+    """Eager mode: append ``seg`` with ``arg`` as the queue's one record, carrying the plan its queued
+    replay was computed with before (``plan_ref``), and drain it: the drain runs that plan (no key to
+    make). False, doing nothing, when that plan is gone or a test seam is armed; the caller holds
+    the lock, checked :func:`resolvable` and that the queue is empty."""
     plan = plan_ref()
     if plan is None or not plan.sched or _FAULTS or e.drainer._fail_next is not None or e.queue.checks:
         return False
@@ -254,14 +254,6 @@ def compute_alone(e, c, seg: ForwardSegment, plan_ref, arg: Array, out: Array) -
     for s in leaves:
         if type(s) is StridedAlias:
             return False  # the plan's leaves are contiguous
-    counters = c.counters
-    counters.drains["eager"] += 1
-    c.graph_plans.touch(plan)
-    try:
-        outs, left = result_storages(plan, arg.device, [out.nbytes])
-        e.run(plan, counters, "eager", choose_threads(seg.work, seg.max_work), leaves, outs)
-    except BaseException as err:  # the drain's failure (the call is the site, as for an eager op)
-        e.drainer._fail(err, (), list(seg.labels), None, "eager", e.queue.epoch)
-    keep_results(plan, outs, left)
-    out._storage = outs[0]
+    e.queue.one = PlannedRecord(plan, leaves, out, seg.labels, seg.work, seg.max_work)
+    e._drain_locked("eager")
     return True

@@ -52,7 +52,7 @@ class Engine:
     roots = _part("queue", "roots", "The queue's built results (weak ref, node).")
     effects = _part("queue", "effects", "The queue's in-place write nodes.")
     labels = _part("queue", "labels", "The queued ops' labels (for errors).")
-    checks = _part("queue", "checks", "The queue's index checks (engine/checks.py).")
+    checks = property(lambda self: self.queue.checks, doc="The queue's index checks (engine/checks.py).")
     max_work = _part("queue", "max_work", "The queue's heaviest node (the thread policy's input).")
     _hold = _part("queue", "hold", "How many holds are in force (the queue is not drained while > 0).")
     ctx_list = _part("builder", "ctx_list", "The node contexts of the queue's built nodes.")

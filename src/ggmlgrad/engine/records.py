@@ -99,7 +99,7 @@ class RecordQueue:
     def __init__(self, epoch: int) -> None:
         self.epoch = epoch  # unique across threads: another thread's pending tensor never matches
         self.hold = 0       # > 0: queue without draining (Engine.hold, Engine.exclusive's body)
-        self.checks: list = []  # index checks of the queue, verified after its drain (checks.py)
+        self.checks: list = []  # index checks of the queue, verified after its drain (checks.py; never rebound)
         self.reset()
 
     def reset(self) -> None:
