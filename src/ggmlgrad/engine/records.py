@@ -175,7 +175,7 @@ class RecordQueue:
         out._status = PENDING
         self.roots.append((weakref.ref(out), -1 - j))
         self.labels.append(_phase_label.get() or label)
-        w = work or float(max(1, out.numel_))
+        w = work or out.numel_  # (never 0: Engine.record keeps empty results out of the queue)
         self.work += w
         if w > self.max_work:
             self.max_work = w
