@@ -315,6 +315,7 @@ def make_op_plan(plans, key, device: Device, build, inputs, out: Array, params: 
     try:
         node = build(ctx, leaves, inputs, out, **params)
         plan = OpPlan(device, [ctx], leaves, [node], (s,), max_work=work or float(out.numel_))
+        plan.out_nbytes = out.nbytes  # fixed by the key (the result's shape and dtype)
     except (Uncacheable, MemoryError) as e:
         lib.free(ctx)
         if isinstance(e, Uncacheable):

@@ -368,7 +368,7 @@ class Drainer:
             return False
         if plan is None:
             return False
-        w = work or float(out.numel_)
+        w = work or out.numel_
         # choose_threads(w, w), inlined for the usual small op (this runs per eager op)
         threads = _threads._override
         if threads is None:
@@ -385,7 +385,7 @@ class Drainer:
         counters.drains[reason] += 1
         try:
             # On a hit (``s`` None) the plan picks the result's memory.
-            s = self.run(plan, counters, reason, threads, inputs, device, out.nbytes, s)
+            s = self.run(plan, counters, reason, threads, inputs, device, plan.out_nbytes, s)
         except BaseException as e:  # the drain's failure path (the op's own call is the site)
             self._fail(e, (), [_phase_label.get() or label], None, reason, self.queue.epoch)
         out._storage = s

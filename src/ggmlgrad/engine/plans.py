@@ -209,6 +209,7 @@ class OpPlan(Plan):
     trip, and the output pointer need not be rebound."""
 
     spare = None  # the last run's result storage (small results only), reused once nobody holds it
+    out_nbytes = 0  # its result's size (set by its maker: the key fixes it)
 
     def bind(self, inputs, device: Device, nbytes: int, s: Storage | None = None) -> Storage:  # type: ignore[override]
         """Point the plan at ``inputs`` (computed, contiguous arrays) and at the result's memory:
