@@ -153,7 +153,8 @@ class Drainer:
     def drain(self, reason: str) -> bool:
         """Compute everything queued. Returns False when nothing was queued."""
         q = self.queue
-        if not (q.roots or q.effects or q.lazy or q.one is not None):
+        # (``q.one`` is set only under the lock, by a record that drains it at once)
+        if not (q.roots or q.effects or q.lazy):
             return False  # nothing queued (leaving a graph-mode block after a read): no lock needed
         with self.lock:
             return self.drain_locked(reason)

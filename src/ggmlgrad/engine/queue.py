@@ -19,6 +19,7 @@ before reads queued ahead of it.
 from __future__ import annotations
 
 import threading
+from operator import attrgetter
 from typing import Callable
 
 from .._ggml import lib
@@ -39,7 +40,7 @@ __all__ = ["ENGINE", "Engine", "is_pending", "queue_length", "user_site", "no_va
 
 def _part(part: str, name: str, doc: str) -> property:
     """An attribute of one of the engine's parts, read (and written) through the engine."""
-    return property(lambda self: getattr(getattr(self, part), name),
+    return property(attrgetter(f"{part}.{name}"),  # a C-level getter: ``engine._hold`` is read per row write
                     lambda self, v: setattr(getattr(self, part), name, v), doc=doc)
 
 
@@ -52,7 +53,7 @@ class Engine:
     roots = _part("queue", "roots", "The queue's built results (weak ref, node).")
     effects = _part("queue", "effects", "The queue's in-place write nodes.")
     labels = _part("queue", "labels", "The queued ops' labels (for errors).")
-    checks = property(lambda self: self.queue.checks, doc="The queue's index checks (engine/checks.py).")
+    checks = property(attrgetter("queue.checks"), doc="The queue's index checks (engine/checks.py).")
     max_work = _part("queue", "max_work", "The queue's heaviest node (the thread policy's input).")
     _hold = _part("queue", "hold", "How many holds are in force (the queue is not drained while > 0).")
     ctx_list = _part("builder", "ctx_list", "The node contexts of the queue's built nodes.")
