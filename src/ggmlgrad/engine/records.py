@@ -87,6 +87,9 @@ class _Pending:
 
 
 
+_new_pending = object.__new__
+
+
 class RecordQueue:
     """One thread's queue of records: graph-mode records not built yet (``lazy``), built nodes
     (``roots``, ``effects``), what the drain needs about them (labels, work, the call site, the
@@ -169,7 +172,9 @@ class RecordQueue:
                 sig += (build, shape, dtype, prec, fp, len(inputs))
         ins = self.lazy_inputs(inputs)
         j = len(lazy)
-        lazy.append((build, ins, params, shape, dtype, prec, _Pending(j, shape, dtype, out.device)))
+        p = _new_pending(_Pending)  # _Pending(j, shape, dtype, out.device) without its __init__'s frame
+        p.index, p.shape, p.dtype, p.device = j, shape, dtype, out.device
+        lazy.append((build, ins, params, shape, dtype, prec, p))
         out._node = -1 - j
         out._epoch = self.epoch
         out._status = PENDING
