@@ -135,6 +135,15 @@ def test_every_compute_reaches_the_executor_from_the_drains_run(monkeypatch):
     step = gg.capture(lambda x: (x * 3.0).sum())
     for _ in range(3):
         assert abs(float(step(a).item()) - 45.0) < 1e-4
+    with gg.graph_mode(True, check=True):        # check mode: each op drained at its call
+        np.testing.assert_allclose((a - 1.0).numpy(), np.arange(6).reshape(2, 3) - 1.0)
+    p = gg.tensor(np.ones(3, np.float32), requires_grad=True)
+    opt = gg.optim.SGD([p], lr=0.5)
+    for _ in range(3):                          # optimizer updates: in-place write records, drained
+        opt.zero_grad()
+        (p * p).sum().backward()
+        opt.step()
+    np.testing.assert_allclose(p.detach().numpy(), np.zeros(3), atol=1e-7)  # 1 - 0.5 * 2 = 0 after the first step
     kinds = {k for _, _, k in callers}
     assert {"BuiltGraph", "OpPlan", "Plan", "ReplayGraph"} <= kinds, kinds
     assert {(file, fn) for file, fn, _ in callers} == {("drain.py", "run")}, callers
