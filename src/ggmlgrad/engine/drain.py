@@ -1,9 +1,12 @@
 """The drain: compute the queue as ONE ggml graph, or with a cached plan; attribute failures.
 
-One route for every compute (:meth:`Drainer.drain`): the queue's one record (an eager or
-check-mode op) looks up its op plan, a queue of graph-mode records looks up the plan of its
-record key, and without a plan the records are built (:mod:`.build`) and computed as one graph.
-Every route counts the same counters (drains and computes by reason) and fails the same way.
+One route for every compute (:meth:`Drainer.drain`): look up the plan, build on a miss, run it.
+The queue's one record (an eager or check-mode op) looks up its op plan, a record that carries
+its plan (an eager forward segment) runs that plan, a queue of graph-mode records looks up the
+plan of its record key, and without a plan the records are built (:mod:`.build`) and computed as
+one graph. Every compute is :meth:`Drainer.run`, the one call of the executor (:mod:`.executor`),
+which capture replays use too. Every drain counts the same counters (drains and computes by
+reason) and fails the same way.
 
 Rules (each paid for by a silent wrong result in ggmlR, see ag_defer.R):
 - the queue is taken and cleared BEFORE computing, so a failed compute is never
