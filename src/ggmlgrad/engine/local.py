@@ -70,6 +70,8 @@ def retire(engine) -> None:
             a._status, a._node, a._error = FAILED, 0, msg
     engine.builder.free()
     engine.executor.free()
+    q.reset()  # the memory its last queue kept alive goes now, not at the next garbage collection
+    engine.builder.drain = engine.builder.discard = None  # (they refer to the drainer, which refers to it)
 
 
 class PerThread(threading.local):
