@@ -78,7 +78,12 @@ def freeze_params(params: dict) -> tuple:
     out = []
     for k, v in params.items():
         t = type(v)
-        out.append((k, t, v) if t in _PLAIN else (k, freeze(v)))
+        if t in _PLAIN:
+            out.append((k, t, v))
+        elif t is float and v != 0.0:  # freeze(v), inlined for the common scalar (a zero keeps its sign there)
+            out.append((k, (t, v)))
+        else:
+            out.append((k, freeze(v)))
     return tuple(out)
 
 
