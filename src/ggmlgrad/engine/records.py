@@ -214,19 +214,14 @@ class RecordQueue:
         sig = self._sig
         if sig is None:
             return self._unsigned_inputs(inputs)
-        lazy = self.lazy
-        epoch = self.epoch
         slot_of = self._sig_slot
-        slot = slot_of.get  # hoisted: an optimizer's update record has ~5 inputs per parameter
-        leaves = self._sig_leaves
         ins = []
-        add = ins.append
         try:
             for x in inputs:
                 st = x._status
                 if st == COMPUTED:
-                    add(x)
-                    s = slot(id(x))
+                    ins.append(x)
+                    s = slot_of.get(id(x))
                     if s is not None:
                         sig.append(-1 - s)
                     elif x._storage is None or not x.numel_ or type(x._storage) is StridedAlias:
@@ -234,12 +229,13 @@ class RecordQueue:
                         ins += self._unsigned_inputs(inputs[len(ins):])
                         return ins
                     else:
+                        leaves = self._sig_leaves
                         s = slot_of[id(x)] = len(leaves)
                         leaves.append(x)
                         sig += (-1 - s, x.shape, x.dtype)
-                elif st == PENDING and x._epoch == epoch and x._node < 0:
-                    p = lazy[-1 - x._node][6]
-                    add(p)
+                elif st == PENDING and x._epoch == self.epoch and x._node < 0:
+                    p = self.lazy[-1 - x._node][6]
+                    ins.append(p)
                     sig.append(p.index)
                 else:  # a built node (the ordinary drain), or a failed or discarded input
                     self._sig = None
