@@ -11,7 +11,7 @@ import pytest
 import ggmlgrad as gg
 from ggmlgrad.capture.recording import Recorder
 from ggmlgrad.engine import ENGINE, GraphError, Observer, context
-from ggmlgrad.engine.plans import Plan
+from ggmlgrad.engine import executor
 from ggmlgrad.tensor import random as gg_random
 
 
@@ -182,7 +182,7 @@ def _eager_failure_with_and_without_a_cached_plan(monkeypatch):
     with pytest.raises(GraphError) as e1:
         x - x
     errors.append(str(e1.value))
-    monkeypatch.setattr(Plan, "_compute_locked", lambda self, threads: 1)  # every cached plan's compute
+    monkeypatch.setattr(executor, "_graph_compute", lambda sched, graph: 1)  # every cached plan's compute
     failed = gg.counters()["failed_drains"]
     with pytest.raises(GraphError) as e2:
         x - x                                # the cached plan's route

@@ -206,8 +206,8 @@ def test_graph_plan_failure_marks_pending_tensors_failed(monkeypatch):
     for _ in range(3):  # the plan exists after these
         with gg.graph_mode(True):
             (a.exp() + 1.0).numpy()
-    from ggmlgrad.engine import plans
-    monkeypatch.setattr(plans.Plan, "run", lambda self, *args: 1)  # ggml reports a failed compute
+    from ggmlgrad.engine import executor
+    monkeypatch.setattr(executor, "_graph_compute", lambda sched, graph: 1)  # ggml reports a failed compute
     with gg.graph_mode(True):
         y = a.exp() + 1.0
         with pytest.raises(gg.GraphError, match="exp x1, add_scalar x1"):
@@ -371,3 +371,18 @@ def test_plans_are_safe_under_concurrent_threads():
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def test_plan_keys_tell_apart_values_that_compare_equal():
+    """Parameters that compare equal but differ (types, the sign of a zero) get different plan keys,
+    and graph-mode plans made for one never compute the other."""
+    from ggmlgrad.engine.plans import freeze_params
+    keys = [freeze_params({"c": v}) for v in (1, 1.0, True, 0.0, -0.0, 2.5, float("inf"))]
+    assert len(set(keys)) == len(keys)
+    assert freeze_params({"c": 2.5}) == freeze_params({"c": 2.5})
+    x = gg.tensor(np.array([1.0, -2.0], np.float32))
+    for _ in range(3):  # each signature's plan is made and used
+        for c in (0.0, -0.0):
+            with gg.graph_mode(True):
+                y = 1.0 / (x * c)
+            np.testing.assert_array_equal(y.numpy(), 1.0 / (x.numpy() * np.float32(c)))

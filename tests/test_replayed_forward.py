@@ -365,17 +365,18 @@ def test_eager_direct_path_after_the_plans_were_freed():
     _warm(net, x)
 
 
-def test_eager_direct_path_failure_is_a_graph_error_naming_the_ops():
+def test_eager_direct_path_failure_is_a_graph_error_naming_the_ops(monkeypatch):
+    from ggmlgrad.engine import executor
     net = _mlp()
     x = _obs(28)
     _warm(net, x)
     plan = _entry(net, x).plan()
-    plan.run = lambda *args: 1  # a failing ggml compute (status 1)
-    try:
-        with pytest.raises(gg.GraphError, match=r"linear x3, tanh x1, relu x1"):
-            _call(net, x, "eager")
-    finally:
-        del plan.run
+    real = executor._graph_compute
+    # a failing ggml compute (status 1) of this plan only
+    monkeypatch.setattr(executor, "_graph_compute", lambda sched, graph: 1 if graph == plan.graph else real(sched, graph))
+    with pytest.raises(gg.GraphError, match=r"linear x3, tanh x1, relu x1"):
+        _call(net, x, "eager")
+    monkeypatch.undo()
     _warm(net, x)  # the session stays usable
 
 

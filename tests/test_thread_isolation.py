@@ -374,7 +374,7 @@ def test_an_evicted_plan_is_freed_only_when_no_thread_holds_it(monkeypatch):
             (gg.tensor(b) + 1.0).numpy()
         assert plan not in OP_PLANS.plans.values() and plan.sched  # evicted, still usable by its holder
         x, out = gg.tensor(a), gg.tensor(np.zeros((2, 3), np.float32))
-        assert plan.run([x._storage], [out._storage], 1) == 0
+        ENGINE.run(plan, gg.engine.COUNTERS, "eager", 1, [x], x.device, out.nbytes, out._storage)  # raises on failure
         np.testing.assert_allclose(out.numpy(), a.astype(np.float64) * 3.0, rtol=1e-6)
     del plan
     gc.collect()

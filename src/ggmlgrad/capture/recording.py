@@ -25,6 +25,7 @@ from ..engine import (COMPUTED, ENGINE, PENDING, COUNTERS, CaptureError, DType, 
 from ..engine import checks as _checks, context
 from ..engine.observer import Observer
 from ..engine.dtypes import bf16_to_f32, f32_to_bf16
+from ..engine.executor import ComputeFailed
 from ..engine.plans import OwnedGraph
 from ..ops import op
 from ..runtime import Device, Storage, choose_threads, get_num_threads
@@ -167,13 +168,18 @@ class ReplayGraph(OwnedGraph):
         except MemoryError as e:
             raise MemoryError(f"capture: could not allocate the {self.label} graph's intermediates: {e}") from None
 
-    def compute(self) -> None:  # type: ignore[override]
+    def bind(self) -> None:
+        """Nothing to point anywhere: a recording's leaves are its input slots, written in place."""
+
+    def compute(self) -> None:
+        """Compute once, through the engine's one compute call (``Drainer.run``)."""
         if self.n_nodes == 0:
             return
-        status = super().compute(get_num_threads() or self.threads)
-        if status != 0:
-            raise RuntimeError(f"capture: the recorded {self.label} graph failed to compute (ggml status {status})")
-        COUNTERS.compute("capture", self.n_nodes)
+        try:
+            ENGINE.run(self, COUNTERS, "capture", get_num_threads() or self.threads)
+        except ComputeFailed as e:
+            raise RuntimeError(f"capture: the recorded {self.label} graph failed to compute (ggml status {e.status})") \
+                from None
 
     def free(self) -> None:
         super().free()

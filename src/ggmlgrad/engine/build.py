@@ -7,6 +7,7 @@ builds them here, in order, each computed input entering as a LEAF aliasing its 
 from __future__ import annotations
 
 import weakref
+from typing import Callable
 
 from .._ggml import lib, new_context, set_leaf_strides
 from ..runtime import Device, Storage, StridedAlias
@@ -70,9 +71,34 @@ class _ContextPool:
 
 
 class Builder:
-    """Engine part: node contexts, leaves and the building of recorded ops (mixed into ``Engine``)."""
+    """Builds a :class:`~.records.RecordQueue`'s records into ggml nodes, in node contexts of its own
+    (pooled across epochs), each computed input entering as a leaf aliasing its memory.
 
-    def _room(self) -> None:
+    ``drain`` and ``discard`` are the engine's: a build for another device drains the queue first,
+    and a half-built queue is discarded (its tensors fail clearly)."""
+
+    def __init__(self, queue, drain: Callable[[str], bool], discard: Callable[[], None]) -> None:
+        self.queue = queue
+        self.drain = drain
+        self.discard = discard
+        self.pool = _ContextPool()
+        self.private_leaves = False  # building a plan: leaves it can rebind, not storages' shared headers
+        self.private_leaf_of: dict[int, int] = {}
+        self.take_contexts()
+
+    def take_contexts(self) -> list[int]:
+        """The node contexts of the epoch that ends (the caller gives them back to :attr:`pool`)."""
+        ctx_list = getattr(self, "ctx_list", [])
+        self.ctx = 0
+        self.ctx_list: list[int] = []
+        self._credit = 0  # ops that may still build in self.ctx without asking ggml how full it is
+        return ctx_list
+
+    def give_back(self, ctx_list: list[int]) -> None:
+        for ctx in ctx_list:
+            self.pool.put(ctx)
+
+    def room(self) -> None:
         """Guarantee room for one more op (at most _OP_HEADROOM tensors) in ``self.ctx``.
 
         ggml_used_mem is asked once per ~40 ops, not per op: with F free tensor slots,
@@ -82,36 +108,37 @@ class Builder:
             self._credit -= 1
             return
         ctx = self.ctx
-        free = self._ctxs.mem_size - lib.used_mem(ctx) if ctx else 0
+        free = self.pool.mem_size - lib.used_mem(ctx) if ctx else 0
         if free < _OP_HEADROOM * _OVERHEAD:
-            self.ctx = ctx = self._ctxs.get()
+            self.ctx = ctx = self.pool.get()
             self.ctx_list.append(ctx)
-            free = self._ctxs.mem_size - lib.used_mem(ctx)
+            free = self.pool.mem_size - lib.used_mem(ctx)
         self._credit = free // (_OP_HEADROOM * _OVERHEAD) - 1
 
     # ------------------------------------------------------------------ building
     def node_of(self, a: Array) -> int:
         """The node to use for ``a`` in the current epoch's graph."""
+        q = self.queue
         st = a._status
         if st == PENDING:
-            if a._epoch == self.epoch:
+            if a._epoch == q.epoch:
                 if a._node < 0:  # recorded, not built yet: build the queue so far
-                    self._materialize()
+                    self.materialize()
                 n = a._node
                 return n if type(n) is not FlatNode else n.shaped(self.ctx)
             # Its queue is gone (taken by a failed or interrupted drain): the node may be freed.
             raise PendingError(a._error or no_value_message(a))
         if st == FAILED:
             raise PendingError(a._error or "ggmlgrad: this tensor's graph failed; it has no value")
-        if self._private_leaves:  # building a plan: its own leaves, which it rebinds per drain
-            leaf = self._private_leaf_of.get(id(a))
+        if self.private_leaves:  # building a plan: its own leaves, which it rebinds per drain
+            leaf = self.private_leaf_of.get(id(a))
             if leaf is None:
                 if type(a._storage) is StridedAlias:
                     raise Uncacheable("a strided view is an input")  # a plan's leaves are contiguous
-                leaf = self._private_leaf_of[id(a)] = _new_leaf(self.ctx, a)
-                self.keep.append(a._storage)
+                leaf = self.private_leaf_of[id(a)] = _new_leaf(self.ctx, a)
+                q.keep.append(a._storage)
             return leaf
-        epoch = self.epoch
+        epoch = q.epoch
         if a._leaf_epoch == epoch:
             leaf = a._leaf
             if a._leaf_epoch == epoch:  # not rewritten meanwhile by another thread sharing ``a``
@@ -128,7 +155,7 @@ class Builder:
             leaf = s.leaf_header(a.dtype.ggml_type, ne, a.dtype.itemsize)
         if not leaf:
             leaf = _new_leaf(self.ctx, a)
-        self.keep.append(s)
+        q.keep.append(s)
         raw = leaf
         if type(s) is StridedAlias:
             leaf = lib.cont(self.ctx, raw)  # ops read a contiguous copy of a strided view
@@ -140,69 +167,73 @@ class Builder:
             leaf = observer.on_leaf(a, raw) or leaf
         return leaf
 
-    def _queue_update_writes(self, writes, nodes: list, inputs) -> None:
+    def queue_update_writes(self, writes, nodes: list, inputs) -> None:
         """An update's ``(target, node)`` writes as effects: ``node`` copied into ``inputs[target]``'s
         memory, or (target None) ``node`` writing in place by itself."""
         ctx = self.ctx
+        effects = self.queue.effects
         for target, node in writes:
             if target is None:
                 if any(type(getattr(x, "_storage", None)) is StridedAlias for x in inputs):
                     raise RuntimeError("an in-place update node cannot write a tensor whose memory is a "
                                        "non-contiguous view of another's; make it contiguous first")
-                self.effects.append(node)
+                effects.append(node)
                 continue
             x = inputs[target]
             dst = nodes[target] if type(getattr(x, "_storage", None)) is not StridedAlias else self.write_node_of(x)
-            self.effects.append(lib.cpy(ctx, node, dst))
+            effects.append(lib.cpy(ctx, node, dst))
 
     def write_node_of(self, a: Array) -> int:
         """The node a write into ``a``'s memory targets: its leaf, strided as its memory is (a
         strided view's read node is a contiguous copy, which a write must not target)."""
         if a._status != COMPUTED or type(a._storage) is not StridedAlias:
             return self.node_of(a)
-        self.keep.append(a._storage)
+        self.queue.keep.append(a._storage)
         return _new_leaf(self.ctx, a)
 
     def begin(self, device: Device) -> int:
         """Prepare to build nodes for ``device``; returns the ggml context to build in."""
-        if self.device is not device:
-            if self.device is not None and len(self):
+        q = self.queue
+        if q.device is not device:
+            if q.device is not None and len(q):
                 self.drain("device_change")
-            self.device = device
-        self._room()
+            q.device = device
+        self.room()
         return self.ctx
 
-    def _build_record(self, out: Array, label: str, build, inputs, work: float, params: dict | None) -> None:
-        """Build one op's node now and queue it (eager without a plan, in-place writes, capture)."""
+    def build_record(self, out: Array, label: str, build, inputs, work: float, params: dict | None) -> None:
+        """Build one op's node now and queue it (an eager op without a plan, in-place writes, capture)."""
         ctx = self.begin(out.device)
         nodes = [self.node_of(x) for x in inputs]
         node = build(ctx, *nodes) if params is None else build(ctx, nodes, inputs, out, **params)
+        q = self.queue
         out._node = node
-        out._epoch = self.epoch
+        out._epoch = q.epoch
         out._status = PENDING
-        self.roots.append((weakref.ref(out), node))
-        self.labels.append(_phase_label.get() or label)
+        q.roots.append((weakref.ref(out), node))
+        q.labels.append(_phase_label.get() or label)
         w = work or float(max(1, out.numel_))
-        self.work += w
-        if w > self.max_work:
-            self.max_work = w
+        q.work += w
+        if w > q.max_work:
+            q.max_work = w
 
-    def _materialize(self) -> None:
+    def materialize(self) -> None:
         """Build the nodes of every lazily recorded op, in order (their inputs come first)."""
-        lazy = self.lazy
+        q = self.queue
+        lazy = q.lazy
         if not lazy:
             return
-        self.lazy = []
-        self.updates = 0  # they become effects
-        self._sig = None  # built nodes: the ordinary drain
+        q.lazy = []
+        q.updates = 0  # they become effects
+        q._sig = None  # built nodes: the ordinary drain
         try:
             built = self._build_lazy(lazy)
         except BaseException:
             # A half-built queue cannot be computed: its tensors fail (clearly) instead.
-            self._discard()
+            self.discard()
             raise
-        roots = self.roots
-        epoch = self.epoch
+        roots = q.roots
+        epoch = q.epoch
         for i, (ref, n) in enumerate(roots):
             if n < 0:
                 node = built[-1 - n]
@@ -221,14 +252,14 @@ class Builder:
                     if prec_token is not None:
                         context.pop(prec_token)
                     prec_token = context.push(precision=prec)
-                self._room()
+                self.room()
                 nodes = [built[x.index] if type(x) is _Pending else self.node_of(x) for x in inputs]
                 for i, n in enumerate(nodes):
                     if type(n) is FlatNode:
                         nodes[i] = n.shaped(self.ctx)
                 if standin is None:  # an update (record_update): in-place writes
                     ctx = self.ctx
-                    self._queue_update_writes(build(ctx, nodes, inputs, **params), nodes, inputs)
+                    self.queue_update_writes(build(ctx, nodes, inputs, **params), nodes, inputs)
                     built.append(0)
                 else:
                     built.append(build(self.ctx, nodes, inputs, standin, **params))
@@ -236,6 +267,42 @@ class Builder:
             if prec_token is not None:
                 context.pop(prec_token)
         return built
+
+    def make_graph_plan(self, plans, key, device: Device, leaves: list[Array], results: list[Array], outs):
+        """Build the queued records into contexts a new graph :class:`~.plans.Plan` owns, over
+        private leaves; stored in ``plans`` under ``key``. None: the records stay queued (built
+        into the queue's own contexts when the plan failed after building them)."""
+        q = self.queue
+        saved_ctx = (self.ctx, self.ctx_list, self._credit)
+        self.ctx, self.ctx_list, self._credit = 0, [], 0
+        self.private_leaves = True
+        self.private_leaf_of = {}
+        try:
+            self.materialize()
+            ctxs = self.ctx_list
+            leaf_nodes = [self.private_leaf_of.get(id(x), 0) for x in leaves]
+        finally:
+            self.private_leaves = False
+            self.private_leaf_of = {}
+            self.ctx, self.ctx_list, self._credit = saved_ctx[0], saved_ctx[1] + self.ctx_list, saved_ctx[2]
+        try:
+            plan = Plan(device, list(ctxs), leaf_nodes, [a._node for a in results], outs, q.effects, q.max_work)
+        except (Uncacheable, MemoryError) as e:
+            if isinstance(e, Uncacheable):
+                plans.put(key, None)
+            return None  # the nodes stay in the queue's contexts: the ordinary drain computes them
+        for c in ctxs:  # the plan owns them now
+            self.ctx_list.remove(c)
+        if self.ctx in ctxs:
+            self.ctx, self._credit = 0, 0
+        plans.put(key, plan)
+        return plan
+
+    def free(self) -> None:
+        """Free every context (the engine's thread ended)."""
+        for ctx in self.ctx_list + self.pool.free:
+            lib.free(ctx)
+        self.ctx_list, self.pool.free = [], []
 
 
 def make_op_plan(plans, key, device: Device, build, inputs, out: Array, params: dict, s: Storage, work: float):
@@ -248,6 +315,7 @@ def make_op_plan(plans, key, device: Device, build, inputs, out: Array, params: 
     try:
         node = build(ctx, leaves, inputs, out, **params)
         plan = OpPlan(device, [ctx], leaves, [node], (s,), max_work=work or float(out.numel_))
+        plan.out_nbytes = out.nbytes  # fixed by the key (the result's shape and dtype)
     except (Uncacheable, MemoryError) as e:
         lib.free(ctx)
         if isinstance(e, Uncacheable):

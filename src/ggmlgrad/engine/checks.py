@@ -62,7 +62,8 @@ def register(engine, check: IndexCheck) -> None:
 def after_drain(engine, epoch: int, results) -> None:
     """After a successful drain of queue ``epoch``: verify the checks it computed. A bad value fails
     every result of the drain, then raises. Checks of failed or discarded queues are dropped."""
-    pending, engine.checks = engine.checks, []
+    pending = engine.checks[:]
+    engine.checks.clear()  # in place: the queue's list, whoever reaches it
     for c in pending:
         t = c.tensor
         if t._status != COMPUTED or t._epoch != epoch:
@@ -93,7 +94,8 @@ def _fail_results(results, err: IndexValueError) -> None:
 def take_pending(engine) -> list[IndexCheck]:
     """The checks of ``engine``'s current queue, handed to a capture recording (which downloads and
     verifies them on every replay) instead of being verified by a drain."""
-    pending, engine.checks = engine.checks, []
+    pending = engine.checks[:]
+    engine.checks.clear()
     epoch = engine.epoch
     return [c for c in pending if c.tensor._status != COMPUTED and c.tensor._status != FAILED
             and c.tensor._epoch == epoch]

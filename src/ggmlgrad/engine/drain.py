@@ -1,9 +1,12 @@
 """The drain: compute the queue as ONE ggml graph, or with a cached plan; attribute failures.
 
-One route for every compute (:meth:`Drainer.drain`): the queue's one record (an eager or
-check-mode op) looks up its op plan, a queue of graph-mode records looks up the plan of its
-record key, and without a plan the records are built (:mod:`.build`) and computed as one graph.
-Every route counts the same counters (drains and computes by reason) and fails the same way.
+One route for every compute (:meth:`Drainer.drain`): look up the plan, build on a miss, run it.
+The queue's one record (an eager or check-mode op) looks up its op plan, a record that carries
+its plan (an eager forward segment) runs that plan, a queue of graph-mode records looks up the
+plan of its record key, and without a plan the records are built (:mod:`.build`) and computed as
+one graph. Every compute is :meth:`Drainer.run`, the one call of the executor (:mod:`.executor`),
+which capture replays use too. Every drain counts the same counters (drains and computes by
+reason) and fails the same way.
 
 Rules (each paid for by a silent wrong result in ggmlR, see ag_defer.R):
 - the queue is taken and cleared BEFORE computing, so a failed compute is never
@@ -19,18 +22,19 @@ import weakref
 from collections import Counter
 from sys import getrefcount
 
-from .._ggml import lib, new_context
-from ..runtime import Device, Storage, StridedAlias, choose_threads, executor_for
+from .._ggml import lib
+from ..runtime import Device, Storage, StridedAlias, choose_threads
+from ..runtime import threads as _threads
 from ..runtime.faults import ARMED as _FAULTS, hit as _fault
 from . import checks as _checks
 from .array import COMPUTED, FAILED, PENDING, Array
 from .build import _OVERHEAD, make_op_plan
 from .context import current
 from .errors import GraphError, GraphMemoryError
-from .plans import Plan, Uncacheable, freeze_params
+from .executor import BuiltGraph
+from .plans import freeze_params
 from .records import _phase_label, user_site
 
-_GRAPH_OVERHEAD: dict[int, int] = {}  # graph size → ggml_graph_overhead_custom
 # A plan's results get new memory at every run, and small ones (an acting step's logits) are mostly
 # dropped a run or two later: a run takes such memory back when nothing else holds it any more.
 _REUSE_BYTES = 1 << 16
@@ -88,9 +92,31 @@ def keep_results(plan, outs: list[Storage], spare) -> None:
 
 
 class Drainer:
-    """Engine part: drains, cached-plan computes and failure attribution (mixed into ``Engine``)."""
+    """The only compute of the engine: takes the queue, finds or makes its plan, runs it through
+    the executor (:meth:`run`, the one call of :meth:`Executor.compute <.executor.Executor.compute>`),
+    and marks its tensors computed, or failed with the queued ops and their call site."""
 
     last_plan = None  # the graph plan the last planned drain ran (see forward.plan_of_last_drain)
+
+    def __init__(self, queue, builder, executor, lock) -> None:
+        self.queue = queue
+        self.builder = builder
+        self.executor = executor
+        self.lock = lock
+        self._draining = False
+        self._fail_next: str | None = None
+        self._fail_error: type = RuntimeError
+        self.settle_queue: list = []  # (weak ref, callback): queued tensors to settle once computed
+        self.checks = queue.checks  # the queue's index checks (one list, cleared in place: checks.py)
+
+    def run(self, plan, counters, reason: str, threads: int, *args):
+        """Compute ``plan`` (bound by ``plan.bind(*args)``) and count it; returns what ``bind``
+        returned. Every compute of the engine and of capture replays is this call."""
+        got = self.executor.compute(plan, threads, args)
+        counters.computes[reason] += 1  # counters.compute, inlined (once per eager op)
+        counters.nodes.append(plan.n_nodes)
+        return got
+
     def settle_when_computed(self, a: Array, fn) -> None:
         """Call ``fn(a)`` once the queued ``a`` is computed, before its drain returns (a view then
         moves into its base's memory: tensor/views.py)."""
@@ -107,13 +133,15 @@ class Drainer:
                     keep.append((ref, fn))
         self.settle_queue = keep
 
-    def _discard(self) -> None:
-        """Drop the queue without computing (its pending tensors become failed)."""
-        roots = self.roots
-        for ctx in self.ctx_list:
-            self._ctxs.put(ctx)
-        self.epoch += 1
-        self._new_epoch_state()
+    def _take(self) -> tuple[list[int], int]:
+        """Take the queue's node contexts and end its epoch: (contexts, the epoch that ended)."""
+        return self.builder.take_contexts(), self.queue.next_epoch()
+
+    def discard(self) -> None:
+        """Drop the queue without computing (its pending tensors become failed); the caller holds the lock."""
+        roots = self.queue.roots
+        ctx_list, _ = self._take()
+        self.builder.give_back(ctx_list)
         for ref, _ in roots:
             a = ref()
             if a is not None and a._status == PENDING:
@@ -126,25 +154,36 @@ class Drainer:
         self._fail_error = error
 
     def drain(self, reason: str) -> bool:
-        """Compute everything queued as one graph. Returns False when nothing was queued."""
-        if not (self.roots or self.effects or self.lazy):
+        """Compute everything queued. Returns False when nothing was queued."""
+        q = self.queue
+        # (``q.one`` is set only under the lock, by a record that drains it at once)
+        if not (q.roots or q.effects or q.lazy):
             return False  # nothing queued (leaving a graph-mode block after a read): no lock needed
         with self.lock:
-            return self._drain_locked(reason)
+            return self.drain_locked(reason)
 
-    def _drain_locked(self, reason: str) -> bool:
-        """:meth:`drain` for a caller that holds the lock. The one route of every compute: a queue
-        of one record (an eager op) looks up its op plan, a longer one its graph plan; without a
-        plan the records are built and computed as one graph. Same counters, same failures."""
-        lazy = self.lazy
-        if self._draining or not (self.roots or self.effects or lazy):
+    def drain_locked(self, reason: str) -> bool:
+        """:meth:`drain` for a caller that holds the lock. The one route of every compute: the
+        queue's one record (an eager op) looks up its op plan, a queue of records its graph plan;
+        without a plan the records are built and computed as one graph. Same counters, same failures."""
+        q = self.queue
+        one = q.one
+        if one is not None:
+            q.one = None
+            if type(one) is not tuple:  # a record that carries its plan
+                return self._drain_planned_record(one, reason)
+            if self._fail_next is None and self._drain_one(one, reason):
+                return True
+            self.builder.build_record(*one[:6])
+        lazy = q.lazy
+        if self._draining or not (q.roots or q.effects or lazy):
             return False
         c = current()
         observer, counters = c.observer, c.counters
         if lazy:
-            if observer is None and self._fail_next is None and not self.effects and self._drain_planned(c, reason):
+            if observer is None and self._fail_next is None and not q.effects and self._drain_planned(c, reason):
                 return True
-            self._materialize()
+            self.builder.materialize()
         return self._drain_built(observer, counters, reason)
 
     def _drain_built(self, observer, counters, reason: str) -> bool:
@@ -153,12 +192,11 @@ class Drainer:
         if observer is not None:
             observer.on_drain(reason)
         self._draining = True
-        roots, effects, labels, keep = self.roots, self.effects, self.labels, self.keep
-        ctx_list, site, device, epoch = self.ctx_list, self.site, self.device, self.epoch
-        work, max_work = self.work, self.max_work
-        # Cleared BEFORE the compute: a failure must not leave a half-run queue to retry.
-        self.epoch += 1
-        self._new_epoch_state()
+        q = self.queue
+        roots, effects, labels, keep = q.roots, q.effects, q.labels, q.keep
+        site, device, work, max_work = q.site, q.device, q.work, q.max_work
+        # Taken BEFORE the compute: a failure must not leave a half-run queue to retry.
+        ctx_list, epoch = self._take()
         outs: list[Array] = []
         try:
             if _FAULTS:
@@ -181,7 +219,7 @@ class Drainer:
                 used += lib.used_mem(ctx)
             # Leaves live in their storages' headers, outside these contexts: one keep entry each.
             n_tensors = used // _OVERHEAD + len(keep) + 16
-            graph = self._new_graph(n_tensors)
+            graph = self.executor.new_graph(n_tensors)
             for a in outs:
                 lib.build_forward_expand(graph, a._node)
             for n in effects:
@@ -189,36 +227,30 @@ class Drainer:
             if self._fail_next is not None:
                 msg, self._fail_next = self._fail_next, None
                 raise self._fail_error(msg)
-            n_nodes = lib.graph_n_nodes(graph)
-            if n_nodes:
-                status = executor_for(device).compute(graph, n_tensors, choose_threads(work, max_work),
-                                                      results_bytes)
-                if status != 0:
-                    raise RuntimeError(f"ggml graph compute returned status {status}")
-                counters.compute(reason, n_nodes)
+            built = BuiltGraph(device, graph, n_tensors, results_bytes)
+            if built.n_nodes:
+                self.run(built, counters, reason, choose_threads(work, max_work))
             for a in outs:
                 a._status = COMPUTED
                 a._node = 0
         except BaseException as e:  # KeyboardInterrupt too: the queue is gone, its tensors must not stay pending
             self._fail(e, roots, labels, site, reason, epoch)
         finally:
-            for ctx in ctx_list:
-                self._ctxs.put(ctx)
+            self.builder.give_back(ctx_list)
             del keep
             self._draining = False
         if self.checks:
-            _checks.after_drain(self, epoch, outs)
+            _checks.after_drain(q, epoch, outs)
         if self.settle_queue:
             self._settle()
         return True
 
     def _fail_queue(self, e: BaseException, reason: str):
         """A drain failed before it took the queue: take it now (its tensors fail), then raise as :meth:`_fail`."""
-        roots, labels, site, epoch = self.roots, self.labels, self.site, self.epoch
-        for ctx in self.ctx_list:
-            self._ctxs.put(ctx)
-        self.epoch += 1
-        self._new_epoch_state()
+        q = self.queue
+        roots, labels, site = q.roots, q.labels, q.site
+        ctx_list, epoch = self._take()
+        self.builder.give_back(ctx_list)
         current().counters.drains[reason] += 1
         self._fail(e, roots, labels, site, reason, epoch)
 
@@ -226,7 +258,7 @@ class Drainer:
         """A drain failed: its pending tensors become failed (with the reason), then raise."""
         current().counters.failed += 1
         # Eager: the op that failed is the call that drained (no site was kept).
-        msg = self._failure_message(labels, site or user_site(2), e, reason)
+        msg = _failure_message(labels, site or user_site(2), e, reason)
         for ref, _ in roots:
             a = ref()
             if a is not None and a._status == PENDING and a._epoch == epoch:
@@ -239,7 +271,8 @@ class Drainer:
     def _drain_planned(self, c, reason: str) -> bool:
         """Compute a queue of lazily recorded ops with the plan of its signature (made on the
         signature's second drain). False: the caller drains the ordinary way."""
-        sig = self._plan_signature()
+        q = self.queue
+        sig = q.plan_signature()
         if sig is None:
             return False
         key, leaves, kept = sig
@@ -249,7 +282,7 @@ class Drainer:
             return False
         if plan is not False:
             plans.touch(plan)
-        device = self.device
+        device = q.device
         order = sorted(kept)
         try:
             if _FAULTS:
@@ -263,21 +296,18 @@ class Drainer:
         if plan is False:
             if not plans.want(key):
                 return False
-            plan = self._make_graph_plan(plans, key, device, leaves, [kept[j][0] for j in order], outs)
+            plan = self.builder.make_graph_plan(plans, key, device, leaves, [kept[j][0] for j in order], outs)
             if plan is None:
                 return False
         c.counters.drains[reason] += 1
         self._draining = True
-        roots, labels, site, epoch = self.roots, self.labels, self.site, self.epoch
-        work, max_work = self.work, self.max_work
-        lazy = self.lazy  # keeps the leaves' memory alive through the compute
-        self.epoch += 1
-        self._new_epoch_state()
+        roots, labels, site = q.roots, q.labels, q.site
+        work, max_work = q.work, q.max_work
+        lazy = q.lazy  # keeps the leaves' memory alive through the compute
+        ctx_list, epoch = self._take()
+        self.builder.give_back(ctx_list)
         try:
-            status = plan.run([x._storage for x in leaves], outs, choose_threads(work, max_work))
-            if status != 0:
-                raise RuntimeError(f"ggml graph compute returned status {status}")
-            c.counters.compute(reason, plan.n_nodes)
+            self.run(plan, c.counters, reason, choose_threads(work, max_work), [x._storage for x in leaves], outs)
             self.last_plan = plan
             keep_results(plan, outs, left)
             for j, s in zip(order, outs):
@@ -291,89 +321,63 @@ class Drainer:
             del lazy
             self._draining = False
         if self.checks:
-            _checks.after_drain(self, epoch, [a for j in order for a in kept[j]])
+            _checks.after_drain(q, epoch, [a for j in order for a in kept[j]])
         if self.settle_queue:
             self._settle()
         return True
 
-    def _make_graph_plan(self, plans, key, device: Device, leaves: list[Array], results: list[Array], outs):
-        """Build the queued nodes into contexts the plan will own, over private leaves."""
-        saved_ctx = (self.ctx, self.ctx_list, self._credit)
-        self.ctx, self.ctx_list, self._credit = 0, [], 0
-        self._private_leaves = True
-        self._private_leaf_of = {}
+    def _drain_planned_record(self, rec: PlannedRecord, reason: str) -> bool:
+        """Compute the queue's one record that carries its plan (see :class:`PlannedRecord`)."""
+        c = current()
+        counters = c.counters
+        counters.drains[reason] += 1
+        plan, out = rec.plan, rec.out
+        c.graph_plans.touch(plan)
         try:
-            self._materialize()
-            ctxs = self.ctx_list
-            leaf_nodes = [self._private_leaf_of.get(id(x), 0) for x in leaves]
-        finally:
-            self._private_leaves = False
-            self._private_leaf_of = {}
-            self.ctx, self.ctx_list, self._credit = saved_ctx[0], saved_ctx[1] + self.ctx_list, saved_ctx[2]
-        try:
-            plan = Plan(device, list(ctxs), leaf_nodes, [a._node for a in results], outs, self.effects,
-                        self.max_work)
-        except (Uncacheable, MemoryError) as e:
-            if isinstance(e, Uncacheable):
-                plans.put(key, None)
-            return None  # the nodes stay in the queue's contexts: the ordinary drain computes them
-        for c in ctxs:  # the plan owns them now
-            self.ctx_list.remove(c)
-        if self.ctx in ctxs:
-            self.ctx, self._credit = 0, 0
-        plans.put(key, plan)
-        return plan
-
-    def _new_graph(self, size: int) -> int:
-        need = _GRAPH_OVERHEAD.get(size)
-        if need is None:
-            if len(_GRAPH_OVERHEAD) > 4096:
-                _GRAPH_OVERHEAD.clear()
-            need = _GRAPH_OVERHEAD[size] = lib.graph_overhead_custom(size, False) + 1024
-        if need > self._graph_ctx_size:
-            if self._graph_ctx:
-                lib.free(self._graph_ctx)
-            self._graph_ctx_size = max(need, 2 * self._graph_ctx_size)
-            self._graph_ctx = new_context(self._graph_ctx_size)
-        else:
-            lib.reset(self._graph_ctx)
-        return lib.new_graph_custom(self._graph_ctx, size, False)
-
-    @staticmethod
-    def _failure_message(labels: list[str], site: str | None, err: BaseException, reason: str = "") -> str:
-        counts = Counter(labels)  # insertion-ordered: order of first appearance
-        ops = ", ".join(f"{k} x{v}" for k, v in counts.items())
-        where = f" The first of them was queued at {site}." if site else ""
-        if reason in ("eager", "check"):  # one op per graph: the error is already at its own call
-            return f"ggmlgrad: the graph of {ops} failed: {err}." + (f" Called at {site}." if site else "")
-        return (f"ggmlgrad graph mode: the queued graph failed ({len(labels)} queued ops: {ops}): {err}.{where}\n"
-                "Rerun with gg.graph_mode(True, check=True) or GGMLGRAD_GRAPH_CHECK=1 to compute each op as "
-                "it is queued and get the error at its own call.")
+            outs, left = result_storages(plan, out.device, [out.nbytes])
+            self.run(plan, counters, reason, choose_threads(rec.work, rec.max_work), rec.leaves, outs)
+        except BaseException as err:  # the drain's failure (the call is the site, as for an eager op)
+            self._fail(err, (), list(rec.labels), None, reason, self.queue.epoch)
+        keep_results(plan, outs, left)
+        out._storage = outs[0]
+        return True
 
     def _drain_one(self, one: tuple, reason: str) -> bool:
         """Compute the queue's one record (an eager or check-mode op) whose inputs are computed
         with the cached plan of its op signature (made on the signature's second use). False:
         nothing done, the caller builds the record and drains the ordinary way."""
         out, label, build, inputs, work, params, c = one
-        sig = []
         for x in inputs:
             s = x._storage
             if x._status != COMPUTED or s is None or not x.numel_ or type(s) is StridedAlias:
                 return False  # (a plan's leaves are contiguous)
-            sig.append(x.shape)
-            sig.append(x.dtype)
         device = out.device
         plans = c.op_plans
         try:
-            # Inputs share out's device (every op's validation checks it).
-            key = (build, out.shape, out.dtype, device.dev_ptr, c.precision, *sig,
+            # Inputs share out's device (every op's validation checks it). The usual one or two
+            # inputs without a list (this runs per eager op).
+            n = len(inputs)
+            if n == 1:
+                x = inputs[0]
+                sig = (x.shape, x.dtype)
+            elif n == 2:
+                x, y = inputs
+                sig = (x.shape, x.dtype, y.shape, y.dtype)
+            else:
+                sig = tuple(v for x in inputs for v in (x.shape, x.dtype))
+            key = (build, out.shape, out.dtype, device.dev_ptr, c.precision, sig,
                    freeze_params(params) if params else ())
             plan = plans.plans.get(key, False)
         except TypeError:  # an unhashable parameter (e.g. a tensor): no plan
             return False
         if plan is None:
             return False
-        w = work or float(out.numel_)
+        w = work or out.numel_
+        # choose_threads(w, w), inlined for the usual small op (this runs per eager op)
+        threads = _threads._override
+        if threads is None:
+            threads = 1 if w < _threads.MIN_WORK_FOR_THREADS else choose_threads(w, w)
+        s = None
         if plan is False:
             if not plans.want(key):
                 return False
@@ -381,21 +385,36 @@ class Drainer:
             plan = make_op_plan(plans, key, device, build, inputs, out, params, s, work)
             if plan is None:
                 return False
-        else:
-            s = None
         counters = c.counters
         counters.drains[reason] += 1
         try:
-            if s is None:  # a hit: the plan picks the result's memory
-                status, s = plan.run_op(inputs, device, out.nbytes, choose_threads(w, w))
-            else:
-                status = plan.run([x._storage for x in inputs], (s,), choose_threads(w, w))
-            if status != 0:
-                raise RuntimeError(f"ggml graph compute returned status {status}")
+            # On a hit (``s`` None) the plan picks the result's memory.
+            s = self.run(plan, counters, reason, threads, inputs, device, plan.out_nbytes, s)
         except BaseException as e:  # the drain's failure path (the op's own call is the site)
-            self._fail(e, (), [_phase_label.get() or label], None, reason, self.epoch)
-        counters.compute(reason, plan.n_nodes)
+            self._fail(e, (), [_phase_label.get() or label], None, reason, self.queue.epoch)
         out._storage = s
         if self.checks:
-            _checks.after_drain(self, out._epoch, (out,))
+            _checks.after_drain(self.queue, out._epoch, (out,))
         return True
+
+
+class PlannedRecord:
+    """A record that carries its plan (a forward segment's, ``forward.compute_alone``): its drain
+    runs ``plan`` over ``leaves`` (storages) into ``out``, with no key to make."""
+
+    __slots__ = ("plan", "leaves", "out", "labels", "work", "max_work")
+
+    def __init__(self, plan, leaves: list, out: Array, labels, work: float, max_work: float) -> None:
+        self.plan, self.leaves, self.out = plan, leaves, out
+        self.labels, self.work, self.max_work = labels, work, max_work
+
+
+def _failure_message(labels: list[str], site: str | None, err: BaseException, reason: str = "") -> str:
+    counts = Counter(labels)  # insertion-ordered: order of first appearance
+    ops = ", ".join(f"{k} x{v}" for k, v in counts.items())
+    where = f" The first of them was queued at {site}." if site else ""
+    if reason in ("eager", "check"):  # one op per graph: the error is already at its own call
+        return f"ggmlgrad: the graph of {ops} failed: {err}." + (f" Called at {site}." if site else "")
+    return (f"ggmlgrad graph mode: the queued graph failed ({len(labels)} queued ops: {ops}): {err}.{where}\n"
+            "Rerun with gg.graph_mode(True, check=True) or GGMLGRAD_GRAPH_CHECK=1 to compute each op as "
+            "it is queued and get the error at its own call.")

@@ -7,19 +7,19 @@ held before it: its records name their inputs by position in the segment, as "th
 a parameter tensor. A replay appends the whole segment as ONE lazy record over those inputs
 (:func:`build_segment` builds its records when the queue is built), whose plan key part is the
 segment itself and one element per input: queuing a 5-layer forward costs about one op's record.
-In eager mode (:func:`compute_alone`) a replay computes with the plan its earlier replay was
-computed with, without the queue; a plan reuses its small result memory once nothing holds it
-(``drain.result_storages``).
+In eager mode (:func:`compute_alone`) a replay is the queue's one record carrying the plan its
+earlier replay was computed with, which the drain runs without making a key; a plan reuses its
+small result memory once nothing holds it (``drain.result_storages``).
 """
 from __future__ import annotations
 
 import weakref
 
-from ..runtime import StridedAlias, choose_threads
+from ..runtime import StridedAlias
 from ..runtime.faults import ARMED as _FAULTS
 from .array import COMPUTED, PENDING, Array
 from .context import current
-from .drain import keep_results, result_storages
+from .drain import PlannedRecord
 from .flat import FlatNode
 from .plans import freeze_params
 from .records import _Pending, _phase_label, user_site
@@ -33,8 +33,8 @@ class ForwardMark:
     __slots__ = ("epoch", "n_lazy", "n_labels", "n_effects", "work", "max_work")
 
     def __init__(self, e) -> None:
-        self.epoch, self.n_lazy, self.n_labels = e.epoch, len(e.lazy), len(e.labels)
-        self.n_effects, self.work, self.max_work = len(e.effects), e.work, e.max_work
+        self.epoch, self.n_lazy, self.n_labels = e.queue.epoch, len(e.queue.lazy), len(e.queue.labels)
+        self.n_effects, self.work, self.max_work = len(e.queue.effects), e.queue.work, e.queue.max_work
 
 
 class ForwardSegment:
@@ -80,8 +80,8 @@ def build_segment(ctx: int, nodes: list, inputs: list, out, seg: ForwardSegment)
     standins = list(inputs)
     standins += seg.standins
     for k, (build, params, _shape, _dtype, _prec, _header, _label, codes) in enumerate(seg.records):
-        e._room()
-        ctx = e.ctx
+        e.builder.room()
+        ctx = e.builder.ctx
         ins = []
         for i in codes:
             n = res[i]
@@ -92,43 +92,43 @@ def build_segment(ctx: int, nodes: list, inputs: list, out, seg: ForwardSegment)
 
 def appendable(e, c) -> bool:
     """Whether a segment may be appended to the queue now (see :func:`mark`)."""
-    return not (c.observer is not None or e._hold or c.check or e.updates
-                or (not c.graph and len(e)))
+    return not (c.observer is not None or e.queue.hold or c.check or e.queue.updates
+                or (not c.graph and len(e.queue)))
 
 
 def mark(e, c) -> ForwardMark | None:
     """The queue's position before a call whose records may become a segment, or None when they
     cannot (a capture recording, an exclusive section, check mode, a queue with updates)."""
-    if c.observer is not None or e._hold or c.check or e.updates:
+    if c.observer is not None or e.queue.hold or c.check or e.queue.updates:
         return None
-    if not c.graph and len(e):
+    if not c.graph and len(e.queue):
         return None  # eager mode records its segment on an empty queue only
     m = ForwardMark(e)
-    e.max_work = 0.0  # from here it is the call's own heaviest node (the thread policy's input); end() restores
+    e.queue.max_work = 0.0  # from here it is the call's own heaviest node (the thread policy's input); end() restores
     return m
 
 
 def end(e, m: ForwardMark) -> None:
     """Close the call opened by :func:`mark`: the queue's heaviest node is again the larger of the
     one before the call and the call's own (unless the queue drained meanwhile)."""
-    if e.epoch == m.epoch and m.max_work > e.max_work:
-        e.max_work = m.max_work
+    if e.queue.epoch == m.epoch and m.max_work > e.queue.max_work:
+        e.queue.max_work = m.max_work
 
 
 def take(e, m: ForwardMark, arg: Array, out, params_ok: set) -> ForwardSegment | None:
     """The records appended since ``m`` as a segment whose result is ``out``, or None when they
     cannot be replayed (the queue drained, an update or effect, an input that is neither the
     argument, an earlier record of the call, nor one of ``params_ok`` (ids of parameters))."""
-    if e.epoch != m.epoch or len(e.effects) != m.n_effects or not isinstance(out, Array) or id(arg) in params_ok:
+    if e.queue.epoch != m.epoch or len(e.queue.effects) != m.n_effects or not isinstance(out, Array) or id(arg) in params_ok:
         return None  # (an argument that is also a parameter would be replayed as the argument only)
-    lazy = e.lazy
+    lazy = e.queue.lazy
     n = len(lazy) - m.n_lazy
-    if n <= 0 or len(e.labels) - m.n_labels != n:
+    if n <= 0 or len(e.queue.labels) - m.n_labels != n:
         return None
-    if out._status != PENDING or out._epoch != e.epoch or out._node >= 0 or -1 - out._node < m.n_lazy:
+    if out._status != PENDING or out._epoch != e.queue.epoch or out._node >= 0 or -1 - out._node < m.n_lazy:
         return None
     arg_standin = None
-    if arg._status == PENDING and arg._epoch == e.epoch and arg._node < 0:
+    if arg._status == PENDING and arg._epoch == e.queue.epoch and arg._node < 0:
         arg_standin = lazy[-1 - arg._node][6]
     raw, ext = [], {}  # records with inputs as ("seg", offset) or ("ext", key); externals by key
     for build, ins, params, shape, dtype, prec, standin in lazy[m.n_lazy:]:
@@ -156,10 +156,10 @@ def take(e, m: ForwardMark, arg: Array, out, params_ok: set) -> ForwardSegment |
         raw.append((build, params, shape, dtype, prec, (build, shape, dtype, prec, fp, len(ins)), refs))
     order = {k: i for i, k in enumerate(ext)}  # dicts keep insertion order: first appearance
     n_ext = len(order)
-    records = tuple((build, params, shape, dtype, prec, header, e.labels[m.n_labels + j],
+    records = tuple((build, params, shape, dtype, prec, header, e.queue.labels[m.n_labels + j],
                      tuple(order[v] if is_ext else n_ext + v for is_ext, v in refs))
                     for j, (build, params, shape, dtype, prec, header, refs) in enumerate(raw))
-    return ForwardSegment(records, tuple(ext.values()), -1 - out._node - m.n_lazy, e.work - m.work, e.max_work,
+    return ForwardSegment(records, tuple(ext.values()), -1 - out._node - m.n_lazy, e.queue.work - m.work, e.queue.max_work,
                           arg.device)
 
 
@@ -171,7 +171,7 @@ def resolvable(e, seg: ForwardSegment, arg: Array) -> bool:
             return False
     st = arg._status
     if st == PENDING:
-        return arg._epoch == e.epoch and arg._node < 0
+        return arg._epoch == e.queue.epoch and arg._node < 0
     return st == COMPUTED
 
 
@@ -180,35 +180,35 @@ def replay(e, seg: ForwardSegment, arg: Array, out: Array) -> None:
     the caller holds the lock and checked :func:`resolvable`. The plan key grows by the segment's
     header (its records are fixed by the segment) and its inputs, as for any record."""
     device = arg.device
-    if e.device is not device:
-        if e.device is not None and len(e):
+    if e.queue.device is not device:
+        if e.queue.device is not None and len(e):
             e._drain_locked("device_change")
-        e.device = device
+        e.queue.device = device
     shape, dtype, prec = seg.out_shape, seg.out_dtype, seg.prec
-    lazy = e.lazy
-    sig = e._sig
+    lazy = e.queue.lazy
+    sig = e.queue._sig
     if sig is not None:
         sig += (build_segment, shape, dtype, prec, seg.frozen, len(seg.externals))
     ins = _inputs(e, seg, arg, lazy, sig)
     j = len(lazy)
     lazy.append((build_segment, ins, seg.params, shape, dtype, prec, _Pending(j, shape, dtype, device)))
     phase = _phase_label.get()
-    e.labels += seg.labels if phase is None else [phase] * len(seg.labels)
-    e.work += seg.work
-    if seg.max_work > e.max_work:
-        e.max_work = seg.max_work
-    e.adopt_result(out, j)
-    if e.site is None:
-        e.site = user_site(3)
+    e.queue.labels += seg.labels if phase is None else [phase] * len(seg.labels)
+    e.queue.work += seg.work
+    if seg.max_work > e.queue.max_work:
+        e.queue.max_work = seg.max_work
+    e.queue.adopt_result(out, j)
+    if e.queue.site is None:
+        e.queue.site = user_site(3)
 
 
 def _inputs(e, seg: ForwardSegment, arg: Array, lazy: list, sig: list | None) -> list:
-    """The replayed record's inputs as a lazy record holds them (``RecordQueue._lazy_inputs``'s
+    """The replayed record's inputs as a lazy record holds them (``RecordQueue.lazy_inputs``'s
     rule), for inputs :func:`resolvable` checked (the parameters are computed, the argument computed
     or a result of this queue). Each adds ONE element to the plan key, its queue index or -1-slot,
     even where its slot is new: the segment (in its header) fixes every input's shape and dtype,
     and a new slot is always the next number, so the key still names one graph."""
-    slot_of, leaves = e._sig_slot, e._sig_leaves
+    slot_of, leaves = e.queue._sig_slot, e.queue._sig_leaves
     ins = []
     for x, key in seg.inputs:
         if x is ARG:
@@ -225,7 +225,7 @@ def _inputs(e, seg: ForwardSegment, arg: Array, lazy: list, sig: list | None) ->
             slot = slot_of.get(key)
             if slot is None:
                 if x._storage is None or not x.numel_ or type(x._storage) is StridedAlias:
-                    e._sig = sig = None  # empty memory or a strided view: no plan
+                    e.queue._sig = sig = None  # empty memory or a strided view: no plan
                     continue
                 slot = slot_of[key] = len(leaves)
                 leaves.append(x)
@@ -236,34 +236,24 @@ def _inputs(e, seg: ForwardSegment, arg: Array, lazy: list, sig: list | None) ->
 def plan_of_last_drain(e):
     """A weak reference to the plan the engine's last drain computed with (taken: the next call
     gives None unless another planned drain ran), or None (an ordinary drain)."""
-    plan, e.last_plan = e.last_plan, None
+    d = e.drainer
+    plan, d.last_plan = d.last_plan, None
     return weakref.ref(plan) if plan is not None else None
 
 
 def compute_alone(e, c, seg: ForwardSegment, plan_ref, arg: Array, out: Array) -> bool:
-    """Eager mode: compute ``seg`` with ``arg`` into ``out`` by the plan its queued replay was
-    computed with before (``plan_ref``), without queuing it: the drain's counters and failure, not
-    its key. False, doing nothing, when that plan is gone or a test seam is armed; the caller
-    holds the lock, checked :func:`resolvable` and that the queue is empty."""
+    """Eager mode: append ``seg`` with ``arg`` as the queue's one record, carrying the plan its queued
+    replay was computed with before (``plan_ref``), and drain it: the drain runs that plan (no key to
+    make). False, doing nothing, when that plan is gone or a test seam is armed; the caller holds
+    the lock, checked :func:`resolvable` and that the queue is empty."""
     plan = plan_ref()
-    if plan is None or not plan.sched or _FAULTS or e._fail_next is not None or e.checks:
+    if plan is None or not plan.sched or _FAULTS or e.drainer._fail_next is not None or e.queue.checks:
         return False
     # The replay's one record read these, in this order, as the plan's leaves (first appearance).
     leaves = [arg._storage if x is ARG else x._storage for x in seg.externals]
     for s in leaves:
         if type(s) is StridedAlias:
             return False  # the plan's leaves are contiguous
-    counters = c.counters
-    counters.drains["eager"] += 1
-    c.graph_plans.touch(plan)
-    try:
-        outs, left = result_storages(plan, arg.device, [out.nbytes])
-        status = plan.run(leaves, outs, choose_threads(seg.work, seg.max_work))
-        if status != 0:
-            raise RuntimeError(f"ggml graph compute returned status {status}")
-    except BaseException as err:  # the drain's failure (the call is the site, as for an eager op)
-        e._fail(err, (), list(seg.labels), None, "eager", e.epoch)
-    counters.compute("eager", plan.n_nodes)
-    keep_results(plan, outs, left)
-    out._storage = outs[0]
+    e.queue.one = PlannedRecord(plan, leaves, out, seg.labels, seg.work, seg.max_work)
+    e._drain_locked("eager")
     return True

@@ -28,7 +28,6 @@ import weakref
 from types import MethodType
 from typing import Callable
 
-from .._ggml import lib
 from .array import FAILED, PENDING
 
 # Each engine's epochs start at its id times this: 2^48 drains (~45 years at 200k drains/s)
@@ -64,16 +63,15 @@ def retire(engine) -> None:
     with a message saying why, and its ggml contexts are freed."""
     msg = (f"ggmlgrad: this tensor was queued in graph mode by thread {engine.thread_name!r}, which ended "
            f"before computing it; read it (e.g. .numpy()) or leave graph mode in that thread before it ends.")
-    for ref, _ in engine.roots:
+    q = engine.queue
+    for ref, _ in q.roots:
         a = ref()
-        if a is not None and a._status == PENDING and a._epoch == engine.epoch:
+        if a is not None and a._status == PENDING and a._epoch == q.epoch:
             a._status, a._node, a._error = FAILED, 0, msg
-    for ctx in engine.ctx_list + engine._ctxs.free:
-        lib.free(ctx)
-    engine.ctx_list, engine._ctxs.free = [], []
-    if engine._graph_ctx:
-        lib.free(engine._graph_ctx)
-        engine._graph_ctx = 0
+    engine.builder.free()
+    engine.executor.free()
+    q.reset()  # the memory its last queue kept alive goes now, not at the next garbage collection
+    engine.builder.drain = engine.builder.discard = None  # (they refer to the drainer, which refers to it)
 
 
 class PerThread(threading.local):

@@ -10,7 +10,7 @@ Three users, one cache type (:class:`PlanCache`):
 - eager ops: the signature is the op's builder, input shapes and dtypes, output, parameters,
   device and matmul precision (``Drainer._drain_one``);
 - graph-mode drains: the signature of the whole queued record sequence, the computed tensors it
-  reads and the results still alive (``RecordQueue._plan_signature``);
+  reads and the results still alive (``RecordQueue.plan_signature``);
 - backward segments (:class:`SegmentPlan`): the gradient records one backward pass appended,
   keyed by the tape and the queue so far (``tensor/tape.py``).
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import os
 import threading
-import time
 from sys import getrefcount
 
 from .._ggml import lib, new_context
@@ -79,7 +78,12 @@ def freeze_params(params: dict) -> tuple:
     out = []
     for k, v in params.items():
         t = type(v)
-        out.append((k, t, v) if t in _PLAIN else (k, freeze(v)))
+        if t in _PLAIN:
+            out.append((k, t, v))
+        elif t is float and v != 0.0:  # freeze(v), inlined for the common scalar (a zero keeps its sign there)
+            out.append((k, (t, v)))
+        else:
+            out.append((k, freeze(v)))
     return tuple(out)
 
 
@@ -87,7 +91,8 @@ class OwnedGraph:
     """A ggml graph over nodes in contexts it owns (freed with it), allocated once by a private
     scheduler and computed many times: the base of cached plans and capture recordings.
 
-    Subclasses expand their roots with :meth:`expand`, then call :meth:`allocate`.
+    Subclasses expand their roots with :meth:`expand`, then call :meth:`allocate`; the engine's
+    executor computes them (:mod:`.executor`), after their ``bind`` pointed them at a run's memory.
     """
 
     def __init__(self, device: Device, ctxs: list[int], n_tensors: int, max_work: float):
@@ -128,30 +133,6 @@ class OwnedGraph:
         if self.accelerated and self.tuner is not None:
             self.tuner = ThreadTuner.for_work(self.max_work, self.executor.device.kind, accelerated=True)
 
-    def compute(self, threads: int) -> int:
-        """Compute once (``threads`` unless the tuner is still measuring); the ggml status."""
-        with COMPUTE_LOCK:
-            return self._compute_locked(threads)
-
-    def _compute_locked(self, threads: int) -> int:
-        """:meth:`compute` for a caller that holds ``COMPUTE_LOCK``."""
-        if _FAULTS:
-            _fault("compute")
-        ex = self.executor
-        tuner = self.tuner
-        if tuner is None:
-            # The thread count alone is not enough to compare (the split between BLAS and the CPU
-            # depends on the graph): both must match to skip the call (an eager op plan runs per op)
-            if ex.threads != threads or ex.last_accelerated is not self.accelerated:
-                ex.set_threads(threads, self.accelerated)
-            return lib.backend_sched_graph_compute(self.sched, self.graph)
-        threads = tuner.pick()
-        ex.set_threads(threads, self.accelerated)
-        t0 = time.perf_counter()
-        status = lib.backend_sched_graph_compute(self.sched, self.graph)
-        tuner.record(threads, time.perf_counter() - t0)
-        return status
-
     def free(self) -> None:
         if self.sched:
             lib.backend_sched_free(self.sched)
@@ -175,7 +156,7 @@ class Plan(OwnedGraph):
     (and in-place ``effects``).
 
     Every leaf must have memory when the plan is made, and ``out_storages`` are the first call's
-    outputs (the scheduler places and allocates the rest once); :meth:`run` points leaves and
+    outputs (the scheduler places and allocates the rest once); :meth:`bind` points leaves and
     outputs at each call's memory.
     """
 
@@ -215,54 +196,48 @@ class Plan(OwnedGraph):
             raise
         self.ctxs = ctxs  # owned from here on (a failed plan leaves them to the caller)
 
-    def run(self, leaf_storages, out_storages, threads: int) -> int:
-        """Compute into ``out_storages`` from ``leaf_storages``; returns the ggml status.
+    def bind(self, leaf_storages, out_storages) -> None:
+        """Point the plan at this run's memory (the executor calls it under the compute lock, then
+        computes): ``leaf_storages`` for its inputs, ``out_storages`` for its results.
 
         Only tensors whose memory moved since the last run are rebound (parameters, optimizer
         state and recycled output blocks mostly stay where they were: ~0.3 µs per rebinding)."""
-        # Threads share plans: rebinding and computing go together, under the one compute lock.
-        with COMPUTE_LOCK:
-            self.pointers.bind(leaf_storages, out_storages)
-            return self._compute_locked(threads)
+        self.pointers.bind(leaf_storages, out_storages)
 
 
 class OpPlan(Plan):
-    """An eager op's plan (one op over leaves of its own, one result): :meth:`run_op` is the whole
-    compute of an eager op on a plan hit.
+    """An eager op's plan (one op over leaves of its own, one result): the plan a drain of one
+    eager record finds; its :meth:`bind` and one executor compute are that drain on a hit.
 
     Its result goes into the memory the last run gave it when nothing else holds that any more
     (the last result was dropped: ``a + b`` in a loop), else into a new storage: no pool round
     trip, and the output pointer need not be rebound."""
 
     spare = None  # the last run's result storage (small results only), reused once nobody holds it
+    out_nbytes = 0  # its result's size (set by its maker: the key fixes it)
 
-    def run_op(self, inputs, device: Device, nbytes: int, threads: int):
-        """Compute from ``inputs`` (computed, contiguous arrays) into a storage of ``nbytes``;
-        returns ``(ggml status, the result's storage)``."""
-        with COMPUTE_LOCK:  # threads share plans: choosing the memory, rebinding and computing go together
+    def bind(self, inputs, device: Device, nbytes: int, s: Storage | None = None) -> Storage:  # type: ignore[override]
+        """Point the plan at ``inputs`` (computed, contiguous arrays) and at the result's memory:
+        ``s``, or a storage of ``nbytes``; returns the result's storage. The executor calls it under
+        the compute lock (threads share plans: choosing the memory, rebinding and computing go
+        together), then computes."""
+        if s is None:
             s = self.spare
             if s is not None and getrefcount(s) == _SPARE_UNSHARED:
                 self.spare = None
             else:
                 s = Storage(device, nbytes)
-            self.pointers.bind_op(inputs, s)
-            ex = self.executor
-            if self.tuner is None and not _FAULTS:  # _compute_locked's common case, inline (runs per op)
-                if ex.threads != threads or ex.last_accelerated is not self.accelerated:
-                    ex.set_threads(threads, self.accelerated)
-                status = lib.backend_sched_graph_compute(self.sched, self.graph)
-            else:
-                status = self._compute_locked(threads)
-            if nbytes <= _SPARE_BYTES:
-                self.spare = s
-            return status, s
+        self.pointers.bind_op(inputs, s)
+        if nbytes <= _SPARE_BYTES:
+            self.spare = s
+        return s
 
 
 _SPARE_BYTES = 1 << 16
 
 
 def _spare_refs() -> int:
-    """What ``getrefcount`` reads in :meth:`OpPlan.run_op` for a storage only the plan holds
+    """What ``getrefcount`` reads in :meth:`OpPlan.bind` for a storage only the plan holds
     (measured, not assumed: the count depends on the interpreter)."""
     class _Holder:
         spare = None

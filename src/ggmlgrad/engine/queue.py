@@ -1,29 +1,36 @@
-"""The engine facade: one thread's queue, put together from its parts.
+"""The engine: one thread's queue, builder, executor and drain, behind a thin facade.
 
-``Engine`` joins the units that each do one job: :mod:`.records` (the queue of records and its
-plan key), :mod:`.build` (materialising records into ggml nodes), :mod:`.drain` (computing the
-queue, with a cached plan when there is one, and attributing failures) and :mod:`.segments`
-(backward segments autograd replays). What is left here is the public entry points: ``record``
-(every op), ``record_update`` (in-place writes of optimizers, ``copy_``, ``load_state_dict``),
-``exclusive`` (drain, write, drain) and the hand-over of the queue to a capture recording.
+``Engine`` holds four parts with narrow interfaces and wires them together:
 
-In eager mode the queue is drained at once (eager is graph mode with an immediate drain). In-place
+- :class:`~.records.RecordQueue` (``engine.queue``): the records and their plan key. ``record``
+  always appends one: a graph-mode op as a lazy record, an eager op as the queue's one record.
+- :class:`~.build.Builder` (``engine.builder``): turns records into ggml nodes (and graph plans).
+- :class:`~.executor.Executor` (``engine.executor``): the only caller of ggml's graph compute.
+- :class:`~.drain.Drainer` (``engine.drainer``): the only compute: it looks up the queue's plan
+  (an op plan for one eager record, a graph plan for a record sequence), builds on a miss, and runs
+  it through the executor (``Drainer.run``); then marks the results computed, or failed.
+
+Plus :class:`~.segments.Segments` (``engine.segments``), autograd's replayable backward segments.
+The parts' entry points other layers use are the engine's own attributes (bound methods of the part,
+so no call goes through the facade). Eager mode is record plus an immediate drain. In-place
 writes run inside :meth:`Engine.exclusive`, which drains first, so a write can never be ordered
 before reads queued ahead of it.
 """
 from __future__ import annotations
 
 import threading
+from operator import attrgetter
 from typing import Callable
 
 from .._ggml import lib
 from ..runtime import Storage, budget
 from . import modes
 from .array import COMPUTED, FAILED, PENDING, Array
+from .build import Builder
 from .context import current
-from .build import Builder, _ContextPool
 from .drain import Drainer
 from .errors import PendingError
+from .executor import Executor
 from .local import PerThread, first_epoch, register, retire
 from .records import RecordQueue, no_value_message, user_site
 from .segments import Segments
@@ -31,24 +38,44 @@ from .segments import Segments
 __all__ = ["ENGINE", "Engine", "is_pending", "queue_length", "user_site", "no_value_message"]
 
 
-class Engine(RecordQueue, Builder, Drainer, Segments):
-    """One thread's queue (``ENGINE`` gives each thread its own, see :mod:`.local`)."""
+def _part(part: str, name: str, doc: str) -> property:
+    """An attribute of one of the engine's parts, read (and written) through the engine."""
+    return property(attrgetter(f"{part}.{name}"),  # a C-level getter: ``engine._hold`` is read per row write
+                    lambda self, v: setattr(getattr(self, part), name, v), doc=doc)
+
+
+class Engine:
+    """One thread's engine (``ENGINE`` gives each thread its own, see :mod:`.local`)."""
+
+    # The queue's state, for the engine's tests and the index checks (ops/indexing.py).
+    epoch = _part("queue", "epoch", "The queue's epoch (a pending tensor of another epoch is not in it).")
+    lazy = _part("queue", "lazy", "The queue's graph-mode records not built yet.")
+    roots = _part("queue", "roots", "The queue's built results (weak ref, node).")
+    effects = _part("queue", "effects", "The queue's in-place write nodes.")
+    labels = _part("queue", "labels", "The queued ops' labels (for errors).")
+    checks = property(attrgetter("queue.checks"), doc="The queue's index checks (engine/checks.py).")
+    max_work = _part("queue", "max_work", "The queue's heaviest node (the thread policy's input).")
+    _hold = _part("queue", "hold", "How many holds are in force (the queue is not drained while > 0).")
+    ctx_list = _part("builder", "ctx_list", "The node contexts of the queue's built nodes.")
+    _ctxs = _part("builder", "pool", "The builder's pool of node contexts.")
+    last_plan = _part("drainer", "last_plan", "The graph plan the last planned drain ran.")
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.epoch = first_epoch()  # unique across threads: another thread's pending tensor never matches
+        self.queue = q = RecordQueue(first_epoch())  # epochs unique across threads
+        self.executor = Executor()
+        self.builder = b = Builder(q, None, None)
+        self.drainer = d = Drainer(q, b, self.executor, self.lock)
+        b.drain, b.discard = d.drain, d.discard
+        self.segments = s = Segments(q, self.lock)
         self.thread_name = register(self)
-        self._ctxs = _ContextPool()
-        self._graph_ctx = 0
-        self._graph_ctx_size = 0
-        self._hold = 0
-        self._draining = False
-        self._fail_next: str | None = None
-        self._private_leaves = False  # building a plan: leaves it can rebind, not storages' shared headers
-        self._private_leaf_of: dict[int, int] = {}
-        self.checks: list = []  # index checks of the queue, verified after its drain (checks.py)
-        self.settle_queue: list = []  # (weak ref, callback): queued tensors to settle once computed (drain.py)
-        self._new_epoch_state()
+        # The parts' entry points (bound methods of the part: no call through the facade).
+        self.drain, self._drain_locked, self._discard = d.drain, d.drain_locked, d.discard
+        self.run, self.fail_next_drain, self.settle_when_computed = d.run, d.fail_next_drain, d.settle_when_computed
+        self.node_of, self.begin, self._materialize = b.node_of, b.begin, b.materialize
+        self.note, self.noted, self.adopt_result, self.add_work = q.note, q.noted, q.adopt_result, q.add_work
+        self.lazy_mark, self.lazy_segment, self.replay_segment = s.lazy_mark, s.lazy_segment, s.replay_segment
+        self.queue_refs, self.refs_state, self.result_index = s.queue_refs, s.refs_state, s.result_index
 
     def __del__(self) -> None:
         try:
@@ -56,9 +83,12 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
         except Exception:  # interpreter shutdown
             pass
 
+    def __len__(self) -> int:
+        return len(self.queue)
+
     def record(self, out: Array, label: str, build: Callable[..., int], inputs, work: float = 0.0,
                params: dict | None = None) -> Array:
-        """Build ``out``'s node from ``inputs`` and queue it (drain at once in eager/check mode).
+        """Append ``out``'s op to the queue (drained at once in eager and check mode).
 
         ``build(ctx, *nodes)``; or, with ``params`` (an op's keyword parameters), an op
         builder ``build(ctx, nodes, inputs, out, **params)`` called directly (no closure per op).
@@ -76,30 +106,35 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
             if out.numel_ > budget.HUGE_NUMEL:  # larger than the device's memory: raise before queuing
                 budget.check_tensor(out.device, out.nbytes, f"{label}'s result of shape {out.shape} ({out.dtype.name})")
             c = current()
-            if self._hold == 0 and c.observer is None and params is not None:
+            q = self.queue
+            if q.hold == 0 and c.observer is None and params is not None:
                 if c.graph and not c.check:
-                    return self._record_lazy(out, label, build, inputs, work, params, c.precision)
-                if not (self.lazy or self.roots or self.effects):
-                    # Eager or check mode: the queue is this one record, drained at once: computed
-                    # with its op's cached plan when there is one (what _drain_locked does first
-                    # with a queue of one record, called here directly: every eager op passes here).
-                    reason = "check" if c.graph else "eager"
-                    if self._fail_next is None and self._drain_one((out, label, build, inputs, work, params, c),
-                                                                   reason):
-                        return out
-                    self._build_record(out, label, build, inputs, work, params)
-                    self._drain_locked(reason)
+                    if q.device is not out.device:
+                        self._switch_device(out.device)
+                    return q.record_lazy(out, label, build, inputs, work, params, c.precision)
+                if not (q.lazy or q.roots or q.effects):
+                    # Eager or check mode: the op is the queue's one record, drained at once (its
+                    # op plan, when there is one, computes it before anything is built).
+                    q.one = (out, label, build, inputs, work, params, c)
+                    self._drain_locked("check" if c.graph else "eager")
                     return out
-            self._build_record(out, label, build, inputs, work, params)
-            if self._hold == 0:
+            self.builder.build_record(out, label, build, inputs, work, params)
+            if q.hold == 0:
                 if not c.graph:
                     self._drain_locked("eager")
                 elif c.check:
-                    self.site = user_site(3)
+                    q.site = user_site(3)
                     self._drain_locked("check")
-                elif self.site is None:
-                    self.site = user_site(3)
+                elif q.site is None:
+                    q.site = user_site(3)
             return out
+
+    def _switch_device(self, device) -> None:
+        """Records for another device: what is queued for the last one computes first."""
+        q = self.queue
+        if q.device is not None and len(q):
+            self.drain("device_change")
+        q.device = device
 
     def record_update(self, label: str, build, inputs, params: dict, work: float = 0.0) -> None:
         """Queue in-place writes into ``inputs`` (an optimizer's update of its parameters); inside
@@ -111,44 +146,44 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
         (every optimizer step) replays a cached plan. ``build`` must be a plain function (it is
         part of the plan's key) and ``inputs`` every tensor it reads or writes.
         """
-        if self._hold == 0:
+        q = self.queue
+        if q.hold == 0:
             raise RuntimeError("ggmlgrad internal: record_update outside exclusive()")
         device = inputs[0].device
         c = current()
         if c.observer is not None:  # a capture recording takes the queue as built nodes
-            ctx = self.begin(device)
-            nodes = [self.node_of(x) for x in inputs]
-            self._queue_update_writes(build(ctx, nodes, inputs, **params), nodes, inputs)
+            b = self.builder
+            ctx = b.begin(device)
+            nodes = [b.node_of(x) for x in inputs]
+            b.queue_update_writes(build(ctx, nodes, inputs, **params), nodes, inputs)
         else:
-            if self.device is not device:
-                if self.device is not None and len(self):
-                    self.drain("device_change")
-                self.device = device
-            prec = c.precision
-            self._sign(build, None, None, prec, params, len(inputs))
-            self.lazy.append((build, self._lazy_inputs(inputs), params, None, None, prec, None))
-            self.updates += 1
-        self.labels.append(label)
-        self.add_work(work)
+            if q.device is not device:
+                self._switch_device(device)
+            q.record_update(build, inputs, params, c.precision)
+        q.labels.append(label)
+        q.add_work(work)
 
     # The same, by what it queues: in-place writes (optimizer updates, copy_, load_state_dict).
     record_writes = record_update
 
     def queue_write(self, target: Array, value_node: int, label: str = "write") -> None:
         """Queue ``target ← value`` (call inside :meth:`exclusive` only)."""
-        if self._hold == 0:
+        q = self.queue
+        if q.hold == 0:
             raise RuntimeError("ggmlgrad internal: queue_write outside exclusive()")
-        self._room()
-        leaf = self.write_node_of(target)
-        self.effects.append(lib.cpy(self.ctx, value_node, leaf))
-        self.labels.append(label)
+        b = self.builder
+        b.room()
+        leaf = b.write_node_of(target)
+        q.effects.append(lib.cpy(b.ctx, value_node, leaf))
+        q.labels.append(label)
 
     def queue_effect(self, node: int, label: str = "effect") -> None:
         """Queue a node that writes in place by itself (e.g. ggml_opt_step_adamw); inside :meth:`exclusive` only."""
-        if self._hold == 0:
+        q = self.queue
+        if q.hold == 0:
             raise RuntimeError("ggmlgrad internal: queue_effect outside exclusive()")
-        self.effects.append(node)
-        self.labels.append(label)
+        q.effects.append(node)
+        q.labels.append(label)
 
     def exclusive(self, reason: str) -> "_Exclusive":
         """Drain, let the body queue reads and writes, drain them as their own graph.
@@ -161,13 +196,13 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
     def hold(self) -> None:
         """Queue without draining until :meth:`release` (a capture recording's optimizer update
         queues its in-place writes this way; :meth:`exclusive` holds for its body)."""
-        self._hold += 1
+        self.queue.hold += 1
 
     def release(self) -> None:
         """End one :meth:`hold`."""
-        if self._hold <= 0:
+        if self.queue.hold <= 0:
             raise RuntimeError("ggmlgrad internal: release() without hold()")
-        self._hold -= 1
+        self.queue.hold -= 1
 
     def has_queued(self) -> bool:
         """Whether anything is queued and not computed yet (ops, in-place writes).
@@ -181,12 +216,14 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
         >>> ENGINE.has_queued()   # leaving graph mode computed it
         False
         """
-        return bool(self.roots or self.effects or self.updates)
+        q = self.queue
+        return bool(q.roots or q.effects or q.updates)
 
     def drain_if_queued(self, reason: str) -> bool:
         """:meth:`drain` when :meth:`has_queued` (a capture replay's check before it computes: queued
         work may write what the replay reads); False, without taking the lock, otherwise."""
-        if self.roots or self.effects or self.updates:
+        q = self.queue
+        if q.roots or q.effects or q.updates:
             return self.drain(reason)
         return False
 
@@ -195,7 +232,16 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
         with self.lock:
             self._discard()
 
-    # ------------------------------------------------------------------ draining
+    def alias_pending(self, twin: Array, base: Array) -> None:
+        """Make ``twin`` another name for ``base``'s queued node (``detach()`` of a pending tensor)."""
+        with self.lock:
+            self.queue.alias_pending(twin, base)
+
+    def rebind_pending(self, base: Array, node: int) -> None:
+        """Make ``node`` the queued node of ``base`` and of its aliases (a capture recording's write)."""
+        with self.lock:
+            self.queue.rebind_pending(base, node)
+
     def take_for_capture(self):
         """Hand the queue over to a capture recording instead of computing it.
 
@@ -203,11 +249,11 @@ class Engine(RecordQueue, Builder, Drainer, Segments):
         owns the contexts and must give them back with :meth:`release_contexts`.
         """
         with self.lock:
-            self._materialize()
-            state = (self.roots, self.effects, self.ctx_list, self.labels, self.device, self.work,
-                     self.max_work, self.keep)
-            self.epoch += 1
-            self._new_epoch_state()
+            b, q = self.builder, self.queue
+            b.materialize()
+            state = (q.roots, q.effects, b.ctx_list, q.labels, q.device, q.work, q.max_work, q.keep)
+            b.take_contexts()
+            q.next_epoch()
             return state
 
     def release_contexts(self, ctx_list: list[int]) -> None:
@@ -233,13 +279,13 @@ class _Exclusive:
         except BaseException:
             e.lock.release()
             raise
-        e._hold += 1
+        e.queue.hold += 1
         return e
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         e = self.engine
         try:
-            e._hold -= 1
+            e.queue.hold -= 1
             if exc_type is not None:
                 e._discard()
             else:
@@ -261,4 +307,3 @@ def queue_length() -> int:
 
 def is_pending(a: Array) -> bool:
     return a._status == PENDING
-

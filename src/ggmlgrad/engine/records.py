@@ -3,7 +3,8 @@
 Graph mode appends each op as a record (builder, inputs, parameters, result shape and dtype,
 precision, result stand-in) without building it, and extends the queue's plan key as it goes:
 a drain whose key ran before computes a cached plan (see :mod:`.drain`). An eager or check-mode
-op is drained at once, keyed by its op alone (``Drainer._drain_one``).
+op is appended as the queue's one record and drained at once, keyed by its op alone
+(``Drainer._drain_one``).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import sys
 import weakref
 
 from ..runtime import Device, Storage, StridedAlias
-from .array import COMPUTED, PENDING, Array
+from .array import COMPUTED, FAILED, PENDING, Array
 from .errors import PendingError
 from .local import owner_of
 from .plans import freeze_params
@@ -86,17 +87,32 @@ class _Pending:
 
 
 
-class RecordQueue:
-    """Engine part: the queue's state, its lazy records and their plan key (mixed into ``Engine``)."""
+_new_pending = object.__new__
 
-    def _new_epoch_state(self) -> None:
-        self.ctx = 0
-        self.ctx_list: list[int] = []
+
+class RecordQueue:
+    """One thread's queue of records: graph-mode records not built yet (``lazy``), built nodes
+    (``roots``, ``effects``), what the drain needs about them (labels, work, the call site, the
+    memory they keep alive) and their plan key, extended as records are appended.
+
+    ``one`` is an eager (or check-mode) op's record, appended as it is, ``(out, label, build,
+    inputs, work, params, context)``: the drain looks up its op plan before anything is built.
+    The queue computes nothing: the engine's drain does (:mod:`.drain`)."""
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch  # unique across threads: another thread's pending tensor never matches
+        self.hold = 0       # > 0: queue without draining (Engine.hold, Engine.exclusive's body)
+        self.checks: list = []  # index checks of the queue, verified after its drain (checks.py; never rebound)
+        self.reset()
+
+    def reset(self) -> None:
+        """Empty the queue (the drain took it, or it was discarded)."""
+        self.one: tuple | None = None
         # Facts about this epoch's nodes that builders leave for later builders (fast_math's GELU
         # value-and-derivative node, by the node of its input): in Python, keyed by node address,
         # and dropped with the epoch, before its contexts are reset (a freed node's address is reused).
         self.notes: dict[int, int] = {}
-        # Graph mode records ops without building them (see _materialize): (build, inputs,
+        # Graph mode records ops without building them (see Builder.materialize): (build, inputs,
         # params, out shape, out dtype, matmul precision, result stand-in or None for an update).
         # Their arrays' _node is -(index+1).
         self.lazy: list[tuple] = []
@@ -117,10 +133,20 @@ class RecordQueue:
         self.device: Device | None = None
         self.work = 0.0
         self.max_work = 0.0
-        self._credit = 0  # ops that may still build in self.ctx without asking ggml how full it is
+
+    def next_epoch(self) -> int:
+        """Start a new epoch with an empty queue; returns the epoch that ended."""
+        epoch = self.epoch
+        self.epoch = epoch + 1
+        self.reset()
+        return epoch
 
     def __len__(self) -> int:
-        return len(self.roots) + len(self.effects) + self.updates
+        return len(self.roots) + len(self.effects) + self.updates + (self.one is not None)
+
+    def queued(self) -> bool:
+        """Whether anything is queued (records, nodes or effects)."""
+        return bool(self.roots or self.effects or self.lazy or self.one is not None)
 
     def note(self, node: int, value: int) -> None:
         """Leave ``value`` (a node) for builders of this epoch that meet ``node`` (see ``notes``)."""
@@ -130,43 +156,47 @@ class RecordQueue:
         """What :meth:`note` left for ``node`` in this epoch; 0 when nothing."""
         return self.notes.get(node, 0)
 
-    def _record_lazy(self, out: Array, label: str, build, inputs, work: float, params: dict, prec: str) -> Array:
-        """Graph mode: queue the op without building its node. The drain computes the queue with a
-        cached plan when the same op sequence ran before, and builds the nodes otherwise."""
-        if self.device is not out.device:
-            if self.device is not None and len(self):
-                self.drain("device_change")
-            self.device = out.device
+    def record_lazy(self, out: Array, label: str, build, inputs, work: float, params: dict, prec: str) -> Array:
+        """Graph mode: append the op without building its node (the queue is on ``out``'s device).
+        The drain computes the queue with a cached plan when the same op sequence ran before, and
+        builds the nodes otherwise."""
         lazy = self.lazy
-        epoch = self.epoch
         shape, dtype = out.shape, out.dtype
         sig = self._sig
-        if sig is not None:  # _sign, inlined (every graph-mode op)
+        if sig is not None:  # sign, inlined (every graph-mode op)
             try:
                 fp = freeze_params(params) if params else ()
             except TypeError:  # an unhashable parameter (e.g. a tensor): this queue gets no plan
                 self._sig = None
             else:
                 sig += (build, shape, dtype, prec, fp, len(inputs))
-        ins = self._lazy_inputs(inputs)
+        ins = self.lazy_inputs(inputs)
         j = len(lazy)
-        lazy.append((build, ins, params, shape, dtype, prec, _Pending(j, shape, dtype, out.device)))
+        p = _new_pending(_Pending)  # _Pending(j, shape, dtype, out.device) without its __init__'s frame
+        p.index, p.shape, p.dtype, p.device = j, shape, dtype, out.device
+        lazy.append((build, ins, params, shape, dtype, prec, p))
         out._node = -1 - j
-        out._epoch = epoch
+        out._epoch = self.epoch
         out._status = PENDING
         self.roots.append((weakref.ref(out), -1 - j))
         self.labels.append(_phase_label.get() or label)
-        w = work or float(max(1, out.numel_))
+        w = work or out.numel_  # (never 0: Engine.record keeps empty results out of the queue)
         self.work += w
         if w > self.max_work:
             self.max_work = w
         if self.site is None:
-            self.site = user_site(3)
+            self.site = user_site(4)
         return out
 
-    def _sign(self, build, shape, dtype, prec, params, n_inputs: int) -> None:
-        """Extend the plan key with one record's header (its inputs follow, see _lazy_inputs;
-        :meth:`_record_lazy` has its own copy)."""
+    def record_update(self, build, inputs, params: dict, prec: str) -> None:
+        """Append an update record (in-place writes into ``inputs``; see ``Engine.record_update``)."""
+        self.sign(build, None, None, prec, params, len(inputs))
+        self.lazy.append((build, self.lazy_inputs(inputs), params, None, None, prec, None))
+        self.updates += 1
+
+    def sign(self, build, shape, dtype, prec, params, n_inputs: int) -> None:
+        """Extend the plan key with one record's header (its inputs follow, see lazy_inputs;
+        :meth:`record_lazy` has its own copy)."""
         sig = self._sig
         if sig is None:
             return
@@ -177,26 +207,21 @@ class RecordQueue:
             return
         sig += (build, shape, dtype, prec, fp, n_inputs)
 
-    def _lazy_inputs(self, inputs) -> list:
+    def lazy_inputs(self, inputs) -> list:
         """Inputs as a lazy record holds them: computed tensors themselves (their memory must
         live until the drain), lazily recorded results as their queue entry's stand-in. Extends
         the plan key with them."""
         sig = self._sig
         if sig is None:
             return self._unsigned_inputs(inputs)
-        lazy = self.lazy
-        epoch = self.epoch
         slot_of = self._sig_slot
-        slot = slot_of.get  # hoisted: an optimizer's update record has ~5 inputs per parameter
-        leaves = self._sig_leaves
         ins = []
-        add = ins.append
         try:
             for x in inputs:
                 st = x._status
                 if st == COMPUTED:
-                    add(x)
-                    s = slot(id(x))
+                    ins.append(x)
+                    s = slot_of.get(id(x))
                     if s is not None:
                         sig.append(-1 - s)
                     elif x._storage is None or not x.numel_ or type(x._storage) is StridedAlias:
@@ -204,12 +229,13 @@ class RecordQueue:
                         ins += self._unsigned_inputs(inputs[len(ins):])
                         return ins
                     else:
+                        leaves = self._sig_leaves
                         s = slot_of[id(x)] = len(leaves)
                         leaves.append(x)
                         sig += (-1 - s, x.shape, x.dtype)
-                elif st == PENDING and x._epoch == epoch and x._node < 0:
-                    p = lazy[-1 - x._node][6]
-                    add(p)
+                elif st == PENDING and x._epoch == self.epoch and x._node < 0:
+                    p = self.lazy[-1 - x._node][6]
+                    ins.append(p)
                     sig.append(p.index)
                 else:  # a built node (the ordinary drain), or a failed or discarded input
                     self._sig = None
@@ -221,7 +247,7 @@ class RecordQueue:
         return ins
 
     def _unsigned_inputs(self, inputs) -> list:
-        """:meth:`_lazy_inputs` of a queue that has no plan key."""
+        """:meth:`lazy_inputs` of a queue that has no plan key."""
         lazy = self.lazy
         epoch = self.epoch
         ins = []
@@ -233,10 +259,10 @@ class RecordQueue:
                 n = x._node
                 ins.append(lazy[-1 - n][6] if n < 0 else x)  # a built node: the ordinary drain
             else:
-                self.node_of(x)  # raises the error of a failed or discarded input, at this call
+                raise_no_value(x)  # a failed or discarded input: its error, at this call
         return ins
 
-    def _plan_signature(self):
+    def plan_signature(self):
         """(key, leaf arrays, kept results by op index) of a queue of lazily recorded ops only, or
         None when it cannot be planned (a built node in the queue, an unhashable parameter)."""
         sig = self._sig
@@ -266,28 +292,41 @@ class RecordQueue:
     def alias_pending(self, twin: Array, base: Array) -> None:
         """Make ``twin`` another name for ``base``'s queued node (``detach()`` of a pending
         tensor): the drain gives both the same memory, as eager aliasing would."""
-        with self.lock:
-            if base._status != PENDING or base._epoch != self.epoch:
-                raise PendingError(base._error or no_value_message(base))
-            twin._node, twin._epoch, twin._status = base._node, base._epoch, PENDING
-            self.roots.append((weakref.ref(twin), base._node))
+        if base._status != PENDING or base._epoch != self.epoch:
+            raise PendingError(base._error or no_value_message(base))
+        twin._node, twin._epoch, twin._status = base._node, base._epoch, PENDING
+        self.roots.append((weakref.ref(twin), base._node))
 
     def rebind_pending(self, base: Array, node: int) -> None:
         """Make ``node`` the queued node of ``base`` and of every alias of its node (``detach()``,
         ``alias_pending``): a capture recording's in-place write of a tensor made inside it."""
-        with self.lock:
-            old, epoch = base._node, base._epoch
-            for ref, _ in self.roots:
-                a = ref()
-                if a is not None and a._status == PENDING and a._epoch == epoch and a._node == old:
-                    a._node = node
-            base._node = node
+        old, epoch = base._node, base._epoch
+        for ref, _ in self.roots:
+            a = ref()
+            if a is not None and a._status == PENDING and a._epoch == epoch and a._node == old:
+                a._node = node
+        base._node = node
+
+    def adopt_result(self, out: Array, index: int) -> None:
+        """Make ``out`` the result of lazy record ``index`` (a replayed segment's)."""
+        out._node = -1 - index
+        out._epoch = self.epoch
+        out._status = PENDING
+        self.roots.append((weakref.ref(out), -1 - index))
 
     def add_work(self, work: float) -> None:
-        """Count flops of nodes built without :meth:`record` (optimizer updates) for the thread policy."""
+        """Count flops of nodes built without a record (optimizer updates) for the thread policy."""
         self.work += work
         if work > self.max_work:
             self.max_work = work
+
+
+def raise_no_value(x: Array) -> None:
+    """Raise the error of an input that has no value: failed, or pending in a queue that is gone
+    (taken by a failed or interrupted drain, or another thread's)."""
+    if x._status == FAILED:
+        raise PendingError(x._error or "ggmlgrad: this tensor's graph failed; it has no value")
+    raise PendingError(x._error or no_value_message(x))
 
 
 

@@ -47,7 +47,12 @@ class Mark:
 
 
 class Segments:
-    """Engine part: marks, segments and their replay (mixed into ``Engine``)."""
+    """Backward segments over one :class:`~.records.RecordQueue`: marks, the records appended
+    since a mark, and their replay (``tensor/tape.py`` decides when a backward is identical)."""
+
+    def __init__(self, queue, lock) -> None:
+        self.queue = queue
+        self.lock = lock
 
     # ------------------------------------------------------------------ replayable segments
     # Autograd records the same gradient ops every training step. A segment is the lazy records
@@ -57,17 +62,19 @@ class Segments:
     def lazy_mark(self) -> Mark | None:
         """The lazy queue's position and key so far, or None when nothing can be replayed here
         (not plain graph mode, a capture recording, built nodes in the queue)."""
+        q = self.queue
         c = current()
-        if self._sig is None or c.observer is not None or self._hold or not c.graph or c.check \
-                or self.device is None:
+        if q._sig is None or c.observer is not None or q.hold or not c.graph or c.check \
+                or q.device is None:
             return None
-        return Mark(self.epoch, len(self.lazy), len(self._sig), len(self._sig_leaves), len(self.labels),
-                    self.work, (tuple(self._sig), self.device.dev_ptr))
+        return Mark(q.epoch, len(q.lazy), len(q._sig), len(q._sig_leaves), len(q.labels),
+                    q.work, (tuple(q._sig), q.device.dev_ptr))
 
     def queue_refs(self, arrays) -> list | None:
         """Each array in the lazy queue's key: its record index (>= 0) or -1-slot for a computed
         tensor the queue reads; None when one is neither."""
-        epoch, slot_of = self.epoch, self._sig_slot
+        q = self.queue
+        epoch, slot_of = q.epoch, q._sig_slot
         refs = []
         for a in arrays:
             st = a._status
@@ -88,55 +95,51 @@ class Segments:
     def refs_state(self) -> tuple[int, dict]:
         """(epoch, slot by id of computed tensor): what :meth:`queue_refs` reads, for a caller that
         inlines it over many arrays (autograd's backward key reads every tape input)."""
-        return self.epoch, self._sig_slot
+        q = self.queue
+        return q.epoch, q._sig_slot
 
     def result_index(self, a: Array) -> int | None:
         """The index of the lazy record of this queue whose result ``a`` is, or None."""
-        if a._status != PENDING or a._epoch != self.epoch or a._node >= 0:
+        q = self.queue
+        if a._status != PENDING or a._epoch != q.epoch or a._node >= 0:
             return None
         return -1 - a._node
 
     def lazy_segment(self, mark: Mark) -> "_Segment | None":
         """The records appended since ``mark``, or None when they cannot be replayed (the queue was
         drained or built since, or they read a computed tensor the queue did not hold at ``mark``)."""
+        q = self.queue
         epoch, n_lazy, n_sig, n_leaves = mark.epoch, mark.n_lazy, mark.n_sig, mark.n_leaves
         n_labels, work = mark.n_labels, mark.work
-        if (self.epoch != epoch or self._sig is None or len(self._sig_leaves) != n_leaves
-                or len(self.lazy) <= n_lazy or self.effects):
+        if (q.epoch != epoch or q._sig is None or len(q._sig_leaves) != n_leaves
+                or len(q.lazy) <= n_lazy or q.effects):
             return None
         records = []  # (record, None) to append as is, or (record with slots, True) to rebind
-        for build, ins, params, shape, dtype, prec, standin in self.lazy[n_lazy:]:
+        for build, ins, params, shape, dtype, prec, standin in q.lazy[n_lazy:]:
             if standin is None:
                 return None  # an update: never part of a backward
-            ins = tuple([x if type(x) is _Pending else self._sig_slot[id(x)] for x in ins])
+            ins = tuple([x if type(x) is _Pending else q._sig_slot[id(x)] for x in ins])
             has_slots = any(type(x) is int for x in ins)
             records.append(((build, ins, params, shape, dtype, prec, standin), has_slots or None))
-        return _Segment(n_lazy, tuple(records), tuple(self._sig[n_sig:]), tuple(self.labels[n_labels:]),
-                        self.work - work, self.max_work)
+        return _Segment(n_lazy, tuple(records), tuple(q._sig[n_sig:]), tuple(q.labels[n_labels:]),
+                        q.work - work, q.max_work)
 
     def replay_segment(self, seg: "_Segment") -> None:
         """Append ``seg``'s records; the caller checked the queue's key equals the segment's mark."""
+        q = self.queue
         with self.lock:
-            lazy = self.lazy
-            if len(lazy) != seg.start or self._sig is None:
+            lazy = q.lazy
+            if len(lazy) != seg.start or q._sig is None:
                 raise RuntimeError("ggmlgrad internal: a segment replayed on another queue")
-            leaves = self._sig_leaves
+            leaves = q._sig_leaves
             for rec, has_slots in seg.records:
                 if has_slots:
                     build, ins, params, shape, dtype, prec, standin = rec
                     rec = (build, [x if type(x) is _Pending else leaves[x] for x in ins], params, shape, dtype,
                            prec, standin)
                 lazy.append(rec)
-            self._sig += seg.sig
-            self.labels += seg.labels
-            self.work += seg.work
-            if seg.max_work > self.max_work:
-                self.max_work = seg.max_work
-
-    def adopt_result(self, out: Array, index: int) -> None:
-        """Make ``out`` the result of lazy record ``index`` (a replayed segment's)."""
-        out._node = -1 - index
-        out._epoch = self.epoch
-        out._status = PENDING
-        self.roots.append((weakref.ref(out), -1 - index))
-
+            q._sig += seg.sig
+            q.labels += seg.labels
+            q.work += seg.work
+            if seg.max_work > q.max_work:
+                q.max_work = seg.max_work
