@@ -67,23 +67,7 @@ class InplaceMethods:
             return self._inplace_with_views(name, other, compute)
         if not (is_grad_enabled() and (self.requires_grad or getattr(other, "requires_grad", False))):
             return self._write(name, lambda: compute(self, other))
-        if self.requires_grad and self.grad_fn is None:
-            raise RuntimeError(_leaf_inplace_message(name))
-        rec = _recorder()
-        with _write_block(rec):
-            _check_has_value(self, name, rec)
-            with no_grad():
-                base = op.clone(self)  # the old value, in memory the write does not touch
-            base.requires_grad, base.grad_fn = self.requires_grad, self.grad_fn
-            v = compute(base, other)  # recorded on the tape (grad is on)
-            if v.shape != self.shape:
-                v = op.expand_as(v, base)  # not self: the node would see self's version change
-            if v.dtype is not self.dtype:
-                v = op.cast(v, dtype=self.dtype)
-            _put(rec, self, v, name, True)
-        self._version += 1
-        self._rebase(v)
-        return self
+        return _inplace_recorded(self, name, other, compute)
 
     def _inplace_with_views(self, name: str, other, compute) -> "Tensor":
         """``_inplace`` for a view or a tensor with live views (tensor/views.py keeps them in step)."""
@@ -116,30 +100,7 @@ class InplaceMethods:
         if isinstance(src, (bool, int, float)) and _recorder() is not None:
             # A Python number is a constant of the recording (as fill_'s value), not host data to upload.
             return self._write("copy_", lambda: op.fill_like(self, c=float(src)))
-        arr = np.asarray(src)
-        if arr.dtype.kind not in "biuf":
-            raise TypeError(f"copy_: cannot copy from {type(src).__name__} of dtype {arr.dtype}")
-        if _broadcastable(arr.shape, self.shape) and np.broadcast_shapes(arr.shape, self.shape) != self.shape:
-            raise RuntimeError(f"copy_: output with shape {list(self.shape)} doesn't match the broadcast "
-                               f"shape {list(np.broadcast_shapes(arr.shape, self.shape))}")
-        try:
-            arr = np.broadcast_to(arr, self.shape)
-        except ValueError:
-            raise ShapeError(f"copy_: source shape {arr.shape} cannot be broadcast to {self.shape}") from None
-        _check_int_range("copy_", arr, self.dtype)
-        _refuse_while_recording("copy_ from host data", "its values would be frozen into every replay; pass the "
-                                "data as an argument of the captured function and copy_ from that tensor")
-        if "_view" in self.__dict__:  # through the view's write path, as a tensor source
-            return self.copy_(_t.tensor(arr, dtype=self.dtype, device=self.device))
-        self._check_inplace("copy_")
-        with ENGINE.lock:
-            ENGINE.drain("inplace")  # queued nodes may read this storage: they run first
-            if self._status != COMPUTED:
-                raise RuntimeError("copy_: this tensor has no value (its graph failed)")
-            upload_into(self, host_array(arr, self.dtype), "copy_()")
-        self._version += 1
-        views.refresh_views(self)
-        return self
+        return _copy_from_host(self, src)
 
     def add_(self, other, alpha: float = 1.0) -> "Tensor":
         """``self += alpha * other`` in place (torch.Tensor.add_)."""
@@ -240,26 +201,81 @@ class InplaceMethods:
     def data(self, value: "Tensor") -> None:
         """``p.data = t``: ``p`` takes ``t``'s memory (shared from now on), shape and dtype, keeping
         its identity, ``requires_grad`` and ``.grad`` (as torch's ``set_data``)."""
-        if not isinstance(value, _t.Tensor):
-            raise TypeError(f"data: expected a Tensor, got {type(value).__name__}")
-        if self.requires_grad and not value.dtype.is_float:
-            raise RuntimeError(f"data: data set to a tensor that requires gradients must be floating point "
-                               f"(got {value.dtype.name})")
-        if self.grad is not None and (value.shape != self.shape or value.dtype is not self.dtype):
-            raise RuntimeError(f"data: the new value ({value.shape}, {value.dtype.name}) does not match "
-                               f".grad ({self.grad.shape}, {self.grad.dtype.name}); set .grad = None first")
-        _refuse_while_recording("data assignment", "it gives the tensor other memory, which a replay cannot "
-                                "follow; write the value in place instead (p.data.copy_(t) or p.copy_(t))")
-        with ENGINE.lock:
-            ENGINE.drain("inplace")  # queued nodes read the old memory, and value gets its own
-            if value._status != COMPUTED:
-                raise RuntimeError("data: the new value has no value (its graph failed)")
-            views.detach_views(self)  # its views keep the old memory's values
-            if "_view" in value.__dict__:
-                views.share_memory(value)  # a view's memory is its base's, as in torch (not a copy of it)
-            self._init_array(value.shape, value.dtype, value.device)
-            self._storage, self._error = value._storage, value._error
-        self._version += 1  # nodes that saved this tensor hold the old value: they raise at backward
+        _set_data(self, value)
+
+def _inplace_recorded(t: "Tensor", name: str, other, compute) -> "Tensor":
+    """``_inplace`` with grad on and an operand that requires grad: the op is recorded on the tape
+    over a copy of the old value, and ``t`` is rebased onto its node (torch's rule)."""
+    if t.requires_grad and t.grad_fn is None:
+        raise RuntimeError(_leaf_inplace_message(name))
+    rec = _recorder()
+    with _write_block(rec):
+        _check_has_value(t, name, rec)
+        with no_grad():
+            base = op.clone(t)  # the old value, in memory the write does not touch
+        base.requires_grad, base.grad_fn = t.requires_grad, t.grad_fn
+        v = compute(base, other)  # recorded on the tape (grad is on)
+        if v.shape != t.shape:
+            v = op.expand_as(v, base)  # not t: the node would see t's version change
+        if v.dtype is not t.dtype:
+            v = op.cast(v, dtype=t.dtype)
+        _put(rec, t, v, name, True)
+    t._version += 1
+    t._rebase(v)
+    return t
+
+
+def _copy_from_host(t: "Tensor", src) -> "Tensor":
+    """``t.copy_(src)`` for host data (array, list, NumPy scalar): checked, then uploaded into
+    ``t``'s memory after the queue ran (queued nodes may read it)."""
+    arr = np.asarray(src)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"copy_: cannot copy from {type(src).__name__} of dtype {arr.dtype}")
+    if _broadcastable(arr.shape, t.shape) and np.broadcast_shapes(arr.shape, t.shape) != t.shape:
+        raise RuntimeError(f"copy_: output with shape {list(t.shape)} doesn't match the broadcast "
+                           f"shape {list(np.broadcast_shapes(arr.shape, t.shape))}")
+    try:
+        arr = np.broadcast_to(arr, t.shape)
+    except ValueError:
+        raise ShapeError(f"copy_: source shape {arr.shape} cannot be broadcast to {t.shape}") from None
+    _check_int_range("copy_", arr, t.dtype)
+    _refuse_while_recording("copy_ from host data", "its values would be frozen into every replay; pass the "
+                            "data as an argument of the captured function and copy_ from that tensor")
+    if "_view" in t.__dict__:  # through the view's write path, as a tensor source
+        return t.copy_(_t.tensor(arr, dtype=t.dtype, device=t.device))
+    t._check_inplace("copy_")
+    with ENGINE.lock:
+        ENGINE.drain("inplace")  # queued nodes may read this storage: they run first
+        if t._status != COMPUTED:
+            raise RuntimeError("copy_: this tensor has no value (its graph failed)")
+        upload_into(t, host_array(arr, t.dtype), "copy_()")
+    t._version += 1
+    views.refresh_views(t)
+    return t
+
+
+def _set_data(t: "Tensor", value: "Tensor") -> None:
+    """``t.data = value``: ``t`` takes ``value``'s memory, shape and dtype (torch's ``set_data``)."""
+    if not isinstance(value, _t.Tensor):
+        raise TypeError(f"data: expected a Tensor, got {type(value).__name__}")
+    if t.requires_grad and not value.dtype.is_float:
+        raise RuntimeError(f"data: data set to a tensor that requires gradients must be floating point "
+                           f"(got {value.dtype.name})")
+    if t.grad is not None and (value.shape != t.shape or value.dtype is not t.dtype):
+        raise RuntimeError(f"data: the new value ({value.shape}, {value.dtype.name}) does not match "
+                           f".grad ({t.grad.shape}, {t.grad.dtype.name}); set .grad = None first")
+    _refuse_while_recording("data assignment", "it gives the tensor other memory, which a replay cannot "
+                            "follow; write the value in place instead (p.data.copy_(t) or p.copy_(t))")
+    with ENGINE.lock:
+        ENGINE.drain("inplace")  # queued nodes read the old memory, and value gets its own
+        if value._status != COMPUTED:
+            raise RuntimeError("data: the new value has no value (its graph failed)")
+        views.detach_views(t)  # its views keep the old memory's values
+        if "_view" in value.__dict__:
+            views.share_memory(value)  # a view's memory is its base's, as in torch (not a copy of it)
+        t._init_array(value.shape, value.dtype, value.device)
+        t._storage, t._error = value._storage, value._error
+    t._version += 1  # nodes that saved this tensor hold the old value: they raise at backward
 
 
 def _refuse_while_recording(name: str, why: str = "") -> None:
