@@ -10,6 +10,7 @@ import weakref
 
 from .._ggml import lib, new_context, set_leaf_strides
 from ..runtime import Device, Storage, StridedAlias
+from ..runtime.placement import device_result
 from . import context
 from .context import current
 from .array import COMPUTED, FAILED, PENDING, Array, ggml_ne
@@ -177,6 +178,8 @@ class Builder:
         ctx = self.begin(out.device)
         nodes = [self.node_of(x) for x in inputs]
         node = build(ctx, *nodes) if params is None else build(ctx, nodes, inputs, out, **params)
+        if not self.device.is_host:  # an op the device lacks: its result is a copy the device makes
+            node = device_result(ctx, node, self.device)
         out._node = node
         out._epoch = self.epoch
         out._status = PENDING
@@ -231,7 +234,10 @@ class Builder:
                     self._queue_update_writes(build(ctx, nodes, inputs, **params), nodes, inputs)
                     built.append(0)
                 else:
-                    built.append(build(self.ctx, nodes, inputs, standin, **params))
+                    node = build(self.ctx, nodes, inputs, standin, **params)
+                    if not self.device.is_host:
+                        node = device_result(self.ctx, node, self.device)
+                    built.append(node)
         finally:
             if prec_token is not None:
                 context.pop(prec_token)
@@ -246,7 +252,7 @@ def make_op_plan(plans, key, device: Device, build, inputs, out: Array, params: 
         raise MemoryError("ggmlgrad: ggml_init failed for an op plan")
     leaves = [_new_leaf(ctx, x) for x in inputs]
     try:
-        node = build(ctx, leaves, inputs, out, **params)
+        node = device_result(ctx, build(ctx, leaves, inputs, out, **params), device)
         plan = OpPlan(device, [ctx], leaves, [node], (s,), max_work=work or float(out.numel_))
     except (Uncacheable, MemoryError) as e:
         lib.free(ctx)
