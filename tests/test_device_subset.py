@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import ggmlgrad as gg
-from conftest import TEST_DEVICE_ENV, requested_test_device
+from conftest import MATMUL_OPS_TOLERANCE, TEST_DEVICE_ENV, requested_test_device
 
 
 def _device():
@@ -47,17 +47,8 @@ pytestmark = pytest.mark.skipif(DEVICE is None, reason=WHY_ABSENT or "no device"
 if DEVICE is None:
     print(f"\ntests/test_device_subset.py skips: {WHY_ABSENT}")
 
-# ggml's Vulkan matrix-multiply shaders keep their tiles in float16 on a device with float16
-# arithmetic (lavapipe has it), whatever matmul_precision says: products carry about 2^-11 relative
-# error per operand. Unless the process started with GGML_VK_DISABLE_F16=1 (float32 tiles), the
-# ops built on ggml_mul_mat get these tolerances on Vulkan; every other op keeps its OpInfo's.
+# Per-op tolerances where the device multiplies in float16 tiles: tests/conftest.py.
 _VK_F16_TILES = DEVICE is not None and DEVICE.kind == "vulkan" and "GGML_VK_DISABLE_F16" not in os.environ
-MATMUL_OPS_TOLERANCE = {  # op name -> (atol, rtol), forward and gradient: about ten times the
-    # 3.3e-4 measured on a 64x64 matmul (inputs rounded to float16, products summed in float32)
-    name: (5e-3, 5e-3) for name in ("matmul", "mm", "bmm", "linear", "linear_nobias", "einsum",
-                                    "tensordot", "attention", "outer",
-                                    "baddbmm",        # beta * input + alpha * bmm (measured 4.9e-4 abs)
-                                    "interpolate")}   # products with resampling matrices (4.8e-4 abs)
 STEP_RTOL = 5e-3 if _VK_F16_TILES else 2e-5
 
 
