@@ -112,3 +112,21 @@ def pytest_runtest_makereport(item, call):
     if "could not import 'torch'" in reason or "could not import 'ray'" in reason:
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, where this peer must be installed: {reason}"
+
+
+DEVICE_TEST_COMMAND = ("GGMLGRAD_GGML_LIB=$VIRTUAL_ENV/share/ggmlgrad/ggml-0.20.2.post1-vulkan/lib "
+                       "GGML_VK_VISIBLE_DEVICES=0 GGMLGRAD_TEST_DEVICE=vulkan:0 python -m pytest "
+                       "tests/test_device_subset.py tests/test_device_op_table.py tests/test_ops.py")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """When the device tests skipped (no GPU backend in the loaded ggml: CI, the wheel), say so and
+    why at the end of the run, with the command that runs them on a device (README "GPU")."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", [])
+               if "test_device_" in str(getattr(r, "nodeid", "") or getattr(r, "fspath", ""))]
+    if not skipped:
+        return
+    r = skipped[0]
+    reason = str(r.longrepr[-1]) if isinstance(r.longrepr, tuple) else str(r.longrepr)
+    terminalreporter.write_line(f"ggmlgrad device tests: {len(skipped)} skipped ({reason.removeprefix('Skipped: ')}). "
+                                f"On a device (README \"GPU\"): {DEVICE_TEST_COMMAND}")
