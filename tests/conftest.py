@@ -72,6 +72,48 @@ def device_tolerances(info) -> tuple[float, float, float, float]:
     return info.atol, info.rtol, info.grad_atol, info.grad_rtol
 
 
+_HOST_MEMORY = ("asserts host-memory semantics: on the CPU t.numpy() and a capture's arrays share the "
+                "tensor's memory; a device tensor's memory is not host memory (torch: .numpy() of a CUDA "
+                "tensor raises), so NumPy sees copies there")
+_CPU_GRAPHS = ("asserts the CPU's graph/transfer counts: on a device a captured step runs its update as a "
+               "second graph, and unchanged input bytes are not uploaded again (README \"GPU\"; "
+               "tests/test_device_subset.py checks the device's counts)")
+# Tests that state what the CPU device does and cannot apply to a device with its own memory: they
+# skip, saying why, when GGMLGRAD_TEST_DEVICE names such a device (checked one by one on lavapipe).
+CPU_ONLY_TESTS = {
+    "tests/test_tensor.py::test_numpy_is_a_view_and_host_reads": _HOST_MEMORY,
+    "tests/test_tensor.py::test_array_protocol_honours_numpy2_copy_argument": _HOST_MEMORY,
+    "tests/test_tensor.py::test_repr": "asserts the CPU's repr (torch adds device='...' for other devices)",
+    "tests/test_capture_args_in_place.py::test_writes_to_the_argument_between_calls_are_read": _HOST_MEMORY,
+    "tests/test_capture_replay.py::test_replay_outputs_are_fresh_arrays_the_caller_owns": _HOST_MEMORY,
+    "tests/test_capture_replay.py::test_a_replay_downloads_once_and_reads_tensor_arguments_in_place": _HOST_MEMORY,
+    "tests/test_capture.py::test_replay_hands_back_fresh_memory_and_writes_arrays_in_place": _HOST_MEMORY,
+    "tests/test_capture.py::test_step_writes_arrays_in_place_and_reads_tensors_where_they_lie": _HOST_MEMORY,
+    "tests/test_capture_writes.py::test_capture_sees_numpy_writes_to_the_base_of_a_view_it_reads": _HOST_MEMORY,
+    "tests/test_capture_writes.py::test_dtypes_aliases_and_a_view_read_after_the_write": _HOST_MEMORY,
+    "tests/test_capture.py::test_captured_step_equals_graph_mode": _CPU_GRAPHS,
+    "tests/test_capture.py::test_one_graph_step_reads_every_weight_before_updating_it": _CPU_GRAPHS,
+    "tests/test_capture_creation.py::test_creation_ops_inside_capture_are_recorded_constants": _CPU_GRAPHS,
+    "tests/test_capture.py::test_thread_count_autotuned_on_the_first_replays":
+        "asserts the CPU backend's thread tuning (a device's kernels do not take ggmlgrad's thread count)",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """On a test device with its own memory, the tests in :data:`CPU_ONLY_TESTS` skip with their reason."""
+    if not requested_test_device():
+        return
+    try:
+        if gg.runtime.resolve_device(requested_test_device()).is_host:
+            return
+    except ValueError:
+        return   # the device is absent: every test skips anyway (_on_test_device)
+    for item in items:
+        reason = CPU_ONLY_TESTS.get(item.nodeid.split("[")[0])
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=f"on {requested_test_device()}: {reason}"))
+
+
 @pytest.fixture(autouse=True)
 def _on_test_device():
     """With ``GGMLGRAD_TEST_DEVICE`` set, every test creates its tensors on that device (the current
