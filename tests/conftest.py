@@ -91,6 +91,12 @@ CPU_ONLY_TESTS = {
     "tests/test_capture.py::test_step_writes_arrays_in_place_and_reads_tensors_where_they_lie": _HOST_MEMORY,
     "tests/test_capture_writes.py::test_capture_sees_numpy_writes_to_the_base_of_a_view_it_reads": _HOST_MEMORY,
     "tests/test_capture_writes.py::test_dtypes_aliases_and_a_view_read_after_the_write": _HOST_MEMORY,
+    "tests/test_view_memory.py::test_views_of_shared_memory_are_slices_or_strided_reads_of_it": _HOST_MEMORY,
+    "tests/test_view_memory.py::test_a_numpy_write_reaches_views_made_before_it_through_every_read": _HOST_MEMORY,
+    "tests/test_view_memory.py::test_a_module_forward_replay_reads_a_strided_argument_through_its_strides":
+        _HOST_MEMORY,
+    "tests/test_view_memory.py::test_autograd_through_a_strided_view_of_shared_memory": _HOST_MEMORY,
+    "tests/test_view_memory.py::test_unfold_is_a_view_with_torch_strides": _HOST_MEMORY,
     "tests/test_capture.py::test_captured_step_equals_graph_mode": _CPU_GRAPHS,
     "tests/test_capture.py::test_one_graph_step_reads_every_weight_before_updating_it": _CPU_GRAPHS,
     "tests/test_capture_creation.py::test_creation_ops_inside_capture_are_recorded_constants": _CPU_GRAPHS,

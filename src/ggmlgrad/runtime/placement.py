@@ -114,3 +114,13 @@ def free_buffer(dev_ptr: int, buf: int) -> None:
         _KEPT.append(buf)
     else:
         lib.backend_buffer_free(buf)
+
+
+def addressable_in_place(storage) -> bool:
+    """Whether a kernel that writes in place can address ``storage`` (a tensor's memory, maybe a view's
+    region of another storage): on a device that is not the host, ggml-vulkan's fused optimizer
+    kernels (``opt_step_adamw``) assert that a tensor starts at a multiple of the device's buffer
+    offset alignment (16 bytes on lavapipe); a row view such as ``w[1]`` of a (2, 3) float32 tensor
+    starts 12 bytes in. On the host every offset is addressable."""
+    device = storage.device
+    return device.is_host or getattr(storage, "offset", 0) % device.alignment == 0
