@@ -97,6 +97,9 @@ CPU_ONLY_TESTS = {
         _HOST_MEMORY,
     "tests/test_view_memory.py::test_autograd_through_a_strided_view_of_shared_memory": _HOST_MEMORY,
     "tests/test_view_memory.py::test_unfold_is_a_view_with_torch_strides": _HOST_MEMORY,
+    "tests/test_rnn.py::test_packed_sequence_helpers": "asserts that .to('cpu') of the test's (CPU) tensors is a no-op",
+    "tests/test_replayed_forward.py::test_threads_share_the_module_and_its_plan":
+        "new threads start on the CPU device (the default device is per context, like torch's per thread)",
     "tests/test_capture.py::test_captured_step_equals_graph_mode": _CPU_GRAPHS,
     "tests/test_capture.py::test_one_graph_step_reads_every_weight_before_updating_it": _CPU_GRAPHS,
     "tests/test_capture_creation.py::test_creation_ops_inside_capture_are_recorded_constants": _CPU_GRAPHS,
@@ -105,8 +108,14 @@ CPU_ONLY_TESTS = {
 }
 
 
+# Whole files about zero-copy sharing of host memory with NumPy/DLPack (issue 12).
+CPU_ONLY_FILES = {"tests/test_interop.py": _HOST_MEMORY, "tests/test_view_storage.py": _HOST_MEMORY,
+                  "tests/test_view_random_programs.py": _HOST_MEMORY}
+
+
 def pytest_collection_modifyitems(config, items):
-    """On a test device with its own memory, the tests in :data:`CPU_ONLY_TESTS` skip with their reason."""
+    """On a test device with its own memory, the tests in :data:`CPU_ONLY_TESTS` and
+    :data:`CPU_ONLY_FILES` skip with their reason."""
     if not requested_test_device():
         return
     try:
@@ -115,7 +124,7 @@ def pytest_collection_modifyitems(config, items):
     except ValueError:
         return   # the device is absent: every test skips anyway (_on_test_device)
     for item in items:
-        reason = CPU_ONLY_TESTS.get(item.nodeid.split("[")[0])
+        reason = CPU_ONLY_TESTS.get(item.nodeid.split("[")[0]) or CPU_ONLY_FILES.get(item.nodeid.split("::")[0])
         if reason:
             item.add_marker(pytest.mark.skip(reason=f"on {requested_test_device()}: {reason}"))
 
