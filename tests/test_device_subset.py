@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import ggmlgrad as gg
-from conftest import TEST_DEVICE_ENV, requested_test_device
+from conftest import MATMUL_OPS_TOLERANCE, TEST_DEVICE_ENV, requested_test_device
 
 
 def _device():
@@ -47,15 +47,8 @@ pytestmark = pytest.mark.skipif(DEVICE is None, reason=WHY_ABSENT or "no device"
 if DEVICE is None:
     print(f"\ntests/test_device_subset.py skips: {WHY_ABSENT}")
 
-# ggml's Vulkan matrix-multiply shaders keep their tiles in float16 on a device with float16
-# arithmetic (lavapipe has it), whatever matmul_precision says: products carry about 2^-11 relative
-# error per operand. Unless the process started with GGML_VK_DISABLE_F16=1 (float32 tiles), the
-# ops built on ggml_mul_mat get these tolerances on Vulkan; every other op keeps its OpInfo's.
+# Per-op tolerances where the device multiplies in float16 tiles: tests/conftest.py.
 _VK_F16_TILES = DEVICE is not None and DEVICE.kind == "vulkan" and "GGML_VK_DISABLE_F16" not in os.environ
-MATMUL_OPS_TOLERANCE = {  # op name -> (atol, rtol), forward and gradient: about ten times the
-    # 3.3e-4 measured on a 64x64 matmul (inputs rounded to float16, products summed in float32)
-    name: (5e-3, 5e-3) for name in ("matmul", "mm", "bmm", "linear", "linear_nobias", "einsum",
-                                    "tensordot", "attention", "outer")}
 STEP_RTOL = 5e-3 if _VK_F16_TILES else 2e-5
 
 
@@ -276,3 +269,60 @@ def test_attention_matches_the_cpu():
         want = sdpa(gg.tensor(q), gg.tensor(k), gg.tensor(v)).numpy()
     np.testing.assert_allclose(got, want, rtol=5e-3, atol=5e-3)
     assert np.abs(got).max() > 0.1
+
+
+# ---------------------------------------------------------------------------- ops the device lacks
+def _conv_case():
+    rng = np.random.default_rng(6)
+    return (rng.standard_normal((2, 3, 6, 5)).astype(np.float32), rng.standard_normal((4, 3, 3, 2)).astype(np.float32),
+            rng.standard_normal((2, 4, 4, 4)).astype(np.float32))
+
+
+def _conv_grads(device, graph: bool):
+    x, w, g = _conv_case()
+    with _default_device(device), gg.graph_mode(graph):
+        gx, gw = gg.tensor(x, requires_grad=True), gg.tensor(w, requires_grad=True)
+        t = gg.nn.functional.conv_transpose2d(gg.tensor(g), gw)   # col2im (IM2COL_BACK) in the forward
+        y = gg.nn.functional.conv2d(gx, gw)
+        ((y * gg.tensor(g)).sum() + (t * t).sum()).backward()
+        return t.detach().numpy(), gx.grad.numpy(), gw.grad.numpy()
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_ops_the_device_lacks_give_the_cpus_values_from_the_first_call(mode):
+    """conv_transpose2d's col2im and conv2d's input gradient use ggml's IM2COL_BACK, which the Vulkan
+    backend lacks: the op runs on the CPU and its result (a graph output in device memory) is a copy
+    the device makes. Before: the process aborted (a pre-allocated result on a backend that cannot
+    run it), and a first call that split a graph between the devices gave wrong values (0.0 or
+    another graph's numbers: the scheduler's copies were split twice)."""
+    want = _conv_grads("cpu", mode == "graph")
+    for _ in range(2):   # the first call (no plan yet) and a planned one
+        got = _conv_grads(DEVICE, mode == "graph")
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=STEP_RTOL, atol=STEP_RTOL)
+
+
+def test_a_result_placed_on_the_device_for_an_op_it_lacks_raises_naming_both():
+    """The placement check before ggml allocates a graph: an op result already in device memory that
+    the device cannot compute raises a RuntimeError naming the op and the device (ggml would abort)."""
+    from ggmlgrad._ggml import api as ggml_api, lib, new_context
+    from ggmlgrad.runtime.memory import Storage
+    from ggmlgrad.runtime.placement import check_placement, device_result
+    if DEVICE.is_host:
+        pytest.skip(f"{DEVICE.name} is host memory: every op has a CPU kernel there")
+    ctx = new_context(1 << 16)
+    try:
+        grad = lib.new_tensor_4d(ctx, gg.float32.ggml_type, 6, 4, 4, 1)
+        kernel = lib.new_tensor_4d(ctx, gg.float32.ggml_type, 2, 3, 1, 1)
+        node = ggml_api.im2col_back(ctx, grad, kernel, (5, 6, 1, 1), 1, 1, 0, 0, 1, 1)
+        if lib.backend_supports_op(DEVICE.backend, node):
+            pytest.skip(f"{DEVICE.name} computes IM2COL_BACK itself")
+        assert device_result(ctx, node, DEVICE) != node   # what op builders' results get: a copy
+        s = Storage(DEVICE, lib.nbytes(node))
+        lib.backend_tensor_alloc(s.buffer, node, s.data)
+        graph = lib.new_graph_custom(ctx, 16, False)
+        lib.build_forward_expand(graph, node)
+        with pytest.raises(RuntimeError, match=f"IM2COL_BACK.*{DEVICE.name}"):
+            check_placement(DEVICE, graph)
+    finally:
+        lib.free(ctx)

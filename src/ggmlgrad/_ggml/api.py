@@ -253,6 +253,15 @@ def node_is_leaf(tensor_ptr: int) -> bool:
     return TensorStruct.from_address(tensor_ptr).op == 0
 
 
+def node_buffer(tensor_ptr: int) -> int:
+    """The ggml backend buffer holding the memory of the tensor at ``tensor_ptr`` (its view
+    source's for a view); 0 when it has no memory yet."""
+    t = TensorStruct.from_address(tensor_ptr)
+    if t.buffer:
+        return t.buffer
+    return TensorStruct.from_address(t.view_src).buffer or 0 if t.view_src else 0
+
+
 def node_name(tensor_ptr: int) -> bytes:
     """The name field of the tensor at ``tensor_ptr`` (``ggml_set_name`` writes it)."""
     return TensorStruct.from_address(tensor_ptr).name

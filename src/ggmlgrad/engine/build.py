@@ -11,6 +11,7 @@ from typing import Callable
 
 from .._ggml import lib, new_context, set_leaf_strides
 from ..runtime import Device, Storage, StridedAlias
+from ..runtime.placement import device_result
 from . import context
 from .context import current
 from .array import COMPUTED, FAILED, PENDING, Array, ggml_ne
@@ -207,6 +208,8 @@ class Builder:
         nodes = [self.node_of(x) for x in inputs]
         node = build(ctx, *nodes) if params is None else build(ctx, nodes, inputs, out, **params)
         q = self.queue
+        if not q.device.is_host:  # an op the device lacks: its result is a copy the device makes
+            node = device_result(ctx, node, q.device)
         out._node = node
         out._epoch = q.epoch
         out._status = PENDING
@@ -262,7 +265,10 @@ class Builder:
                     self.queue_update_writes(build(ctx, nodes, inputs, **params), nodes, inputs)
                     built.append(0)
                 else:
-                    built.append(build(self.ctx, nodes, inputs, standin, **params))
+                    node = build(self.ctx, nodes, inputs, standin, **params)
+                    if not self.queue.device.is_host:
+                        node = device_result(self.ctx, node, self.queue.device)
+                    built.append(node)
         finally:
             if prec_token is not None:
                 context.pop(prec_token)
@@ -313,7 +319,7 @@ def make_op_plan(plans, key, device: Device, build, inputs, out: Array, params: 
         raise MemoryError("ggmlgrad: ggml_init failed for an op plan")
     leaves = [_new_leaf(ctx, x) for x in inputs]
     try:
-        node = build(ctx, leaves, inputs, out, **params)
+        node = device_result(ctx, build(ctx, leaves, inputs, out, **params), device)
         plan = OpPlan(device, [ctx], leaves, [node], (s,), max_work=work or float(out.numel_))
         plan.out_nbytes = out.nbytes  # fixed by the key (the result's shape and dtype)
     except (Uncacheable, MemoryError) as e:

@@ -28,6 +28,7 @@ from .._ggml import lib, new_context
 from .._ggml.nodes import PointerTable, view_of
 from ..runtime import Device, Storage, executor_for
 from ..runtime.budget import check_graph
+from ..runtime.placement import free_sched
 from ..runtime.memory import register_spares
 from ..runtime.executor import COMPUTE_LOCK
 from ..runtime.faults import ARMED as _FAULTS, hit as _fault
@@ -135,7 +136,7 @@ class OwnedGraph:
 
     def free(self) -> None:
         if self.sched:
-            lib.backend_sched_free(self.sched)
+            free_sched(self.sched, self.executor.device)   # kept on lavapipe (runtime/placement.py)
             self.sched = 0
         if self.gctx:
             lib.free(self.gctx)

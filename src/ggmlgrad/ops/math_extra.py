@@ -194,16 +194,18 @@ _unary_op("trunc", _zero_grad, infer=infer_integral("trunc"), saves=(),
 
 
 def round_half_even(ctx, x):
-    """Round to the nearest integer, halves to even (torch, NumPy): ggml's round takes halves away
-    from zero; where x is exactly halfway and that result is odd, step back toward zero. The
-    correction is computed on x clamped to ±2**24 (every float32 there is an integer) so ±inf and
-    NaN pass through ggml's round untouched; the result has x's sign (round(-0.4) is -0.0)."""
-    r = lib.round(ctx, x)
+    """Round to the nearest integer, halves to even (torch, NumPy), without ggml's round: its Vulkan
+    kernel rounds 0.49999997 to 1 (floor(x + 0.5) in float32), the CPU's to 0. From x clamped to
+    ±2**24 (every float32 there is an integer): t = trunc, f = |x - t| (exact), one step away from
+    zero where f > 0.5 or f == 0.5 and t is odd; the result is x minus that exact correction (0
+    beyond ±2**24), so ±inf and NaN pass through, with x's sign (round(-0.4) is -0.0)."""
     xc = lib.clamp(ctx, lib.dup(ctx, x), -2.0 ** 24, 2.0 ** 24)
-    rc = lib.round(ctx, xc)
-    half = _eq01(ctx, lib.abs(ctx, lib.sub(ctx, xc, lib.trunc(ctx, xc))), 0.5)
-    odd = lib.sub(ctx, rc, lib.scale(ctx, lib.floor(ctx, lib.scale(ctx, rc, 0.5)), 2.0))     # 1 or 0
-    fixed = lib.sub(ctx, r, lib.mul(ctx, lib.mul(ctx, half, odd), lib.sgn(ctx, xc)))
+    t = lib.trunc(ctx, xc)
+    f = lib.abs(ctx, lib.sub(ctx, xc, t))
+    odd = lib.sub(ctx, t, lib.scale(ctx, lib.floor(ctx, lib.scale(ctx, t, 0.5)), 2.0))      # 1 or 0
+    away = lib.add(ctx, lib.step(ctx, lib.scale_bias(ctx, f, 1.0, -0.5)), lib.mul(ctx, _eq01(ctx, f, 0.5), odd))
+    rc = lib.add(ctx, t, lib.mul(ctx, away, lib.sgn(ctx, xc)))
+    fixed = lib.sub(ctx, x, lib.sub(ctx, xc, rc))
     return lib.mul(ctx, lib.abs(ctx, fixed), lib.scale_bias(ctx, _signbit01(ctx, x), -2.0, 1.0))
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from ..engine import float32
 from ..ops import optim_extra as ox
 from ..runtime import StridedAlias
+from ..runtime.placement import addressable_in_place
 from ..tensor import Tensor
 from .optimizer import Optimizer
 from .rules import check_betas, check_flags, check_nonneg, pack
@@ -72,6 +73,12 @@ class Adam(Optimizer):
             if group.get("fused"):
                 raise TypeError(f"{type(self).__name__}(fused=True): a parameter whose memory is a non-contiguous "
                                 f"view (shape {p.shape}) cannot use ggml's fused AdamW; use fused=None")
+            return False
+        if not addressable_in_place(p._storage):   # a view at an offset the device's fused kernel cannot address
+            if group.get("fused"):
+                raise TypeError(f"{type(self).__name__}(fused=True): a parameter that is a view {p._storage.offset} "
+                                f"bytes into its base cannot use ggml's fused AdamW on {p.device.name} (its kernel "
+                                f"needs {p.device.alignment}-byte aligned memory); use fused=None")
             return False
         if p.dtype is not float32:
             if group.get("fused"):

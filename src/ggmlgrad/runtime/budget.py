@@ -20,6 +20,7 @@ import threading
 from .._ggml import lib, size_cell
 from .device import Device
 from .memory import _POOL
+from .placement import check_placement
 
 _HUGE_DEFAULT = 1 << 26
 HUGE_NUMEL = _HUGE_DEFAULT  # results with more elements are checked against the device's memory
@@ -143,7 +144,10 @@ def graph_need(device: Device, graph: int) -> int:
 def check_graph(device: Device, graph: int, extra: int = 0, what: str = "the graph") -> None:
     """Raise MemoryError when ``graph``'s intermediates (plus ``extra`` bytes of host memory just
     allocated for its results, which the OS counts only once written) do not fit in ``device``'s
-    free memory. Called before ggml allocates them, holding ``executor.COMPUTE_LOCK``."""
+    free memory. Called before ggml allocates them, holding ``executor.COMPUTE_LOCK``. On a device
+    that is not the host, first a RuntimeError when a node placed in its memory is an op it lacks
+    (:func:`.placement.check_placement`: ggml would abort)."""
+    check_placement(device, graph)
     need = graph_need(device, graph)
     if device.is_host:
         need += extra

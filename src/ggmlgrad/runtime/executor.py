@@ -9,12 +9,16 @@ from __future__ import annotations
 import os
 import threading
 
-from .._ggml import backend_set_threads_fn, consts, lib, new_threadpool, pointer_array, view_source
+from .._ggml import backend_set_threads_fn, consts, lib, new_context, new_threadpool, pointer_array, view_source
 from .budget import check_graph
 from .device import ACCELERATORS, Device, cpu_device
 from .faults import ARMED as _FAULTS, hit as _fault
+from .placement import free_sched, is_software_vulkan, reserve_compute_buffer
 
 _INITIAL_GRAPH_SIZE = 8192
+# lavapipe (Mesa 22.3): the shared scheduler's device compute buffer is allocated at this size
+# up front, so that it is not freed and re-created as graphs grow (see placement.py).
+_LAVAPIPE_COMPUTE_BYTES = 64 << 20
 # Persistent CPU threadpools by (CPU backend, thread count). Without one, every ggml CPU compute
 # creates and frees a pool (thread creation beyond one thread); a graph split between BLAS and
 # the CPU pays that per CPU split: the 64-64-64-8 training step's graph (14 splits) took 232.8 µs
@@ -71,6 +75,7 @@ class Executor:
         self.backend_names = [lib.backend_name(b).decode() for b in backends]
         self.sched = 0
         self.graph_size = 0
+        self._empty = self._empty_ctx = 0   # an empty graph: see compute
         self.threads = 0
         self.last_accelerated = None  # set_threads's last ``accelerated`` (a plan skips the call when both match)
         self._thread_config = (0, 0)
@@ -79,7 +84,7 @@ class Executor:
         if self.sched and graph_size <= self.graph_size:
             return
         if self.sched:
-            lib.backend_sched_free(self.sched)
+            free_sched(self.sched, self.device)
         size = _INITIAL_GRAPH_SIZE
         while size < graph_size:
             size *= 2
@@ -88,11 +93,22 @@ class Executor:
         if not self.sched:
             raise RuntimeError("ggmlgrad: ggml_backend_sched_new failed")
         self.graph_size = size
+        if is_software_vulkan(self.device):
+            reserve_compute_buffer(self.sched, _LAVAPIPE_COMPUTE_BYTES)
+
+    def _empty_graph(self) -> int:
+        g = self._empty
+        if not g:
+            self._empty_ctx = new_context(lib.graph_overhead_custom(16, False) + 1024)
+            if not self._empty_ctx:
+                raise MemoryError("ggmlgrad: ggml_init failed for a graph context")
+            g = self._empty = lib.new_graph_custom(self._empty_ctx, 16, False)
+        return g
 
     def new_sched(self, graph_size: int) -> tuple[int, object]:
         """A private scheduler over this executor's backends, for a graph that is allocated once
         and computed many times (cached plans, capture recordings). Returns (sched, keep-alive);
-        free it with ``lib.backend_sched_free``."""
+        free it with ``placement.free_sched``."""
         arr, addr = pointer_array(self.backends)
         sched = lib.backend_sched_new(addr, None, len(self.backends), graph_size, False, True)
         if not sched:
@@ -146,12 +162,16 @@ class Executor:
         with COMPUTE_LOCK:
             check_graph(self.device, graph, results_bytes)
             self._ensure_sched(graph_size)
-            lib.backend_sched_reset(self.sched)
             # This scheduler serves graphs of every shape: ggml keeps the previous graph's memory
             # layout whenever node and leaf counts match and sizes fit, whatever the topology (a
             # 10-node clamp backward's layout reused for a 10-node log_softmax backward overlapped a
-            # live intermediate). Reserving plans this graph's own layout (it resets the scheduler).
-            if not lib.backend_sched_reserve(self.sched, graph):
+            # live intermediate). Reserving an EMPTY graph forgets that layout (node counts differ),
+            # so allocating this graph plans its own. Never reserve ``graph`` itself and then
+            # allocate it: each pass of ggml's graph splitter points the nodes' sources at copies
+            # it makes in its own context for inputs from another backend (a Vulkan op reading a
+            # CPU fallback's result) and the second pass starts from those stale pointers into
+            # memory it has reset: wrong values, then heap corruption (lavapipe, issue 25).
+            if not lib.backend_sched_reserve(self.sched, self._empty_graph()):
                 return consts.STATUS_ALLOC_FAILED
             accelerated = None
             if threads > 1 and self.thread_setters:

@@ -16,6 +16,7 @@ import numpy as np
 from .._ggml import ScratchTensor, array_address, consts, host_bytes, host_copy, init_leaf_header, lib, new_context
 from .device import Device
 from .faults import ARMED as _FAULTS, hit as _fault
+from .placement import free_buffer
 
 _MAX_CACHED_BYTES = int(os.environ.get("GGMLGRAD_POOL_BYTES", str(1 << 30)))
 
@@ -66,7 +67,7 @@ class _Pool:
             self.live_bytes -= size
             self.live_count -= 1
             if self.cached_bytes + size > _MAX_CACHED_BYTES:
-                lib.backend_buffer_free(buf)
+                free_buffer(dev_ptr, buf)
                 return
             lst = self.free.get((dev_ptr, size))
             if lst is None:
@@ -80,7 +81,7 @@ class _Pool:
                 lst = self.free[key]
                 while lst and self.cached_bytes > keep_bytes:
                     buf, _ = lst.pop()
-                    lib.backend_buffer_free(buf)
+                    free_buffer(key[0], buf)
                     self.cached_bytes -= key[1]
                 if not lst:
                     del self.free[key]
