@@ -13,7 +13,7 @@ from ..engine import float32
 from .build import expand, permute, reshape, shape_only
 from .registry import define, op, same_float
 from .shapes import check_ndim, int_sizes, ne as _ne, norm_axis, numel
-from ..engine.errors import DTypeError, ShapeError
+from ..engine.errors import DTypeError, IndexRangeError, ShapeError
 
 
 def _resolve_shape(a, shape) -> tuple:
@@ -41,6 +41,9 @@ def _infer_permute(a, axes):
     axes = int_sizes("permute", axes, "dims")
     nd = a.ndim
     norm = [x % nd if isinstance(x, int) and not isinstance(x, bool) and -nd <= x < nd else -1 for x in axes] if nd else []
+    if len(axes) == nd and -1 in norm:          # torch: IndexError for a dim out of range (RuntimeError otherwise)
+        bad = next(x for x, n in zip(axes, norm) if n == -1)
+        raise IndexRangeError(f"permute: dim {bad} is out of range for a tensor with {nd} dimensions {a.shape}")
     if len(axes) != nd or sorted(norm) != list(range(nd)):
         raise ShapeError(f"permute: axes {axes} are not a permutation of the {nd} dimensions of {a.shape}")
     axes = tuple(norm)

@@ -1,4 +1,5 @@
-"""Op-program fuzzer: random programs of 1-30 ops checked in every execution mode against NumPy float64.
+"""Op-program fuzzer: random programs of 1-30 ops checked in every execution mode against NumPy float64
+and, where torch is installed, against torch.
 
 A program is a list of op applications over a growing set of live tensors (inputs and earlier
 results). Inputs have random shapes (0-d, size-1, empty, broadcastable and mismatched), dtypes
@@ -22,8 +23,18 @@ may raise a clear error instead (ggmlgrad computes in float32, up to 4-D), and a
 an op that must read values on the host (CaptureError). Bug classes still open are listed in
 ``KNOWN_OPEN`` and skipped, each with its reason, so they can be deleted when fixed.
 
+torch is the second oracle (``testing/fuzz_torch.py``; on where ``import torch`` works, off with
+``GGMLGRAD_FUZZ_TORCH=0``): every program also runs in torch (CPU; float32 inputs, int32 ones as
+int64) and each mode must agree with it on every step's value (float32 tolerance; a step that differs
+is rerun in torch on ggmlgrad's own operands, so float32 rounding compounded along the program is told
+apart from a wrong op), the gradients, the result dtypes (torch's int64 read as int32, float64 as
+float32: the dtype rule), ``requires_grad`` of every result, and the error class (ggmlgrad's exception
+an instance of torch's class). A disagreement is either a documented limit (``fuzz_torch.TORCH_LIMITS``,
+``fuzz_torch.EXTENSIONS``, ``fuzz_torch.TORCH_KNOWN_OPEN``), counted per mode in the summary, or a
+MISMATCH, which fails the program.
+
 Run it (``--examples`` counts programs; each runs in every mode given; the summary gives the runs per
-mode, and how often each KNOWN_OPEN class was hit)::
+mode, how often each KNOWN_OPEN class was hit, and per mode the torch comparison's classes)::
 
     python scripts/fuzz_programs.py --seed 0 --examples 25000       # long run, crash-tolerant child processes
     python -m ggmlgrad.testing.fuzz_programs --seed 0 --examples 2000   # one process (a crash ends it)
