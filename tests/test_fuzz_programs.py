@@ -36,7 +36,7 @@ def test_a_wrong_op_is_caught_in_every_mode(monkeypatch):
     monkeypatch.setattr(fz.fuzz_ops()["exp"], "call", lambda t: t.exp() * 1.001 + 1e-3)
     rep = fz.check_program(prog, fz.MODES)
     assert not rep.ok
-    assert sum("step s0 exp" in p for p in rep.problems) == 4, rep.problems
+    assert sum("step s0 exp" in p and "vs torch" not in p for p in rep.problems) == 4, rep.problems   # NumPy's check
 
 
 def test_an_error_outside_the_allowed_types_and_a_mode_disagreement_are_caught(monkeypatch):

@@ -137,3 +137,9 @@ def test_error_base_maps_torch_classes():
 def test_limits_and_known_open_have_reasons():
     for table in (ft.TORCH_LIMITS, ft.TORCH_KNOWN_OPEN, ft.EXTENSIONS):
         assert all(isinstance(v, str) and len(v) > 30 for v in table.values())
+
+
+def test_docstring_example():
+    import doctest
+    result = doctest.testmod(ft)
+    assert result.attempted > 0 and result.failed == 0
