@@ -1,8 +1,10 @@
 """Long op-program fuzzing run (ggmlgrad.testing.fuzz_programs), crash-tolerant.
 
-Runs the programs in child processes of 1,000 each, in every mode (eager, graph, check, capture);
-a crash (abort, segfault) fails only its chunk, is reported with the program as a runnable
-snippet, and the run continues after it. Exit status 1 if anything failed.
+Runs the programs in child processes of 1,000 each, in every mode (eager, graph, check, capture),
+checked against NumPy float64 and, where torch is installed, against torch (the summary counts, per
+mode, the programs that agree with torch, each documented-limit class and each MISMATCH); a crash
+(abort, segfault) fails only its chunk, is reported with the program as a runnable snippet, and the
+run continues after it. Exit status 1 if anything failed.
 
     python scripts/fuzz_programs.py --seed 0 --examples 20000 [--modes eager,graph] [--time-limit 3600]
 """
