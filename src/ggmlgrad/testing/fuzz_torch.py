@@ -54,9 +54,6 @@ TORCH_LIMITS: dict[str, str] = {
     "known_open": "a fuzz_programs.KNOWN_OPEN class (listed there with its reason)",
     "empty_reduction": "a reduction of an empty tensor: ggmlgrad may raise a clear error where torch gives 0, "
                        "-inf or NaN (the fuzzer's documented exception)",
-    "torch_overflow": "torch gives Inf/NaN where ggmlgrad gives the float64 value (within the op's tolerance), on "
-                      "operands beyond 1e18 or non-finite: torch's float32 intermediates overflow (gelu(inf) NaN, "
-                      "hardswish(3e38) Inf, layer_norm of a row of 1e30s NaN)",
     "grad_at_nonsmooth": "a gradient at a kink, tie or non-finite point (relu at 0, max ties, inf - inf), where "
                          "ggmlgrad's and torch's subgradient choices may differ; values agree",
 }
@@ -84,6 +81,10 @@ TORCH_KNOWN_OPEN: dict[str, str] = {
                    "DTypeError), torch the dim (IndexError)",
     "bool_negative_power": "a bool tensor ** a negative integer gives int32 values (0 ** -2 as -2**31) where "
                            "torch raises RuntimeError; gg.pow refuses it for int32 only (tensor/tensor.py)",
+    "torch_overflow": "torch gives Inf/NaN where ggmlgrad gives the float64 value (within the op's tolerance) on "
+                      "operands beyond 1e18 or non-finite: torch's float32 formula overflows or meets inf * 0 "
+                      "(gelu(inf) NaN, leaky_relu(-inf, 0.0) NaN, hardswish(3e38) Inf, layer_norm of a row of "
+                      "1e30s NaN); open: whether ggmlgrad should give torch's NaN/Inf there",
 }
 OPEN_OPS: dict[str, set] = {}
 
@@ -178,11 +179,11 @@ def _layer_norm(x):
     return _torch().nn.functional.layer_norm(x, x.shape[-1:], eps=1e-5)
 
 
-def _bce(x, y):
+def _bce(x, y, pos_weight=None):
     _same_shape("bce_with_logits")(x, y)
     if x.numel() == 0:
         raise ValueError("bce_with_logits of an empty input")
-    return _torch().nn.functional.binary_cross_entropy_with_logits(x, y, reduction="none")
+    return _torch().nn.functional.binary_cross_entropy_with_logits(x, y, reduction="none", pos_weight=pos_weight)
 
 
 # ggmlgrad spellings torch lacks (documented in their docstrings), and how many times each was used in this
@@ -594,6 +595,7 @@ def _compare_values(prog, o, t, kinds: dict, mode: str, classes: set) -> list:
             continue
         if own is not None and _torch_overflow(o.values[k], own, operands, fop, s.params, tol):
             classes.add("torch_overflow")
+            OPEN_OPS.setdefault("torch_overflow", set()).add(s.op)
             diverged = True
             continue
         msgs.append(f"step s{k} {s.op}: {msg} (torch on ggmlgrad's own operands: "
