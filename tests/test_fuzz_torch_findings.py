@@ -85,3 +85,20 @@ def test_pow_gradients_broadcast_as_torchs():
     (x ** y).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), ta.grad.numpy(), rtol=1e-5)
     np.testing.assert_allclose(y.grad.numpy(), tb.grad.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+@pytest.mark.parametrize("fn", ["trunc", "ceil", "round", "pow0"])
+def test_piecewise_constant_gradients_are_zeros_even_under_a_nan_gradient(fn, graph):
+    # torch gives zeros (not g * 0, which is NaN where g is NaN or Inf)
+    call = {"trunc": lambda m, x: m.trunc(x), "ceil": lambda m, x: m.ceil(x), "round": lambda m, x: m.round(x),
+            "pow0": lambda m, x: x ** 0}[fn]
+    a = np.array([-1.5, 0.0, 2.25], np.float32)
+    tx = torch.tensor(a, requires_grad=True)
+    (call(torch, tx) * torch.tensor([np.nan, np.inf, 1.0])).sum().backward()
+    with gg.graph_mode(graph):
+        x = gg.tensor(a, requires_grad=True)
+        (call(gg, x) * gg.tensor([np.nan, np.inf, 1.0])).sum().backward()
+        got = x.grad.numpy()
+    np.testing.assert_array_equal(got, tx.grad.numpy())
+    assert not np.isnan(got).any()

@@ -196,7 +196,7 @@ define("clone", saves=(), infer=_infer_clone, backward=lambda g, n: g, elementwi
 def _pow_scalar_backward(g, n):
     p = float(n.params["p"])
     if p == 0:
-        return op.scale(g, c=0.0)           # d/dx x**0 = 0 (not 0 * x**-1, which is NaN at 0)
+        return op.fill_like(g, c=0.0)       # d/dx x**0 = 0, as torch: zeros even where g is NaN or Inf
     if p == 1:
         return g
     return op.mul(op.scale(g, c=p), op.pow_scalar(n.inputs[0], p=p - 1))

@@ -33,8 +33,9 @@ def _unary_op(name, backward, doc, example, infer=None, save_output=False, saves
 
 
 def _zero_grad(g, n):
-    """Piecewise-constant ops: a zero gradient, as torch (not None: the input gets zeros)."""
-    return op.scale(g, c=0.0)
+    """Piecewise-constant ops: a zero gradient, as torch (not None: the input gets zeros; zeros even
+    where the incoming gradient is NaN or Inf, which g * 0 would pass on)."""
+    return op.fill_like(g, c=0.0)
 
 
 # ---------------------------------------------------------------- small node helpers

@@ -1386,7 +1386,7 @@ def _deferred_check_order(outcomes: dict) -> str:
         return ""
     early = {errors.get(m) for m in ("eager", "check") if m in errors}
     late = {errors.get(m) for m in ("graph", "capture") if m in errors}
-    if early == {"IndexValueError"} and late and late <= {"TypeError", "CaptureError"}:
+    if early == {"IndexValueError"} and late and late <= {"TypeError", "DTypeError", "CaptureError"}:
         return "deferred_check_order"
     return ""
 

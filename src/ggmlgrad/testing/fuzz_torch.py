@@ -62,7 +62,7 @@ TORCH_LIMITS: dict[str, str] = {
 # Differences from torch still open, skipped by the torch comparison and counted (with the ops that hit them in
 # OPEN_OPS); delete an entry once it is fixed.
 TORCH_KNOWN_OPEN: dict[str, str] = {
-    "plain_value_error": "ggmlgrad raises a plain ValueError where torch raises RuntimeError (a shape check not "
+    "plain_value_error": "ggmlgrad raises a plain ValueError where torch raises RuntimeError or IndexError (a check not "
                          "spelled ShapeError, which is both): F.prelu's weight (nn/functional_act.py), chunk of a "
                          "0-d tensor (tensor/functional_shape.py), cross_entropy without a class dim (nn/functional.py)",
     "plain_type_error": "a dtype refusal raised as a plain TypeError where torch raises RuntimeError (its "
@@ -77,8 +77,10 @@ TORCH_KNOWN_OPEN: dict[str, str] = {
     "index_check_on_empty": "an index list out of range on an empty dim: ggmlgrad raises IndexError, torch "
                             "checks nothing when the result is empty",
     "check_order": "a call with a dim out of range and another fault (shapes that differ in gg.stack, a bool "
-                   "input of log_softmax, a 0-d embedding weight): ggmlgrad reports the other fault (ShapeError or "
-                   "DTypeError), torch the dim (IndexError)",
+                   "input of log_softmax, a 0-d embedding weight, a 0-d tensor in gg.cat): one library reports the "
+                   "dim (IndexError), the other the other fault (RuntimeError, ShapeError or DTypeError)",
+    "gather_0d_index": "torch.gather takes a 0-d index with a 1-d input (a 0-d result); ggmlgrad's gather wants "
+                       "an index of the input's rank (ShapeError)",
     "bool_negative_power": "a bool tensor ** a negative integer gives int32 values (0 ** -2 as -2**31) where "
                            "torch raises RuntimeError; gg.pow refuses it for int32 only (tensor/tensor.py)",
     "torch_overflow": "torch gives Inf/NaN where ggmlgrad gives the float64 value (within the op's tolerance) on "
@@ -367,7 +369,7 @@ def run_op(name: str, operands: list, params: tuple, dtypes: list) -> np.ndarray
         if d in ("int32", "int"):
             ts.append(torch.from_numpy(np.asarray(v).astype(np.int64)))
         elif d == "bool":
-            ts.append(torch.from_numpy(np.asarray(v) != 0))
+            ts.append(torch.from_numpy(np.array(np.asarray(v) != 0)))      # 0-d: an array, not np.bool_
         elif d in ("float16", "bfloat16"):
             ts.append(torch.from_numpy(np.asarray(v, np.float32)).to(getattr(torch, d)))
         else:
@@ -477,6 +479,13 @@ def _open_error_class(prog, k: int, o, t) -> str:
             ("Dimension out of range" in t.message or "Dimension specified as" in t.message):
         OPEN_OPS.setdefault("check_order", set()).add(prog.steps[k].op)
         return "check_order"
+    if issubclass(o.error_type, IndexError) and "out of range" in o.message and \
+            error_base(t.error_type) is RuntimeError:
+        OPEN_OPS.setdefault("check_order", set()).add(prog.steps[k].op)
+        return "check_order"                 # gg.cat of a 0-d tensor with a dim out of range
+    if o.error_type is ValueError and error_base(t.error_type) is IndexError:
+        OPEN_OPS.setdefault("plain_value_error", set()).add(prog.steps[k].op)
+        return "plain_value_error"           # cross_entropy of a 1-d input: torch indexes dim 1
     if error_base(t.error_type) is not RuntimeError:
         return ""
     key = {ValueError: "plain_value_error", TypeError: "plain_type_error"}.get(o.error_type, "")
@@ -535,6 +544,8 @@ def check_against_torch(prog, outcomes: dict, kinds: dict, ref_vals: list) -> li
             cls = _refusal_class(prog, k, kinds, ref_vals, o)
             if not cls and issubclass(o.error_type, IndexError) and k < len(prog.steps) and t.values[k].size == 0:
                 cls = "index_check_on_empty"
+            if not cls and k < len(prog.steps) and prog.steps[k].op == "gather" and "as many dimensions" in o.message:
+                cls = "gather_0d_index"
             if cls:
                 classes.add(cls)
             else:
