@@ -102,3 +102,18 @@ def test_piecewise_constant_gradients_are_zeros_even_under_a_nan_gradient(fn, gr
         got = x.grad.numpy()
     np.testing.assert_array_equal(got, tx.grad.numpy())
     assert not np.isnan(got).any()
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_min_and_max_keep_torchs_signed_zeros(graph):
+    # amin was -max(-x) + 0.0: min([0.0, 3.0]) came out -0.0, so 1 / min was -inf (torch: +inf)
+    for v in ([0.0, 3.0], [-0.0, 3.0], [-0.0, -3.0], [0.0, -3.0], [2.0, -1.0]):
+        t = torch.tensor(v)
+        with gg.graph_mode(graph):
+            x = gg.tensor(v)
+            got = [x.min().numpy(), x.max().numpy(), x.amin(0).numpy(), x.amax(0).numpy()]
+        want = [t.min().numpy(), t.max().numpy(), t.amin(0).numpy(), t.amax(0).numpy()]
+        for g, w in zip(got, want):
+            assert g == w and np.signbit(g) == np.signbit(w), (v, got, want)
+    mask = gg.tensor([1.0, -1.0]) > 0
+    assert (gg.tensor([1.0]) / mask.min()).tolist() == [float("inf")]
