@@ -1362,7 +1362,8 @@ def check_program(prog: Program, modes=MODES, fd: bool = True, torch_oracle: boo
             problems.append(f"{m}: gave values but the reference raises at step {len(prog.steps) - 1} "
                             f"({prog.steps[-1].op})")
         else:
-            problems += [f"{m}: {p}" for p in _check_values(prog, o, kinds)]
+            dtypes = next((x.dtypes for x in outcomes.values() if x.kind == "value" and "?" not in x.dtypes), [])
+            problems += [f"{m}: {p}" for p in _check_values(prog, o, kinds, dtypes)]
     kinds_seen = {(o.kind, o.error) for m, o in outcomes.items()
                   if not (m == "capture" and o.error == "CaptureError") and o.kind != "known_open"
 }
@@ -1396,8 +1397,10 @@ def _known_open_error(prog: Program, mode: str) -> str:
     return ""
 
 
-def _check_values(prog: Program, o: Outcome, kinds: dict) -> list:
-    """Each step against the reference on this mode's own operand values."""
+def _check_values(prog: Program, o: Outcome, kinds: dict, dtypes: list = ()) -> list:
+    """Each step against the reference on this mode's own operand values. A bool result (``dtypes``, the
+    result dtypes of a mode that has them) is the truth of the reference's value, as torch's bool arithmetic
+    (True + True is True)."""
     ops = fuzz_ops()
     out = []
     if len(o.values) != len(prog.steps):
@@ -1406,6 +1409,8 @@ def _check_values(prog: Program, o: Outcome, kinds: dict) -> list:
         fop = ops[s.op]
         operands = _step_operands(prog, s, o.values)
         exp = apply_ref(fop, operands, s.params)
+        if k < len(dtypes) and dtypes[k] == "bool":
+            exp = (exp != 0).astype(np.float64)
         half = any(kinds.get(tuple(r)) == "half" for r in s.args) or kinds.get(("s", k)) == "half"
         tol = _tolerances(fop, operands, exp, half)
         if tol is None:
