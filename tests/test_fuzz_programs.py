@@ -1,10 +1,8 @@
-"""The op-program fuzzer (ggmlgrad.testing.fuzz_programs): its checker can fail, and a fixed-seed run of
-2,600 programs passes in a subprocess with at least 2,000 runs in each of eager, graph, check and capture
-mode."""
+"""The op-program fuzzer (ggmlgrad.testing.fuzz_programs): its checker can fail. The fixed-seed run (2,000
+programs in each of eager, graph, check and capture mode, against NumPy and torch) is in test_fuzz_torch.py."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 
@@ -12,20 +10,6 @@ import numpy as np
 
 from ggmlgrad.testing import fuzz_programs as fz
 from ggmlgrad.testing.opinfo import all_opinfos
-
-CI_SEED = 20261130
-CI_EXAMPLES = int(os.environ.get("GGMLGRAD_FUZZ_EXAMPLES", "2600"))
-CI_RUNS_PER_MODE = 2000
-
-
-def test_fixed_seed_run_in_every_mode():
-    ok, report = fz.run_subprocess(CI_SEED, CI_EXAMPLES, fz.MODES, timeout=1200)
-    assert ok, report
-    assert f"{CI_EXAMPLES} programs x 4 modes" in report
-    runs = dict(x.rsplit(" ", 1) for x in re.search(r"runs per mode: (.*)", report).group(1).split(", "))
-    assert set(runs) == set(fz.MODES)
-    if CI_EXAMPLES >= 2600:
-        assert all(int(c) >= CI_RUNS_PER_MODE for c in runs.values()), runs
 
 
 def test_compare_catches_nan_inf_and_value_differences():
@@ -52,7 +36,7 @@ def test_a_wrong_op_is_caught_in_every_mode(monkeypatch):
     monkeypatch.setattr(fz.fuzz_ops()["exp"], "call", lambda t: t.exp() * 1.001 + 1e-3)
     rep = fz.check_program(prog, fz.MODES)
     assert not rep.ok
-    assert sum("step s0 exp" in p for p in rep.problems) == 4, rep.problems
+    assert sum("step s0 exp" in p and "vs torch" not in p for p in rep.problems) == 4, rep.problems   # NumPy's check
 
 
 def test_an_error_outside_the_allowed_types_and_a_mode_disagreement_are_caught(monkeypatch):

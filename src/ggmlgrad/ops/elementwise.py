@@ -92,12 +92,12 @@ def infer_unary(name):
 def infer_integral(name, bool_result=None):
     """Validation of a unary op torch keeps integral (abs, neg, floor, ceil, ...): float32 → float32,
     int32 → int32 (computed in float32: exact below 2**24), bool → ``bool_result`` (a dtype) or, when
-    None, a TypeError as torch raises. Declare the op with ``promotes=True``."""
+    None, a DTypeError (TypeError and RuntimeError; torch raises RuntimeError). Declare the op with ``promotes=True``."""
     def infer(a, **params):
         d = promote_types(name, a)
         if d is bool_:
             if bool_result is None:
-                raise TypeError(f"{name}: not implemented for bool tensors (as in torch); cast with .int() or .float()")
+                raise DTypeError(f"{name}: not implemented for bool tensors (as in torch); cast with .int() or .float()")
             d = bool_result
         return a.shape, d
     return infer
@@ -201,7 +201,7 @@ define("clone", saves=(), infer=_infer_clone, backward=lambda g, n: g, elementwi
 def _pow_scalar_backward(g, n):
     p = float(n.params["p"])
     if p == 0:
-        return op.scale(g, c=0.0)           # d/dx x**0 = 0 (not 0 * x**-1, which is NaN at 0)
+        return op.fill_like(g, c=0.0)       # d/dx x**0 = 0, as torch: zeros even where g is NaN or Inf
     if p == 1:
         return g
     return op.mul(op.scale(g, c=p), op.pow_scalar(n.inputs[0], p=p - 1))
@@ -312,10 +312,19 @@ def _pow_scalar(ctx, nodes, inputs, out, p):
 
 
 def _pow_backward(g, n):
+    """torch's rules: d/da = b * a ** (b - 1), 0 where b == 0; d/db = a ** b * log a, 0 where a == 0 and
+    b >= 0 (b * out / a and out * log 0 would be NaN at a == 0)."""
     a, b = n.inputs
     out = n.output
-    ga = op.mul(g, op.mul(b, op.div(out, a))) if a.requires_grad else None
-    gb = op.mul(g, op.mul(out, op.log(a))) if b.requires_grad else None
+    ga = gb = None
+    if a.requires_grad:
+        da = op.mul(b, op.pow(a, op.add_scalar(b, c=-1.0)))
+        ga = op.mul(g, op.where_scalar(op.compare_scalar(b, kind="eq", c=0.0), da, c=0.0, tensor_if_true=False))
+    if b.requires_grad:
+        log_a = op.log(a)
+        safe_log = op.where_scalar(op.compare_scalar(a, kind="eq", c=0.0), log_a, c=0.0, tensor_if_true=False)
+        gb = op.where(op.compare_scalar(b, kind="ge", c=0.0), op.mul(g, op.mul(out, safe_log)),
+                      op.mul(g, op.mul(out, log_a)))
     return ga, gb
 
 

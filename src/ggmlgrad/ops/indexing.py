@@ -348,7 +348,7 @@ def _gather_backward_fwd(ctx, nodes, inputs, out, shape, axis):
 # ---------------------------------------------------------------- embedding
 def _infer_embedding(weight, index):
     if weight.ndim != 2:
-        raise ValueError(f"embedding: weight must be 2-D (num_embeddings, dim), got {weight.shape}")
+        raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, dim), got {weight.shape}")
     if index.ndim > 3:
         raise ValueError(f"embedding: index may have at most 3 dimensions, got {index.shape}")
     if weight.device is not index.device:

@@ -20,6 +20,7 @@ from .elementwise import (FLT_MAX, _cmp_from_diff, _signbit01, branch_parts, ful
                           infer_unary, is_number01, nan_or_zero, select_node)
 from .registry import define, float_compute, op, same_device
 from .shapes import broadcast_shapes
+from ..engine.errors import DTypeError
 
 _MATH = ("method", "function")
 
@@ -32,8 +33,9 @@ def _unary_op(name, backward, doc, example, infer=None, save_output=False, saves
 
 
 def _zero_grad(g, n):
-    """Piecewise-constant ops: a zero gradient, as torch (not None: the input gets zeros)."""
-    return op.scale(g, c=0.0)
+    """Piecewise-constant ops: a zero gradient, as torch (not None: the input gets zeros; zeros even
+    where the incoming gradient is NaN or Inf, which g * 0 would pass on)."""
+    return op.fill_like(g, c=0.0)
 
 
 # ---------------------------------------------------------------- small node helpers
@@ -242,12 +244,12 @@ def _frac(ctx, nodes, inputs, out):
 
 
 def _float_only(name, *xs):
-    """torch's ops with no integer kernel (frac, hypot, logaddexp): a TypeError unless some input is
+    """torch's ops with no integer kernel (frac, hypot, logaddexp): a DTypeError (TypeError and RuntimeError) unless some input is
     float32 (another int32/bool input then promotes, as torch); float16/bfloat16 refused."""
     float_compute(name, *xs)
     if not any(x.dtype is float32 for x in xs):
         kinds = ", ".join(x.dtype.name for x in xs)
-        raise TypeError(f"{name}: not implemented for {kinds} tensors (as in torch); cast with .float()")
+        raise DTypeError(f"{name}: not implemented for {kinds} tensors (as in torch); cast with .float()")
     return float32
 
 

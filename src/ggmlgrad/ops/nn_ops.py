@@ -294,7 +294,7 @@ def _infer_one_hot(idx, num_classes, ignore_index=None):
         raise DTypeError(f"one_hot: indices must be int32, got {idx.dtype.name}")
     _no_empty("one_hot", idx)
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-        raise ValueError(f"one_hot: num_classes must be a positive int, got {num_classes!r}")
+        raise ShapeError(f"one_hot: num_classes must be a positive int, got {num_classes!r}")   # torch: RuntimeError
     if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
         raise TypeError(f"one_hot: ignore_index must be an int or None, got {ignore_index!r}")
     shape = tuple(idx.shape) + (num_classes,)

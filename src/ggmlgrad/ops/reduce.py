@@ -241,8 +241,11 @@ def _extreme_builder(name, negate: bool):
         a = inputs[0]
         x = lib.neg(ctx, nodes[0]) if negate else nodes[0]
         mat, r, k = _rows_last(ctx, x, a.shape, _axes_of(name, axis, a.ndim))
-        # ggml_argmax skips NaN (its MAX drops it): a row holding one gives NaN, as torch.
-        m = lib.add(ctx, lib.reshape_1d(ctx, _row_max(ctx, mat, r, k), k), lib.reshape_1d(ctx, row_nan(ctx, mat), k))
+        # ggml_argmax skips NaN (its MAX drops it): a row holding one gives NaN, as torch. The NaN term is
+        # -0.0 for other rows (x + -0.0 is x for every x; + 0.0 would turn a -0.0 extreme into 0.0, and
+        # amin's negation then gives min([0.0, 3.0]) as -0.0: 1 / min was -inf, torch's +inf).
+        nan_term = lib.neg(ctx, row_nan(ctx, mat))
+        m = lib.add(ctx, lib.reshape_1d(ctx, _row_max(ctx, mat, r, k), k), lib.reshape_1d(ctx, nan_term, k))
         return lib.neg(ctx, reshape(ctx, m, out.shape)) if negate else owned(ctx, m, out.shape)
     return forward
 

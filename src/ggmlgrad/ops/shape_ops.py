@@ -13,13 +13,13 @@ from ..engine import float32
 from .build import expand, permute, reshape, shape_only
 from .registry import define, op, same_float
 from .shapes import check_ndim, int_sizes, ne as _ne, norm_axis, numel
-from ..engine.errors import DTypeError, ShapeError
+from ..engine.errors import DTypeError, IndexRangeError, ShapeError
 
 
 def _resolve_shape(a, shape) -> tuple:
     shape = int_sizes("reshape", shape, "shape")
     if shape.count(-1) > 1:
-        raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
+        raise ShapeError(f"reshape: only one dimension can be -1, got {shape}")
     if -1 in shape:
         rest = numel(tuple(s for s in shape if s != -1))
         if rest == 0 or numel(a.shape) % rest:
@@ -41,6 +41,9 @@ def _infer_permute(a, axes):
     axes = int_sizes("permute", axes, "dims")
     nd = a.ndim
     norm = [x % nd if isinstance(x, int) and not isinstance(x, bool) and -nd <= x < nd else -1 for x in axes] if nd else []
+    if len(axes) == nd and -1 in norm:          # torch: IndexError for a dim out of range (RuntimeError otherwise)
+        bad = next(x for x, n in zip(axes, norm) if n == -1)
+        raise IndexRangeError(f"permute: dim {bad} is out of range for a tensor with {nd} dimensions {a.shape}")
     if len(axes) != nd or sorted(norm) != list(range(nd)):
         raise ShapeError(f"permute: axes {axes} are not a permutation of the {nd} dimensions of {a.shape}")
     axes = tuple(norm)
@@ -294,7 +297,7 @@ def _infer_concat(*xs, axis, stack=False):
                          f"(gg.cat / gg.stack group longer lists)")
     first = xs[0]
     if first.ndim == 0 and not stack:
-        raise ValueError("concat: zero-dimensional tensors cannot be concatenated (use stack)")
+        raise ShapeError("concat: zero-dimensional tensors cannot be concatenated (use stack)")
     ax = norm_axis(name, axis, first.ndim + (1 if stack else 0))
     for x in xs[1:]:
         if x.device is not first.device:
@@ -431,7 +434,7 @@ def _infer_tile(a, reps):
     if len(reps) < a.ndim:
         raise ShapeError(f"tile: need at least one repeat count per dimension of {a.shape}, got {reps}")
     if any(r < 0 for r in reps):
-        raise ValueError(f"tile: repeat counts must be non-negative, got {reps}")
+        raise ShapeError(f"tile: repeat counts must be non-negative, got {reps}")   # torch: RuntimeError
     full = (1,) * (len(reps) - a.ndim) + tuple(a.shape)
     shape = tuple(s * r for s, r in zip(full, reps))
     check_ndim("tile", shape)

@@ -1,4 +1,5 @@
-"""Op-program fuzzer: random programs of 1-30 ops checked in every execution mode against NumPy float64.
+"""Op-program fuzzer: random programs of 1-30 ops checked in every execution mode against NumPy float64
+and, where torch is installed, against torch.
 
 A program is a list of op applications over a growing set of live tensors (inputs and earlier
 results). Inputs have random shapes (0-d, size-1, empty, broadcastable and mismatched), dtypes
@@ -22,8 +23,18 @@ may raise a clear error instead (ggmlgrad computes in float32, up to 4-D), and a
 an op that must read values on the host (CaptureError). Bug classes still open are listed in
 ``KNOWN_OPEN`` and skipped, each with its reason, so they can be deleted when fixed.
 
+torch is the second oracle (``testing/fuzz_torch.py``; on where ``import torch`` works, off with
+``GGMLGRAD_FUZZ_TORCH=0``): every program also runs in torch (CPU; float32 inputs, int32 ones as
+int64) and each mode must agree with it on every step's value (float32 tolerance; a step that differs
+is rerun in torch on ggmlgrad's own operands, so float32 rounding compounded along the program is told
+apart from a wrong op), the gradients, the result dtypes (torch's int64 read as int32, float64 as
+float32: the dtype rule), ``requires_grad`` of every result, and the error class (ggmlgrad's exception
+an instance of torch's class). A disagreement is either a documented limit (``fuzz_torch.TORCH_LIMITS``,
+``fuzz_torch.EXTENSIONS``, ``fuzz_torch.TORCH_KNOWN_OPEN``), counted per mode in the summary, or a
+MISMATCH, which fails the program.
+
 Run it (``--examples`` counts programs; each runs in every mode given; the summary gives the runs per
-mode, and how often each KNOWN_OPEN class was hit)::
+mode, how often each KNOWN_OPEN class was hit, and per mode the torch comparison's classes)::
 
     python scripts/fuzz_programs.py --seed 0 --examples 25000       # long run, crash-tolerant child processes
     python -m ggmlgrad.testing.fuzz_programs --seed 0 --examples 2000   # one process (a crash ends it)
@@ -524,7 +535,8 @@ def _matmul_ref(a, b):
 def _linear_ref(x, w, b):
     """ggmlgrad's linear wants a bias of exactly (out_features,) (stricter than torch's broadcasting)."""
     if w.ndim != 2 or b.shape != w.shape[:1]:
-        raise ValueError("linear: weight 2-d, bias (out_features,)")
+        raise ValueError("linear: weight 2-d, bias (out_features,) (ggmlgrad refuses; torch allows a 1-d weight "
+                         "and a broadcasting bias)")
     return x @ w.T + b
 
 
@@ -1094,6 +1106,12 @@ class Outcome:
     error: str = ""                             # exception type name
     message: str = ""
     error_type: type | None = None
+    requires_grad: list = dataclasses.field(default_factory=list)
+    step: int = -1                              # the step that raised (len(steps): backward, +1: the read)
+
+
+# The step _body is at (for the torch oracle's error classification).
+_PROGRESS = [0]
 
 
 def _resolve(ref, xs, outs):
@@ -1104,10 +1122,12 @@ def _body(prog: Program, xs: list, ws: list, terms: list):
     """The program on ggmlgrad tensors: every step's result, then the gradients of the weighted loss."""
     ops = fuzz_ops()
     outs = []
-    for s in prog.steps:
+    for k, s in enumerate(prog.steps):
         fop = ops[s.op]
+        _PROGRESS[0] = k
         outs.append(fop.call(*[_resolve(r, xs, outs) for r in s.args], *s.params))
     grads = []
+    _PROGRESS[0] = len(prog.steps)
     if prog.backward:
         loss = None
         for k in prog.grad_inputs:
@@ -1121,6 +1141,7 @@ def _body(prog: Program, xs: list, ws: list, terms: list):
         if loss is not None:
             loss.backward()
         grads = [xs[k].grad for k in prog.grad_inputs]
+    _PROGRESS[0] = len(prog.steps) + 1
     return outs, grads
 
 
@@ -1147,6 +1168,8 @@ def _other_inputs(prog: Program) -> list:
 def run_mode(prog: Program, mode: str) -> Outcome:
     """Run the program in one mode; any exception becomes an "error" outcome."""
     terms: list = []
+    _PROGRESS[0] = 0
+    rg: list = []
     try:
         if mode == "capture":
             vals, grads = _run_capture(prog, terms)
@@ -1160,9 +1183,11 @@ def run_mode(prog: Program, mode: str) -> Outcome:
             vals = [_read(t) for t in outs]
             grads = [_read(g) for g in gts]
             dtypes = [t.dtype.name for t in outs]
-        return Outcome("value", vals, dtypes, grads, terms)
+            rg = [bool(t.requires_grad) for t in outs]
+        return Outcome("value", vals, dtypes, grads, terms, requires_grad=rg)
     except Exception as e:           # noqa: BLE001 -- classified by the caller
-        return Outcome("error", error=type(e).__name__, message=f"{type(e).__name__}: {e}"[:400], error_type=type(e))
+        return Outcome("error", error=type(e).__name__, message=f"{type(e).__name__}: {e}"[:400], error_type=type(e),
+                       step=_PROGRESS[0])
 
 
 def _run_capture(prog: Program, terms: list):
@@ -1302,8 +1327,21 @@ def _big_rank(prog: Program, vals: list) -> bool:
     return any(v is not None and v.ndim > 4 for v in vals)
 
 
-def check_program(prog: Program, modes=MODES, fd: bool = True) -> Report:
-    """Run ``prog`` in each mode and check it against the reference (see the module docstring)."""
+def torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+# The torch oracle (testing/fuzz_torch.py) is on where torch is installed; GGMLGRAD_FUZZ_TORCH=0 turns it off.
+TORCH_ORACLE = os.environ.get("GGMLGRAD_FUZZ_TORCH", "1") != "0" and torch_available()
+
+
+def check_program(prog: Program, modes=MODES, fd: bool = True, torch_oracle: bool | None = None) -> Report:
+    """Run ``prog`` in each mode and check it against the reference and, where torch is installed, against
+    torch (see the module docstring)."""
     kinds, ref_vals = _kinds(prog)
     either = _either_error(prog, kinds) or _big_rank(prog, ref_vals)
     problems = []
@@ -1324,7 +1362,8 @@ def check_program(prog: Program, modes=MODES, fd: bool = True) -> Report:
             problems.append(f"{m}: gave values but the reference raises at step {len(prog.steps) - 1} "
                             f"({prog.steps[-1].op})")
         else:
-            problems += [f"{m}: {p}" for p in _check_values(prog, o, kinds)]
+            dtypes = next((x.dtypes for x in outcomes.values() if x.kind == "value" and "?" not in x.dtypes), [])
+            problems += [f"{m}: {p}" for p in _check_values(prog, o, kinds, dtypes)]
     kinds_seen = {(o.kind, o.error) for m, o in outcomes.items()
                   if not (m == "capture" and o.error == "CaptureError") and o.kind != "known_open"
 }
@@ -1334,6 +1373,9 @@ def check_program(prog: Program, modes=MODES, fd: bool = True) -> Report:
     problems += _cross_mode_grads(prog, outcomes)
     if fd and not problems and prog.backward:
         problems += _fd_check(prog, outcomes)
+    if TORCH_ORACLE if torch_oracle is None else torch_oracle:
+        from .fuzz_torch import check_against_torch
+        problems += check_against_torch(prog, outcomes, kinds, ref_vals)
     return Report(not problems, problems, outcomes)
 
 
@@ -1345,7 +1387,7 @@ def _deferred_check_order(outcomes: dict) -> str:
         return ""
     early = {errors.get(m) for m in ("eager", "check") if m in errors}
     late = {errors.get(m) for m in ("graph", "capture") if m in errors}
-    if early == {"IndexValueError"} and late and late <= {"TypeError", "CaptureError"}:
+    if early == {"IndexValueError"} and late and late <= {"TypeError", "DTypeError", "CaptureError"}:
         return "deferred_check_order"
     return ""
 
@@ -1355,8 +1397,10 @@ def _known_open_error(prog: Program, mode: str) -> str:
     return ""
 
 
-def _check_values(prog: Program, o: Outcome, kinds: dict) -> list:
-    """Each step against the reference on this mode's own operand values."""
+def _check_values(prog: Program, o: Outcome, kinds: dict, dtypes: list = ()) -> list:
+    """Each step against the reference on this mode's own operand values. A bool result (``dtypes``, the
+    result dtypes of a mode that has them) is the truth of the reference's value, as torch's bool arithmetic
+    (True + True is True)."""
     ops = fuzz_ops()
     out = []
     if len(o.values) != len(prog.steps):
@@ -1365,6 +1409,8 @@ def _check_values(prog: Program, o: Outcome, kinds: dict) -> list:
         fop = ops[s.op]
         operands = _step_operands(prog, s, o.values)
         exp = apply_ref(fop, operands, s.params)
+        if k < len(dtypes) and dtypes[k] == "bool":
+            exp = (exp != 0).astype(np.float64)
         half = any(kinds.get(tuple(r)) == "half" for r in s.args) or kinds.get(("s", k)) == "half"
         tol = _tolerances(fop, operands, exp, half)
         if tol is None:
@@ -1528,10 +1574,20 @@ def run_subprocess(seed: int, examples: int, modes=MODES, timeout: float = 900.0
         return False, f"{out[-4000:]}\nchild exited with {rc}; the program it was running:\n{crashed}"
 
 
+def torch_counts(report: str, into: dict) -> dict:
+    """Add the torch oracle's per-mode class counts printed in ``report`` to ``into`` ({mode: {class: n}})."""
+    for m, line in re.findall(r"torch oracle (\w+): (.*)", report):
+        c = into.setdefault(m, {})
+        for k, v in (x.rsplit(" ", 1) for x in line.split(", ")):
+            c[k] = c.get(k, 0) + int(v)
+    return into
+
+
 def run_many(seed: int, examples: int, modes=MODES, chunk: int = 1000, time_limit: float = 0.0,
-             start: int = 0) -> tuple[int, list, dict]:
+             start: int = 0, torch_into: dict | None = None) -> tuple[int, list, dict]:
     """Run ``examples`` programs in child processes of ``chunk`` programs each; a crash ends only its chunk
-    (the run goes on after the crashing program). Returns (programs run, failure reports, runs per mode)."""
+    (the run goes on after the crashing program). Returns (programs run, failure reports, runs per mode);
+    the torch oracle's class counts are added to ``torch_into``."""
     t0, done, failures, i, per_mode = time.time(), 0, [], start, {}
     end = start + examples
     while i < end and not (time_limit and time.time() - t0 > time_limit):
@@ -1540,6 +1596,8 @@ def run_many(seed: int, examples: int, modes=MODES, chunk: int = 1000, time_limi
         for line in re.findall(r"runs per mode: (.*)", report):
             for m, c in (x.rsplit(" ", 1) for x in line.split(", ")):
                 per_mode[m] = per_mode.get(m, 0) + int(c)
+        if torch_into is not None:
+            torch_counts(report, torch_into)
         if ok:
             done, i = done + n, i + n
             continue
@@ -1589,9 +1647,13 @@ def main(argv=None) -> int:
         counts[key] = counts.get(key, 0) + 1
         if not rep.ok:
             failures += 1
+            from . import fuzz_torch
+            saved = {m: dict(c) for m, c in fuzz_torch.COUNTS.items()}
             small = minimize(prog, modes)
             print(f"FAIL seed={args.seed} example={i}:\n  " + "\n  ".join(check_program(small, modes).problems or
                                                                            rep.problems))
+            fuzz_torch.COUNTS.clear()
+            fuzz_torch.COUNTS.update(saved)            # the minimizer's reruns are not programs of the run
             print(snippet(small, modes), flush=True)
             if failures >= args.max_failures:
                 break
@@ -1599,6 +1661,11 @@ def main(argv=None) -> int:
     print("known-open classes hit (program-modes): " + (", ".join(f"{k} {v}" for k, v in sorted(HITS.items()))
                                                          or "none"))
     print("runs per mode: " + ", ".join(f"{m} {per_mode.get(m, 0)}" for m in modes))
+    if TORCH_ORACLE:
+        from .fuzz_torch import summary
+        print(summary())
+    else:
+        print("torch oracle: off (torch not installed or GGMLGRAD_FUZZ_TORCH=0)")
     print(f"fuzz_programs: {n} programs x {len(modes)} modes ({','.join(modes)}), seed {args.seed}, "
           f"{counts.get('value', 0)} valid / {counts.get('error', 0)} ending in an invalid op, "
           f"{failures} failing, {dt:.1f} s", flush=True)
