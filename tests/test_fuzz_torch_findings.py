@@ -117,3 +117,41 @@ def test_min_and_max_keep_torchs_signed_zeros(graph):
             assert g == w and np.signbit(g) == np.signbit(w), (v, got, want)
     mask = gg.tensor([1.0, -1.0]) > 0
     assert (gg.tensor([1.0]) / mask.min()).tolist() == [float("inf")]
+
+
+# ---- fixed after the oracle's 20,000-program run (each was a silent difference from torch)
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_bool_base_to_a_negative_integer_power_raises_as_torch(mode):
+    with gg.graph_mode(mode == "graph"):
+        with pytest.raises(RuntimeError, match="negative integer powers"):
+            gg.tensor([True, False]) ** -2
+    with pytest.raises(RuntimeError, match="negative integer powers"):
+        torch.tensor([True, False]) ** -2
+    np.testing.assert_array_equal((gg.tensor([True, False]) ** 2).numpy(), (torch.tensor([True, False]) ** 2).numpy())
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_where_float_condition_selects_as_its_bool_and_takes_no_gradient(mode):
+    cond = np.array([np.nan, 0.0, -2.0], np.float32)
+    a, b = np.array([1.0, 2.0, 3.0], np.float32), np.array([7.0, 8.0, 9.0], np.float32)
+    with gg.graph_mode(mode == "graph"):
+        c = gg.tensor(cond, requires_grad=True)
+        x = gg.tensor(a, requires_grad=True)
+        got = gg.where(c, x, gg.tensor(b))
+        assert got.requires_grad          # through x
+        assert not gg.where(c, gg.tensor(a), gg.tensor(b)).requires_grad   # not through the condition
+        got.sum().backward()
+    tc = torch.tensor(cond)
+    want = torch.where(tc.bool(), torch.tensor(a), torch.tensor(b))   # NaN.bool() is True
+    np.testing.assert_array_equal(got.detach().numpy(), want.numpy())
+    np.testing.assert_array_equal(x.grad.numpy(), tc.bool().float().numpy())
+    assert c.grad is None
+
+
+def test_softmax_without_dim_warns_which_axis_it_uses():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    with pytest.warns(UserWarning, match="last axis"):
+        got = gg.nn.functional.softmax(gg.tensor(x))
+    np.testing.assert_allclose(got.numpy(), torch.softmax(torch.tensor(x), dim=-1).numpy(), rtol=1e-6)
+    with pytest.warns(UserWarning, match="last axis"):
+        gg.nn.functional.log_softmax(gg.tensor(x))

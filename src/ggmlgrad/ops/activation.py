@@ -1,6 +1,8 @@
 """Activations and softmax family."""
 from __future__ import annotations
 
+import warnings
+
 from .._ggml import SIMD_FLOATS, consts, lib, node_nb, node_ne
 from ..engine import float32
 from ..engine.flat import FlatNode
@@ -299,7 +301,14 @@ def dim_args(dim=None, *, axis=None) -> dict:
     """The public ``dim`` of softmax/log_softmax (torch; default the last axis), or NumPy's ``axis``."""
     if axis is not None:
         dim = axis_of(axis, dim)
-    return {"axis": -1 if dim is None else dim}
+    if dim is None:
+        # torch's implicit dim (deprecated there, with a warning) is 0 for 0-, 1- and 3-D inputs and 1
+        # otherwise: on 3-D and 4-D inputs it is not the last axis, so say which axis this is.
+        warnings.warn("softmax/log_softmax without dim: ggmlgrad uses the last axis, where torch's deprecated "
+                      "implicit choice is dim 0 for 3-D inputs and dim 1 for 4-D ones; pass dim=", UserWarning,
+                      stacklevel=3)
+        return {"axis": -1}
+    return {"axis": dim}
 
 
 def _real(name: str, key: str, v) -> float:

@@ -494,13 +494,14 @@ def _split(x: Tensor) -> tuple[Tensor, Tensor]:
 
 @public(method="pow", function="pow", dunder="__pow__", reflected="__rpow__")
 def pow(input, exponent) -> Tensor:
-    """``input ** exponent`` with broadcasting; an int32 base takes no negative integer exponent (torch).
+    """``input ** exponent`` with broadcasting; an int32 or bool base takes no negative integer exponent (torch).
 
     >>> import ggmlgrad as gg
     >>> gg.pow(gg.tensor([2.0, 3.0]), 2).tolist()
     [4.0, 9.0]
     """
-    if (isinstance(input, Tensor) and input.dtype is int32 and isinstance(exponent, (int, np.integer))
+    if (isinstance(input, Tensor) and (input.dtype is int32 or input.dtype.is_bool)
+            and isinstance(exponent, (int, np.integer))
             and not isinstance(exponent, bool) and exponent < 0):
         raise RuntimeError("pow: integers to negative integer powers are not allowed")
     return _pow(input, exponent)
@@ -671,7 +672,8 @@ def where(condition, input, other) -> Tensor:
     The method ``t.where(condition, other)`` is ``where(condition, t, other)`` (torch).
 
     An inf or NaN in the branch not taken never leaks into the result (``where(x > 0, x.log(), 0.0)``
-    is safe). A NaN condition counts as false.
+    is safe). A float condition (torch takes bool only) means ``condition != 0``, so NaN counts as true,
+    as ``condition.bool()`` reads it; no gradient flows into the condition.
 
     >>> import ggmlgrad as gg
     >>> x = gg.tensor([-1.0, 2.0])
@@ -685,6 +687,8 @@ def where(condition, input, other) -> Tensor:
     if isinstance(a, Tensor) and a.dtype.is_bool and isinstance(b, Tensor) and b.dtype.is_bool:
         return bool_ops.retag_bool(where(condition, bool_ops.as_float(a), bool_ops.as_float(b)))   # 0/1 stays 0/1
     condition = as_tensor(condition, device=like.device)
+    if condition.requires_grad:  # a float condition selects: it is not differentiated (nor is torch's bool one)
+        condition = condition.detach()
     if _scalar(a) and _scalar(b):
         b = op.fill_like(condition, c=float(b))
     if _scalar(b):

@@ -72,8 +72,6 @@ TORCH_KNOWN_OPEN: dict[str, str] = {
     "narrow_error_class": "narrow with two faults (start and length, or dim and length): ggmlgrad reports the "
                           "out-of-range start or dim (IndexError), torch the negative length first (RuntimeError); "
                           "and narrow of a 0-d tensor raises an unworded IndexError('tuple index out of range')",
-    "where_condition_requires_grad": "gg.where with a float condition that requires grad (an extension) marks "
-                                     "the result requires_grad although the condition is not differentiated",
     "index_check_on_empty": "an index list out of range on an empty dim: ggmlgrad raises IndexError, torch "
                             "checks nothing when the result is empty",
     "check_order": "a call with a dim out of range and another fault (shapes that differ in gg.stack, a bool "
@@ -81,8 +79,6 @@ TORCH_KNOWN_OPEN: dict[str, str] = {
                    "dim (IndexError), the other the other fault (RuntimeError, ShapeError or DTypeError)",
     "gather_0d_index": "torch.gather takes a 0-d index with a 1-d input (a 0-d result); ggmlgrad's gather wants "
                        "an index of the input's rank (ShapeError)",
-    "bool_negative_power": "a bool tensor ** a negative integer gives int32 values (0 ** -2 as -2**31) where "
-                           "torch raises RuntimeError; gg.pow refuses it for int32 only (tensor/tensor.py)",
     "torch_overflow": "torch gives Inf/NaN where ggmlgrad gives the float64 value (within the op's tolerance) on "
                       "operands beyond 1e18 or non-finite: torch's float32 formula overflows or meets inf * 0 "
                       "(gelu(inf) NaN, leaky_relu(-inf, 0.0) NaN, hardswish(3e38) Inf, layer_norm of a row of "
@@ -459,8 +455,6 @@ def _torch_refused(prog, t, kinds: dict) -> tuple:
     """(class, '') of torch refusing step ``t.step`` that ggmlgrad ran, or ('', MISMATCH message)."""
     if t.step == len(prog.steps):
         return "torch_backward_refused", ""
-    if "negative integer powers" in t.message:
-        return "bool_negative_power", ""
     if _reads_low_dtype(prog, t.step, kinds):
         return "float32_compute", ""
     if prog.steps[t.step].op in INTERNAL:
@@ -576,9 +570,7 @@ def _compare_values(prog, o, t, kinds: dict, mode: str, classes: set) -> list:
         if mode != "capture":
             if o.dtypes[k] != t.dtypes[k]:
                 msgs.append(f"step s{k} {s.op}: dtype {o.dtypes[k]}, torch {t.dtypes[k]}")
-            if o.requires_grad[k] != t.requires_grad[k] and "where_nonbool_condition" in EXT_HITS:
-                classes.add("where_condition_requires_grad")
-            elif o.requires_grad[k] != t.requires_grad[k]:
+            if o.requires_grad[k] != t.requires_grad[k]:
                 msgs.append(f"step s{k} {s.op}: requires_grad {o.requires_grad[k]}, torch {t.requires_grad[k]}")
         if diverged:
             continue
@@ -642,9 +634,6 @@ def _torch_overflow(got, own, operands, fop, params, tol) -> bool:
 def _compare_grads(prog, o, t, classes: set) -> list:
     from .fuzz_programs import compare
     if o.terms != t.terms:
-        if "where_nonbool_condition" in EXT_HITS:          # its requires_grad flows on to later steps
-            classes.add("where_condition_requires_grad")
-            return []
         return [f"loss terms {o.terms}, torch {t.terms}"]
     out = []
     for k, (g, b) in enumerate(zip(o.grads, t.grads)):
