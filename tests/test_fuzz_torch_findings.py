@@ -155,3 +155,23 @@ def test_softmax_without_dim_warns_which_axis_it_uses():
     np.testing.assert_allclose(got.numpy(), torch.softmax(torch.tensor(x), dim=-1).numpy(), rtol=1e-6)
     with pytest.warns(UserWarning, match="last axis"):
         gg.nn.functional.log_softmax(gg.tensor(x))
+
+
+_INT = np.array([1, 2], np.int32)
+# ggmlgrad's refusal is an instance of torch's class (torch's NotImplementedError is a RuntimeError)
+REFUSALS = {
+    "activation_of_int": (lambda x: gg.nn.functional.gelu(x), lambda x: torch.nn.functional.gelu(x), [_INT]),
+    "frac_of_int": (lambda x: x.frac(), lambda x: x.frac(), [_INT]),
+    "prelu_2d_weight": (lambda x, w: gg.nn.functional.prelu(x, w), lambda x, w: torch.nn.functional.prelu(x, w),
+                        [_F23, np.ones((1, 1), np.float32)]),
+    "chunk_0d": (lambda x: x.chunk(2), lambda x: x.chunk(2), [np.float32(1.0)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSALS))
+def test_refusals_are_instances_of_torchs_class(name):
+    gfn, tfn, arrays = REFUSALS[name]
+    want = _raised(tfn, *[torch.from_numpy(np.asarray(a)) for a in arrays])
+    assert want is not None
+    got = _raised(gfn, *[gg.tensor(np.asarray(a)) for a in arrays])
+    assert got is not None and issubclass(got, error_base(want)), (got, want)

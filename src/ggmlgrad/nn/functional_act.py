@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..distributions.noise import draw_noise
 from ..engine import int32
+from ..engine.errors import DTypeError, ShapeError
 from ..ops import op
 from ..ops.decl import public as _public
 from ..tensor import Tensor
@@ -24,7 +25,7 @@ def _float_input(fn: str, input) -> None:
     if not isinstance(input, Tensor):
         raise TypeError(f"{fn}: input must be a Tensor, got {type(input).__name__}")
     if not input.dtype.is_float:
-        raise TypeError(f"{fn}: expected a float32 input, got {input.dtype.name} (cast with .float())")
+        raise DTypeError(f"{fn}: expected a float32 input, got {input.dtype.name} (cast with .float())")
 
 
 def _int_to_float(input):
@@ -133,7 +134,7 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """
     _float_input("prelu", input)
     if not isinstance(weight, Tensor) or weight.ndim > 1:
-        raise ValueError("prelu: weight must be a 1-D tensor (one value, or one per channel)")
+        raise ShapeError("prelu: weight must be a 1-D tensor (one value, or one per channel)")
     k = weight.numel()
     c = input.shape[1] if input.ndim >= 2 else 1
     if k != 1 and k != c:

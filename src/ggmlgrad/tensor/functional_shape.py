@@ -372,7 +372,7 @@ def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
         raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
     _check_tensor("chunk", x)
     if x.ndim == 0:
-        raise ValueError("chunk: cannot chunk a 0-d tensor")
+        raise ShapeError("chunk: cannot chunk a 0-d tensor")
     d = _dim("chunk", dim, x.ndim)
     n = x.shape[d]
     size = max(-(-n // int(chunks)), 1)

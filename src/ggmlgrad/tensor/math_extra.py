@@ -9,6 +9,7 @@ from __future__ import annotations
 import numbers
 
 from ..engine import float32, int32
+from ..engine.errors import DTypeError
 from ..ops import op
 from ..ops.decl import public
 from .grad_mode import is_grad_enabled, no_grad
@@ -92,7 +93,7 @@ def _float_inputs(name: str, *xs) -> None:
     """lerp/addcdiv: torch has no integer kernel: a TypeError before any op (the same in every mode)."""
     for x in xs:
         if isinstance(x, Tensor) and x.dtype is not float32:
-            raise TypeError(f"{name}: not implemented for {x.dtype.name} tensors (as in torch); cast with .float()")
+            raise DTypeError(f"{name}: not implemented for {x.dtype.name} tensors (as in torch); cast with .float()")
 
 
 @public(method="lerp", function="lerp")

@@ -63,12 +63,12 @@ TORCH_LIMITS: dict[str, str] = {
 # OPEN_OPS); delete an entry once it is fixed.
 TORCH_KNOWN_OPEN: dict[str, str] = {
     "plain_value_error": "ggmlgrad raises a plain ValueError where torch raises RuntimeError or IndexError (a check not "
-                         "spelled ShapeError, which is both): F.prelu's weight (nn/functional_act.py), chunk of a "
-                         "0-d tensor (tensor/functional_shape.py), cross_entropy without a class dim (nn/functional.py)",
+                         "spelled ShapeError, which is both): cross_entropy without a class dim (nn/functional.py), "
+                         "where torch fails indexing dim 1 (IndexError)",
     "plain_type_error": "a dtype refusal raised as a plain TypeError where torch raises RuntimeError (its "
                         "NotImplementedError 'not implemented for Long'); docs/porting.md says dtype refusals are "
-                        "DTypeError (TypeError and RuntimeError): the F.* activations' float32 check "
-                        "(nn/functional_act.py) and frac/hypot/logaddexp's Tensor front end (tensor/math_extra.py)",
+                        "DTypeError (TypeError and RuntimeError); the F.* activations' float32 check and "
+                        "frac/hypot/logaddexp are DTypeError now, a refusal still plain is counted here",
     "narrow_error_class": "narrow with two faults (start and length, or dim and length): ggmlgrad reports the "
                           "out-of-range start or dim (IndexError), torch the negative length first (RuntimeError); "
                           "and narrow of a 0-d tensor raises an unworded IndexError('tuple index out of range')",
