@@ -115,7 +115,7 @@ def _views_of(x):
     return [x.reshape(-1, 5), x[3], x[:, 1], x.permute(2, 0, 1), x[1:2].expand(3, 4, 5), x[2:2]]
 
 
-def test_setitem_host_path_refreshes_live_views_as_the_write_op_does(monkeypatch):
+def test_setitem_host_path_refreshes_live_views_as_the_write_op_does(monkeypatch, eager):
     """A row write into a buffer with live views (CleanRL's ``b_obs = obs.reshape(...)`` alive while the
     next rollout writes ``obs[step] = ...``): the host path computes nothing, and every view holds the
     write op's bits afterwards. Sources: an array, a view, an int32 tensor into float32, a value with leading size-1 dims."""
@@ -159,7 +159,7 @@ def test_setitem_host_path_declines_a_source_in_the_family():
     assert x.numpy()[0].tolist() == [3.0, 4.0, 5.0] and v.tolist() == [3.0, 4.0, 5.0]
 
 
-def test_index_array_host_path_gives_the_ops_bits(monkeypatch):
+def test_index_array_host_path_gives_the_ops_bits(monkeypatch, eager):
     """``x[np_index]`` (CleanRL's ``b_obs[mb_inds]``) in eager mode: NumPy gathers the rows on the
     host (no compute), with index_select's bits, shape and dtype; negative and 2-D index arrays,
     int32 tensors, views. Out-of-range indices, autograd and graph mode take the op."""

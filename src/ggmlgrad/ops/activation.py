@@ -477,7 +477,7 @@ def _log_softmax_backward_op(ctx, nodes, inputs, out, axis=-1):
         expose=expose("log_softmax", *_ACT, args=dim_args,
                       doc="x - logsumexp(x) along ``dim`` (default the last axis), stable (never the log of an "
                       "underflowed softmax).",
-                      example=">>> gg.log_softmax(gg.tensor([0.0, 0.0])).exp().tolist()\n[0.5, 0.5]"))
+                      example=">>> gg.log_softmax(gg.tensor([0.0, 0.0]), dim=0).exp().tolist()\n[0.5, 0.5]"))
 def _log_softmax(ctx, nodes, inputs, out, axis=-1):
     """x - logsumexp(x) along ``axis`` (stable: never log of an underflowed softmax)."""
     a = inputs[0]
