@@ -88,6 +88,13 @@ def freeze_params(params: dict) -> tuple:
             out.append((k, t, v))
         elif t is float and v != 0.0:  # freeze(v), inlined for the common scalar (a zero keeps its sign there)
             out.append((k, (t, v)))
+        elif t is tuple:  # freeze(v), inlined for the common axes and shapes (ints only)
+            for e in v:
+                if type(e) is not int:
+                    out.append((k, freeze(v)))
+                    break
+            else:
+                out.append((k, (t, v)))
         else:
             out.append((k, freeze(v)))
     return tuple(out)
