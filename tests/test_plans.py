@@ -380,6 +380,11 @@ def test_plan_keys_tell_apart_values_that_compare_equal():
     keys = [freeze_params({"c": v}) for v in (1, 1.0, True, 0.0, -0.0, 2.5, float("inf"))]
     assert len(set(keys)) == len(keys)
     assert freeze_params({"c": 2.5}) == freeze_params({"c": 2.5})
+    # sequences: ints take a short form, which must differ from every other element type's
+    seqs = [(1, 2), (1.0, 2), (True, 2), [1, 2], (), [], ((1, 2),), ((tuple, (1, 2)),), (0.0,), (-0.0,), (0,)]
+    keys = [freeze_params({"axes": v}) for v in seqs]
+    assert len(set(keys)) == len(keys), keys
+    assert freeze_params({"axes": (1, 2)}) == freeze_params({"axes": (1, 2)})
     x = gg.tensor(np.array([1.0, -2.0], np.float32))
     for _ in range(3):  # each signature's plan is made and used
         for c in (0.0, -0.0):

@@ -354,19 +354,21 @@ class Drainer:
         device = out.device
         plans = c.op_plans
         try:
-            # Inputs share out's device (every op's validation checks it). The usual one or two
-            # inputs without a list (this runs per eager op).
+            # Inputs share out's device (every op's validation checks it). One flat tuple: the
+            # header, then shape and dtype per input (its length fixes the input count, so the key
+            # is unambiguous); the usual one or two inputs without a generator (this runs per eager op).
+            fp = freeze_params(params) if params else ()
             n = len(inputs)
             if n == 1:
                 x = inputs[0]
-                sig = (x.shape, x.dtype)
+                key = (build, out.shape, out.dtype, device.dev_ptr, c.precision, fp, x.shape, x.dtype)
             elif n == 2:
                 x, y = inputs
-                sig = (x.shape, x.dtype, y.shape, y.dtype)
+                key = (build, out.shape, out.dtype, device.dev_ptr, c.precision, fp, x.shape, x.dtype,
+                       y.shape, y.dtype)
             else:
-                sig = tuple(v for x in inputs for v in (x.shape, x.dtype))
-            key = (build, out.shape, out.dtype, device.dev_ptr, c.precision, sig,
-                   freeze_params(params) if params else ())
+                key = (build, out.shape, out.dtype, device.dev_ptr, c.precision, fp,
+                       *[v for x in inputs for v in (x.shape, x.dtype)])
             plan = plans.plans.get(key, False)
         except TypeError:  # an unhashable parameter (e.g. a tensor): no plan
             return False

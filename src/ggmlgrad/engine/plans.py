@@ -63,7 +63,12 @@ def freeze(value):
             return (t, "-0.0")
         return (t, value)
     if t is tuple or t is list:
-        return (t, tuple(freeze(v) for v in value))
+        for v in value:
+            if type(v) is not int:
+                return (t, tuple([freeze(v) for v in value]))
+        # Only ints (the usual axes and shapes): exact as they are, and never equal to the form
+        # above, whose items are tuples (this runs once per recorded op with such a parameter).
+        return (t, value if t is tuple else tuple(value))
     hash(value)
     return (t, value)
 
@@ -83,6 +88,13 @@ def freeze_params(params: dict) -> tuple:
             out.append((k, t, v))
         elif t is float and v != 0.0:  # freeze(v), inlined for the common scalar (a zero keeps its sign there)
             out.append((k, (t, v)))
+        elif t is tuple:  # freeze(v), inlined for the common axes and shapes (ints only)
+            for e in v:
+                if type(e) is not int:
+                    out.append((k, freeze(v)))
+                    break
+            else:
+                out.append((k, (t, v)))
         else:
             out.append((k, freeze(v)))
     return tuple(out)

@@ -94,7 +94,8 @@ class Engine:
         builder ``build(ctx, nodes, inputs, out, **params)`` called directly (no closure per op).
         """
         with self.lock:
-            if out.numel_ == 0:
+            n = out.numel_
+            if n == 0:
                 # An empty result has no value to compute, and ggml asserts on 0-byte graph
                 # tensors it must allocate itself: it never becomes a node.
                 for x in inputs:
@@ -103,7 +104,7 @@ class Engine:
                 out._storage = Storage(out.device, 1)
                 out._status = COMPUTED
                 return out
-            if out.numel_ > budget.HUGE_NUMEL:  # larger than the device's memory: raise before queuing
+            if n > budget.HUGE_NUMEL:  # larger than the device's memory: raise before queuing
                 budget.check_tensor(out.device, out.nbytes, f"{label}'s result of shape {out.shape} ({out.dtype.name})")
             c = current()
             q = self.queue

@@ -163,6 +163,7 @@ class RecordQueue:
         lazy = self.lazy
         shape, dtype = out.shape, out.dtype
         sig = self._sig
+        ins = None
         if sig is not None:  # sign, inlined (every graph-mode op)
             try:
                 fp = freeze_params(params) if params else ()
@@ -170,7 +171,29 @@ class RecordQueue:
                 self._sig = None
             else:
                 sig += (build, shape, dtype, prec, fp, len(inputs))
-        ins = self.lazy_inputs(inputs)
+                # lazy_inputs, inlined for inputs the key has seen (every graph-mode op): a result
+                # of this queue, or a leaf already given a slot; the first other input hands the
+                # rest to lazy_inputs, which extends the key in the same order.
+                ins = []
+                epoch, slot_of = self.epoch, self._sig_slot
+                try:
+                    for x in inputs:
+                        st = x._status
+                        if st == PENDING and x._epoch == epoch and x._node < 0:
+                            p = lazy[-1 - x._node][6]
+                            ins.append(p)
+                            sig.append(p.index)
+                        elif st == COMPUTED and id(x) in slot_of:
+                            ins.append(x)
+                            sig.append(-1 - slot_of[id(x)])
+                        else:
+                            ins += self.lazy_inputs(inputs[len(ins):])
+                            break
+                except BaseException:
+                    self._sig = None  # the key has a header without its record
+                    raise
+        if ins is None:  # no key (or no more)
+            ins = self.lazy_inputs(inputs)
         j = len(lazy)
         p = _new_pending(_Pending)  # _Pending(j, shape, dtype, out.device) without its __init__'s frame
         p.index, p.shape, p.dtype, p.device = j, shape, dtype, out.device

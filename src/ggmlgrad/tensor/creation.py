@@ -76,11 +76,24 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.3g}"
 
 
+_RANDOM = None  # random.py's (recorded_constant, recorded_draw), found once: see _random_hooks
+
+
+def _random_hooks() -> tuple:
+    """random.py's capture hooks ``(recorded_constant, recorded_draw)``. The first call imports them
+    (random.py imports this module); later ones read the global: a function-level import costs
+    ~0.6 µs on every ``gg.zeros``/``gg.randn``."""
+    global _RANDOM
+    if _RANDOM is None:
+        from .random import recorded_constant, recorded_draw
+        _RANDOM = (recorded_constant, recorded_draw)
+    return _RANDOM
+
+
 def _make(arr, d: DType, device, requires_grad) -> Tensor:
     dev = resolve_device(device)
     if not requires_grad:
-        from .random import recorded_constant   # random.py imports this module
-        t = recorded_constant(np.asarray(arr), d, dev)   # inside gg.capture: a recorded constant, not an upload
+        t = (_RANDOM or _random_hooks())[0](np.asarray(arr), d, dev)   # inside gg.capture: a recorded constant, not an upload
         if t is not None:
             return t
     return _from_numpy(arr, d, dev, requires_grad)
@@ -90,8 +103,7 @@ def _recorded_draw(kind: str, sizes: tuple, d: DType, device, requires_grad: boo
     """Inside gg.capture, a draw refilled from the generator on every replay (None elsewhere)."""
     if requires_grad or d is not (int32 if kind == "randint" else float32):
         return None
-    from .random import recorded_draw   # random.py imports this module
-    return recorded_draw(kind, sizes, device, **params)
+    return (_RANDOM or _random_hooks())[1](kind, sizes, device, **params)
 
 
 def _filled(opname: str, shape: tuple, dtype, fill) -> tuple[np.ndarray, DType]:

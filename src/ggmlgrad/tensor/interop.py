@@ -30,6 +30,18 @@ from ..ops.shapes import check_ndim
 from ..runtime import HostStorage, SliceAlias, Storage, StridedAlias, cpu_device, resolve_device
 from .views import record_of, share_memory
 
+_TENSOR = None  # (Tensor, tensor) of tensor.py (which imports this module), found once: see _tensor_names
+
+
+def _tensor_names() -> tuple:
+    """tensor.py's ``(Tensor, tensor)``. The first call imports them; later ones read the global (a
+    function-level import costs ~0.6 µs on every call: ``as_tensor(obs)`` runs per step)."""
+    global _TENSOR
+    if _TENSOR is None:
+        from .tensor import Tensor, tensor
+        _TENSOR = (Tensor, tensor)
+    return _TENSOR
+
 # dtypes whose storage NumPy can view as it is, and their DLPack (code, bits)
 _SHAREABLE_NP = {np.dtype(np.float32): float32, np.dtype(np.float16): float16, np.dtype(np.int32): int32}
 _DL_CODES = {float32: (dlpack.CODE_FLOAT, 32), float16: (dlpack.CODE_FLOAT, 16),
@@ -41,7 +53,7 @@ _DL_DEVICE_CODES = {"cpu": 1, "cuda": 2, "opencl": 4, "vulkan": 7, "metal": 8, "
 # ---------------------------------------------------------------------- host memory → tensor
 def _wrap_host(addr: int, shape: tuple, dtype: DType, owner, site: str):
     """A computed CPU tensor whose storage is the host memory at ``addr`` (kept alive by ``owner``)."""
-    from .tensor import Tensor   # tensor.py imports this module
+    Tensor = (_TENSOR or _tensor_names())[0]
     check_ndim(site, shape)
     dev = cpu_device()
     t = Tensor._blank(shape, dtype, dev)
@@ -103,7 +115,7 @@ def as_tensor(data, dtype=None, device=None):
     >>> a = np.ones(2, np.float32); gg.as_tensor(a).add_(1); a.tolist()
     [2.0, 2.0]
     """
-    from .tensor import Tensor, tensor
+    Tensor, tensor = _TENSOR or _tensor_names()
     d = None if dtype is None else dtypes.from_any(dtype)
     if isinstance(data, Tensor):
         return data.to(device=device if device is not None else data.device, dtype=d)
@@ -258,7 +270,7 @@ def from_dlpack(x):
     >>> a = np.arange(3, dtype=np.float32); gg.from_dlpack(a).mul_(2); a.tolist()
     [0.0, 2.0, 4.0]
     """
-    from .tensor import Tensor
+    Tensor = (_TENSOR or _tensor_names())[0]
     if isinstance(x, Tensor):
         return x.detach()
     if hasattr(x, "__dlpack__"):

@@ -554,9 +554,11 @@ def apply(opdef: OpDef, inputs: tuple, params: dict):
     if Tensor is None:  # a function-level import runs the import machinery on every op (~0.5 us)
         from .tensor import Tensor
         _Tensor = Tensor
-    shape, dtype = opdef.infer(*inputs, **params)
+    # (without ``**params`` when there are none: unpacking an empty dict still copies it)
+    shape, dtype = opdef.infer(*inputs, **params) if params else opdef.infer(*inputs)
     out = Tensor._blank(shape, dtype, inputs[0].device if inputs else params["device"])
-    work = opdef.work(*inputs, **params) if opdef.work is not None else 0.0
+    work = opdef.work
+    work = (work(*inputs, **params) if params else work(*inputs)) if work is not None else 0.0
     ENGINE.record(out, opdef.name, opdef.forward, inputs, work, params)
     if opdef.differentiable:
         if _enabled.get():

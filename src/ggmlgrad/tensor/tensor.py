@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import numbers
+from math import prod as _prod
 from typing import Any, Sequence
 
 import numpy as np
 
-from ..engine import ENGINE, FAILED, PENDING, Array, DType, dtypes, float32, host_array, int32, new_from_host
+from ..engine import COMPUTED, ENGINE, FAILED, PENDING, Array, DType, dtypes, float32, host_array, int32, new_from_host
 from ..ops import op
 from ..ops.decl import public
 from ..ops.indexing import check_int_divisor
@@ -45,7 +46,19 @@ class Tensor(InplaceMethods, ConversionMethods, TypeMethods, OpMethods, Array):
     @classmethod
     def _blank(cls, shape: tuple, dtype: DType, device: Device) -> "Tensor":
         t = object.__new__(cls)     # not cls.__new__: Tensor(...) is torch's legacy float constructor
-        t._init_array(shape, dtype, device)
+        # Array._init_array, inlined (every op makes one; tests/test_tensor_blank.py checks both set
+        # the same fields to the same values)
+        t.shape = shape
+        t.dtype = dtype
+        t.device = device
+        t.numel_ = _prod(shape)
+        t._storage = None
+        t._node = 0
+        t._epoch = -1
+        t._status = COMPUTED
+        t._leaf = 0
+        t._leaf_epoch = -1
+        t._error = None
         t.requires_grad = False
         t.grad = None
         t.grad_fn = None
