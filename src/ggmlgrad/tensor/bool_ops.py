@@ -21,17 +21,7 @@ from ..ops import op
 from ..ops.registry import _non_tensor
 from ..engine.errors import DTypeError
 
-_Tensor = None  # tensor.py's class (tensor.py imports this module), found once: see _tensor_class
-
-
-def _tensor_class() -> type:
-    """The Tensor class. Its first call imports it; later ones read the global (a function-level
-    ``from .tensor import Tensor`` costs ~0.6 µs on every call, and these run per op)."""
-    global _Tensor
-    if _Tensor is None:
-        from .tensor import Tensor
-        _Tensor = Tensor
-    return _Tensor
+from .tensor_class import tensor_class as _tensor_class
 
 
 _BOOL, _INT, _FLOAT = 0, 1, 2
@@ -46,7 +36,7 @@ def is_bool(x) -> bool:
 def as_float(t):
     """A float32 name for bool tensor ``t``'s 0/1 memory (an op input only: never handed to the user,
     whose in-place write through it would change ``t``)."""
-    Tensor = _Tensor or _tensor_class()
+    Tensor = _tensor_class()
     f = Tensor._blank(t.shape, float32, t.device)
     if t._status == PENDING:
         ENGINE.alias_pending(f, t)     # the same queued node: the drain gives both the same memory
@@ -64,7 +54,7 @@ def retag_bool(r):
 def _category(x) -> int | None:
     """bool / integer / float for a tensor or a Python (NumPy) number; None for anything else."""
     d = getattr(x, "dtype", None)
-    Tensor = _Tensor or _tensor_class()
+    Tensor = _tensor_class()
     if isinstance(x, Tensor):
         return _BOOL if d is bool_ else _INT if d is int32 else _FLOAT
     if isinstance(x, (bool, np.bool_)):
@@ -79,7 +69,7 @@ def _category(x) -> int | None:
 def result_category(a, b) -> int:
     """torch's promotion of two operands (at least one a tensor): tensors decide, unless a number
     is of a higher category than every tensor."""
-    Tensor = _Tensor or _tensor_class()
+    Tensor = _tensor_class()
     ts = [_category(x) for x in (a, b) if isinstance(x, Tensor)]
     ns = [c for c in (_category(x) for x in (a, b) if not isinstance(x, Tensor)) if c is not None]
     top = max(ts)
@@ -121,7 +111,7 @@ def negate(t):
 # ---------------------------------------------------------------------- logical / bitwise
 def to_bool(x, like=None):
     """``x`` as a bool tensor (non-zero → True; a bool tensor as it is)."""
-    if not isinstance(x, _Tensor or _tensor_class()):
+    if not isinstance(x, _tensor_class()):
         from .tensor import as_tensor
         x = as_tensor(x if not isinstance(x, (bool, np.bool_)) else float(x),
                       device=like.device if like is not None else None)
@@ -135,7 +125,7 @@ def logical_not(x):
     >>> gg.logical_not(gg.tensor([0.0, 2.0])).tolist()
     [True, False]
     """
-    Tensor = _Tensor or _tensor_class()
+    Tensor = _tensor_class()
     if not isinstance(x, Tensor):
         raise TypeError(f"logical_not: expected a Tensor, got {type(x).__name__}")
     return op.compare_scalar(x, kind="eq", c=0.0)      # NaN is non-zero: False, as torch
@@ -165,7 +155,7 @@ def logical_xor(a, b):
 
 
 def _bool_pair(name: str, a, b):
-    Tensor = _Tensor or _tensor_class()
+    Tensor = _tensor_class()
     like = a if isinstance(a, Tensor) else b
     if not isinstance(like, Tensor):
         raise TypeError(f"{name}: expected at least one Tensor")
@@ -243,7 +233,7 @@ def _float(x):
 def check_mask(name: str, x, mask, grow: bool = False) -> None:
     """torch's checks of a ``masked_fill`` mask: bool, broadcasting to ``x``'s shape (``grow``: the out-of-place
     form, whose result may take the broadcast shape of both, as torch's)."""
-    Tensor = _Tensor or _tensor_class()
+    Tensor = _tensor_class()
     if not isinstance(mask, Tensor) or mask.dtype is not bool_:
         got = mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__
         raise RuntimeError(f"{name} only supports boolean masks, but got mask with dtype {got}")

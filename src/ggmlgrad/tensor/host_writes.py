@@ -29,17 +29,7 @@ from . import views
 from .grad_mode import _enabled
 
 
-_Tensor = None  # tensor.py's class (tensor.py imports this module), found once: see _tensor_class
-
-
-def _tensor_class() -> type:
-    """The Tensor class. Its first call imports it; later ones read the global (a function-level
-    ``from .tensor import Tensor`` costs ~0.6 µs on every call, and these run per op)."""
-    global _Tensor
-    if _Tensor is None:
-        from .tensor import Tensor
-        _Tensor = Tensor
-    return _Tensor
+from .tensor_class import tensor_class as _tensor_class
 
 _NUMBERS = (float, int, np.floating, np.integer)
 _PLAIN = (Storage, HostStorage)
@@ -147,7 +137,7 @@ def _basic_key(key, shape: tuple) -> bool:
 def _source(x, value):
     """The value to copy: a same-dtype computed host tensor, or an array/number converted as the
     write op converts it (float → float32); None when only the write op can do it."""
-    Tensor = _Tensor or _tensor_class()
+    Tensor = _tensor_class()
     if isinstance(value, Tensor):
         if value.device is not x.device or value.requires_grad:
             return None
@@ -225,7 +215,7 @@ def _view_of(x, key, start: tuple, stop: tuple, step: tuple, out_shape: tuple, o
         numel *= n
     if not numel:
         return None
-    Tensor = _Tensor or _tensor_class()
+    Tensor = _tensor_class()
     out = Tensor._blank(out_shape, x.dtype, x.device)
     size = x.dtype.itemsize
     xs = x._storage
@@ -264,7 +254,7 @@ def try_take(x, key):
         return None
     with COMPUTE_LOCK:  # as a compute reads: not while a graph on another thread writes this memory
         rows = src.take(key, axis=0)  # (negative indices count from the end, as the op wraps them)
-    Tensor = _Tensor or _tensor_class()
+    Tensor = _tensor_class()
     out = Tensor._blank(rows.shape, x.dtype, x.device)
     new_from_host(out, rows, "x[index]")
     return out
