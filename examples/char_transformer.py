@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 import ggmlgrad as gg
+from lstm_classifier import Progress   # the same one-line progress bar as the LSTM example
 
 SUBJECTS = ["the cat", "a dog", "the old man", "my sister", "the bird", "a small child", "the teacher"]
 VERBS = ["sees", "likes", "finds", "follows", "paints", "calls", "watches"]
@@ -61,24 +62,6 @@ class CharTransformer(gg.nn.Module):
     def forward(self, idx: gg.Tensor) -> gg.Tensor:
         x = self.embed(idx) * self.scale + self.positions
         return self.head(self.norm(self.encoder(x, is_causal=True)))
-
-
-class Progress:
-    """A one-line text progress bar on stderr (no dependency)."""
-
-    def __init__(self, total: int, label: str, enabled: bool) -> None:
-        self.total, self.label, self.enabled, self.done = total, label, enabled, 0
-
-    def update(self, n: int = 1, note: str = "") -> None:
-        self.done += n
-        if self.enabled:
-            filled = int(30 * self.done / self.total)
-            sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} {note}")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
 
 
 def batches(data: np.ndarray, context: int, batch: int, rng: np.random.Generator):

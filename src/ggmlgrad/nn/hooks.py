@@ -92,13 +92,19 @@ def _wrap(fn, state: dict, values: tuple) -> tuple:
 def _call_backward_hooks(state: dict, grad_input: tuple) -> tuple:
     grad_output = state["grad_output"] or ()
     for hook in state["hooks"]:
-        r = hook(state["module"], grad_input, grad_output)
-        if r is not None:
-            r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
-            if len(r) != len(grad_input):
-                raise RuntimeError(f"backward hook returned {len(r)} gradients, expected {len(grad_input)}")
-            grad_input = r
+        grad_input = _hook_result(hook(state["module"], grad_input, grad_output), grad_input, "backward hook")
     return grad_input
+
+
+def _hook_result(r, grads: tuple, what: str) -> tuple:
+    """The gradients a backward (pre-)hook leaves: ``grads`` when it returned None, else what it
+    returned (one gradient or a sequence), which must have as many entries."""
+    if r is None:
+        return grads
+    r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+    if len(r) != len(grads):
+        raise RuntimeError(f"{what} returned {len(r)} gradients, expected {len(grads)}")
+    return r
 
 
 class _HookOutputs(Function):
@@ -112,12 +118,7 @@ class _HookOutputs(Function):
     @staticmethod
     def backward(ctx, *grads):
         for hook in ctx.state["pre_hooks"]:
-            r = hook(ctx.state["module"], grads)
-            if r is not None:
-                r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
-                if len(r) != len(grads):
-                    raise RuntimeError(f"backward pre-hook returned {len(r)} gradients, expected {len(grads)}")
-                grads = r
+            grads = _hook_result(hook(ctx.state["module"], grads), grads, "backward pre-hook")
         ctx.state["grad_output"] = grads
         if not ctx.state["inputs_tracked"] and ctx.state["hooks"]:
             _call_backward_hooks(ctx.state, (None,))
