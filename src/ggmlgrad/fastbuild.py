@@ -5,10 +5,14 @@ CPU, llamafile sgemm and a BLAS (the ``scipy-openblas32`` wheel on Linux and Win
 on macOS), plus ggmlgrad's vectorised activation kernels, into this Python environment
 (``<sys.prefix>/share/ggmlgrad/``). ``import ggmlgrad`` then loads it instead of the portable wheel;
 ``gg.info()["build"]`` says which one is active. CMake and ninja come from their PyPI packages
-(the ``fast`` extra). No root, no system package manager.
+(the ``fast`` extra). No root, no system package manager. It also compiles the executor's optional
+accelerator (``_ggml/_accel.c``, a small CPython extension built with this Python's headers, into
+``<sys.prefix>/share/ggmlgrad/accel/``; skipped with a note when the headers are missing, and
+``GGMLGRAD_ACCEL=0`` turns it off: ``gg.info()["executor_accelerator"]``).
 
     python -m ggmlgrad build              # fails with a clear message when something is missing
     python -m ggmlgrad build --optional   # no compiler: say so, keep the prebuilt wheel, exit 0
+    python -m ggmlgrad build --accel      # only the executor accelerator (seconds; any ggml)
     python -m ggmlgrad build --cuda       # also the CUDA backend (needs the CUDA toolkit)
     python -m ggmlgrad build --vulkan     # also the Vulkan backend (Vulkan headers, loader, glslc)
     python -m ggmlgrad build --cuda --cuda-arch 90   # CUDA code for one architecture only (H100/H200)
@@ -33,9 +37,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from ._ggml.loader import FAST_STAMP, PINNED_GGML, cpu_features, fast_build_dir, gpu_build_dir
+from ._ggml.loader import FAST_STAMP, PINNED_GGML, accel_dir, accel_path, cpu_features, fast_build_dir, gpu_build_dir
 
 KERNELS_SOURCE = Path(__file__).with_name("kernels") / "ggmlgrad_kernels.c"
+ACCEL_SOURCE = Path(__file__).with_name("_ggml") / "_accel.c"
 KERNEL_CFLAGS = ("-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
 
 
@@ -289,6 +294,48 @@ def build_kernels(include: Path, prefix: Path, cc: str, log: Path, cpu: str = "a
     return out
 
 
+def build_accel(cc: str | None = None, log: Path | None = None, out: Path | None = None) -> Path:
+    """The executor's compiled accelerator (``_ggml/_accel.c``, a CPython extension that links
+    against no ggml) for the running Python, into ``out`` (default ``accel_path()``, where ggmlgrad
+    looks; another file is loaded with ``GGMLGRAD_ACCEL=<file>``); returns the path. Needs a C
+    compiler and this Python's headers (``sysconfig``'s include directory: the ``python3-dev``
+    package on Debian and Ubuntu). Raises BuildError."""
+    import sysconfig
+    if sys.platform == "win32":
+        raise BuildError("the executor accelerator is built on Linux and macOS only (the pure-Python path runs here)")
+    if cc is None:
+        found = find_compilers()
+        cc = found[0] if found else None
+        if cc is None:
+            raise BuildError("no C compiler found for the executor accelerator (looked at $CC, cc, gcc, clang)")
+    include = Path(sysconfig.get_paths()["include"])
+    if not (include / "Python.h").exists():
+        raise BuildError(f"this Python's headers are missing ({include}/Python.h; on Debian/Ubuntu: "
+                         "apt install python3-dev); the pure-Python executor path stays in use")
+    out = Path(out) if out is not None else accel_path()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    cmd = [cc, "-O2", "-fPIC", "-shared", "-fvisibility=hidden", f"-I{include}", str(ACCEL_SOURCE), "-o", str(tmp)]
+    if sys.platform == "darwin":
+        cmd[1:1] = ["-undefined", "dynamic_lookup"]
+    if log is None:
+        log = out.with_name("build.log")
+        log.write_text("")
+    _run(cmd, log, "compiling the executor accelerator")
+    os.replace(tmp, out)  # a running process that mapped the old file keeps it
+    return out
+
+
+def _verify_accel() -> str:
+    """Load ggmlgrad in a fresh interpreter and return its accelerator status line."""
+    code = "from ggmlgrad._ggml import accel; print(accel.STATUS)"
+    env = {k: v for k, v in os.environ.items() if k != "GGMLGRAD_ACCEL"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if r.returncode != 0 or not r.stdout.startswith("active"):
+        raise BuildError(f"the executor accelerator was built but does not load: {(r.stdout + r.stderr)[-2000:]}")
+    return r.stdout.strip()
+
+
 def build(gpu: list[str], jobs: int, keep: bool = False, build_dir: Path | None = None, cpu: str = "auto",
           prefix: Path | None = None) -> Path:
     """Build everything into the fast-build directory (or, with a GPU backend, that backend's own
@@ -322,8 +369,12 @@ def build(gpu: list[str], jobs: int, keep: bool = False, build_dir: Path | None 
         _say(2, total, f"configuring and compiling ggml with {jobs} jobs (a few minutes"
                        f"{'; the GPU backends take much longer' if backends else ''})")
         blas_name = build_ggml(src, work / "build", staging, compilers, gpu, jobs, log, cpu)
-        _say(3, total, "compiling ggmlgrad's vectorised activation kernels")
+        _say(3, total, "compiling ggmlgrad's vectorised activation kernels and the executor accelerator")
         build_kernels(src / "include", staging, compilers[0], log, cpu)
+        try:  # optional: without Python's headers the pure-Python executor path runs
+            print(f"    executor accelerator: {build_accel(compilers[0], log)}")
+        except BuildError as e:
+            print(f"    executor accelerator skipped: {e}")
         _say(4, total, f"installing into {prefix}")
         if own_dir:  # a directory the user named: replace only what a build puts there
             shutil.rmtree(prefix / "lib", ignore_errors=True)
@@ -352,7 +403,8 @@ def _verify(prefix: Path, selected: bool = False) -> None:
     """Load the new build in a fresh interpreter: the default one, or (``selected``, a GPU build
     in its own directory) through GGMLGRAD_GGML_LIB; prints the devices it lists."""
     code = ("import ggmlgrad as gg, json; i = gg.info(); "
-            "print(json.dumps([i['build'], i['library_dir'], [d.name for d in gg.devices()]]))")
+            "print(json.dumps([i['build'], i['library_dir'], [d.name for d in gg.devices()], "
+            "i['executor_accelerator']]))")
     env = {k: v for k, v in os.environ.items() if k != "GGMLGRAD_GGML_LIB"}
     if selected:
         env["GGMLGRAD_GGML_LIB"] = str(prefix / "lib")
@@ -386,7 +438,11 @@ def main(argv: list[str] | None = None) -> int:
                         "native (-march=native), or auto (default: the variant measured fastest, AVX2)")
     p.add_argument("--prefix", type=Path, default=None,
                    help="install here instead of this environment (select it with GGMLGRAD_GGML_LIB=PREFIX/lib)")
-    p.add_argument("--remove", action="store_true", help="delete the fast build (back to the prebuilt wheel)")
+    p.add_argument("--accel", action="store_true",
+                   help="build only the executor's compiled accelerator (a small CPython extension, seconds; "
+                        "the full build makes it too); GGMLGRAD_ACCEL=0 turns it off")
+    p.add_argument("--remove", action="store_true",
+                   help="delete the fast build and the accelerator (back to the prebuilt wheel)")
     args = p.parse_args(argv)
     if args.cuda_arch:
         if "-DGGML_CUDA=ON" not in (args.gpu or []):
@@ -397,7 +453,20 @@ def main(argv: list[str] | None = None) -> int:
         args.gpu.append("-DCMAKE_CUDA_ARCHITECTURES=" + args.cuda_arch.replace(",", ";"))
     if args.remove:
         shutil.rmtree(fast_build_dir(), ignore_errors=True)
-        print(f"removed {fast_build_dir()}; ggmlgrad uses the prebuilt libggml-python wheel")
+        shutil.rmtree(accel_dir(), ignore_errors=True)
+        print(f"removed {fast_build_dir()} and {accel_dir()}; ggmlgrad uses the prebuilt libggml-python wheel "
+              "and the pure-Python executor path")
+        return 0
+    if args.accel:
+        try:
+            print(f"executor accelerator built: {build_accel()}")
+            print(f"    ggmlgrad loads it: {_verify_accel()}")
+        except BuildError as e:
+            if args.optional:
+                print(f"ggmlgrad build --accel: {e}")
+                return 0
+            print(f"ggmlgrad build --accel: {e}", file=sys.stderr)
+            return 1
         return 0
     if args.optional and find_compilers() is None:
         print("ggmlgrad build: no C compiler found; staying on the prebuilt wheel (slower matmuls). "

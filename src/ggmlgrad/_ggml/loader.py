@@ -38,6 +38,19 @@ def fast_build_dir() -> Path:
     return Path(sys.prefix) / "share" / "ggmlgrad" / f"ggml-{PINNED_GGML}"
 
 
+def accel_dir() -> Path:
+    """Where ``python -m ggmlgrad build`` (``--accel``) puts the executor's compiled accelerator for
+    this Python environment (see ``_ggml/accel.py``): beside the fast build, not inside it (it does
+    not depend on which ggml is loaded)."""
+    return Path(sys.prefix) / "share" / "ggmlgrad" / "accel"
+
+
+def accel_path() -> Path:
+    """The accelerator's file for this interpreter (its extension suffix names the Python ABI)."""
+    import sysconfig
+    return accel_dir() / ("_accel" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+
+
 def gpu_build_dir(backends: "list[str] | tuple[str, ...]") -> Path:
     """Where ``python -m ggmlgrad build --vulkan`` (``--cuda``, ...) installs: beside the CPU fast
     build, not over it; ``GGMLGRAD_GGML_LIB=<this>/lib`` selects it."""

@@ -46,6 +46,7 @@ def versions(found: dict) -> dict:
     info = gg.info()
     out = {"ggmlgrad": getattr(gg, "__version__", "?"), "ggml": info.get("ggml_version"),
            "ggml build": info.get("build"), "vector kernels": info.get("vector_kernels"),
+           "executor accelerator": str(info.get("executor_accelerator", "?")).split(":")[0],
            "numpy": np.__version__}
     for name, mod in found.items():
         out[name] = getattr(mod, "__version__", "?") if mod is not None else None

@@ -6,12 +6,20 @@ run step (``Drainer.run``) calls it (tests/test_one_route.py checks both). What 
 plan, a capture recording's graph), bound to this run's memory by its own ``bind`` under the compute
 lock, or a :class:`BuiltGraph` (the queue's nodes built for one compute, allocated by the device's
 shared scheduler).
+
+With the optional compiled accelerator (``_ggml/accel.py``: ``python -m ggmlgrad build --accel``,
+off with ``GGMLGRAD_ACCEL=0``) a cached plan made while it is on (``plan.fast``) is locked, rebound,
+computed and checked by one C call (``compute_planned``, when the executor's thread setting is
+already the plan's), and the other plans' compute calls ggml without ctypes. Same pointers, same kernels, same status
+check: the bits and counters are the pure-Python path's. An armed fault (``runtime/faults.py``) or
+a replaced ``_graph_compute`` (a test seam) sends every plan down the pure-Python path.
 """
 from __future__ import annotations
 
 import time
 
 from .._ggml import lib, new_context
+from .._ggml.accel import ACCEL, STATUS as ACCEL_STATUS
 from ..runtime import Device, executor_for
 from ..runtime.executor import COMPUTE_LOCK
 from ..runtime.faults import ARMED as _FAULTS, hit as _fault
@@ -32,6 +40,7 @@ class BuiltGraph:
     context, reused by the next one)."""
 
     __slots__ = ("device", "graph", "size", "results_bytes", "n_nodes")
+    fast = 0  # never run by the compiled accelerator (see OwnedGraph.fast)
 
     def __init__(self, device: Device, graph: int, size: int, results_bytes: int) -> None:
         self.device = device
@@ -77,6 +86,11 @@ class Executor:
             status = executor_for(plan.device).compute(plan.graph, plan.size, threads, plan.results_bytes)
             got = None
         else:
+            if plan.fast and _graph_compute is _RUN_FAST and not _FAULTS:
+                # The compiled accelerator: lock, bind, compute and status check in one C call
+                got = plan.pointers.compute_planned(plan, threads, args)
+                if got is not NotImplemented:  # (NotImplemented: the thread setting must change first)
+                    return got
             # Threads share plans: rebinding and computing go together, under the one compute lock.
             with COMPUTE_LOCK:
                 got = plan.bind(*args)
@@ -96,8 +110,34 @@ class Executor:
         return got
 
 
-# ggml's compute of an allocated graph (a module attribute: tests make it report a failure status)
-_graph_compute = lib.backend_sched_graph_compute
+# ``plan.fast``: how the accelerator binds a plan (0: it does not run it; the plan's table is Python's)
+OP_PLAN, BOUND_PLAN = 1, 2   # OpPlan.bind(inputs, device, nbytes, s); Plan.bind(leaf_storages, out_storages)
+
+# ggml's compute of an allocated graph (a module attribute: tests make it report a failure status):
+# the accelerator's call when it is on, else ctypes'.
+_GGML_COMPUTE = lib.backend_sched_graph_compute
+_ACCEL_COMPUTE = ACCEL.graph_compute if ACCEL is not None else None
+_graph_compute = _ACCEL_COMPUTE or _GGML_COMPUTE
+# The fast path runs while ``_graph_compute`` is this (None: the accelerator is off).
+_RUN_FAST = _ACCEL_COMPUTE
+
+
+def accelerator_on() -> bool:
+    """Whether new plans get the compiled accelerator's table and plans run through it."""
+    return _RUN_FAST is not None
+
+
+def use_accelerator(on: bool) -> bool:
+    """Turn the compiled accelerator on or off for plans made from now on (plans made while it was
+    on keep a C table but run the pure-Python path while it is off); returns the previous state.
+    RuntimeError when turning on an accelerator that is not loaded (:data:`ACCEL_STATUS` says why)."""
+    global _graph_compute, _RUN_FAST
+    if on and ACCEL is None:
+        raise RuntimeError(f"ggmlgrad: the executor accelerator is {ACCEL_STATUS}")
+    was = _RUN_FAST is not None
+    _graph_compute = _ACCEL_COMPUTE if on else _GGML_COMPUTE
+    _RUN_FAST = _ACCEL_COMPUTE if on else None
+    return was
 
 
 def _tuned_compute(plan, ex) -> int:

@@ -16,6 +16,11 @@ Three users, one cache type (:class:`PlanCache`):
 
 Views whose memory belongs to a leaf or an output (a transpose feeding a matmul, a slice) are
 rebound too, in graph order: ggml stores a view's address, not its offset from a live source.
+
+With the optional compiled accelerator on (``_ggml/accel.py``), a plan's table is its C twin
+(same methods, same stores) and knows the plan's scheduler and graph: the executor then rebinds and
+computes in one C call (``plan.fast``); an eager op's plan also picks its result's memory there, by
+:meth:`OpPlan.bind`'s rule.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ import threading
 from sys import getrefcount
 
 from .._ggml import lib, new_context
+from .._ggml.accel import ACCEL, activate as _activate_accel
 from .._ggml.nodes import PointerTable, view_of
 from ..runtime import Device, Storage, executor_for
 from ..runtime.budget import check_graph
@@ -33,6 +39,8 @@ from ..runtime.memory import register_spares
 from ..runtime.executor import COMPUTE_LOCK
 from ..runtime.faults import ARMED as _FAULTS, hit as _fault
 from ..runtime.threads import ThreadTuner
+from .array import Array
+from .executor import BOUND_PLAN, OP_PLAN, ComputeFailed, accelerator_on
 
 _OVERHEAD = lib.tensor_overhead()
 
@@ -132,6 +140,7 @@ class OwnedGraph:
         self.n_nodes = lib.graph_n_nodes(self.graph)
 
     results_bytes = 0  # host memory just allocated for the results (see runtime.budget.check_graph)
+    fast = 0  # how the compiled accelerator runs it (engine/executor.py: OP_PLAN, BOUND_PLAN; 0: it does not)
 
     def allocate(self) -> None:
         """Allocate the intermediates once (MemoryError, before allocating, when they cannot fit)."""
@@ -147,6 +156,7 @@ class OwnedGraph:
             self.tuner = ThreadTuner.for_work(self.max_work, self.executor.device.kind, accelerated=True)
 
     def free(self) -> None:
+        self.fast = 0
         if self.sched:
             free_sched(self.sched, self.executor.device)   # kept on lavapipe (runtime/placement.py)
             self.sched = 0
@@ -199,7 +209,8 @@ class Plan(OwnedGraph):
             src, offs = view_of(t)
             if src in bases:
                 views.append((t, bases[src], offs))
-        self.pointers = PointerTable(list(leaves) + list(outs), views)
+        table = ACCEL.PointerTable if accelerator_on() else PointerTable
+        self.pointers = table(list(leaves) + list(outs), views)
         try:
             self.results_bytes = sum(s.nbytes for s in out_storages)
             self.allocate()
@@ -208,6 +219,13 @@ class Plan(OwnedGraph):
             self.pointers.unbind(len(leaves))
             raise
         self.ctxs = ctxs  # owned from here on (a failed plan leaves them to the caller)
+        if table is not PointerTable and self.tuner is None and type(COMPUTE_LOCK) is ACCEL.ComputeLock:
+            # (a plan whose tuner still measures thread counts computes through Python's _tuned_compute)
+            self.pointers.set_graph(self.sched, self.graph, COMPUTE_LOCK, self.executor, self.accelerated,
+                                    self.fast_kind)
+            self.fast = self.fast_kind
+
+    fast_kind = BOUND_PLAN  # the executor's accelerated run: bind(leaf_storages, out_storages), compute
 
     def bind(self, leaf_storages, out_storages) -> None:
         """Point the plan at this run's memory (the executor calls it under the compute lock, then
@@ -228,6 +246,7 @@ class OpPlan(Plan):
 
     spare = None  # the last run's result storage (small results only), reused once nobody holds it
     out_nbytes = 0  # its result's size (set by its maker: the key fixes it)
+    fast_kind = OP_PLAN  # the accelerated run is this bind (C, same rule) and the compute
 
     def bind(self, inputs, device: Device, nbytes: int, s: Storage | None = None) -> Storage:  # type: ignore[override]
         """Point the plan at ``inputs`` (computed, contiguous arrays) and at the result's memory:
@@ -261,6 +280,8 @@ def _spare_refs() -> int:
 
 
 _SPARE_UNSHARED = _spare_refs()
+if ACCEL is not None:  # the accelerator's OpPlan run makes new results as Storage and fails as the executor does
+    _activate_accel(ACCEL, Storage, Array, ComputeFailed, _SPARE_BYTES)
 
 
 def _op_plan_spares(drop: bool) -> tuple[int, int]:

@@ -10,6 +10,7 @@ import os
 import threading
 
 from .._ggml import backend_set_threads_fn, consts, lib, new_context, new_threadpool, pointer_array, view_source
+from .._ggml.accel import ACCEL
 from .budget import check_graph
 from .device import ACCELERATORS, Device, cpu_device
 from .faults import ARMED as _FAULTS, hit as _fault
@@ -25,8 +26,9 @@ _LAVAPIPE_COMPUTE_BYTES = 64 << 20
 # with disposable pools and 224.8 µs with a persistent one.
 _POOLS: dict[tuple[int, int], int] = {}
 # One graph computes at a time: the backends, their thread counts and the CPU threadpools are
-# shared by every graph (a capture replay on one Python thread, a drain on another).
-COMPUTE_LOCK = threading.Lock()
+# shared by every graph (a capture replay on one Python thread, a drain on another). With the compiled
+# accelerator, its lock (threading.Lock's methods), which its planned compute takes without a Python call.
+COMPUTE_LOCK = ACCEL.ComputeLock() if ACCEL is not None else threading.Lock()
 
 
 def _use_pool(cpu_backend: int, n: int) -> None:
