@@ -280,8 +280,18 @@ def _spare_refs() -> int:
 
 
 _SPARE_UNSHARED = _spare_refs()
-if ACCEL is not None:  # the accelerator's OpPlan run makes new results as Storage and fails as the executor does
-    _activate_accel(ACCEL, Storage, Array, ComputeFailed, _SPARE_BYTES)
+
+
+def configure_accelerator(compute: int | None = None) -> None:
+    """Point the compiled accelerator (when loaded) at the engine: its op plans' new results are
+    ``Storage``, inputs ``Array``, failures ``ComputeFailed``, spares up to ``_SPARE_BYTES``; and at
+    ggml's compute, or at ``compute`` (the address of a C function of the same signature: a test's
+    that reports a failure status)."""
+    if ACCEL is not None:
+        _activate_accel(ACCEL, Storage, Array, ComputeFailed, _SPARE_BYTES, compute)
+
+
+configure_accelerator()
 
 
 def _op_plan_spares(drop: bool) -> tuple[int, int]:
