@@ -460,3 +460,57 @@ def test_a_fresh_build_matches_the_pure_path_in_a_subprocess(built_accel):
     assert on["outs"] == off["outs"]
     assert on["counts"] == off["counts"]
     assert off["fast"] == [0] and set(on["fast"]) <= {1, 2} and on["runs"] > 0
+
+
+# ------------------------------------------------------------------ the build step
+def test_build_accel_says_when_python_headers_are_missing(tmp_path, monkeypatch):
+    from ggmlgrad import fastbuild
+    if sys.platform == "win32":
+        pytest.skip("the accelerator is built on Linux and macOS only")
+    monkeypatch.setattr(sysconfig, "get_paths", lambda: {"include": str(tmp_path)})
+    with pytest.raises(fastbuild.BuildError, match="Python's headers are missing"):
+        fastbuild.build_accel(cc=sys.executable, out=tmp_path / "x.so")
+
+
+@pytest.mark.parametrize("optional,rc", [(False, 1), (True, 0)])
+def test_build_dash_dash_accel_reports_a_failure(optional, rc, monkeypatch, capsys):
+    from ggmlgrad import fastbuild
+
+    def fail(*a, **k):
+        raise fastbuild.BuildError("no compiler, say")
+
+    monkeypatch.setattr(fastbuild, "build_accel", fail)
+    assert fastbuild.main(["--accel"] + (["--optional"] if optional else [])) == rc
+    out = capsys.readouterr()
+    assert "no compiler, say" in (out.out + out.err)
+
+
+def test_build_dash_dash_accel_builds_and_checks_the_load(monkeypatch, tmp_path, capsys):
+    from ggmlgrad import fastbuild
+    seen = []
+    monkeypatch.setattr(fastbuild, "build_accel", lambda: seen.append("built") or tmp_path / "a.so")
+    monkeypatch.setattr(fastbuild, "_verify_accel", lambda: seen.append("verified") or "active: x")
+    assert fastbuild.main(["--accel"]) == 0
+    assert seen == ["built", "verified"] and "active: x" in capsys.readouterr().out
+
+
+def test_the_fast_build_goes_on_without_the_accelerator(monkeypatch, tmp_path, capsys):
+    """A missing Python header (say) skips the accelerator with a note; the fast build completes."""
+    from ggmlgrad import fastbuild
+    monkeypatch.setattr(fastbuild, "find_compilers", lambda: ("cc", "c++"))
+    monkeypatch.setattr(fastbuild, "fetch_sdist", lambda work, log: tmp_path / "src")
+
+    def fake_ggml(src, build, staging, *a, **k):
+        (staging / "lib").mkdir(parents=True)
+        return "OpenBLAS"
+
+    def no_headers(*a, **k):
+        raise fastbuild.BuildError("this Python's headers are missing")
+
+    monkeypatch.setattr(fastbuild, "build_ggml", fake_ggml)
+    monkeypatch.setattr(fastbuild, "build_kernels", lambda *a, **k: None)
+    monkeypatch.setattr(fastbuild, "build_accel", no_headers)
+    monkeypatch.setattr(fastbuild, "_verify", lambda prefix, selected=False: None)
+    prefix = fastbuild.build([], 1, prefix=tmp_path / "prefix")
+    assert (prefix / fastbuild.FAST_STAMP).exists()
+    assert "executor accelerator skipped: this Python's headers are missing" in capsys.readouterr().out

@@ -84,7 +84,9 @@ class PointerTable:
     views of them, rebound to new memory by :meth:`bind` at the cost of attribute stores for
     what moved since the last call.
 
-    ``views``: ``(view node, base index, byte offset)`` in graph order.
+    ``views``: ``(view node, base index, byte offset)`` in graph order. The optional compiled
+    accelerator has a C twin (``_accel.c``'s ``PointerTable``: the same methods and stores, checked
+    against this one by tests/test_accel.py) that cached plans use while it is on.
     """
 
     __slots__ = ("cells", "views", "bound_data", "bound_buf")
