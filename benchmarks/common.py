@@ -119,5 +119,6 @@ def header(gg) -> str:
     load = f" | load avg {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
     blas = f" (OpenBLAS {info['blas_kernels']} kernels)" if info.get("blas_kernels") else ""
     return (f"ggmlgrad {gg.__version__} | ggml {info['ggml_version']} {info['build']}{blas}, vector kernels "
-            f"{info.get('vector_kernels', False)} "
+            f"{info.get('vector_kernels', False)}, executor accelerator "
+            f"{str(info.get('executor_accelerator', '?')).split(':')[0]} "
             f"[{info['library_dir']}] | threads {info['threads']} | {tv} | {os.cpu_count()} CPUs{load}")

@@ -316,6 +316,7 @@ def _failing_compute(status: int):
 
 
 def _planned_add():
+    """A tensor whose ``a + a`` has an op plan (eager mode: callers run in ``gg.graph_mode(False)``)."""
     a = gg.tensor(np.arange(4, dtype=np.float32))
     for _ in range(3):  # the plan is made and hit
         (a + a).numpy()
@@ -351,8 +352,9 @@ def test_a_failure_status_from_c_fails_as_the_pure_path_does():
         executor._graph_compute = lambda sched, graph: 7
         return lambda: setattr(executor, "_graph_compute", real)
 
-    on, _, on_runs = _with_accelerator(True, lambda: _fail_planned_add(c_status))
-    off, _, off_runs = _with_accelerator(False, lambda: _fail_planned_add(python_status))
+    with gg.graph_mode(False):  # the failure at the op's own call
+        on, _, on_runs = _with_accelerator(True, lambda: _fail_planned_add(c_status))
+        off, _, off_runs = _with_accelerator(False, lambda: _fail_planned_add(python_status))
     assert on_runs >= 2 and off_runs == 0  # the failed compute and the one after it ran in C
     assert "status 7" in on[0]
     assert on == off and on[1]["failed_drains"] == 1
@@ -362,6 +364,8 @@ def test_a_failure_status_from_c_fails_as_the_pure_path_does():
 def test_an_armed_fault_or_a_replaced_compute_takes_the_python_path(monkeypatch):
     was = executor.use_accelerator(True)
     token = _fresh_caches()
+    modes = gg.graph_mode(False)
+    modes.__enter__()
     try:
         a = _planned_add()
         runs = accel.ACCEL.planned_runs()
@@ -377,6 +381,7 @@ def test_an_armed_fault_or_a_replaced_compute_takes_the_python_path(monkeypatch)
         assert accel.ACCEL.planned_runs() == runs + 1
     finally:
         faults.clear()
+        modes.__exit__(None, None, None)
         context.pop(token)
         executor.use_accelerator(was)
 
@@ -386,6 +391,8 @@ def test_a_thread_setting_change_goes_through_python_then_c():
     was = executor.use_accelerator(True)
     token = _fresh_caches()
     prev = gg.get_num_threads()
+    modes = gg.graph_mode(False)
+    modes.__enter__()
     try:
         a = _planned_add()
         gg.set_num_threads(2)
@@ -395,6 +402,7 @@ def test_a_thread_setting_change_goes_through_python_then_c():
         assert accel.ACCEL.planned_runs() == runs + 1
     finally:
         gg.set_num_threads(prev)
+        modes.__exit__(None, None, None)
         context.pop(token)
         executor.use_accelerator(was)
 
