@@ -408,6 +408,28 @@ def test_a_thread_setting_change_goes_through_python_then_c():
 
 
 @needs_accel
+def test_an_op_plan_runs_with_or_without_its_optional_storage_argument():
+    """``OpPlan.bind(inputs, device, nbytes, s=None)``: the C run takes the same arguments."""
+    was = executor.use_accelerator(True)
+    token = _fresh_caches()
+    try:
+        with gg.graph_mode(False):
+            a = _planned_add()
+        (plan,) = [p for p in context.current().op_plans.plans.values() if p is not None]
+        assert plan.fast == executor.OP_PLAN
+        ex, inputs = executor.Executor(), [a, a]
+        runs = accel.ACCEL.planned_runs()
+        s3 = ex.compute(plan, 1, (inputs, a.device, plan.out_nbytes))
+        s4 = ex.compute(plan, 1, (inputs, a.device, plan.out_nbytes, None))
+        assert accel.ACCEL.planned_runs() == runs + 2 and s3.nbytes == s4.nbytes == plan.out_nbytes
+        with pytest.raises(TypeError, match="wrong number of bind arguments"):
+            ex.compute(plan, 1, (inputs, a.device))
+    finally:
+        context.pop(token)
+        executor.use_accelerator(was)
+
+
+@needs_accel
 def test_threads_share_plans_under_the_c_lock():
     a = gg.tensor(np.arange(64, dtype=np.float32).reshape(8, 8))
     want = (np.arange(64, dtype=np.float32).reshape(8, 8) * 2) @ np.arange(64, dtype=np.float32).reshape(8, 8)

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define ACCEL_ABI 4
+#define ACCEL_ABI 5
 #define KIND_OP 1
 #define KIND_BOUND 2
 
@@ -153,6 +153,11 @@ static int table_init(PointerTable *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(bseq), nv = PySequence_Fast_GET_SIZE(vseq);
+    PyMem_Free(self->nodes);  /* __init__ called again: start over */
+    PyMem_Free(self->bound_data);
+    PyMem_Free(self->bound_buf);
+    PyMem_Free(self->moved);
+    PyMem_Free(self->views);
     self->n = n;
     self->n_views = nv;
     self->nodes = PyMem_Calloc(n ? n : 1, sizeof(uintptr_t));
@@ -173,7 +178,8 @@ static int table_init(PointerTable *self, PyObject *args, PyObject *kwds) {
     }
     for (Py_ssize_t k = 0; k < nv; k++) {
         PyObject *node, *offs;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(vseq, k), "OnO:PointerTable view", &node, &self->views[k].base, &offs))
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(vseq, k), "OnO:PointerTable view", &node,
+                              &self->views[k].base, &offs))
             goto done;
         if (self->views[k].base < 0 || self->views[k].base >= n) {
             PyErr_SetString(PyExc_IndexError, "PointerTable: a view's base index is out of range");
@@ -496,7 +502,8 @@ static PyObject *table_compute_planned(PointerTable *self, PyObject *const *args
     }
     PyObject *plan = args[0], *threads = args[1], *cargs = args[2];
     Py_ssize_t n = PyTuple_GET_SIZE(cargs);
-    if (n != (self->kind == KIND_OP ? 4 : 2)) {
+    /* OpPlan.bind(inputs, device, nbytes, s=None); Plan.bind(leaf_storages, out_storages) */
+    if (self->kind == KIND_OP ? (n != 3 && n != 4) : n != 2) {
         PyErr_SetString(PyExc_TypeError, "compute_planned: wrong number of bind arguments for this plan");
         return NULL;
     }
@@ -526,7 +533,7 @@ static PyObject *table_compute_planned(PointerTable *self, PyObject *const *args
     }
     if (self->kind == KIND_OP) {
         got = bind_op_plan(self, plan, PyTuple_GET_ITEM(cargs, 0), PyTuple_GET_ITEM(cargs, 1),
-                           PyTuple_GET_ITEM(cargs, 2), PyTuple_GET_ITEM(cargs, 3));
+                           PyTuple_GET_ITEM(cargs, 2), n == 4 ? PyTuple_GET_ITEM(cargs, 3) : Py_None);
     } else if (do_bind(self, PyTuple_GET_ITEM(cargs, 0), PyTuple_GET_ITEM(cargs, 1)) == 0) {
         got = Py_NewRef(Py_None);
     }
@@ -651,7 +658,8 @@ static PyTypeObject PointerTableType = {
 
 /* ------------------------------------------------------------------ module */
 static PyObject *mod_configure(PyObject *mod, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"compute", "data_offset", "buffer_offset", "storage", "failed", "spare_bytes", "array", NULL};
+    static char *kwlist[] = {"compute", "data_offset", "buffer_offset", "storage", "failed", "spare_bytes",
+                             "array", NULL};
     PyObject *compute, *storage, *failed, *array;
     Py_ssize_t data_off, buf_off, spare;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OnnOOnO:configure", kwlist, &compute, &data_off, &buf_off,

@@ -3,13 +3,17 @@
 ``python -m ggmlgrad build`` (or only this part: ``python -m ggmlgrad build --accel``) compiles
 ``_accel.c`` with the C compiler and the running Python's headers into :func:`accel_path`
 (``<sys.prefix>/share/ggmlgrad/accel/``, beside the fast ggml build). When that file is present and
-``GGMLGRAD_ACCEL`` is not ``0``, :data:`ACCEL` is the loaded module, else None and the pure-Python
-path runs (``GGMLGRAD_ACCEL=<file>`` loads that file instead: one built elsewhere) (``_ggml/nodes.py``'s :class:`~.nodes.PointerTable` and ctypes' call of ggml's compute).
+``GGMLGRAD_ACCEL`` is not ``0``, :data:`ACCEL` is the loaded module (``GGMLGRAD_ACCEL=<file>``
+loads that file instead: one built elsewhere), else None and the pure-Python path runs
+(``_ggml/nodes.py``'s :class:`~.nodes.PointerTable` and ctypes' call of ggml's compute).
 :data:`STATUS` says which, and why (``gg.info()["executor_accelerator"]``).
 
-What the module does: a cached plan's pointer rebinding (its ``PointerTable`` has the same
-methods and results as the Python one) and ggml's scheduler compute with the GIL released, an
-eager op plan's whole run in one call (``compute_op``). It links against no ggml: the address of
+What the module has: ``PointerTable`` (the Python table's twin: same methods, same stores) whose
+``compute_planned`` is a cached plan's whole run in one call (the compute lock, the executor's
+thread setting checked, an op plan's result memory chosen, the rebinding, ggml's scheduler compute
+with the GIL released, the status check); ``ComputeLock`` (``threading.Lock``'s twin, taken by that
+call without a Python call: the runtime's ``COMPUTE_LOCK`` when the module loads); ``graph_compute``
+(ggml's compute without ctypes, for the other plans). It links against no ggml: the address of
 ``ggml_backend_sched_graph_compute`` and the offsets of ``ggml_tensor``'s fields come from the
 library loaded here (:func:`activate`), so a ggml of one's own (``GGMLGRAD_GGML_LIB``) works too.
 
@@ -29,7 +33,7 @@ from types import ModuleType
 from .api import TensorStruct, lib
 from .loader import accel_path
 
-ABI = 4  # _accel.c's ACCEL_ABI: a library of another ABI is not used (rebuild it)
+ABI = 5  # _accel.c's ACCEL_ABI: a library of another ABI is not used (rebuild it)
 MODULE_NAME = "ggmlgrad._ggml._accel"
 SOURCE = Path(__file__).with_name("_accel.c")
 _NAMES = ("configure", "graph_compute", "planned_runs", "PointerTable", "ComputeLock", "POINTER_SIZE")

@@ -10,9 +10,10 @@ shared scheduler).
 With the optional compiled accelerator (``_ggml/accel.py``: ``python -m ggmlgrad build --accel``,
 off with ``GGMLGRAD_ACCEL=0``) a cached plan made while it is on (``plan.fast``) is locked, rebound,
 computed and checked by one C call (``compute_planned``, when the executor's thread setting is
-already the plan's), and the other plans' compute calls ggml without ctypes. Same pointers, same kernels, same status
-check: the bits and counters are the pure-Python path's. An armed fault (``runtime/faults.py``) or
-a replaced ``_graph_compute`` (a test seam) sends every plan down the pure-Python path.
+already the plan's), and the other plans' compute calls ggml without ctypes. Same pointers, same
+kernels, same status check: the bits and counters are the pure-Python path's. An armed fault
+(``runtime/faults.py``) or a replaced ``_graph_compute`` (a test seam) sends every plan down the
+pure-Python path.
 """
 from __future__ import annotations
 
