@@ -33,7 +33,7 @@ from ggmlgrad._ggml.nodes import PointerTable
 from ggmlgrad.engine import context, executor
 from ggmlgrad.engine.plans import PlanCache, configure_accelerator
 from ggmlgrad.runtime import faults
-from ggmlgrad.testing.opinfo import all_opinfos, input_arrays, tensor_indices, with_tensors
+from ggmlgrad.testing.opinfo import all_opinfos, input_arrays, with_tensors
 
 ACTIVE = accel.ACCEL is not None
 needs_accel = pytest.mark.skipif(not ACTIVE, reason=f"executor accelerator {accel.STATUS}")
