@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import ggmlgrad as gg
 from ggmlgrad.engine import ENGINE, Engine
@@ -112,7 +113,14 @@ def test_the_engine_is_composed_not_mixed():
         assert getattr(e, part).__class__.__module__.startswith("ggmlgrad.engine."), part
 
 
-def test_every_compute_reaches_the_executor_from_the_drains_run(monkeypatch):
+@pytest.fixture
+def eager_default():
+    """These tests state what eager mode does (the suite also runs with GGMLGRAD_GRAPH=1)."""
+    with gg.graph_mode(False):
+        yield
+
+
+def test_every_compute_reaches_the_executor_from_the_drains_run(monkeypatch, eager_default):
     callers = []
     real = executor_mod.Executor.compute
 
@@ -151,7 +159,7 @@ def test_every_compute_reaches_the_executor_from_the_drains_run(monkeypatch):
     assert {(file, fn) for file, fn, _ in callers} == {("drain.py", "run")}, callers
 
 
-def test_an_eager_op_is_a_record_then_a_drain(monkeypatch):
+def test_an_eager_op_is_a_record_then_a_drain(monkeypatch, eager_default):
     seen = []
     d = ENGINE.current.drainer
     real = d.drain_locked
