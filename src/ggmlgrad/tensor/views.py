@@ -206,10 +206,10 @@ class Family:
 
     __slots__ = ("refs", "limit", "shared")
 
-    def __init__(self) -> None:
+    def __init__(self, shared: bool = False) -> None:
         self.refs: dict = {}
         self.limit = 16
-        self.shared = False  # the memory is visible outside ggmlgrad: views live in it (see share_memory)
+        self.shared = shared  # the memory is visible outside ggmlgrad: views live in it (see share_memory)
 
     def add(self, t) -> None:
         refs = self.refs
