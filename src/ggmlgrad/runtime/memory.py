@@ -396,6 +396,7 @@ def _upload_spares(drop: bool) -> tuple[int, int]:
     """(count, bytes) of the upload storages only :data:`_UPLOAD_SPARES` holds (cached memory, which
     the pool counts as live); ``drop``: let them go back to the pool."""
     n = b = 0
+    s = None
     for key in list(_UPLOAD_SPARES):
         s = _UPLOAD_SPARES.pop(key, None)
         if s is None:

@@ -11,9 +11,13 @@ the write op refreshes them: each view with memory of its own gets its elements 
 buffer (each view step only selects elements). Anything else (autograd, writing through a view,
 a source in the buffer's family, capture, other dtypes, a pending value, a GPU) takes the write op.
 
-A row read (``buf[i]`` in eager mode) is a view whose value the ``slice`` op copies into memory
-of its own: the same copy is made here with one ``memmove`` (a region that is contiguous in the
-base) or NumPy, and the view is recorded as the op's result would be (tensor/views.py).
+A row write (``buf[i] = row``: an int key, a value of exactly the row's shape and dtype, no live
+views) is one ``memmove`` of the row's bytes (or NumPy's copy of a C-contiguous array).
+
+A row read (``buf[i]`` in eager mode) is a view that lies in the base's memory, as torch's: a
+``SliceAlias`` of the region (nothing copied; the base's writes are seen by it, its writes reach the
+base), recorded as the ``slice`` op's view would be (tensor/views.py). A region that is not one
+block of the base's memory is copied with NumPy into memory of its own, as the op would copy it.
 
 A minibatch read with a NumPy index array (``b_obs[mb_inds]`` in eager mode) gathers the rows
 with NumPy into a new tensor: the copy ``index_select`` makes, without uploading the index.
