@@ -273,12 +273,21 @@ def try_getitem(x, key):
 
 def _row_parts(shape: tuple) -> tuple:
     """Per shape of x, what every row ``x[i]`` repeats: the slice op's start/stop tails and steps, the
-    row's shape, strides and element count."""
+    row's shape, strides and element count, and a table of each row's view steps and layout."""
     rest = shape[1:]
-    parts = (0,) * len(rest), rest, (1,) * len(shape), views.contiguous_strides(rest), _prod(rest)
+    parts = (0,) * len(rest), rest, (1,) * len(shape), views.contiguous_strides(rest), _prod(rest), {}
     if len(_ROWS) < 1024:
         _ROWS[shape] = parts
     return parts
+
+
+def _row_record(parts: tuple, i: int) -> tuple:
+    """(view steps, layout) of row ``i`` (made once per row of a shape: a rollout buffer's rows recur)."""
+    zeros, rest, ones, strides, m, table = parts
+    rec = (("slice", (i,) + zeros, (i + 1,) + rest, ones, rest),), (i * m, strides)
+    if len(table) < 4096:
+        table[i] = rec
+    return rec
 
 
 _ROWS: dict = {}  # x.shape -> _row_parts(x.shape) (a program indexes few shapes)
@@ -307,17 +316,18 @@ def _row(x, i: int):
     t = type(s)
     if size is None or not s.device.is_host or (t is not Storage and t is not HostStorage and t is not SliceAlias):
         return None
-    zeros, rest, ones, strides, m = _ROWS.get(shape) or _row_parts(shape)
+    parts = _ROWS.get(shape) or _row_parts(shape)
+    m = parts[4]
     if not m:
         return None
     if i < 0:
         i += n
     brec = x.__dict__.get("_view")
     if brec is None and t is not SliceAlias:  # x owns its memory (a root): the row is a slice of it
-        out = (_BLANK or _blank)(rest, x.dtype, x.device)
-        out._storage = SliceAlias(s, i * m * size, m * size)
-        out._view = ViewRecord(x, (("slice", (i,) + zeros, (i + 1,) + rest, ones, rest),), False, not grad_on,
-                               (i * m, strides))  # views.make_view, with the layout known
+        steps, layout = parts[5].get(i) or _row_record(parts, i)
+        out = (_BLANK or _blank)(parts[1], x.dtype, x.device)
+        out._storage = SliceAlias(s, layout[0] * size, m * size)
+        out._view = ViewRecord(x, steps, False, not grad_on, layout)  # views.make_view, with the layout known
         cell = x._vcell
         if len(cell) < 2:
             cell.append(views.Family())
@@ -328,6 +338,7 @@ def _row(x, i: int):
             fam.add(out)  # (prunes the dead entries)
         out._vcell = cell  # the base's version counter (torch's rule)
         return out
+    zeros, rest, ones = parts[0], parts[1], parts[2]
     start, stop = (i,) + zeros, (i + 1,) + rest
     if t is SliceAlias and brec is not None:  # a contiguous view in its root's memory: the row lies there too
         out = _blank(rest, x.dtype, x.device)
