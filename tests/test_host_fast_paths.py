@@ -169,7 +169,8 @@ def test_row_write_gives_the_write_ops_bits_and_version(monkeypatch, eager):
     row = rng.standard_normal((2, 3)).astype(np.float32)
     row[0, 0] = np.frombuffer(np.uint32(0x7FC00123).tobytes(), np.float32)[0]  # a NaN payload travels
     values = [lambda: gg.tensor(row), lambda: row, lambda: other[3],           # a row that is a SliceAlias
-              lambda: gg.tensor(row) * 1.0, lambda: np.asfortranarray(row)]     # (not C-contiguous: general)
+              lambda: gg.tensor(row) * 1.0, lambda: np.asfortranarray(row),     # an op's result; a strided array
+              lambda: row.astype(np.float64) * (1 + 1e-9), lambda: row.astype(np.float16)]  # rounded as the upload rounds
 
     def run(counts):
         out = []

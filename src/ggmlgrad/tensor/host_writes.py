@@ -104,9 +104,10 @@ def try_setitem(x, key, value) -> bool:
 
 def _row_write(x, i: int, value) -> bool:
     """``x[i] = value`` for a computed root ``x`` in host memory without live views and a ``value`` of
-    exactly the row's shape and dtype (a computed host tensor not on the tape, or a C-contiguous
-    array): the row's bytes copied in place (the write op's bits: a same-dtype copy), True; or False,
-    nothing done (:func:`try_setitem`'s general rules or the write op take it)."""
+    exactly the row's shape and dtype (a computed host tensor not on the tape, or an array; a float
+    array into float32 is rounded as ``gg.tensor(array)`` rounds it): the row's bytes copied in place
+    (the write op's bits), True; or False, nothing done (:func:`try_setitem`'s general rules or the
+    write op take it)."""
     shape = x.shape
     if not shape or not x.numel_ or x.requires_grad or x._status != COMPUTED or _FAULTS or "_view" in x.__dict__:
         return False
@@ -126,9 +127,9 @@ def _row_write(x, i: int, value) -> bool:
     if isinstance(value, Tensor):
         if value.shape != rest or value.dtype is not x.dtype or value.requires_grad or value.device is not x.device:
             return False
-    elif type(value) is not np.ndarray or value.shape != rest or value.dtype != x.dtype.np_dtype \
-            or not value.flags.c_contiguous:
-        return False
+    elif type(value) is not np.ndarray or value.shape != rest or (
+            value.dtype != x.dtype.np_dtype and not (x.dtype is float32 and value.dtype.kind == "f")):
+        return False  # (a float array into float32: NumPy's cast rounds as the upload's astype does)
     c = _current()
     if c.recorder is not None or c.observer is not None:
         return False  # a capture recording records writes as rebindings
