@@ -351,7 +351,6 @@ def allocate(device: Device, nbytes: int) -> Storage:
 _SPARE_HOLDERS: list = []
 
 
-
 def register_spares(fn) -> None:
     """Count the storages ``fn`` reports as cached memory (see ``_SPARE_HOLDERS``)."""
     _SPARE_HOLDERS.append(fn)
