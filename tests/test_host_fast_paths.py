@@ -315,3 +315,23 @@ def test_upload_spares_count_as_cached_memory():
     assert pool_stats()["live_count"] == before["live_count"]
     memory.empty_cache()
     assert memory._upload_spares(False) == (0, 0)
+
+
+def test_a_dropped_storage_goes_to_the_pool_or_back_to_the_device(monkeypatch):
+    """Storage.__del__'s inlined pool path: a dropped block is cached (and handed out again), or freed
+    when the cache is full; live counts return to where they were either way."""
+    dev = gg.tensor([1.0]).device
+    memory.empty_cache()
+    base = pool_stats()
+    s = Storage(dev, 3000)
+    addr, cap = s.data, s.capacity
+    assert pool_stats()["live_count"] == base["live_count"] + 1
+    del s
+    after = pool_stats()
+    assert after["live_count"] == base["live_count"] and after["cached_bytes"] == base["cached_bytes"] + cap
+    s = Storage(dev, 3000)
+    assert s.data == addr               # the cached block again
+    monkeypatch.setattr(memory, "_MAX_CACHED_BYTES", 0)
+    del s
+    full = pool_stats()
+    assert full["live_count"] == base["live_count"] and full["cached_bytes"] == base["cached_bytes"]
