@@ -335,3 +335,21 @@ def test_a_dropped_storage_goes_to_the_pool_or_back_to_the_device(monkeypatch):
     del s
     full = pool_stats()
     assert full["live_count"] == base["live_count"] and full["cached_bytes"] == base["cached_bytes"]
+
+
+def test_numpy_of_a_row_is_a_writable_view_of_the_base(eager):
+    x = gg.tensor(np.arange(12, dtype=np.float32).reshape(4, 3))
+    r = x[2]
+    a = r.numpy()
+    general = interop.host_view(r, "numpy()")
+    assert (a.ctypes.data, a.shape, a.strides, a.dtype) == (general.ctypes.data, general.shape, general.strides,
+                                                            general.dtype)
+    assert a.flags.writeable and np.shares_memory(a, x.numpy())
+    a[1] = -5.0                         # through the row's array: the base and the row see it
+    assert x.tolist()[2] == [6.0, -5.0, 8.0] and r.tolist() == [6.0, -5.0, 8.0]
+    v = x.reshape(2, 6)                 # made after the sharing: lives in x's memory
+    x[0] = np.zeros(3, np.float32)
+    assert v.tolist()[0][:3] == [0.0, 0.0, 0.0]
+    del x, r, v
+    gc.collect()
+    assert a.tolist() == [6.0, -5.0, 8.0]  # the array keeps the base's memory alive

@@ -203,9 +203,11 @@ def numpy(t, force: bool = False) -> np.ndarray:
         raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
     s = t._storage
     st = type(s)
-    if t._status == COMPUTED and (st is Storage or st is HostStorage) and t.numel_ and s.device.is_host \
-            and "_view" not in t.__dict__ and _current().observer is None:
-        # A computed tensor in host memory of its own (``(x * 2).numpy()``): host_view's steps for it, inline
+    if t._status == COMPUTED and t.numel_ and s.device.is_host and _current().observer is None and (
+            ((st is Storage or st is HostStorage) and "_view" not in t.__dict__)
+            or (st is SliceAlias and type(s.parent) in (Storage, HostStorage))):
+        # A computed tensor in host memory of its own (``(x * 2).numpy()``) or in a contiguous part of its
+        # root's (``buf[i].numpy()``): host_view's steps for it, inline
         nd = _NP_DTYPE.get(t.dtype)
         if nd is not None:
             cell = t._vcell
