@@ -5,6 +5,7 @@ import numpy as np
 
 from .._ggml.nodes import host_view, read_array, write_array
 from ..runtime import Device, HostStorage, Storage
+from ..runtime.memory import upload_storage
 from ..runtime.faults import ARMED as _FAULTS
 from .array import Array, COMPUTED, FAILED
 from .context import current
@@ -41,24 +42,36 @@ def upload_into(a: Array, data: np.ndarray, site: str) -> None:
 _BYTES: dict[int, np.ndarray] = {}  # address of a pooled host block → a uint8 NumPy view of it
 
 
+_TYPED: dict[tuple, np.ndarray] = {}  # (address, shape, dtype) → a view of a pooled host block as that array
+
+
 def _write_pooled_host(s: Storage, data: np.ndarray) -> None:
     """Copy the C-contiguous ``data`` into host storage ``s`` with NumPy (taking an array's address
     through ctypes costs more than a small copy). Blocks are recycled, so their views are kept; a view
     is only used while a storage owns its address, and never past that storage's size."""
     n = data.nbytes
+    key = (s.data, data.shape, data.dtype)
+    t = _TYPED.get(key)
+    if t is not None and n <= s.capacity:  # an observation's shape again (gg.tensor(obs) per step): one copy
+        t[...] = data
+        return
     v = _BYTES.get(s.data)
     if v is None or len(v) < n:
         if len(_BYTES) >= 4096:
             _BYTES.clear()
         v = _BYTES[s.data] = host_view(s, s.capacity)
     v[:n] = data.reshape(-1).view(np.uint8)
+    if n and n <= 4096:  # small arrays (observations, rows) come again in the same shape
+        if len(_TYPED) >= 4096:
+            _TYPED.clear()
+        _TYPED[key] = v[:n].view(data.dtype).reshape(data.shape)
 
 
 def new_from_host(a: Array, data: np.ndarray, site: str) -> Array:
     """Give the freshly initialised ``a`` a storage holding ``data``."""
     if len(a.shape) > 4:    # the last gate before ggml, whose tensors have 4 dims (it asserts on more)
         raise ValueError(f"{site}: shape {a.shape} has {len(a.shape)} dimensions; ggmlgrad supports at most 4")
-    a._storage = Storage(a.device, max(a.nbytes, 1))
+    a._storage = upload_storage(a.device, a.numel_ * a.dtype.itemsize or 1)  # (the last upload's, once dropped)
     a._status = COMPUTED
     upload_into(a, data, site)
     return a

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+from sys import getrefcount
 
 import numpy as np
 
@@ -162,8 +163,22 @@ class Storage:
         if buf:
             self.buffer = 0
             try:
-                self._release_leaf()
-                _POOL.give(self.device.dev_ptr, buf, self.data, self.capacity)
+                if self.leaf:
+                    self._release_leaf()
+                # _POOL.give's path of a block the pool keeps, inlined: a storage goes on every op
+                size = self.capacity
+                pool = _POOL
+                with pool.lock:
+                    if pool.cached_bytes + size <= _MAX_CACHED_BYTES:
+                        pool.live_bytes -= size
+                        pool.live_count -= 1
+                        lst = pool.free.get((self.device.dev_ptr, size))
+                        if lst is None:
+                            lst = pool.free[(self.device.dev_ptr, size)] = []
+                        lst.append((buf, self.data))
+                        pool.cached_bytes += size
+                        return
+                pool.give(self.device.dev_ptr, buf, self.data, size)
             except Exception:  # interpreter shutdown: the OS reclaims it
                 pass
 
@@ -339,6 +354,63 @@ _SPARE_HOLDERS: list = []
 def register_spares(fn) -> None:
     """Count the storages ``fn`` reports as cached memory (see ``_SPARE_HOLDERS``)."""
     _SPARE_HOLDERS.append(fn)
+
+
+# ---------------------------------------------------------------------- upload storages
+# A new tensor from host data (``gg.tensor(obs)`` per environment step) takes the storage of the last
+# upload of its size once nothing holds that any more (the last observation was dropped): no pool
+# round trip (a storage's making and release cost ~0.9 µs). Reused only when this table is the one
+# holder, as the pool reuses a block only when its storage is gone: same safety.
+_UPLOAD_SPARES: dict[tuple[int, int], Storage] = {}  # (device, nbytes) → the last upload's storage
+_UPLOAD_SPARE_MAX_BYTES = 1 << 12
+_UPLOAD_SPARE_SIZES = 64  # distinct sizes kept at most
+
+
+def _unshared_refs() -> int:
+    """What ``getrefcount`` reads in :func:`upload_storage` for a storage only the caller's local holds
+    (measured, not assumed: the count depends on the interpreter)."""
+    d = {0: object()}
+    s = d.pop(0)
+    return getrefcount(s)
+
+
+_UNSHARED = _unshared_refs()
+
+
+def upload_storage(device: Device, nbytes: int) -> Storage:
+    """A storage of ``nbytes`` for a new tensor's uploaded value: the last upload's of this size when
+    nothing else holds it (small sizes), else a new one from the pool."""
+    if nbytes > _UPLOAD_SPARE_MAX_BYTES:
+        return Storage(device, nbytes)
+    key = (device.dev_ptr, nbytes)
+    s = _UPLOAD_SPARES.pop(key, None)  # (atomic: two threads never take the same one)
+    if s is None or getrefcount(s) != _UNSHARED:
+        s = Storage(device, nbytes)
+    if len(_UPLOAD_SPARES) < _UPLOAD_SPARE_SIZES:
+        _UPLOAD_SPARES[key] = s
+    return s
+
+
+def _upload_spares(drop: bool) -> tuple[int, int]:
+    """(count, bytes) of the upload storages only :data:`_UPLOAD_SPARES` holds (cached memory, which
+    the pool counts as live); ``drop``: let them go back to the pool."""
+    n = b = 0
+    s = None
+    for key in list(_UPLOAD_SPARES):
+        s = _UPLOAD_SPARES.pop(key, None)
+        if s is None:
+            continue
+        if getrefcount(s) == _UNSHARED:
+            n += 1
+            b += s.capacity
+            if drop:
+                continue  # (dropped: back to the pool when s goes)
+        _UPLOAD_SPARES.setdefault(key, s)
+    del s
+    return n, b
+
+
+register_spares(_upload_spares)
 
 
 def pool_stats() -> dict[str, int]:

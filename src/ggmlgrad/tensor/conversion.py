@@ -5,9 +5,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..engine import FAILED, count_download, download, dtypes, float32, host_value, int32
+from .._ggml.host_memory import SCALAR_AT
+from ..engine import FAILED, COMPUTED, count_download, download, dtypes, float32, host_value, int32
+from ..engine.context import current as _current
 from ..ops import op
-from ..runtime import resolve_device
+from ..runtime import HostStorage, SliceAlias, Storage, resolve_device
+from ..runtime.faults import ARMED as _FAULTS
 from . import interop
 from .grad_mode import no_grad
 from .printing import print_options
@@ -15,6 +18,35 @@ from ..engine.errors import ShapeError
 
 if TYPE_CHECKING:
     from .tensor import Tensor
+
+_SCALAR_AT = {float32: SCALAR_AT["<f4"], int32: SCALAR_AT["<i4"]}  # dtypes item() reads where they lie
+
+
+def item(self) -> float | int:
+    """The one element as a Python float or int (bool for a bool tensor); drains the queue first if
+    this tensor is pending.
+
+    >>> import ggmlgrad as gg
+    >>> gg.tensor([[2.5]]).item()
+    2.5
+    """
+    if self.numel_ != 1:
+        raise ShapeError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
+    s = self._storage
+    t = type(s)
+    if (t is Storage or t is SliceAlias or t is HostStorage) and self._status == COMPUTED and not _FAULTS:
+        read = _SCALAR_AT.get(self.dtype)  # float32/int32 in host memory: the element read where it lies
+        if read is not None and s.device.is_host:
+            c = _current()
+            if c.observer is None:  # (a capture recording must see the read: count_download's rule)
+                counters = c.counters
+                counters.downloads["item()"] += 1
+                counters.download_bytes["item()"] += 4
+                return read(s.data).value
+    v = host_value(self)  # plain host memory: read the element where it lies
+    if v is not None and count_download("item()", v.nbytes):
+        return v.item(0)
+    return download(self, "item()").reshape(()).item()
 
 
 class ConversionMethods:
@@ -46,13 +78,7 @@ class ConversionMethods:
     def __dlpack_device__(self) -> tuple[int, int]:
         return interop.dlpack_device(self)
 
-    def item(self) -> float | int:
-        if self.numel_ != 1:
-            raise ShapeError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
-        v = host_value(self)  # plain host memory: read the element where it lies
-        if v is not None and count_download("item()", v.nbytes):
-            return v.item(0)
-        return download(self, "item()").reshape(()).item()
+    item = item  # (a module function: the class stays small)
 
     def tolist(self):
         return download(self, "tolist()").tolist()

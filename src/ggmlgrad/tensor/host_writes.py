@@ -11,25 +11,44 @@ the write op refreshes them: each view with memory of its own gets its elements 
 buffer (each view step only selects elements). Anything else (autograd, writing through a view,
 a source in the buffer's family, capture, other dtypes, a pending value, a GPU) takes the write op.
 
-A row read (``buf[i]`` in eager mode) is a view whose value the ``slice`` op copies into memory
-of its own: the same copy is made here with one ``memmove`` (a region that is contiguous in the
-base) or NumPy, and the view is recorded as the op's result would be (tensor/views.py).
+A row write (``buf[i] = row``: an int key, a value of exactly the row's shape and dtype, no live
+views) is one ``memmove`` of the row's bytes (or NumPy's copy of a C-contiguous array).
+
+A row read (``buf[i]`` in eager mode) is a view that lies in the base's memory, as torch's: a
+``SliceAlias`` of the region (nothing copied; the base's writes are seen by it, its writes reach the
+base), recorded as the ``slice`` op's view would be (tensor/views.py). A region that is not one
+block of the base's memory is copied with NumPy into memory of its own, as the op would copy it.
 
 A minibatch read with a NumPy index array (``b_obs[mb_inds]`` in eager mode) gathers the rows
 with NumPy into a new tensor: the copy ``index_select`` makes, without uploading the index.
 """
 from __future__ import annotations
 
+from math import prod as _prod
+from weakref import ref as _weakref
+
 import numpy as np
 
-from ..engine import COMPUTED, ENGINE, context, float32, host_value, int32, new_from_host
+from .._ggml import host_copy
+from ..engine import COMPUTED, ENGINE, context, float16, float32, host_value, int32, new_from_host
 from ..runtime import HostStorage, SliceAlias, Storage, StridedAlias
 from ..runtime.executor import COMPUTE_LOCK
+from ..runtime.faults import ARMED as _FAULTS
 from . import views
+from .views import ViewRecord
 from .grad_mode import _enabled
-
-
 from .tensor_class import tensor_class as _tensor_class
+
+_current = context.current
+_BLANK = None  # Tensor._blank, found at first use (tensor.py imports this module)
+
+
+def _blank(shape: tuple, dtype, device):
+    """``Tensor._blank``; the row read reads the global itself (a call less)."""
+    global _BLANK
+    if _BLANK is None:
+        _BLANK = _tensor_class()._blank
+    return _BLANK(shape, dtype, device)
 
 _NUMBERS = (float, int, np.floating, np.integer)
 _PLAIN = (Storage, HostStorage)
@@ -39,6 +58,8 @@ _ALIASES = (SliceAlias, StridedAlias)
 def try_setitem(x, key, value) -> bool:
     """Do ``x[key] = value`` on host memory and return True, or return False (nothing done) when
     the write op must do it. ``key``: ints and slices with positive steps only."""
+    if type(key) is int and _row_write(x, key, value):  # buf[i] = row: the common case, its own path
+        return True
     if x.requires_grad or "_view" in x.__dict__ or x._status != COMPUTED:
         return False
     if not _basic_key(key, x.shape):
@@ -78,6 +99,57 @@ def try_setitem(x, key, value) -> bool:
             for w in family:  # the write op's view refresh, as host copies (views.rederive)
                 _refresh_view(x, w)
     x._version += 1
+    return True
+
+
+def _row_write(x, i: int, value) -> bool:
+    """``x[i] = value`` for a computed root ``x`` in host memory without live views and a ``value`` of
+    exactly the row's shape and dtype (a computed host tensor not on the tape, or an array; a float
+    array into float32 is rounded as ``gg.tensor(array)`` rounds it): the row's bytes copied in place
+    (the write op's bits), True; or False, nothing done (:func:`try_setitem`'s general rules or the
+    write op take it)."""
+    shape = x.shape
+    if not shape or not x.numel_ or x.requires_grad or x._status != COMPUTED or _FAULTS or "_view" in x.__dict__:
+        return False
+    n = shape[0]
+    if not -n <= i < n:
+        return False
+    size = _ROW_ITEMSIZE.get(x.dtype)
+    s = x._storage
+    t = type(s)
+    if size is None or (t is not Storage and t is not HostStorage) or not s.device.is_host:
+        return False
+    cell = x._vcell
+    if len(cell) > 1 and cell[1].refs and cell[1].live():
+        return False  # live views see the write: try_setitem refreshes them
+    rest = shape[1:]
+    Tensor = _tensor_class()
+    if isinstance(value, Tensor):
+        if value.shape != rest or value.dtype is not x.dtype or value.requires_grad or value.device is not x.device:
+            return False
+    elif type(value) is not np.ndarray or value.shape != rest or (
+            value.dtype != x.dtype.np_dtype and not (x.dtype is float32 and value.dtype.kind == "f")):
+        return False  # (a float array into float32: NumPy's cast rounds as the upload's astype does)
+    c = _current()
+    if c.recorder is not None or c.observer is not None:
+        return False  # a capture recording records writes as rebindings
+    engine = ENGINE.current
+    with engine.lock:
+        if engine._hold:
+            return False
+        engine.drain("inplace")  # queued nodes may read this memory: they run first, as the write op's
+        if type(value) is np.ndarray:
+            with COMPUTE_LOCK:  # no graph reads or writes this memory meanwhile (a replay on another thread)
+                host_value(x)[i] = value
+        else:
+            vs = value._storage
+            vt = type(vs)
+            if value._status != COMPUTED or (vt is not Storage and vt is not HostStorage and vt is not SliceAlias):
+                return False  # (a pending value is computed by the drain; a failed one raises in the op)
+            nbytes = x.numel_ // n * size
+            with COMPUTE_LOCK:
+                host_copy(s.data + (i % n) * nbytes, vs.data, nbytes)
+    cell[0] += 1  # the version counter (x._version += 1)
     return True
 
 
@@ -164,23 +236,16 @@ def _broadcasts_to(src: tuple, dst: tuple) -> bool:
 
 
 def try_getitem(x, key):
-    """``x[key]`` (ints and slices with positive steps) as a view whose value is copied on the host
-    in eager mode, or None (nothing done) when the ``slice`` op must make it."""
+    """``x[key]`` (ints and slices with positive steps) as a view made on the host in eager mode, or
+    None (nothing done) when the ``slice`` op must make it."""
+    if type(key) is int:
+        return _row(x, key)  # a row (buf[i]): the common case, its own path
     shape = x.shape
-    if type(key) is int and shape:  # a row (buf[i]): the common case, its key checked directly
-        n = shape[0]
-        if x._status != COMPUTED or not -n <= key < n or (x.requires_grad and _enabled.get()):
-            return None
-    elif x._status != COMPUTED or not _basic_key(key, shape) or (x.requires_grad and _enabled.get()):
+    if x._status != COMPUTED or not _basic_key(key, shape) or (x.requires_grad and _enabled.get()):
         return None
-    c = context.current()
+    c = _current()
     if c.graph or c.recorder is not None or c.observer is not None or host_value(x) is None:
         return None
-    if type(key) is int:  # a row, worked out directly
-        i = key % n
-        rest = len(shape) - 1
-        return _view_of(x, key, (i,) + (0,) * rest, (i + 1,) + shape[1:], (1,) * len(shape), shape[1:],
-                        i * (x.numel_ // n), True)
     keys = key if type(key) is tuple else (key,)
     start, stop, step, out_shape = [], [], [], []
     offset, contiguous, leading = 0, True, True
@@ -207,21 +272,95 @@ def try_getitem(x, key):
     return _view_of(x, key, tuple(start), tuple(stop), tuple(step), tuple(out_shape), offset, contiguous)
 
 
+def _row_parts(shape: tuple) -> tuple:
+    """Per shape of x, what every row ``x[i]`` repeats: the slice op's start/stop tails and steps, the
+    row's shape, strides and element count, and a table of each row's view steps and layout."""
+    rest = shape[1:]
+    parts = (0,) * len(rest), rest, (1,) * len(shape), views.contiguous_strides(rest), _prod(rest), {}
+    if len(_ROWS) < 1024:
+        _ROWS[shape] = parts
+    return parts
+
+
+def _row_record(parts: tuple, i: int) -> tuple:
+    """(view steps, layout) of row ``i`` (made once per row of a shape: a rollout buffer's rows recur)."""
+    zeros, rest, ones, strides, m, table = parts
+    rec = (("slice", (i,) + zeros, (i + 1,) + rest, ones, rest),), (i * m, strides)
+    if len(table) < 4096:
+        table[i] = rec
+    return rec
+
+
+_ROWS: dict = {}  # x.shape -> _row_parts(x.shape) (a program indexes few shapes)
+_ROW_ITEMSIZE = {float32: 4, float16: 2, int32: 4}  # dtypes stored as they are (host_value's): bytes per element
+
+
+def _row(x, i: int):
+    """``x[i]`` in eager mode for a computed tensor in host memory: a view that lies in ``x``'s memory
+    (a ``SliceAlias``: nothing copied, writes on either side seen by the other, as torch's ``x[i]``), or
+    None when the ``slice`` op must make it (graph mode, capture, autograd, an index out of range: the
+    op's error, a strided or non-host memory)."""
+    shape = x.shape
+    if not shape or x._status != COMPUTED or _FAULTS:
+        return None
+    n = shape[0]
+    if not -n <= i < n:
+        return None
+    grad_on = _enabled.get()
+    if x.requires_grad and grad_on:
+        return None
+    c = _current()
+    if c.graph or c.recorder is not None or c.observer is not None:
+        return None
+    size = _ROW_ITEMSIZE.get(x.dtype)
+    s = x._storage
+    t = type(s)
+    if size is None or not s.device.is_host or (t is not Storage and t is not HostStorage and t is not SliceAlias):
+        return None
+    parts = _ROWS.get(shape) or _row_parts(shape)
+    m = parts[4]
+    if not m:
+        return None
+    if i < 0:
+        i += n
+    brec = x.__dict__.get("_view")
+    if brec is None and t is not SliceAlias:  # x owns its memory (a root): the row is a slice of it
+        steps, layout = parts[5].get(i) or _row_record(parts, i)
+        out = (_BLANK or _blank)(parts[1], x.dtype, x.device)
+        out._storage = SliceAlias(s, layout[0] * size, m * size)
+        out._view = ViewRecord(x, steps, False, not grad_on, layout)  # views.make_view, with the layout known
+        cell = x._vcell
+        if len(cell) < 2:
+            cell.append(views.Family())
+        fam = cell[1]
+        refs = fam.refs  # Family.add, inline
+        refs[id(out)] = _weakref(out)
+        if len(refs) >= fam.limit:
+            fam.add(out)  # (prunes the dead entries)
+        out._vcell = cell  # the base's version counter (torch's rule)
+        return out
+    zeros, rest, ones = parts[0], parts[1], parts[2]
+    start, stop = (i,) + zeros, (i + 1,) + rest
+    if t is SliceAlias and brec is not None:  # a contiguous view in its root's memory: the row lies there too
+        out = _blank(rest, x.dtype, x.device)
+        out._storage = SliceAlias(s.parent, s.offset + i * m * size, m * size)
+        return views.index_view(out, x, i, start, stop, ones)
+    # a view with memory of its own (kept equal to its root by every write): the row is copied out of
+    # it, as the slice op would (a slice of it would miss the refreshes once x is gone)
+    return _view_of(x, i, start, stop, ones, rest, i * m, True) if host_value(x) is not None else None
+
+
 def _view_of(x, key, start: tuple, stop: tuple, step: tuple, out_shape: tuple, offset: int, contiguous: bool):
     """The view ``x[key]`` (the slice op's ``start/stop/step``; ``offset`` in elements of x, where the
-    region starts; ``contiguous``: whether it is one block of x's memory), its value copied."""
-    numel = 1
-    for n in out_shape:
-        numel *= n
+    region starts; ``contiguous``: whether it is one block of x's memory): a part of the memory of a
+    root ``x`` when contiguous (as :func:`_row`), else its value copied."""
+    numel = _prod(out_shape)
     if not numel:
         return None
-    Tensor = _tensor_class()
-    out = Tensor._blank(out_shape, x.dtype, x.device)
+    out = _blank(out_shape, x.dtype, x.device)
     size = x.dtype.itemsize
     xs = x._storage
-    cell = x._vcell
-    if contiguous and len(cell) > 1 and cell[1].shared and "_view" not in x.__dict__:
-        # x's memory is shared outside ggmlgrad: its views live in it (views.settle), no copy
+    if contiguous and "_view" not in x.__dict__:  # one block of x's own memory: no copy (torch's view)
         out._storage = SliceAlias(xs, offset * size, numel * size)
         return views.index_view(out, x, key, start, stop, step)
     s = out._storage = Storage(x.device, numel * size)

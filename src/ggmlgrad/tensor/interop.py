@@ -23,12 +23,14 @@ import warnings
 import numpy as np
 
 from .._ggml import array_address, dlpack
+from .._ggml.host_memory import owning_array
 from ..engine import COMPUTED, ENGINE, FAILED, active_observer, DType, PendingError, bfloat16, download, dtypes, float16, float32, int32
+from ..engine.context import current as _current
 from ..engine.counters import COUNTERS
 from ..engine.queue import no_value_message
 from ..ops.shapes import check_ndim
 from ..runtime import HostStorage, SliceAlias, Storage, StridedAlias, cpu_device, resolve_device
-from .views import record_of, share_memory
+from .views import Family, record_of, share_memory
 
 _TENSOR = None  # (Tensor, tensor) of tensor.py (which imports this module), found once: see _tensor_names
 
@@ -159,6 +161,7 @@ def _shared_site(t, site: str) -> None:
 
 
 _NP_VIEW = {float32: "<f4", float16: "<f2", int32: "<i4"}
+_NP_DTYPE = {d: np.dtype(ts) for d, ts in _NP_VIEW.items()}
 
 
 class _HostView:
@@ -198,6 +201,22 @@ def numpy(t, force: bool = False) -> np.ndarray:
     autograd): use ``t.detach().numpy()``, or ``force=True`` (torch's ``force``) for a view."""
     if t.requires_grad and not force:
         raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+    s = t._storage
+    st = type(s)
+    if t._status == COMPUTED and t.numel_ and s.device.is_host and _current().observer is None and (
+            ((st is Storage or st is HostStorage) and "_view" not in t.__dict__)
+            or (st is SliceAlias and type(s.parent) in (Storage, HostStorage))):
+        # A computed tensor in host memory of its own (``(x * 2).numpy()``) or in a contiguous part of its
+        # root's (``buf[i].numpy()``): host_view's steps for it, inline
+        nd = _NP_DTYPE.get(t.dtype)
+        if nd is not None:
+            cell = t._vcell
+            if len(cell) < 2:
+                cell.append(Family(shared=True))  # (share_memory: no views to settle yet)
+            elif not cell[1].shared:
+                share_memory(t)
+            COUNTERS.downloads["numpy()"] += 1
+            return owning_array(s.data, t.numel_ * nd.itemsize, t.shape, nd, s)
     a = host_view(t, "numpy()")
     return a if a is not None else download(t, "numpy()")
 

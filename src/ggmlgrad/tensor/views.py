@@ -8,12 +8,17 @@ elements of the root's contiguous storage, worked out on first use).
 
 Where a view's value lives:
 
-- while the root's memory is ggmlgrad's alone, in memory of the view's own, so every op reads it
-  like any tensor (no strided read, and plans keep working);
+- a contiguous part of a root's host memory read in eager mode (``x[i]``, ``x[1:3]``: the host path
+  of tensor/host_writes.py) is a slice of that memory (``SliceAlias``) from the start: nothing is
+  copied, and ops read it like any tensor;
+- other views, while the root's memory is ggmlgrad's alone, in memory of their own, so every op
+  reads them like any tensor (no strided read, and plans keep working);
 - once that memory is shared outside ggmlgrad (``numpy()``, ``np.asarray``, ``from_numpy``,
   DLPack: :func:`share_memory`), in the root's memory itself (:func:`settle`): a contiguous view
   is a slice of it (``SliceAlias``), another a strided read of it (``StridedAlias``, which ops
   read through ``ggml_cont``), so writes made there by NumPy or DLPack are seen, as in torch.
+
+A view in its root's memory sees every write to it; the others are re-derived after each write.
 
 Writes keep the family consistent either way:
 
@@ -206,10 +211,10 @@ class Family:
 
     __slots__ = ("refs", "limit", "shared")
 
-    def __init__(self) -> None:
+    def __init__(self, shared: bool = False) -> None:
         self.refs: dict = {}
         self.limit = 16
-        self.shared = False  # the memory is visible outside ggmlgrad: views live in it (see share_memory)
+        self.shared = shared  # the memory is visible outside ggmlgrad: views live in it (see share_memory)
 
     def add(self, t) -> None:
         refs = self.refs
