@@ -108,6 +108,9 @@ class Drainer:
         self._fail_error: type = RuntimeError
         self.settle_queue: list = []  # (weak ref, callback): queued tensors to settle once computed
         self.checks = queue.checks  # the queue's index checks (one list, cleared in place: checks.py)
+        # While the tensor layer learns a call plan: each op-plan run of _drain_one is noted here
+        # (engine/call_plans.py); None otherwise.
+        self.learn: list | None = None
 
     def run(self, plan, counters, reason: str, threads: int, *args):
         """Compute ``plan`` (bound by ``plan.bind(*args)``) and count it; returns what ``bind``
@@ -395,6 +398,8 @@ class Drainer:
         except BaseException as e:  # the drain's failure path (the op's own call is the site)
             self._fail(e, (), [_phase_label.get() or label], None, reason, self.queue.epoch)
         out._storage = s
+        if self.learn is not None:  # a call plan is being learned (engine/call_plans.py)
+            self.learn.append((out, inputs, plan, label, w, plans, c))
         if self.checks:
             _checks.after_drain(self.queue, out._epoch, (out,))
         return True
