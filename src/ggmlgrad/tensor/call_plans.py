@@ -261,7 +261,7 @@ def key_source(params: list[inspect.Parameter], tensor_first: bool) -> tuple[str
     for i in range(len(lead)):
         for j in range(i + 1, len(lead)):
             parts.append(f"{lead[i]} is {lead[j]}")
-    parts.append("_grad()")
+    parts += ["_grad()", "__c.precision"]
     args = "(" + "".join(f"{n}, " for n in lead) + ")"
     lines.append(f"__key = ({', '.join(parts)})")
     lines.append(f"__args = {args}")
