@@ -16,6 +16,8 @@ compute and no transfer, and returned that run's result.
 """
 from __future__ import annotations
 
+import weakref
+
 from ..runtime import StridedAlias
 from ..runtime import budget as _budget
 from ..runtime import threads as _threads
@@ -39,7 +41,9 @@ class CallPlan:
                  "nbytes", "single_thread", "work", "label", "sel")
 
     def __init__(self, plan, cache, ctx, out, work: float, label: str, sel) -> None:
-        self.plan = plan
+        # Weakly: an op plan the cache evicted is freed once nobody runs it (the cache's ``removed``
+        # tells a call plan its op plan may be gone before it dereferences this).
+        self.plan = weakref.ref(plan)
         self.cache = cache
         self.plans = cache.plans          # the cache's dict itself (a test may swap it)
         self.removed = cache.removed
@@ -68,6 +72,9 @@ def run_call_plan(entry: CallPlan, args: tuple, blank, c):
     cache = entry.cache
     if cache.removed != entry.removed or cache.plans is not entry.plans or _FAULTS or entry.numel > _budget.HUGE_NUMEL:
         return None   # its op plan may be gone, a fault is armed, a huge result is checked against memory
+    plan = entry.plan()   # (alive: its cache still holds it)
+    if plan is None:
+        return None
     sel = entry.sel
     inputs = args if sel is None else tuple([args[i] for i in sel])
     device = entry.device
@@ -90,7 +97,7 @@ def run_call_plan(entry: CallPlan, args: tuple, blank, c):
         counters.drains["eager"] += 1
         counters.call_plan_hits += 1
         try:
-            out._storage = d.run(entry.plan, counters, "eager", threads, inputs, device, entry.nbytes, None)
+            out._storage = d.run(plan, counters, "eager", threads, inputs, device, entry.nbytes, None)
         except BaseException as err:  # the one-record drain's failure route (the call is the site)
             d._fail(err, (), [_phase_label.get() or entry.label], None, "eager", q.epoch)
     return out
