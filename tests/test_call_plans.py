@@ -419,3 +419,80 @@ def test_every_hit_computes_through_the_drains_run(on, monkeypatch):
     monkeypatch.setattr(ENGINE.current.drainer, "run", spy)
     _, n = _repeat(lambda: x + 1.0)
     assert n == 3 and len(callers) == 3
+
+
+# ---------------------------------------------------------------------- what learning refuses
+@pytest.fixture
+def declare():
+    """Declare probe front ends with call plans (withdrawn afterwards); returns their gg.* functions."""
+    from ggmlgrad.ops.decl import PUBLIC, public
+    from ggmlgrad.tensor import surfaces
+    before = len(PUBLIC)
+    made = []
+
+    def make(fn):
+        public(function=fn.__name__, call_plan=True)(fn)
+        ns = {}
+        surfaces.install_functions(ns, "function")
+        made.append(fn.__name__)
+        return ns[fn.__name__]
+    yield make
+    del PUBLIC[before:]
+    for name in made:
+        surfaces.INSTALLED.pop(("function", name), None)
+
+
+def test_learning_refuses_calls_that_did_more_than_one_op(on, declare):
+    def probe_item_scale(input, other):
+        return input * other.item()          # a host read decides the op's parameter
+    def probe_two_ops(input):
+        return (input * 2.0) + 1.0
+    def probe_made_input(input):
+        return input.detach() * 2.0          # the op's input is not the argument
+    def probe_view_result(input):
+        return (input * 2.0).reshape(-1)     # the result is not the op's own
+    def probe_in_place(input):
+        input.add_(1.0)                      # writes its argument
+        return input * 2.0
+    def planned(name: str) -> tuple:
+        return call_plans.stats()[name]   # (plans, signatures marked as not planned)
+    item_scale = declare(probe_item_scale)
+    x = gg.tensor([1.0, 2.0])
+    for v in (2.0, 3.0, 4.0, 5.0):
+        assert item_scale(x, gg.tensor(v)).tolist() == [v, 2 * v]
+    assert planned("probe_item_scale") == (0, 1)
+    for fn, expect in ((probe_two_ops, [3.0, 5.0]), (probe_made_input, [2.0, 4.0]), (probe_view_result, [2.0, 4.0])):
+        probe = declare(fn)
+        for _ in range(4):
+            assert probe(x).tolist() == expect, fn.__name__
+        assert planned(fn.__name__) == (0, 1), fn.__name__
+    in_place = declare(probe_in_place)
+    y = gg.tensor([0.0, 0.0])
+    for k in range(1, 5):
+        assert in_place(y).tolist() == [2.0 * k] * 2 and y.tolist() == [k] * 2
+    assert planned("probe_in_place") == (0, 1)
+
+
+def test_a_call_that_did_one_op_on_its_arguments_is_learned(on, declare):
+    def probe_one_op(input, other, scale=1.0):
+        return gg.add(input, other) if scale == 1.0 else input * scale
+    planned = declare(probe_one_op)
+    OP_PLANS.clear()   # (so the op plans are made on the calls below: second use)
+    a, b = gg.tensor([1.0, 2.0]), gg.tensor([3.0, 4.0])
+    out, n = _repeat(lambda: planned(a, b))
+    assert n == 1 and out.tolist() == [4.0, 6.0]
+    out, n = _repeat(lambda: planned(b, a))              # the same signature: its arguments by position
+    assert n == 3 and out.tolist() == [4.0, 6.0]
+    out, n = _repeat(lambda: planned(a, b, scale=3.0))   # another value of a plain argument: its own plan
+    assert n == 1 and out.tolist() == [3.0, 6.0]
+    out, n = _repeat(lambda: planned(b, a, 3.0))         # the same value positionally is the same key
+    assert n == 3 and out.tolist() == [9.0, 12.0]
+    assert call_plans.stats()["probe_one_op"] == (2, 0)
+
+
+def test_nan_scalars_are_never_looked_up(on):
+    x = gg.tensor([1.0, 2.0])
+    for _ in range(5):
+        out = x * float("nan")
+    assert np.isnan(out.numpy()).all()
+    assert call_plans.stats()["mul"][1] >= 1   # its signature is marked: the ordinary path, no learning

@@ -121,6 +121,8 @@ def value_key(v):
     if t is float:
         if v == 0.0 and math.copysign(1.0, v) < 0:
             return (t, _NEG_ZERO)
+        if v != v:
+            return _NO   # NaN equals nothing, not even itself: no key finds it again
         return (t, v)
     if t is int or t is bool or v is None or t is str:
         return (t, v)
