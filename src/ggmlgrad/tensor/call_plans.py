@@ -233,18 +233,21 @@ def _indent(text: str, n: int) -> str:
     return "".join(" " * n + line + "\n" if line else "\n" for line in text.splitlines())
 
 
-def key_source(params: list[inspect.Parameter], tensor_first: bool) -> tuple[str, str]:
-    """(statements computing ``__key`` and ``__args``, the leading arguments' tuple expression) for
-    a function with ``params`` (defaults bound as ``_default_<name>`` globals). ``tensor_first``:
-    the first argument is a tensor (checked by the caller), the others are never op inputs."""
-    lines, parts = [], []
+def key_source(params: list[inspect.Parameter], tensor_first: bool) -> tuple[str, str, str]:
+    """(statements reading the arguments, the condition under which the call is recorded by autograd
+    (never planned), the expression of ``__key``) for a function with ``params`` (defaults bound as
+    ``_default_<name>`` globals); the statements also set ``__args``, the leading arguments.
+    ``tensor_first``: the first argument is a tensor (checked by the caller), the others are never
+    op inputs."""
+    lines, parts, grads = [], [], []
     names = [p.name for p in params]
     lead = names[:1] if tensor_first else names[:LEADING]
     for i, p in enumerate(params):
         n = p.name
         if i == 0 and tensor_first:
-            lines.append(f"__t = type({n})")
-            parts += [f"{n}.shape if __t is _T else (__t, {n}.shape)", f"{n}.dtype", f"{n}.requires_grad"]
+            lines += [f"__t = type({n})", f"__r0 = {n}.requires_grad"]
+            parts += [f"{n}.shape if __t is _T else (__t, {n}.shape)", f"{n}.dtype", "__r0"]
+            grads.append("__r0")
             continue
         default = p.default is not p.empty
         if n in lead:
@@ -256,6 +259,7 @@ def key_source(params: list[inspect.Parameter], tensor_first: bool) -> tuple[str
                 lines += [f"elif {n} is _default_{n}:", f"    __k{i} = _D; __d{i} = __r{i} = None"]
             lines += ["else:", f"    __k{i} = _v({n}); __d{i} = __r{i} = None"]
             parts += [f"__k{i}", f"__d{i}", f"__r{i}"]
+            grads.append(f"__r{i}")
         elif default:
             parts.append(f"_D if {n} is _default_{n} else _v({n})")
         else:
@@ -263,11 +267,10 @@ def key_source(params: list[inspect.Parameter], tensor_first: bool) -> tuple[str
     for i in range(len(lead)):
         for j in range(i + 1, len(lead)):
             parts.append(f"{lead[i]} is {lead[j]}")
-    parts += ["_grad()", "__c.precision"]
-    args = "(" + "".join(f"{n}, " for n in lead) + ")"
-    lines.append(f"__key = ({', '.join(parts)})")
-    lines.append(f"__args = {args}")
-    return "\n".join(lines), args
+    parts += ["__g", "__c.precision"]
+    lines.append("__g = _grad()")
+    lines.append("__args = (" + "".join(f"{n}, " for n in lead) + ")")
+    return "\n".join(lines), f"__g and ({' or '.join(grads)})", f"({', '.join(parts)})"
 
 
 def plan_source(params: list[inspect.Parameter], tensor_first: bool, body: Callable[[str], str],
@@ -275,31 +278,34 @@ def plan_source(params: list[inspect.Parameter], tensor_first: bool, body: Calla
     """The statements of an entry point with call plans: look the call up, run its plan, or learn
     it around ``body(target)`` (the ordinary body, with ``return`` statements written ``target``),
     then the ordinary body. Reads the globals ``_E`` (its :class:`_Table`)."""
-    key, _ = key_source(params, tensor_first)
+    read, taped, key = key_source(params, tensor_first)
     learn_body = body("__out = ")
-    # Graph mode and capture first: there the ordinary body runs after one context read.
+    # Graph mode and capture first: there the ordinary body runs after one context read; then a
+    # call autograd records (an input requires grad, grad mode on) before any key is made.
     src = (f"if {guard}:\n"
            f"    __c = _ctx()\n"
            f"    if not __c.graph and __c.observer is None:\n"
-           f"{_indent(key, 8)}"
-           f"        __e = _E.entries.get(__key)\n"
-           f"        if __e:\n"
-           f"            __out = _run(__e, __args, _blank, __c)\n"
-           f"            if __out is not None:\n"
-           f"                return __out\n"
-           f"            __learn = _stale(__e)\n"
-           f"        else:\n"
-           f"            __learn = __e is None\n"
-           f"        if __learn:\n"
-           f"            __tok = _begin(__args)\n"
-           f"            if __tok is not None:\n"
-           f"                try:\n"
-           f"{_indent(learn_body, 20)}"
-           f"                except BaseException:\n"
-           f"                    _abort(__tok[0])\n"
-           f"                    raise\n"
-           f"                _learned(_E, __key, __tok[0], __out, __args, __tok[1])\n"
-           f"                return __out\n")
+           f"{_indent(read, 8)}"
+           f"        if not ({taped}):\n"
+           f"            __key = {key}\n"
+           f"            __e = _E.entries.get(__key)\n"
+           f"            if __e:\n"
+           f"                __out = _run(__e, __args, _blank, __c)\n"
+           f"                if __out is not None:\n"
+           f"                    return __out\n"
+           f"                __learn = _stale(__e)\n"
+           f"            else:\n"
+           f"                __learn = __e is None\n"
+           f"            if __learn:\n"
+           f"                __tok = _begin(__args)\n"
+           f"                if __tok is not None:\n"
+           f"                    try:\n"
+           f"{_indent(learn_body, 24)}"
+           f"                    except BaseException:\n"
+           f"                        _abort(__tok[0])\n"
+           f"                        raise\n"
+           f"                    _learned(_E, __key, __tok[0], __out, __args, __tok[1])\n"
+           f"                    return __out\n")
     return src + body("return ")
 
 
