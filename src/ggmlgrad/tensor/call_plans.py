@@ -251,10 +251,15 @@ def key_source(params: list[inspect.Parameter], tensor_first: bool) -> tuple[str
             continue
         default = p.default is not p.empty
         if n in lead:
+            # a tensor: shape, dtype, requires_grad; an int, bool or float other than zero and NaN:
+            # its value and type (in the dtype's place); anything else: value_key()
             lines += [f"__t = type({n})",
-                      f"if __t is _T or __t in _TT:",
-                      f"    __k{i} = {n}.shape if __t is _T else (__t, {n}.shape); __d{i} = {n}.dtype; "
-                      f"__r{i} = {n}.requires_grad"]
+                      f"if __t is _T:",
+                      f"    __k{i} = {n}.shape; __d{i} = {n}.dtype; __r{i} = {n}.requires_grad",
+                      f"elif (__t is float and {n} and {n} == {n}) or __t is int or __t is bool:",
+                      f"    __k{i} = {n}; __d{i} = __t; __r{i} = None",
+                      f"elif __t in _TT:",
+                      f"    __k{i} = (__t, {n}.shape); __d{i} = {n}.dtype; __r{i} = {n}.requires_grad"]
             if default:
                 lines += [f"elif {n} is _default_{n}:", f"    __k{i} = _D; __d{i} = __r{i} = None"]
             lines += ["else:", f"    __k{i} = _v({n}); __d{i} = __r{i} = None"]
