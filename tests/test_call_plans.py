@@ -496,3 +496,16 @@ def test_nan_scalars_are_never_looked_up(on):
         out = x * float("nan")
     assert np.isnan(out.numpy()).all()
     assert call_plans.stats()["mul"][1] >= 1   # its signature is marked: the ordinary path, no learning
+
+
+def test_planned_entry_points_keep_their_signatures_docs_and_names():
+    import inspect
+    import pickle
+    import ggmlgrad.nn.functional as F
+    from ggmlgrad.tensor.tensor import add
+    assert gg.Tensor.__add__ is gg.add and gg.add.__wrapped__ is add and gg.add.__doc__ == add.__doc__
+    assert str(inspect.signature(gg.add)) == "(input, other)"
+    assert str(inspect.signature(gg.Tensor.clamp)) == str(inspect.signature(gg.Tensor.clamp.__wrapped__))
+    assert str(inspect.signature(gg.Tensor.sum)) == "(self, axis=None, keepdim=False, dim=None, *, keepdims=None)"
+    for fn in (gg.add, gg.Tensor.__neg__, gg.Tensor.lt, gg.lt, F.linear, gg.mm, gg.Tensor.sum, gg.relu):
+        assert pickle.loads(pickle.dumps(fn)) is fn, fn

@@ -235,6 +235,13 @@ def _entry(p: Public) -> Callable:
     fn = _PLANNED.get(p.fn)
     if fn is None:
         fn = _PLANNED[p.fn] = call_plans.wrap(p.fn, p.fn.__name__, compile_function)
+        # Named where it is installed (pickle finds a function by its module and qualified name)
+        if p.function:
+            fn.__module__, fn.__qualname__ = _MODULES["function"], p.function[0]
+        elif p.functional:
+            fn.__module__, fn.__qualname__ = _MODULES["functional"], p.functional[0]
+        elif p.self_at == 0 and p.method + p.dunder:
+            fn.__module__, fn.__qualname__ = _MODULES["method"], "Tensor." + (p.method + p.dunder)[0]
     return fn
 
 
