@@ -29,6 +29,13 @@ from ggmlgrad.tensor import call_plans
 from ggmlgrad.testing.opinfo import all_opinfos, input_arrays, tensor_indices, with_tensors
 
 
+@pytest.fixture(autouse=True)
+def fresh_op_plans():
+    """Call plans run op plans: start from a cache that makes them (earlier tests in the suite may
+    have left it thrashed, which pauses new plans for a while)."""
+    OP_PLANS.clear()
+
+
 @contextlib.contextmanager
 def plans(on: bool):
     old = call_plans.set_enabled(on)

@@ -21,6 +21,7 @@ import numpy as np
 import ggmlgrad as gg
 from ggmlgrad.engine import ENGINE, Engine
 from ggmlgrad.engine import executor as executor_mod
+from ggmlgrad.tensor import call_plans
 
 PKG = Path(gg.__file__).resolve().parent
 GGML_COMPUTE = {"backend_sched_graph_compute", "graph_compute", "_graph_compute"}
@@ -120,9 +121,15 @@ def test_every_compute_reaches_the_executor_from_the_drains_run(monkeypatch):
         return real(self, plan, threads, args)
 
     monkeypatch.setattr(executor_mod.Executor, "compute", spy)
+    from ggmlgrad.engine.plans import OP_PLANS
+    OP_PLANS.clear()   # (a cache that earlier tests left thrashed makes no new op plans for a while)
     a = gg.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
     for _ in range(3):                          # the ordinary drain, then the op plan
         np.testing.assert_allclose((a * 2.0).numpy(), np.arange(6).reshape(2, 3) * 2.0)
+    hits = gg.counters()["call_plan_hits"]
+    for _ in range(4):                          # the op plan, then the call's plan (tensor/call_plans.py)
+        np.testing.assert_allclose((a / 4.0).numpy(), np.arange(6).reshape(2, 3) / 4.0)
+    assert gg.counters()["call_plan_hits"] > hits
     for _ in range(3):                          # graph mode: built, then a graph plan
         with gg.graph_mode(True):
             y = (a + 1.0).exp()
@@ -160,7 +167,31 @@ def test_an_eager_op_is_a_record_then_a_drain(monkeypatch):
 
     monkeypatch.setattr(ENGINE.current, "_drain_locked", spy)
     x = gg.tensor(np.ones(3, np.float32))
-    y = x + x
+    old = call_plans.set_enabled(False)              # (a repeated call is its call plan: below)
+    try:
+        y = x + x
+    finally:
+        call_plans.set_enabled(old)
     assert seen and seen[0] == ("eager", True)       # the record was queued, then drained
     assert ENGINE.current.queue.one is None and len(ENGINE) == 0
     np.testing.assert_array_equal(y.numpy(), np.full(3, 2.0))
+
+
+def test_a_repeated_eager_call_is_its_call_plan_run_by_the_drain(monkeypatch):
+    """A call plan is a plan on the same route: no record, no drain_locked, one Drainer.run (the
+    compute of the op plan the call's first runs made), counted as an eager drain."""
+    from ggmlgrad.engine.plans import OP_PLANS
+    OP_PLANS.clear()   # (a cache that earlier tests left thrashed makes no new op plans for a while)
+    d = ENGINE.current.drainer
+    x = gg.tensor(np.arange(5, dtype=np.float32))
+    for _ in range(3):
+        x - 2.0
+    drained, ran = [], []
+    real_drain, real_run = d.drain_locked, d.run
+    monkeypatch.setattr(ENGINE.current, "_drain_locked", lambda reason: drained.append(reason) or real_drain(reason))
+    monkeypatch.setattr(d, "run", lambda *a: ran.append(type(a[0]).__name__) or real_run(*a))
+    gg.reset_counters()
+    y = x - 2.0
+    assert drained == [] and ran == ["OpPlan"] and gg.counters()["call_plan_hits"] == 1
+    assert gg.counters()["drains_by_reason"] == {"eager": 1} and gg.counters()["computes"] == 1
+    np.testing.assert_array_equal(y.numpy(), np.arange(5) - 2.0)
