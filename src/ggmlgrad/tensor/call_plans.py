@@ -233,10 +233,10 @@ def _indent(text: str, n: int) -> str:
     return "".join(" " * n + line + "\n" if line else "\n" for line in text.splitlines())
 
 
-def key_source(params: list[inspect.Parameter], tensor_first: bool) -> tuple[str, str, str]:
+def key_source(params: list[inspect.Parameter], tensor_first: bool) -> tuple[str, str, str, str]:
     """(statements reading the arguments, the condition under which the call is recorded by autograd
-    (never planned), the expression of ``__key``) for a function with ``params`` (defaults bound as
-    ``_default_<name>`` globals); the statements also set ``__args``, the leading arguments.
+    (never planned), the expression of the key, the tuple of the leading arguments) for a function
+    with ``params`` (defaults bound as ``_default_<name>`` globals).
     ``tensor_first``: the first argument is a tensor (checked by the caller), the others are never
     op inputs."""
     lines, parts, grads = [], [], []
@@ -274,8 +274,8 @@ def key_source(params: list[inspect.Parameter], tensor_first: bool) -> tuple[str
             parts.append(f"{lead[i]} is {lead[j]}")
     parts += ["__g", "__c.precision"]
     lines.append("__g = _grad()")
-    lines.append("__args = (" + "".join(f"{n}, " for n in lead) + ")")
-    return "\n".join(lines), f"__g and ({' or '.join(grads)})", f"({', '.join(parts)})"
+    args = "(" + "".join(f"{n}, " for n in lead) + ")"
+    return "\n".join(lines), f"__g and ({' or '.join(grads)})", f"({', '.join(parts)})", args
 
 
 def plan_source(params: list[inspect.Parameter], tensor_first: bool, body: Callable[[str], str],
@@ -283,7 +283,7 @@ def plan_source(params: list[inspect.Parameter], tensor_first: bool, body: Calla
     """The statements of an entry point with call plans: look the call up, run its plan, or learn
     it around ``body(target)`` (the ordinary body, with ``return`` statements written ``target``),
     then the ordinary body. Reads the globals ``_E`` (its :class:`_Table`)."""
-    read, taped, key = key_source(params, tensor_first)
+    read, taped, key, args = key_source(params, tensor_first)
     learn_body = body("__out = ")
     # Graph mode and capture first: there the ordinary body runs after one context read; then a
     # call autograd records (an input requires grad, grad mode on) before any key is made.
@@ -293,6 +293,7 @@ def plan_source(params: list[inspect.Parameter], tensor_first: bool, body: Calla
            f"{_indent(read, 8)}"
            f"        if not ({taped}):\n"
            f"            __key = {key}\n"
+           f"            __args = {args}\n"
            f"            __e = _E.entries.get(__key)\n"
            f"            if __e:\n"
            f"                __out = _run(__e, __args, _blank, __c)\n"
