@@ -10,11 +10,12 @@ front ends: arithmetic, comparisons, matmul, clamp, ...) look their call's signa
 - **key**: per argument, for a tensor (``Tensor``, or a type :func:`register_tensor_type` adds)
   its shape, dtype and ``requires_grad`` (the type too for a registered subclass); for anything
   else its exact type and value (``0.0`` and ``-0.0``, ``1``, ``1.0`` and ``True`` differ; an
-  argument left at its default is a marker), and which of the first three arguments are the same
-  object; plus grad mode. The state the key leaves out is checked on every hit
-  (``engine/call_plans.py``): eager mode, no capture, the matmul precision, the op plan cache and
-  its plan still there, an empty queue, no hold, no armed fault, inputs computed in plain memory on
-  the learned device.
+  argument left at its default is a marker; NaN, arrays, lists and other objects make no key), and
+  which of the first three arguments are the same object; plus grad mode and the matmul precision.
+  A call autograd records (an input requires grad, grad mode on) makes no key at all. The state the
+  key leaves out is checked on every hit (``engine/call_plans.py``): eager mode, no capture, the op
+  plan cache and its plan still there, an empty queue, no hold, no armed fault or injected failure,
+  inputs computed in plain (not strided) memory on the learned device.
 - **learning**: a call without a plan runs the ordinary way while the drainer notes what it ran;
   it gets a plan only when it made exactly one eager op-plan run and nothing else the engine
   counts (no other drain or compute, no transfer, no failure), returned that run's result (a plain
