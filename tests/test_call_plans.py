@@ -516,3 +516,34 @@ def test_planned_entry_points_keep_their_signatures_docs_and_names():
     assert str(inspect.signature(gg.Tensor.sum)) == "(self, axis=None, keepdim=False, dim=None, *, keepdims=None)"
     for fn in (gg.add, gg.Tensor.__neg__, gg.Tensor.lt, gg.lt, F.linear, gg.mm, gg.Tensor.sum, gg.relu):
         assert pickle.loads(pickle.dumps(fn)) is fn, fn
+
+
+def test_threads_are_chosen_as_the_drain_chooses_them(on, monkeypatch):
+    from ggmlgrad.engine import drain as drain_mod
+    from ggmlgrad.runtime import threads as threads_mod
+    monkeypatch.setattr(threads_mod, "MIN_WORK_FOR_THREADS", 50)   # a 100-element op counts as heavy
+
+    def pick(total, node):
+        o = threads_mod._override
+        return o if o is not None else (1 if node < threads_mod.MIN_WORK_FOR_THREADS else 2)
+    monkeypatch.setattr(threads_mod, "choose_threads", pick)
+    monkeypatch.setattr(drain_mod, "choose_threads", pick)
+    d = ENGINE.current.drainer
+    real = d.run
+    seen = []
+
+    def spy(plan, counters, reason, threads, *a):
+        seen.append(threads)
+        return real(plan, counters, reason, threads, *a)
+    monkeypatch.setattr(d, "run", spy)
+    old = threads_mod._override
+    try:
+        for shape, expect in (((4, 4), 1), ((10, 10), 2)):
+            for override in (None, 1):
+                threads_mod.set_num_threads(override)
+                x = gg.ones(*shape)
+                seen.clear()
+                _, n = _repeat(lambda: x + 1.0, 5)
+                assert n >= 3 and seen == [override or expect] * 5, (shape, override, seen)
+    finally:
+        threads_mod.set_num_threads(old)

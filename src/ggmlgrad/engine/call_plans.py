@@ -38,7 +38,7 @@ class CallPlan:
     (None: the arguments themselves, in order)."""
 
     __slots__ = ("plan", "cache", "plans", "removed", "ctx", "precision", "device", "shape", "dtype", "numel",
-                 "nbytes", "single_thread", "work", "label", "sel")
+                 "nbytes", "work", "label", "sel")
 
     def __init__(self, plan, cache, ctx, out, work: float, label: str, sel) -> None:
         # Weakly: an op plan the cache evicted is freed once nobody runs it (the cache's ``removed``
@@ -55,8 +55,6 @@ class CallPlan:
         self.numel = out.numel_
         self.nbytes = plan.out_nbytes
         self.work = work
-        # Drainer._drain_one's thread choice: one thread below the threshold, else the policy's
-        self.single_thread = work < _threads.MIN_WORK_FOR_THREADS
         self.label = label
         self.sel = sel
 
@@ -90,9 +88,10 @@ def run_call_plan(entry: CallPlan, args: tuple, blank, c):
                 or d.learn is not None or d.checks or d._draining):
             return None
         out = blank(entry.shape, entry.dtype, device)
-        threads = _threads._override
+        threads = _threads._override   # (Drainer._drain_one's choice)
         if threads is None:
-            threads = 1 if entry.single_thread else _threads.choose_threads(entry.work, entry.work)
+            w = entry.work
+            threads = 1 if w < _threads.MIN_WORK_FOR_THREADS else _threads.choose_threads(w, w)
         counters = c.counters
         counters.drains["eager"] += 1
         counters.call_plan_hits += 1
