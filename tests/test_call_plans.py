@@ -547,3 +547,12 @@ def test_threads_are_chosen_as_the_drain_chooses_them(on, monkeypatch):
                 assert n >= 3 and seen == [override or expect] * 5, (shape, override, seen)
     finally:
         threads_mod.set_num_threads(old)
+
+
+def test_the_modules_examples():
+    import doctest
+    from ggmlgrad.engine import call_plans as engine_call_plans
+    for module in (call_plans, engine_call_plans):
+        result = doctest.testmod(module)
+        assert result.failed == 0
+    assert doctest.testmod(call_plans).attempted >= 5
