@@ -86,6 +86,7 @@ def _three_calls(info, sample, arrays, requires_grad: bool) -> list:
     args = with_tensors(sample, tensors)
     gg.manual_seed(1234)   # random ops draw the same numbers in both runs
     seen = []
+    out = None
     for _ in range(3):
         before = _counts()
         try:
@@ -95,7 +96,16 @@ def _three_calls(info, sample, arrays, requires_grad: bool) -> list:
             continue
         after = _counts()
         seen.append((_describe(out), tuple(b - a for a, b in zip(before, after))))
-    return seen
+    grads = []
+    if requires_grad:   # the backward pass, whose rules call planned entry points (with grad off)
+        outs = [o for o in _flat(out) if isinstance(o, gg.Tensor) and o.grad_fn is not None]
+        try:
+            if outs:
+                sum(o.sum() for o in outs).backward()
+            grads = [_describe(t.grad) if t.grad is not None else None for t in tensors]
+        except Exception as e:
+            grads = [("error", type(e).__name__, str(e))]
+    return seen, grads
 
 
 def _samples():
