@@ -566,3 +566,28 @@ def test_the_modules_examples():
         result = doctest.testmod(module)
         assert result.failed == 0
     assert doctest.testmod(call_plans).attempted >= 5
+
+
+def test_threads_share_call_plans_and_each_computes_its_own(on):
+    import threading
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal((6, 5)).astype(np.float32) for _ in range(4)]
+    errors = []
+
+    def work(k: int) -> None:
+        try:
+            with gg.graph_mode(False):
+                x, y = gg.tensor(arrays[k]), gg.tensor(arrays[(k + 1) % 4])
+                for _ in range(200):
+                    z = x * y + 0.5
+                    np.testing.assert_array_equal(z.numpy(), arrays[k] * arrays[(k + 1) % 4] + np.float32(0.5))
+        except BaseException as e:   # pragma: no cover - reported below
+            errors.append(e)
+    h = hits()
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert hits() - h > 1000   # 4 threads x 200 x 2 calls, almost all of them planned
