@@ -32,8 +32,9 @@ from ggmlgrad.testing.opinfo import all_opinfos, input_arrays, tensor_indices, w
 @pytest.fixture(autouse=True)
 def fresh_op_plans():
     """Call plans run op plans: start from a cache that makes them (earlier tests in the suite may
-    have left it thrashed, which pauses new plans for a while)."""
+    have left it thrashed, which pauses new plans for a while), and no call plans."""
     OP_PLANS.clear()
+    call_plans.clear()
 
 
 @contextlib.contextmanager
@@ -591,3 +592,25 @@ def test_threads_share_call_plans_and_each_computes_its_own(on):
         t.join()
     assert errors == []
     assert hits() - h > 1000   # 4 threads x 200 x 2 calls, almost all of them planned
+
+
+def test_a_signature_that_failed_to_learn_tries_again_later(on, monkeypatch):
+    x = gg.tensor([1.0, 2.0, 3.0])
+    monkeypatch.setattr(OP_PLANS, "want", lambda key: False)   # a cache that makes no plans (thrashing)
+    for _ in range(call_plans.ATTEMPTS):
+        out, n = _repeat(lambda: x * 9.0, 1)
+        assert n == 0 and out.tolist() == [9.0, 18.0, 27.0]
+    (entry,) = [e for e in gg.Tensor.__mul__.__globals__["_E"].entries.values()]
+    assert type(entry) is call_plans.Retry and entry.wait == call_plans.RETRY_FIRST
+    learned = []
+    real_begin = gg.Tensor.__mul__.__globals__["_begin"]
+    monkeypatch.setitem(gg.Tensor.__mul__.__globals__, "_begin", lambda args: learned.append(1) or real_begin(args))
+    _, n = _repeat(lambda: x * 9.0, call_plans.RETRY_FIRST - 1)
+    assert n == 0 and learned == []                   # waiting: the ordinary path, no learning
+    _repeat(lambda: x * 9.0, 1)
+    assert learned == [1]                             # one try, failed again: twice the wait
+    (entry,) = [e for e in gg.Tensor.__mul__.__globals__["_E"].entries.values()]
+    assert entry.wait == 2 * call_plans.RETRY_FIRST
+    monkeypatch.undo()                                # plans are made again
+    out, n = _repeat(lambda: x * 9.0, 2 * call_plans.RETRY_FIRST + 3)
+    assert n >= 1 and out.tolist() == [9.0, 18.0, 27.0]

@@ -55,8 +55,12 @@ __all__ = ["set_enabled", "enabled", "register_tensor_type", "wrap", "stats", "c
 
 # Entries per entry point (a call signature each); the oldest goes first when one is full.
 CAPACITY = 128
-# Signatures that failed to learn this often are not tried again (until their table is trimmed).
+# Signatures that failed to learn this often wait RETRY_FIRST calls before the next try, and twice
+# as long after each further failure (up to RETRY_MAX): a composite of several ops never learns,
+# and should cost its learning only now and then.
 ATTEMPTS = 3
+RETRY_FIRST = 16
+RETRY_MAX = 4096
 # How many leading arguments may be the op's inputs (and whose identities are part of the key).
 LEADING = 3
 
@@ -105,8 +109,8 @@ def set_tensor_class(cls: type) -> None:
 
 
 def stats() -> dict:
-    """name → (entries, signatures not planned) of every entry point's table (for tests and tuning)."""
-    return {t.name: (sum(1 for e in t.entries.values() if e), sum(1 for e in t.entries.values() if e is False))
+    """name → (call plans, signatures not planned now) of every entry point's table (for tests and tuning)."""
+    return {t.name: (sum(1 for e in t.entries.values() if e), sum(1 for e in t.entries.values() if not e))
             for t in _TABLES}
 
 
@@ -155,16 +159,47 @@ class _Table:
         entries[key] = value
 
     def failed(self, key) -> None:
-        if key in self.entries:
+        entry = self.entries.get(key)
+        if entry:
             return   # a plan that is only stale (or not usable now) stays until a learning replaces it
+        if _NO in key:
+            self.put(key, False)   # no key tells such calls apart: never planned
+            return
+        if type(entry) is Retry:   # failed again after a wait: wait twice as long
+            self.put(key, Retry(min(2 * entry.wait, RETRY_MAX)))
+            return
         n = self.attempts.get(key, 0) + 1
-        if n >= ATTEMPTS or _NO in key:
+        if n >= ATTEMPTS:
             self.attempts.pop(key, None)
-            self.put(key, False)
+            self.put(key, Retry(RETRY_FIRST))
         else:
             if len(self.attempts) >= 4 * CAPACITY:
                 self.attempts.clear()
             self.attempts[key] = n
+
+
+class Retry:
+    """A signature that failed to learn: the ordinary path for ``wait`` calls, then one more try
+    (its op plan may be made by then: a cache that was thrashing makes plans again). Falsy, as
+    "no plan" is."""
+
+    __slots__ = ("wait", "left")
+
+    def __init__(self, wait: int) -> None:
+        self.wait = self.left = wait
+
+    def __bool__(self) -> bool:
+        return False
+
+
+def due(entry) -> bool:
+    """For a falsy table entry: whether this call learns (no entry yet, or a :class:`Retry` whose wait is over)."""
+    if entry is None:
+        return True
+    if entry is False:
+        return False
+    entry.left -= 1
+    return entry.left <= 0
 
 
 def stale(entry: CallPlan) -> bool:
@@ -226,7 +261,7 @@ def _namespace(extra: dict) -> dict:
     T = _STATE["tensor"]
     ns = {"_ON": _STATE["on"], "_T": T, "_TT": frozenset(_TENSOR_TYPES), "_blank": T._blank if T else None,
           "_v": value_key, "_D": _DEFAULT, "_run": run_call_plan, "_stale": stale, "_begin": begin,
-          "_abort": abort_learning, "_learned": learned, "_grad": _enabled.get, "_ctx": current, **extra}
+          "_abort": abort_learning, "_learned": learned, "_due": due, "_grad": _enabled.get, "_ctx": current, **extra}
     _NAMESPACES.append(ns)
     return ns
 
@@ -303,7 +338,7 @@ def plan_source(params: list[inspect.Parameter], tensor_first: bool, body: Calla
            f"                    return __out\n"
            f"                __learn = _stale(__e)\n"
            f"            else:\n"
-           f"                __learn = __e is None\n"
+           f"                __learn = __e is None or (__e is not False and _due(__e))\n"
            f"            if __learn:\n"
            f"                __tok = _begin(__args)\n"
            f"                if __tok is not None:\n"
