@@ -417,8 +417,9 @@ def test_a_failed_compute_on_a_hit_fails_like_the_drain(on, monkeypatch):
     # ggml reports a failure status on the plan's own compute: the hit's failure route
     monkeypatch.setattr(executor_mod, "_graph_compute", lambda sched, graph: 1)
     failed = gg.counters()["failed_drains"]
-    with pytest.raises(gg.GraphError, match=r"scale x1 failed.*status 1"):
+    with pytest.raises(gg.GraphError, match=r"scale x1 failed.*status 1") as e:
         x * 7.0
+    assert "test_call_plans.py" in str(e.value)   # the call's own line is the site, as for the drain
     assert gg.counters()["failed_drains"] == failed + 1 and hits() == h + 2
     monkeypatch.undo()
     out, _ = _repeat(lambda: x * 7.0, 1)
