@@ -131,8 +131,9 @@ def public(*, method=(), function=(), functional=(), dunder=(), reflected=(), se
     and ``gg.nn.functional`` entry, with no wrapper in between (a reflected operator, or a method
     whose tensor is not ``fn``'s first parameter, is one generated call of ``fn``). ``doc``: the
     docstring when ``fn`` has none of its own (e.g. shared with the copy it wraps). ``call_plan``:
-    its surfaces look a repeated eager call up in its call plans first (``tensor/call_plans.py``);
-    only for a function whose result follows from its arguments (no random draw, host read or warning).
+    its surfaces are instead one generated entry point (same signature) that looks a repeated eager
+    call up in its call plans first and calls ``fn`` otherwise (``tensor/call_plans.py``); only for
+    a function whose result follows from its arguments (no random draw, host read or warning).
 
     >>> from ggmlgrad.ops.decl import PUBLIC
     >>> add = next(p for p in PUBLIC if p.function == ("add",))
