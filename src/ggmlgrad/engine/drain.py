@@ -5,7 +5,8 @@ The queue's one record (an eager or check-mode op) looks up its op plan, a recor
 its plan (an eager forward segment) runs that plan, a queue of graph-mode records looks up the
 plan of its record key, and without a plan the records are built (:mod:`.build`) and computed as
 one graph. Every compute is :meth:`Drainer.run`, the one call of the executor (:mod:`.executor`),
-which capture replays use too. Every drain counts the same counters (drains and computes by
+which capture replays use too, and so do eager call plans (:mod:`.call_plans`: a repeated eager
+call runs the op plan its record found, with this drain's checks, counters and failure route). Every drain counts the same counters (drains and computes by
 reason) and fails the same way.
 
 Rules (each paid for by a silent wrong result in ggmlR, see ag_defer.R):
@@ -397,7 +398,7 @@ class Drainer:
             s = self.run(plan, counters, reason, threads, inputs, device, plan.out_nbytes, s)
         except BaseException as e:  # the drain's failure path (the op's own call is the site)
             self._fail(e, (), [_phase_label.get() or label], None, reason, self.queue.epoch)
-        out._storage = s
+        out._storage = s   # (engine/call_plans.py's run_call_plan is this hit without the record: keep them alike)
         if self.learn is not None:  # a call plan is being learned (engine/call_plans.py)
             self.learn.append((out, inputs, plan, label, w, plans, c))
         if self.checks:
