@@ -615,3 +615,20 @@ def test_a_signature_that_failed_to_learn_tries_again_later(on, monkeypatch):
     monkeypatch.undo()                                # plans are made again
     out, n = _repeat(lambda: x * 9.0, 2 * call_plans.RETRY_FIRST + 3)
     assert n >= 1 and out.tolist() == [9.0, 18.0, 27.0]
+
+
+def test_a_hits_result_has_the_fields_of_the_ordinary_result(on):
+    fields = ("shape", "dtype", "device", "numel_", "_node", "_epoch", "_status", "_leaf", "_leaf_epoch", "_error",
+              "requires_grad", "grad", "grad_fn", "_retains_grad")
+    x = gg.tensor([[1.0, -2.0], [3.0, 4.0]])
+    with plans(False):
+        ordinary = [x.relu() for _ in range(3)][-1]   # (the last one computed by its op plan)
+    h = hits()
+    planned = [x.relu() for _ in range(3)][-1]
+    assert hits() > h
+    for f in fields:
+        assert getattr(planned, f) == getattr(ordinary, f), f
+    assert planned._vcell == ordinary._vcell == [0] and planned._vcell is not ordinary._vcell
+    assert type(planned._storage) is type(ordinary._storage) and planned._storage.nbytes == ordinary._storage.nbytes
+    assert vars(planned) == vars(ordinary) == {}
+    np.testing.assert_array_equal(planned.numpy(), ordinary.numpy())
