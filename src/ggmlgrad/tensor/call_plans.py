@@ -8,7 +8,7 @@ that may do this (the op surfaces generated from ``expose``, and the ``public(ca
 front ends: arithmetic, comparisons, matmul, clamp, ...) look their call's signature up first:
 
 - **key**: per argument, for a tensor (``Tensor``, or a type :func:`register_tensor_type` adds)
-  its shape, dtype and ``requires_grad`` (the type too for a registered subclass); for anything
+  its shape, dtype, device and ``requires_grad`` (the type too for a registered subclass); for anything
   else its exact type and value (``0.0`` and ``-0.0``, ``1``, ``1.0`` and ``True`` differ; an
   argument left at its default is a marker; NaN, arrays, lists and other objects make no key), and
   which of the first three arguments are the same object; plus grad mode and the matmul precision.
@@ -283,7 +283,7 @@ def key_source(params: list[inspect.Parameter], tensor_first: bool) -> tuple[str
         n = p.name
         if i == 0 and tensor_first:
             lines += [f"__t = type({n})", f"__r0 = {n}.requires_grad"]
-            parts += [f"{n}.shape if __t is _T else (__t, {n}.shape)", f"{n}.dtype", "__r0"]
+            parts += [f"{n}.shape if __t is _T else (__t, {n}.shape)", f"{n}.dtype", f"{n}.device.dev_ptr", "__r0"]
             grads.append("__r0")
             continue
         default = p.default is not p.empty
@@ -292,15 +292,17 @@ def key_source(params: list[inspect.Parameter], tensor_first: bool) -> tuple[str
             # its value and type (in the dtype's place); anything else: value_key()
             lines += [f"__t = type({n})",
                       f"if __t is _T:",
-                      f"    __k{i} = {n}.shape; __d{i} = {n}.dtype; __r{i} = {n}.requires_grad",
+                      f"    __k{i} = {n}.shape; __d{i} = {n}.dtype; __p{i} = {n}.device.dev_ptr; "
+                      f"__r{i} = {n}.requires_grad",
                       f"elif (__t is float and {n} and {n} == {n}) or __t is int or __t is bool:",
-                      f"    __k{i} = {n}; __d{i} = __t; __r{i} = None",
+                      f"    __k{i} = {n}; __d{i} = __t; __p{i} = __r{i} = None",
                       f"elif __t in _TT:",
-                      f"    __k{i} = (__t, {n}.shape); __d{i} = {n}.dtype; __r{i} = {n}.requires_grad"]
+                      f"    __k{i} = (__t, {n}.shape); __d{i} = {n}.dtype; __p{i} = {n}.device.dev_ptr; "
+                      f"__r{i} = {n}.requires_grad"]
             if default:
-                lines += [f"elif {n} is _default_{n}:", f"    __k{i} = _D; __d{i} = __r{i} = None"]
-            lines += ["else:", f"    __k{i} = _v({n}); __d{i} = __r{i} = None"]
-            parts += [f"__k{i}", f"__d{i}", f"__r{i}"]
+                lines += [f"elif {n} is _default_{n}:", f"    __k{i} = _D; __d{i} = __p{i} = __r{i} = None"]
+            lines += ["else:", f"    __k{i} = _v({n}); __d{i} = __p{i} = __r{i} = None"]
+            parts += [f"__k{i}", f"__d{i}", f"__p{i}", f"__r{i}"]
             grads.append(f"__r{i}")
         elif default:
             parts.append(f"_D if {n} is _default_{n} else _v({n})")
