@@ -4,8 +4,8 @@ A repeated eager call of a planned entry point (``a + b``, ``x.sum()``, ``x @ w`
 plan straight from its signature. These tests check that this changes nothing observable:
 
 1. every OpInfo sample, called three times on the same tensors in eager mode, gives bit-for-bit
-   the same values, dtypes, ``requires_grad`` and drains/computes per call with call plans on as
-   with them off (and call plans do run: the hit counter moves);
+   the same values, dtypes, ``requires_grad``, drains/computes/transfers per call and gradients
+   with call plans on as with them off (and call plans do run: the hit counter moves);
 2. a cached call is not used when anything in its key or in the state it depends on changes
    (shape, dtype, scalar value, sign and type, aliasing of the arguments, requires_grad, grad
    mode, graph mode, check mode, capture, matmul precision, the op plan cache, an armed fault);
@@ -348,10 +348,13 @@ def test_a_changed_op_plan_cache_is_learned_again(on):
 
 def test_kill_switch():
     x = gg.tensor([1.0, 2.0])
-    with gg.graph_mode(False), plans(False):
-        out, n = _repeat(lambda: x * 5.0, 5)
-    assert n == 0 and out.tolist() == [5.0, 10.0]
-    assert not call_plans.enabled() or call_plans.set_enabled(True) is True
+    with gg.graph_mode(False):
+        with plans(False):
+            out, n = _repeat(lambda: x * 5.0, 5)
+            assert n == 0 and out.tolist() == [5.0, 10.0] and not call_plans.enabled()
+        with plans(True):
+            out, n = _repeat(lambda: x * 5.0, 5)
+            assert n >= 3 and out.tolist() == [5.0, 10.0]
 
 
 def test_the_environment_switch_turns_them_off():
