@@ -22,11 +22,20 @@ import pytest
 import ggmlgrad as gg
 from ggmlgrad.engine import ENGINE, Engine
 from ggmlgrad.engine import executor as executor_mod
+from ggmlgrad.tensor import call_plans
 
 PKG = Path(gg.__file__).resolve().parent
 # ggml's compute, through ctypes or the optional compiled accelerator (``compute_planned``: a plan's
 # lock, bind and compute in one C call)
 GGML_COMPUTE = {"backend_sched_graph_compute", "graph_compute", "_graph_compute", "compute_planned"}
+
+
+@pytest.fixture(autouse=True)
+def eager_default():
+    """The run-time tests below describe eager ops; CI also runs the suite with GGMLGRAD_GRAPH=1,
+    so eager is set here (a test enters graph mode where it says so)."""
+    with gg.graph_mode(False):
+        yield
 
 
 def _receiver_is_executor(node: ast.expr) -> bool:
@@ -113,14 +122,7 @@ def test_the_engine_is_composed_not_mixed():
         assert getattr(e, part).__class__.__module__.startswith("ggmlgrad.engine."), part
 
 
-@pytest.fixture
-def eager_default():
-    """These tests state what eager mode does (the suite also runs with GGMLGRAD_GRAPH=1)."""
-    with gg.graph_mode(False):
-        yield
-
-
-def test_every_compute_reaches_the_executor_from_the_drains_run(monkeypatch, eager_default):
+def test_every_compute_reaches_the_executor_from_the_drains_run(monkeypatch):
     callers = []
     real = executor_mod.Executor.compute
 
@@ -130,9 +132,15 @@ def test_every_compute_reaches_the_executor_from_the_drains_run(monkeypatch, eag
         return real(self, plan, threads, args)
 
     monkeypatch.setattr(executor_mod.Executor, "compute", spy)
+    from ggmlgrad.engine.plans import OP_PLANS
+    OP_PLANS.clear()   # (a cache that earlier tests left thrashed makes no new op plans for a while)
     a = gg.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
     for _ in range(3):                          # the ordinary drain, then the op plan
         np.testing.assert_allclose((a * 2.0).numpy(), np.arange(6).reshape(2, 3) * 2.0)
+    hits = gg.counters()["call_plan_hits"]
+    for _ in range(4):                          # the op plan, then the call's plan (tensor/call_plans.py)
+        np.testing.assert_allclose((a / 4.0).numpy(), np.arange(6).reshape(2, 3) / 4.0)
+    assert gg.counters()["call_plan_hits"] > hits
     for _ in range(3):                          # graph mode: built, then a graph plan
         with gg.graph_mode(True):
             y = (a + 1.0).exp()
@@ -159,7 +167,7 @@ def test_every_compute_reaches_the_executor_from_the_drains_run(monkeypatch, eag
     assert {(file, fn) for file, fn, _ in callers} == {("drain.py", "run")}, callers
 
 
-def test_an_eager_op_is_a_record_then_a_drain(monkeypatch, eager_default):
+def test_an_eager_op_is_a_record_then_a_drain(monkeypatch):
     seen = []
     d = ENGINE.current.drainer
     real = d.drain_locked
@@ -170,7 +178,31 @@ def test_an_eager_op_is_a_record_then_a_drain(monkeypatch, eager_default):
 
     monkeypatch.setattr(ENGINE.current, "_drain_locked", spy)
     x = gg.tensor(np.ones(3, np.float32))
-    y = x + x
+    old = call_plans.set_enabled(False)              # (a repeated call is its call plan: below)
+    try:
+        y = x + x
+    finally:
+        call_plans.set_enabled(old)
     assert seen and seen[0] == ("eager", True)       # the record was queued, then drained
     assert ENGINE.current.queue.one is None and len(ENGINE) == 0
     np.testing.assert_array_equal(y.numpy(), np.full(3, 2.0))
+
+
+def test_a_repeated_eager_call_is_its_call_plan_run_by_the_drain(monkeypatch):
+    """A call plan is a plan on the same route: no record, no drain_locked, one Drainer.run (the
+    compute of the op plan the call's first runs made), counted as an eager drain."""
+    from ggmlgrad.engine.plans import OP_PLANS
+    OP_PLANS.clear()   # (a cache that earlier tests left thrashed makes no new op plans for a while)
+    d = ENGINE.current.drainer
+    x = gg.tensor(np.arange(5, dtype=np.float32))
+    for _ in range(3):
+        x - 2.0
+    drained, ran = [], []
+    real_drain, real_run = d.drain_locked, d.run
+    monkeypatch.setattr(ENGINE.current, "_drain_locked", lambda reason: drained.append(reason) or real_drain(reason))
+    monkeypatch.setattr(d, "run", lambda *a: ran.append(type(a[0]).__name__) or real_run(*a))
+    gg.reset_counters()
+    y = x - 2.0
+    assert drained == [] and ran == ["OpPlan"] and gg.counters()["call_plan_hits"] == 1
+    assert gg.counters()["drains_by_reason"] == {"eager": 1} and gg.counters()["computes"] == 1
+    np.testing.assert_array_equal(y.numpy(), np.arange(5) - 2.0)

@@ -21,6 +21,7 @@ class _Counters:
         self.download_bytes = Counter()
         self.nodes = deque(maxlen=1000)  # graph node counts of the last computes
         self.failed = 0
+        self.call_plan_hits = 0          # eager calls computed by their call plan (tensor/call_plans.py)
 
     def compute(self, site: str, n_nodes: int) -> None:
         self.computes[site] += 1
@@ -39,6 +40,7 @@ class _Counters:
             "download_bytes": sum(self.download_bytes.values()),
             "last_graph_nodes": self.nodes[-1] if self.nodes else 0,
             "failed_drains": self.failed,
+            "call_plan_hits": self.call_plan_hits,
         }
 
 

@@ -5,7 +5,8 @@ The queue's one record (an eager or check-mode op) looks up its op plan, a recor
 its plan (an eager forward segment) runs that plan, a queue of graph-mode records looks up the
 plan of its record key, and without a plan the records are built (:mod:`.build`) and computed as
 one graph. Every compute is :meth:`Drainer.run`, the one call of the executor (:mod:`.executor`),
-which capture replays use too. Every drain counts the same counters (drains and computes by
+which capture replays use too, and so do eager call plans (:mod:`.call_plans`: a repeated eager
+call runs the op plan its record found, with this drain's checks, counters and failure route). Every drain counts the same counters (drains and computes by
 reason) and fails the same way.
 
 Rules (each paid for by a silent wrong result in ggmlR, see ag_defer.R):
@@ -108,6 +109,9 @@ class Drainer:
         self._fail_error: type = RuntimeError
         self.settle_queue: list = []  # (weak ref, callback): queued tensors to settle once computed
         self.checks = queue.checks  # the queue's index checks (one list, cleared in place: checks.py)
+        # While the tensor layer learns a call plan: each op-plan run of _drain_one is noted here
+        # (engine/call_plans.py); None otherwise.
+        self.learn: list | None = None
 
     def run(self, plan, counters, reason: str, threads: int, *args):
         """Compute ``plan`` (bound by ``plan.bind(*args)``) and count it; returns what ``bind``
@@ -394,7 +398,9 @@ class Drainer:
             s = self.run(plan, counters, reason, threads, inputs, device, plan.out_nbytes, s)
         except BaseException as e:  # the drain's failure path (the op's own call is the site)
             self._fail(e, (), [_phase_label.get() or label], None, reason, self.queue.epoch)
-        out._storage = s
+        out._storage = s   # (engine/call_plans.py's run_call_plan is this hit without the record: keep them alike)
+        if self.learn is not None:  # a call plan is being learned (engine/call_plans.py)
+            self.learn.append((out, inputs, plan, label, w, plans, c))
         if self.checks:
             _checks.after_drain(self.queue, out._epoch, (out,))
         return True

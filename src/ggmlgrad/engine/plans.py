@@ -339,6 +339,7 @@ class PlanCache:
         self._paused = 0                     # builds still to decline while thrashing
         self._thrashed = False               # since the last clear(): build only over unused plans
         self._lock = threading.Lock()        # threads (each with its own queue) share the cache
+        self.removed = 0                     # plans evicted, replaced or cleared so far (call plans check it)
 
     def touch(self, plan) -> None:
         """Stamp a hit on ``plan`` (a plan in use is not evicted for a new one after thrashing)."""
@@ -387,8 +388,11 @@ class PlanCache:
         self.misses += 1
         if plan is not None:
             plan.last_use = self.tick
+        if key in self.plans:
+            self.removed += 1
         while len(self.plans) >= self.capacity and key not in self.plans:
             self.plans.pop(self._victim())
+            self.removed += 1
             # Not freed here: another thread may be running it. The last reference frees it (__del__).
             self._evictions += 1
         self.plans[key] = plan
@@ -400,6 +404,7 @@ class PlanCache:
             self._builds = self._evictions = 0
 
     def clear(self) -> None:
+        self.removed += 1
         for plan in self.plans.values():
             if plan is not None:
                 plan.free()

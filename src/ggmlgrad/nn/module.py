@@ -11,6 +11,7 @@ from ..engine import ENGINE, PENDING, DType, bfloat16, dtypes, float16, float32,
 from ..engine.context import current as _context
 from ..runtime import resolve_device
 from ..tensor import Tensor, no_grad
+from ..tensor.call_plans import register_tensor_type
 from ..tensor.tensor import _from_numpy
 from ..tensor.views import share_memory
 from ..tensor.autograd_api import RemovableHandle
@@ -86,6 +87,9 @@ class Parameter(Tensor):
 
 def _is_tensor(x) -> bool:
     return isinstance(x, Tensor)
+
+
+register_tensor_type(Parameter)   # a parameter is an op input like any tensor (eager call plans)
 
 
 class Module:

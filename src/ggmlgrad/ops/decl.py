@@ -50,6 +50,9 @@ class Expose:
     host_int32: bool = False
     module: str | None = None
     dunder: tuple[str, ...] = ()
+    # Eager call plans (tensor/call_plans.py) for its surfaces: the op's result follows from the
+    # call's arguments (no random draw, no global state its key leaves out).
+    call_plan: bool = True
 
     def names(self) -> dict[str, str]:
         """surface kind → public name, for the surfaces this op has."""
@@ -100,6 +103,9 @@ class Public:
     dunder: tuple[str, ...] = ()       # Tensor operators ``(self, other)``: ``fn`` itself
     reflected: tuple[str, ...] = ()    # reflected Tensor operators: ``(self, other)`` → ``fn(other, self)``
     self_at: int = 0                   # methods: self is ``fn``'s parameter number ``self_at``
+    # Eager call plans (tensor/call_plans.py): a repeated call that ran one op runs its plan directly.
+    # Only for front ends whose op follows from their arguments (no random draw, host read or warning).
+    call_plan: bool = False
 
     def tensor_names(self) -> tuple[str, ...]:
         """Every name this declaration gives on ``Tensor`` (methods and operators)."""
@@ -115,7 +121,7 @@ def _name_tuple(names) -> tuple[str, ...]:
 
 
 def public(*, method=(), function=(), functional=(), dunder=(), reflected=(), self_at: int = 0,
-           doc: str | None = None) -> Callable[[Callable], Callable]:
+           doc: str | None = None, call_plan: bool = False) -> Callable[[Callable], Callable]:
     """Declare the public names of a front-end function: one that dispatches over several ops
     (scalars vs tensors, int32 and bool paths, views) or is a composite of ops (losses, attention).
 
@@ -124,7 +130,10 @@ def public(*, method=(), function=(), functional=(), dunder=(), reflected=(), se
     (``tensor/surfaces.py``) installs it as each ``Tensor`` method and operator, ``gg.*`` function
     and ``gg.nn.functional`` entry, with no wrapper in between (a reflected operator, or a method
     whose tensor is not ``fn``'s first parameter, is one generated call of ``fn``). ``doc``: the
-    docstring when ``fn`` has none of its own (e.g. shared with the copy it wraps).
+    docstring when ``fn`` has none of its own (e.g. shared with the copy it wraps). ``call_plan``:
+    its surfaces are instead one generated entry point (same signature) that looks a repeated eager
+    call up in its call plans first and calls ``fn`` otherwise (``tensor/call_plans.py``); only for
+    a function whose result follows from its arguments (no random draw, host read or warning).
 
     >>> from ggmlgrad.ops.decl import PUBLIC
     >>> add = next(p for p in PUBLIC if p.function == ("add",))
@@ -139,6 +148,6 @@ def public(*, method=(), function=(), functional=(), dunder=(), reflected=(), se
     def deco(fn: Callable) -> Callable:
         if doc and not fn.__doc__:
             fn.__doc__ = doc
-        PUBLIC.append(Public(fn, self_at=self_at, **names))
+        PUBLIC.append(Public(fn, self_at=self_at, call_plan=call_plan, **names))
         return fn
     return deco

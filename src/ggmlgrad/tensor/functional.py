@@ -22,7 +22,7 @@ __all__ = [
     "float64", "double", "int64", "long"]
 
 
-@public(function="linear", functional="linear")
+@public(function="linear", functional="linear", call_plan=True)
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias`` (weight is (out_features, in_features), as in PyTorch).
 
@@ -98,8 +98,8 @@ def _declare_comparison(kind: str) -> None:
     for fn in (operator, function):
         fn.__name__ = fn.__qualname__ = kind
         fn.__doc__ = doc
-    public(method=kind, dunder=f"__{kind}__")(operator)
-    public(function=kind)(function)
+    public(method=kind, dunder=f"__{kind}__", call_plan=True)(operator)
+    public(function=kind, call_plan=True)(function)
 
 
 for _kind in _SYMBOLS:
@@ -107,7 +107,7 @@ for _kind in _SYMBOLS:
 
 
 # ---------------------------------------------------------------------- reductions
-@public(method="max", function="max")
+@public(method="max", function="max", call_plan=True)
 def max(input: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):  # noqa: A001
     """torch.max: ``max(x)`` → 0-d; ``max(x, dim)`` → (values, indices); ``max(x, other)`` →
     elementwise maximum. For values over several axes use ``amax``.
@@ -123,7 +123,7 @@ def max(input: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=N
         raise
 
 
-@public(method="min", function="min")
+@public(method="min", function="min", call_plan=True)
 def min(input: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):  # noqa: A001
     """torch.min: ``min(x)`` → 0-d; ``min(x, dim)`` → (values, indices); ``min(x, other)`` →
     elementwise minimum. For values over several axes use ``amin``.

@@ -17,8 +17,8 @@ from .tensor import Tensor
 
 for _name in ("logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf", "isfinite"):
     public(method=_name, function=_name)(getattr(bool_ops, _name))
-public(dunder="__invert__")(bool_ops.invert)
-public(method="masked_fill")(bool_ops.masked_fill)
+public(dunder="__invert__", call_plan=True)(bool_ops.invert)
+public(method="masked_fill", call_plan=True)(bool_ops.masked_fill)
 
 
 def _declare_bitwise(kind: str, symbol: str) -> None:

@@ -25,7 +25,7 @@ def _tensors(name: str, input, other) -> tuple[Tensor, Tensor]:
     return _pair(input, other)
 
 
-@public(method=("atan2", "arctan2"), function=("atan2", "arctan2"))
+@public(method=("atan2", "arctan2"), function=("atan2", "arctan2"), call_plan=True)
 def atan2(input: Tensor, other: Tensor) -> Tensor:
     """The angle of the point (other, input) in radians, in [-pi, pi], elementwise with broadcasting;
     signed zeros and infinities give C's (torch's) results. int32/bool inputs give float32.
@@ -37,7 +37,7 @@ def atan2(input: Tensor, other: Tensor) -> Tensor:
     return op.atan2(*_tensors("atan2", input, other))
 
 
-@public(method="hypot", function="hypot")
+@public(method="hypot", function="hypot", call_plan=True)
 def hypot(input: Tensor, other: Tensor) -> Tensor:
     """sqrt(input**2 + other**2) elementwise without overflow (inf when either side is inf).
 
@@ -48,7 +48,7 @@ def hypot(input: Tensor, other: Tensor) -> Tensor:
     return op.hypot(*_tensors("hypot", input, other))
 
 
-@public(method="logaddexp", function="logaddexp")
+@public(method="logaddexp", function="logaddexp", call_plan=True)
 def logaddexp(input: Tensor, other: Tensor) -> Tensor:
     """log(exp(input) + exp(other)) elementwise, computed stably.
 

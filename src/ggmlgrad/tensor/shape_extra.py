@@ -295,7 +295,7 @@ def _matmul_any(a: Tensor, b: Tensor) -> Tensor:
     return out if dtype is float32 else op.cast(out, dtype=dtype)
 
 
-@public(method="mm", function="mm")
+@public(method="mm", function="mm", call_plan=True)
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     """Matrix product of two 2-D tensors (torch.mm; no broadcasting).
 
@@ -315,7 +315,7 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
     return _matmul_any(input, mat2)
 
 
-@public(method="bmm", function="bmm")
+@public(method="bmm", function="bmm", call_plan=True)
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     """Batched matrix product of two 3-D tensors with the same batch size (torch.bmm; no broadcasting).
 

@@ -34,6 +34,7 @@ from typing import Callable
 from ..engine import int32
 from ..ops.decl import FIRST_ARG, PUBLIC, Public, public_parameters
 from ..ops.registry import REGISTRY, OpDef, _non_tensor
+from . import call_plans
 from .int_reduce import int_reduce
 from .tape import apply
 
@@ -101,23 +102,39 @@ def make_surface(opdef: OpDef, kind: str, name: str) -> Callable:
     first = FIRST_ARG[kind]
     params = public_parameters(opdef.forward, opdef.expose.args)
     sig, call, defaults = _signature_source(params)
-    if opdef.expose.args is not None:
+    args_fn = opdef.expose.args
+    if args_fn is not None:
         params_expr = f"_args({call})"
     else:
         params_expr = f"{{{', '.join(repr(p.name) + ': ' + p.name for p in params)}}}"
-    if opdef.expose.host_int32:   # int32 exactly on the host, bool on the device (tensor/int_reduce.py)
-        body = (f"params = {params_expr}\n"
-                f"if {first}.dtype is _int32 or {first}.dtype.is_bool:\n"
-                f"    return _int_reduce({opdef.name!r}, {first}, params['axis'], params['keepdim'])\n"
-                f"return _apply(_opdef, ({first},), params)\n")
-    else:
-        body = f"return _apply(_opdef, ({first},), {params_expr})\n"
-    if kind != "method":   # gg.sum([1.0]) / gg.sum(ndarray): torch's TypeError, not an AttributeError (error path only)
-        body = (f"try:\n{_indent(body)}except AttributeError:\n"
-                f"    _refuse_non_tensor({name!r}, {first})\n    raise\n")
-    source = f"def {name}({first}{sig}):\n{_indent(body)}"
-    namespace = {"_apply": apply, "_opdef": opdef, "_args": opdef.expose.args, "_int32": int32,
+    # An args function that may warn (softmax's without dim) runs on every call, call plan or not.
+    head = ""
+    if args_fn is not None and args_fn not in call_plans.PURE_ARGS:
+        head, params_expr = f"params = {params_expr}\n", "params"
+
+    def body(ret: str) -> str:
+        """The ordinary body, its results given to ``ret`` ("return " or an assignment)."""
+        if opdef.expose.host_int32:   # int32 exactly on the host, bool on the device (tensor/int_reduce.py)
+            text = ((f"params = {params_expr}\n" if params_expr != "params" else "") +
+                    f"if {first}.dtype is _int32 or {first}.dtype.is_bool:\n"
+                    f"    {ret}_int_reduce({opdef.name!r}, {first}, params['axis'], params['keepdim'])\n"
+                    f"else:\n    {ret}_apply(_opdef, ({first},), params)\n")
+        else:
+            text = f"{ret}_apply(_opdef, ({first},), {params_expr})\n"
+        if kind != "method":   # gg.sum([1.0]) / gg.sum(ndarray): torch's TypeError, not an AttributeError (error path only)
+            text = (f"try:\n{_indent(text)}except AttributeError:\n"
+                    f"    _refuse_non_tensor({name!r}, {first})\n    raise\n")
+        return text
+    namespace = {"_apply": apply, "_opdef": opdef, "_args": args_fn, "_int32": int32,
                  "_int_reduce": int_reduce, "_refuse_non_tensor": refuse_non_tensor, **defaults}
+    if opdef.expose.call_plan:   # eager call plans (tensor/call_plans.py)
+        all_params = [inspect.Parameter(first, inspect.Parameter.POSITIONAL_OR_KEYWORD)] + params
+        text = head + call_plans.plan_source(all_params, True, body,
+                                             guard=f"_ON and (type({first}) is _T or type({first}) in _TT)")
+        namespace = call_plans.surface_namespace(f"{kind} {name}", namespace)
+    else:
+        text = head + body("return ")
+    source = f"def {name}({first}{sig}):\n{_indent(text)}"
     fn = compile_function(source, name, namespace, f"surface {kind} {name}")
     fn.__doc__ = _docstring(opdef, kind)
     fn.__module__ = _MODULES[kind]
@@ -207,12 +224,34 @@ def public_surfaces(kind: str) -> dict[str, Callable]:
     return out
 
 
+_PLANNED: dict = {}   # a front end declared with call_plan=True → the one entry point with call plans
+
+
+def _entry(p: Public) -> Callable:
+    """What ``p``'s surfaces call: its function, or with ``call_plan`` that function behind its
+    call plans (tensor/call_plans.py; one per declaration, shared by all its surfaces)."""
+    if not p.call_plan or not call_plans.plannable(p.fn):
+        return p.fn
+    fn = _PLANNED.get(p.fn)
+    if fn is None:
+        fn = _PLANNED[p.fn] = call_plans.wrap(p.fn, p.fn.__name__, compile_function)
+        # Named where it is installed (pickle finds a function by its module and qualified name)
+        if p.function:
+            fn.__module__, fn.__qualname__ = _MODULES["function"], p.function[0]
+        elif p.functional:
+            fn.__module__, fn.__qualname__ = _MODULES["functional"], p.functional[0]
+        elif p.self_at == 0 and p.method + p.dunder:
+            fn.__module__, fn.__qualname__ = _MODULES["method"], "Tensor." + (p.method + p.dunder)[0]
+    return fn
+
+
 def _surfaces_of(p: Public, kind: str) -> list[tuple[str, Callable]]:
+    fn = _entry(p)
     if kind != "method":
-        return [(name, p.fn) for name in getattr(p, kind)]
+        return [(name, fn) for name in getattr(p, kind)]
     direct = p.method + p.dunder if p.self_at == 0 else p.dunder
-    bound = [(name, rebound_method(p.fn, name, p.self_at)) for name in (p.method if p.self_at else ())]
-    return [(name, p.fn) for name in direct] + bound + [(name, rebound_method(p.fn, name, 1)) for name in p.reflected]
+    bound = [(name, rebound_method(fn, name, p.self_at)) for name in (p.method if p.self_at else ())]
+    return [(name, fn) for name in direct] + bound + [(name, rebound_method(fn, name, 1)) for name in p.reflected]
 
 
 def install_methods(cls: type) -> None:

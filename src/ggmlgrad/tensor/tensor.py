@@ -14,7 +14,7 @@ from ..ops.indexing import check_int_divisor
 from ..ops.registry import REGISTRY
 from ..ops.shapes import check_ndim
 from ..runtime import Device, resolve_device
-from . import bool_ops, tape, views
+from . import bool_ops, call_plans, tape, views
 from .conversion import ConversionMethods
 from .new_methods import TypeMethods
 from .grad_mode import is_grad_enabled, no_grad
@@ -204,6 +204,9 @@ class Tensor(InplaceMethods, ConversionMethods, TypeMethods, OpMethods, Array):
     __hash__ = object.__hash__
 
 
+call_plans.set_tensor_class(Tensor)   # the entry points' call plans make their results with Tensor._blank
+
+
 # ---------------------------------------------------------------------- conversion helpers
 def _rebuild_tensor(values: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
     return tensor(values, dtype=dtype_name, requires_grad=requires_grad)
@@ -320,7 +323,7 @@ def _integer_arithmetic(name: str, closed: bool):
     return deco
 
 
-@public(function="add", dunder="__add__", reflected="__radd__")
+@public(function="add", dunder="__add__", reflected="__radd__", call_plan=True)
 @_integer_arithmetic("add", closed=True)
 def add(input, other) -> Tensor:
     """``input + other`` with NumPy broadcasting; Python scalars become op parameters (no upload).
@@ -337,7 +340,7 @@ def add(input, other) -> Tensor:
     return op.add(a, b)
 
 
-@public(function="sub", dunder="__sub__", reflected="__rsub__")
+@public(function="sub", dunder="__sub__", reflected="__rsub__", call_plan=True)
 @_integer_arithmetic("sub", closed=True)
 def sub(input, other) -> Tensor:
     """``input - other`` with NumPy broadcasting (int32 stays int32, as in torch).
@@ -354,7 +357,7 @@ def sub(input, other) -> Tensor:
     return op.sub(a, b)
 
 
-@public(function="mul", dunder="__mul__", reflected="__rmul__")
+@public(function="mul", dunder="__mul__", reflected="__rmul__", call_plan=True)
 @_integer_arithmetic("mul", closed=True)
 def mul(input, other) -> Tensor:
     """``input * other`` with NumPy broadcasting.
@@ -374,7 +377,7 @@ def mul(input, other) -> Tensor:
 _RECIPROCAL_OVERFLOWS = 1.0 / float(np.finfo(np.float32).max)   # |c| below this: 1/c is inf in float32
 
 
-@public(function="div", dunder="__truediv__", reflected="__rtruediv__")
+@public(function="div", dunder="__truediv__", reflected="__rtruediv__", call_plan=True)
 @_integer_arithmetic("div", closed=False)
 def div(input, other) -> Tensor:
     """``input / other`` (true division: int32 operands give float32, as in torch).
@@ -505,7 +508,7 @@ def _split(x: Tensor) -> tuple[Tensor, Tensor]:
     return hi, op.sub(x, hi)
 
 
-@public(method="pow", function="pow", dunder="__pow__", reflected="__rpow__")
+@public(method="pow", function="pow", dunder="__pow__", reflected="__rpow__", call_plan=True)
 def pow(input, exponent) -> Tensor:
     """``input ** exponent`` with broadcasting; an int32 or bool base takes no negative integer exponent (torch).
 
@@ -523,7 +526,7 @@ def pow(input, exponent) -> Tensor:
 _MATMUL = REGISTRY["matmul"]
 
 
-@public(function="matmul", dunder="__matmul__", reflected="__rmatmul__")
+@public(function="matmul", dunder="__matmul__", reflected="__rmatmul__", call_plan=True)
 def matmul(input, other) -> Tensor:
     """NumPy ``@`` semantics: 1-D, 2-D and batched with broadcast batch dims; a non-tensor operand
     (array, list) is uploaded on the tensor operand's device.
@@ -539,7 +542,7 @@ def matmul(input, other) -> Tensor:
     return tape.apply(_MATMUL, (input, other), {})
 
 
-@public(dunder="__neg__")
+@public(dunder="__neg__", call_plan=True)
 def negative(input: Tensor) -> Tensor:
     """``-input``: int32 stays int32 and a bool tensor raises, as in torch (``x.neg()`` is the op).
 
@@ -599,7 +602,7 @@ def compare(a, b, kind: str):
 _FLIPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 
 
-@public(method=("clamp", "clip"), function=("clamp", "clip"))
+@public(method=("clamp", "clip"), function=("clamp", "clip"), call_plan=True)
 def clamp(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A002  (torch names)
     """Limit to [min, max] (torch.clamp): either side optional; bounds may be numbers (op
     parameters) or tensors (through maximum/minimum).
@@ -628,7 +631,7 @@ def _bound(v):
     return int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) else float(v)
 
 
-@public(method="maximum", function="maximum")
+@public(method="maximum", function="maximum", call_plan=True)
 def maximum(input, other) -> Tensor:
     """Elementwise max with broadcasting; equal values share the gradient 0.5/0.5 and a NaN on
     either side propagates (torch).
@@ -640,7 +643,7 @@ def maximum(input, other) -> Tensor:
     return binary_extreme(input, other, "maximum")
 
 
-@public(method="minimum", function="minimum")
+@public(method="minimum", function="minimum", call_plan=True)
 def minimum(input, other) -> Tensor:
     """Elementwise min with broadcasting (gradients and NaN as :func:`maximum`).
 
@@ -679,7 +682,7 @@ def extreme(x: Tensor, dim, keepdim: bool, kind: str):
     return MaxMin(values, indices)
 
 
-@public(function="where", method="where", self_at=1)
+@public(function="where", method="where", self_at=1, call_plan=True)
 def where(condition, input, other) -> Tensor:
     """``input`` where ``condition`` is non-zero, else ``other``; numbers allowed for both (no upload).
     The method ``t.where(condition, other)`` is ``where(condition, t, other)`` (torch).

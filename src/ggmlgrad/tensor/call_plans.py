@@ -1,0 +1,393 @@
+"""Eager call plans: a repeated eager call runs its op plan straight from its signature.
+
+An eager ``a + b`` goes through the front end (scalar, int32 and bool dispatch), the op's
+inference, the tensor's creation, the record, the drain's op-plan key and the plan's run. When
+the same call comes again (same entry point, same argument signature, same modes) everything
+but the tensor's creation and the run decides the same way again. So the public entry points
+that may do this (the op surfaces generated from ``expose``, and the ``public(call_plan=True)``
+front ends: arithmetic, comparisons, matmul, clamp, ...) look their call's signature up first:
+
+- **key**: per argument, for a tensor (``Tensor``, or a type :func:`register_tensor_type` adds)
+  its shape, dtype, device and ``requires_grad`` (the type too for a registered subclass); for anything
+  else its exact type and value (``0.0`` and ``-0.0``, ``1``, ``1.0`` and ``True`` differ; an
+  argument left at its default is a marker; NaN, arrays, lists and other objects make no key), and
+  which of the first three arguments are the same object; plus grad mode and the matmul precision.
+  A call autograd records (an input requires grad, grad mode on) makes no key at all. The state the
+  key leaves out is checked on every hit (``engine/call_plans.py``): eager mode, no capture, the op
+  plan cache and its plan still there, an empty queue, no hold, no armed fault or injected failure,
+  inputs computed in plain (not strided) memory on the learned device.
+- **learning**: a call without a plan runs the ordinary way while the drainer notes what it ran;
+  it gets a plan only when it made exactly one eager op-plan run and nothing else the engine
+  counts (no other drain or compute, no transfer, no failure), returned that run's result (a plain
+  tensor without a tape node), left its tensor arguments' versions alone, and that op's inputs are
+  tensor arguments among the first three. The second call of a signature normally learns (the op
+  plan is made on its second use), the third runs the plan.
+- **hit**: :func:`..engine.call_plans.run_call_plan`: the result made like any op's result
+  (``Tensor._blank``), the same counters (drains, computes, node counts; plus ``call_plan_hits``),
+  the same compute (``Drainer.run``) and failure route as the drain of the op's record.
+
+``GGMLGRAD_CALL_PLANS=0`` turns them off (every call the ordinary way); :func:`set_enabled` too.
+A front end may take part only when its result follows from its arguments and the state above
+alone: no random draws, no host reads of values, no warnings (``public(call_plan=True)`` says so).
+
+>>> import ggmlgrad as gg
+>>> a = gg.ones(2, 2)
+>>> before = gg.counters()["call_plan_hits"]
+>>> with gg.graph_mode(False):
+...     for _ in range(3):
+...         b = a + a
+>>> gg.counters()["call_plan_hits"] > before   # the third call (at the latest) ran its call plan
+True
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import os
+from typing import Callable
+
+from ..engine.call_plans import CallPlan, abort_learning, begin_learning, end_learning, run_call_plan
+from ..engine.context import current
+from ..ops.reduce import axis_first_args, dim_first_args, var_args
+from .grad_mode import _enabled
+
+__all__ = ["set_enabled", "enabled", "register_tensor_type", "wrap", "stats", "clear"]
+
+# Entries per entry point (a call signature each); the oldest goes first when one is full.
+CAPACITY = 128
+# Signatures that failed to learn this often wait RETRY_FIRST calls before the next try, and twice
+# as long after each further failure (up to RETRY_MAX): a composite of several ops never learns,
+# and should cost its learning only now and then.
+ATTEMPTS = 3
+RETRY_FIRST = 16
+RETRY_MAX = 4096
+# How many leading arguments may be the op's inputs (and whose identities are part of the key).
+LEADING = 3
+
+_NO = object()        # an argument value no key describes (an array, a list, a float32 scalar...)
+_DEFAULT = object()   # an argument left at its default (the same object as the default)
+_NEG_ZERO = object()  # -0.0 (equal to 0.0, and so indistinguishable in a dict key)
+
+#: args functions (ops/decl.py Expose.args) whose result follows from their arguments and that warn of
+#: nothing: a hit need not call them (others, such as softmax's, which warns without ``dim``, run on every call)
+PURE_ARGS = {axis_first_args, dim_first_args, var_args}
+
+_NAMESPACES: list[dict] = []   # the generated entry points' globals (the switch and the Tensor class)
+_TABLES: list["_Table"] = []
+_TENSOR_TYPES: set = set()     # registered Tensor subclasses keyed like tensors (nn.Parameter)
+_STATE = {"on": os.environ.get("GGMLGRAD_CALL_PLANS", "1").strip().lower() not in ("0", "false", "no", "off"),
+          "tensor": None}
+
+
+def enabled() -> bool:
+    """Whether eager call plans are used."""
+    return _STATE["on"]
+
+
+def set_enabled(on: bool) -> bool:
+    """Use call plans (True) or run every call the ordinary way (False); returns the old setting."""
+    old = _STATE["on"]
+    _STATE["on"] = bool(on)
+    for ns in _NAMESPACES:
+        ns["_ON"] = _STATE["on"]
+    return old
+
+
+def register_tensor_type(cls: type) -> None:
+    """Key arguments of the Tensor subclass ``cls`` like tensors (its type is part of the key)."""
+    _TENSOR_TYPES.add(cls)
+    for ns in _NAMESPACES:
+        ns["_TT"] = frozenset(_TENSOR_TYPES)
+
+
+def set_tensor_class(cls: type) -> None:
+    """Called once the Tensor class exists (the generated surfaces are made before it)."""
+    _STATE["tensor"] = cls
+    for ns in _NAMESPACES:
+        ns["_T"] = cls
+        ns["_blank"] = cls._blank
+
+
+def stats() -> dict:
+    """name → (call plans, signatures not planned now) of every entry point's table (for tests and tuning)."""
+    return {t.name: (sum(1 for e in t.entries.values() if e), sum(1 for e in t.entries.values() if not e))
+            for t in _TABLES}
+
+
+def clear() -> None:
+    """Forget every call plan (they are learned again)."""
+    for t in _TABLES:
+        t.entries.clear()
+        t.attempts.clear()
+
+
+def value_key(v):
+    """The key of a non-tensor argument: its exact type and value, or ``_NO`` (no call plan)."""
+    t = type(v)
+    if t is float:
+        if v == 0.0 and math.copysign(1.0, v) < 0:
+            return (t, _NEG_ZERO)
+        if v != v:
+            return _NO   # NaN equals nothing, not even itself: no key finds it again
+        return (t, v)
+    if t is int or t is bool or v is None or t is str:
+        return (t, v)
+    if t is tuple:
+        for e in v:
+            if type(e) is not int:
+                return _NO
+        return (t, v)
+    return _NO
+
+
+class _Table:
+    """One entry point's call plans: key → :class:`CallPlan`, or False (not planned: the ordinary
+    path without trying again); ``attempts``: failed learnings by key."""
+
+    __slots__ = ("name", "entries", "attempts")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.entries: dict = {}
+        self.attempts: dict = {}
+        _TABLES.append(self)
+
+    def put(self, key, value) -> None:
+        entries = self.entries
+        if len(entries) >= CAPACITY and key not in entries:
+            entries.pop(next(iter(entries)))
+        entries[key] = value
+
+    def failed(self, key) -> None:
+        entry = self.entries.get(key)
+        if entry:
+            return   # a plan that is only stale (or not usable now) stays until a learning replaces it
+        if _NO in key:
+            self.put(key, False)   # no key tells such calls apart: never planned
+            return
+        if type(entry) is Retry:   # failed again after a wait: wait twice as long
+            self.put(key, Retry(min(2 * entry.wait, RETRY_MAX)))
+            return
+        n = self.attempts.get(key, 0) + 1
+        if n >= ATTEMPTS:
+            self.attempts.pop(key, None)
+            self.put(key, Retry(RETRY_FIRST))
+        else:
+            if len(self.attempts) >= 4 * CAPACITY:
+                self.attempts.clear()
+            self.attempts[key] = n
+
+
+class Retry:
+    """A signature that failed to learn: the ordinary path for ``wait`` calls, then one more try
+    (its op plan may be made by then: a cache that was thrashing makes plans again). Falsy, as
+    "no plan" is."""
+
+    __slots__ = ("wait", "left")
+
+    def __init__(self, wait: int) -> None:
+        self.wait = self.left = wait
+
+    def __bool__(self) -> bool:
+        return False
+
+
+def due(entry) -> bool:
+    """For a falsy table entry: whether this call learns (no entry yet, or a :class:`Retry` whose wait is over)."""
+    if entry is None:
+        return True
+    if entry is False:
+        return False
+    entry.left -= 1
+    return entry.left <= 0
+
+
+def stale(entry: CallPlan) -> bool:
+    """Whether ``entry``'s op plan may be gone from its cache (learn the call again)."""
+    cache = entry.cache
+    return cache.removed != entry.removed or cache.plans is not entry.plans
+
+
+def learned(table: _Table, key, token, out, args: tuple, versions: tuple) -> None:
+    """End the learning of one call (``args``: its leading arguments; ``versions``: their version
+    counters before the call): store its plan when it qualifies, else count the failure."""
+    note = end_learning(token)
+    plan = None
+    if note is not None and _NO not in key:
+        plan = _plan_of(note, out, args, versions)
+    if plan is None:
+        table.failed(key)
+    else:
+        table.attempts.pop(key, None)
+        table.put(key, plan)
+
+
+def _plan_of(note, out, args: tuple, versions: tuple) -> CallPlan | None:
+    r_out, inputs, plan, label, work, cache, ctx = note
+    T = _STATE["tensor"]
+    if r_out is not out or type(out) is not T or out.requires_grad or out.grad_fn is not None or out.__dict__:
+        return None   # not the op's own result (a view of it, a tuple...), or on the tape
+    if _versions(args) != versions:
+        return None   # an argument was written in place
+    sel = []
+    for k, x in enumerate(inputs):
+        if k < len(args) and args[k] is x:   # the argument at the same place (``a + a``: no copy of the tuple)
+            sel.append(k)
+            continue
+        for i, a in enumerate(args):
+            if a is x:
+                sel.append(i)
+                break
+        else:
+            return None   # an input the call made or found elsewhere
+    sel = None if tuple(sel) == tuple(range(len(args))) else tuple(sel)
+    return CallPlan(plan, cache, ctx, out, work, label, sel)
+
+
+def _versions(args: tuple) -> tuple:
+    return tuple([a._vcell[0] if hasattr(a, "_vcell") else None for a in args])
+
+
+def begin(args: tuple):
+    """(learning token, the leading arguments' versions), or None: the state learns nothing now."""
+    token = begin_learning()
+    if token is None:
+        return None
+    return token, _versions(args)
+
+
+# ---------------------------------------------------------------------- generated entry points
+def _namespace(extra: dict) -> dict:
+    T = _STATE["tensor"]
+    ns = {"_ON": _STATE["on"], "_T": T, "_TT": frozenset(_TENSOR_TYPES), "_blank": T._blank if T else None,
+          "_v": value_key, "_D": _DEFAULT, "_run": run_call_plan, "_stale": stale, "_begin": begin,
+          "_abort": abort_learning, "_learned": learned, "_due": due, "_grad": _enabled.get, "_ctx": current, **extra}
+    _NAMESPACES.append(ns)
+    return ns
+
+
+def _indent(text: str, n: int) -> str:
+    return "".join(" " * n + line + "\n" if line else "\n" for line in text.splitlines())
+
+
+def key_source(params: list[inspect.Parameter], tensor_first: bool) -> tuple[str, str, str, str]:
+    """(statements reading the arguments, the condition under which the call is recorded by autograd
+    (never planned), the expression of the key, the tuple of the leading arguments) for a function
+    with ``params`` (defaults bound as ``_default_<name>`` globals).
+    ``tensor_first``: the first argument is a tensor (checked by the caller), the others are never
+    op inputs."""
+    lines, parts, grads = [], [], []
+    names = [p.name for p in params]
+    lead = names[:1] if tensor_first else names[:LEADING]
+    for i, p in enumerate(params):
+        n = p.name
+        if i == 0 and tensor_first:
+            lines += [f"__t = type({n})", f"__r0 = {n}.requires_grad"]
+            parts += [f"{n}.shape if __t is _T else (__t, {n}.shape)", f"{n}.dtype", f"{n}.device.dev_ptr", "__r0"]
+            grads.append("__r0")
+            continue
+        default = p.default is not p.empty
+        if n in lead:
+            # a tensor: shape, dtype, requires_grad; an int, bool or float other than zero and NaN:
+            # its value and type (in the dtype's place); anything else: value_key()
+            lines += [f"__t = type({n})",
+                      f"if __t is _T:",
+                      f"    __k{i} = {n}.shape; __d{i} = {n}.dtype; __p{i} = {n}.device.dev_ptr; "
+                      f"__r{i} = {n}.requires_grad",
+                      f"elif (__t is float and {n} and {n} == {n}) or __t is int or __t is bool:",
+                      f"    __k{i} = {n}; __d{i} = __t; __p{i} = __r{i} = None",
+                      f"elif __t in _TT:",
+                      f"    __k{i} = (__t, {n}.shape); __d{i} = {n}.dtype; __p{i} = {n}.device.dev_ptr; "
+                      f"__r{i} = {n}.requires_grad"]
+            if default:
+                lines += [f"elif {n} is _default_{n}:", f"    __k{i} = _D; __d{i} = __p{i} = __r{i} = None"]
+            lines += ["else:", f"    __k{i} = _v({n}); __d{i} = __p{i} = __r{i} = None"]
+            parts += [f"__k{i}", f"__d{i}", f"__p{i}", f"__r{i}"]
+            grads.append(f"__r{i}")
+        elif default:
+            parts.append(f"_D if {n} is _default_{n} else _v({n})")
+        else:
+            parts.append(f"_v({n})")
+    for i in range(len(lead)):
+        for j in range(i + 1, len(lead)):
+            parts.append(f"{lead[i]} is {lead[j]}")
+    parts += ["__g", "__c.precision"]
+    lines.append("__g = _grad()")
+    args = "(" + "".join(f"{n}, " for n in lead) + ")"
+    return "\n".join(lines), f"__g and ({' or '.join(grads)})", f"({', '.join(parts)})", args
+
+
+def plan_source(params: list[inspect.Parameter], tensor_first: bool, body: Callable[[str], str],
+                guard: str = "_ON") -> str:
+    """The statements of an entry point with call plans: look the call up, run its plan, or learn
+    it around ``body(target)`` (the ordinary body, with ``return`` statements written ``target``),
+    then the ordinary body. Reads the globals ``_E`` (its :class:`_Table`)."""
+    read, taped, key, args = key_source(params, tensor_first)
+    learn_body = body("__out = ")
+    # Graph mode and capture first: there the ordinary body runs after one context read; then a
+    # call autograd records (an input requires grad, grad mode on) before any key is made.
+    src = (f"if {guard}:\n"
+           f"    __c = _ctx()\n"
+           f"    if not __c.graph and __c.observer is None:\n"
+           f"{_indent(read, 8)}"
+           f"        if not ({taped}):\n"
+           f"            __key = {key}\n"
+           f"            __args = {args}\n"
+           f"            __e = _E.entries.get(__key)\n"
+           f"            if __e:\n"
+           f"                __out = _run(__e, __args, _blank, __c)\n"
+           f"                if __out is not None:\n"
+           f"                    return __out\n"
+           f"                __learn = _stale(__e)\n"
+           f"            else:\n"
+           f"                __learn = __e is None or (__e is not False and _due(__e))\n"
+           f"            if __learn:\n"
+           f"                __tok = _begin(__args)\n"
+           f"                if __tok is not None:\n"
+           f"                    try:\n"
+           f"{_indent(learn_body, 24)}"
+           f"                    except BaseException:\n"
+           f"                        _abort(__tok[0])\n"
+           f"                        raise\n"
+           f"                    _learned(_E, __key, __tok[0], __out, __args, __tok[1])\n"
+           f"                    return __out\n")
+    return src + body("return ")
+
+
+def surface_namespace(name: str, extra: dict) -> dict:
+    """The globals of a generated op surface with call plans (its table is ``_E``)."""
+    return _namespace({"_E": _Table(name), **extra})
+
+
+def plannable(fn: Callable) -> bool:
+    """Whether ``fn``'s parameters can be keyed (no ``*args``/``**kwargs``)."""
+    return all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+               for p in inspect.signature(fn).parameters.values())
+
+
+def wrap(fn: Callable, name: str, compile_function: Callable) -> Callable:
+    """``fn`` (a front end declared with ``public(call_plan=True)``) with call plans: the same
+    signature, name and docstring; it calls ``fn`` on every call that has no usable plan."""
+    params = list(inspect.signature(fn).parameters.values())
+    sig, call, defaults = [], [], {}
+    star = False
+    for p in params:
+        if p.kind is p.KEYWORD_ONLY and not star:
+            sig.append("*")
+            star = True
+        text = p.name
+        if p.default is not p.empty:
+            defaults[f"_default_{p.name}"] = p.default
+            text += f"=_default_{p.name}"
+        sig.append(text)
+        call.append(f"{p.name}={p.name}" if p.kind is p.KEYWORD_ONLY else p.name)
+    call_expr = f"_fn({', '.join(call)})"
+    body = plan_source(params, False, lambda target: f"{target}{call_expr}\n")
+    source = f"def {name}({', '.join(sig)}):\n{_indent(body, 4)}"
+    ns = _namespace({"_E": _Table(name), "_fn": fn, **defaults})
+    wrapper = compile_function(source, name, ns, f"call plan {name}")
+    wrapper.__doc__ = fn.__doc__
+    wrapper.__module__ = fn.__module__
+    wrapper.__qualname__ = fn.__qualname__
+    wrapper.__wrapped__ = fn
+    return wrapper
