@@ -83,7 +83,6 @@ _CPU_GRAPHS = ("asserts the CPU's graph/transfer counts: on a device a captured 
 CPU_ONLY_TESTS = {
     "tests/test_tensor.py::test_numpy_is_a_view_and_host_reads": _HOST_MEMORY,
     "tests/test_tensor.py::test_array_protocol_honours_numpy2_copy_argument": _HOST_MEMORY,
-    "tests/test_tensor.py::test_repr": "asserts the CPU's repr (torch adds device='...' for other devices)",
     "tests/test_capture_args_in_place.py::test_writes_to_the_argument_between_calls_are_read": _HOST_MEMORY,
     "tests/test_capture_replay.py::test_replay_outputs_are_fresh_arrays_the_caller_owns": _HOST_MEMORY,
     "tests/test_capture_replay.py::test_a_replay_downloads_once_and_reads_tensor_arguments_in_place": _HOST_MEMORY,
