@@ -165,6 +165,57 @@ def test_training_step_matches_cpu(mode):
         np.testing.assert_allclose(g, w, rtol=STEP_RTOL, atol=STEP_RTOL * 0.1)
 
 
+# ---------------------------------------------------------------------------- IEEE signs, addresses
+_SIGNED = np.array([0.0, -0.0, 1e-45, -1e-45, 1.0, -3.0, np.inf, -np.inf], np.float32)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "capture"])
+def test_scalar_products_keep_ieee_signed_zeros(mode):
+    """x * c on a device gives NumPy's (IEEE, torch's) float32 product, the sign of a zero included:
+    GPU scale kernels compute x * c + bias, and a +0.0 bias turned -2.0 * 0.0 into +0.0."""
+    cases = {"x * -2.0": (lambda t: t * -2.0, _SIGNED * np.float32(-2.0)),
+             "-0.5 * x": (lambda t: -0.5 * t, np.float32(-0.5) * _SIGNED),
+             "x * 0.5": (lambda t: t * 0.5, _SIGNED * np.float32(0.5)),   # 1e-45 * 0.5 rounds to +-0
+             "x / -2.0": (lambda t: t / -2.0, _SIGNED / np.float32(-2.0))}
+    for name, (fn, want) in cases.items():
+        if mode == "capture":
+            captured = gg.capture(fn)
+            got = [np.asarray(captured(_SIGNED.copy())) for _ in range(2)]   # records, then replays
+        else:
+            with gg.graph_mode(mode == "graph"):
+                got = [fn(gg.tensor(_SIGNED, device=DEVICE)).numpy()]
+        for g in got:
+            np.testing.assert_array_equal(g, want, err_msg=name)
+            np.testing.assert_array_equal(np.signbit(g), np.signbit(want), err_msg=f"{name}: signs of zeros")
+
+
+def test_scaled_gradients_keep_ieee_signed_zeros():
+    """The backward of x * c is g * c: a zero incoming gradient keeps its sign through it."""
+    x = gg.tensor(np.ones(4, np.float32), device=DEVICE, requires_grad=True)
+    upstream = gg.tensor(np.array([0.0, -0.0, 2.0, -0.0], np.float32), device=DEVICE)
+    (x * -2.0).backward(upstream)
+    want = np.array([0.0, -0.0, 2.0, -0.0], np.float32) * np.float32(-2.0)
+    np.testing.assert_array_equal(np.signbit(x.grad.numpy()), np.signbit(want))
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
+def test_data_ptr_is_unique_per_live_allocation():
+    """torch's data_ptr() of a device tensor is its device address: the memory of live tensors never
+    overlaps, a view points into its base (storage_offset elements in), an empty tensor gives 0."""
+    sizes = [1, 3, 64, 1000, 70000, 5]
+    live = [gg.zeros(n, device=DEVICE) for n in sizes] + [gg.ones(2, 3, device=DEVICE, dtype=gg.int32)]
+    spans = sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.dtype.itemsize) for t in live)
+    assert all(start > 0 for start, _ in spans)
+    assert all(end <= nxt for (_, end), (nxt, _) in zip(spans, spans[1:])), spans   # disjoint
+    base = live[3]
+    for view in (base[7:], base.view(10, 100)[2], base.view(10, 100).t()[1]):
+        assert view.data_ptr() - base.data_ptr() == view.storage_offset() * 4
+    assert base.data_ptr() == base.detach().data_ptr() == base.view(10, 100).data_ptr()   # same memory
+    assert gg.zeros(0, device=DEVICE).data_ptr() == 0
+    again = [gg.zeros(4, device=DEVICE) for _ in range(3)]
+    assert len({t.data_ptr() for t in again + live}) == len(again) + len(live)
+
+
 # ---------------------------------------------------------------------------- capture
 def test_capture_replay_is_one_upload_one_compute_one_download():
     """A replay with new NumPy inputs: one packed upload, one graph compute, one download; the
@@ -179,7 +230,10 @@ def test_capture_replay_is_one_upload_one_compute_one_download():
     assert (c["uploads"], c["computes"], c["downloads"]) == (1, 1, 1), c
     with gg.no_grad():
         want = model(gg.tensor(x2, device=DEVICE)).numpy()
+        cpu_model, _, _ = _mlp_and_data("cpu")      # the same weights (seeded), on the CPU
+        on_cpu = cpu_model(gg.tensor(x2, device="cpu")).numpy()
     np.testing.assert_allclose(np.asarray(out), want, rtol=1e-6, atol=1e-7)   # a capture returns NumPy
+    np.testing.assert_allclose(np.asarray(out), on_cpu, rtol=STEP_RTOL, atol=STEP_RTOL * 0.1)
     if not DEVICE.is_host:
         gg.reset_counters()
         captured(x2)
