@@ -78,6 +78,9 @@ _HOST_MEMORY = ("asserts host-memory semantics: on the CPU t.numpy() and a captu
 _CPU_GRAPHS = ("asserts the CPU's graph/transfer counts: on a device a captured step runs its update as a "
                "second graph, and unchanged input bytes are not uploaded again (README \"GPU\"; "
                "tests/test_device_subset.py checks the device's counts)")
+_HOST_PATHS = ("asserts that an eager read/write of host memory is copied in place by NumPy with no compute "
+               "(tensor/host_writes.py); a device tensor's memory is not host memory, so there the slice, "
+               "write or index_select op runs, as the op table and test_writes.py check on the device")
 # Tests that state what the CPU device does and cannot apply to a device with its own memory: they
 # skip, saying why, when GGMLGRAD_TEST_DEVICE names such a device (checked one by one on lavapipe).
 CPU_ONLY_TESTS = {
@@ -104,6 +107,14 @@ CPU_ONLY_TESTS = {
     "tests/test_norm_layers.py::test_captured_step_with_batch_norm_computes_as_often_as_without_and_matches_torch":
         _CPU_GRAPHS,
     "tests/test_capture_creation.py::test_creation_ops_inside_capture_are_recorded_constants": _CPU_GRAPHS,
+    "tests/test_host_paths.py::test_setitem_host_path_gives_the_write_ops_bits": _HOST_PATHS,
+    "tests/test_host_paths.py::test_setitem_host_path_refreshes_live_views_as_the_write_op_does": _HOST_PATHS,
+    "tests/test_host_paths.py::test_index_array_host_path_gives_the_ops_bits": _HOST_PATHS,
+    "tests/test_host_paths.py::test_getitem_host_path_gives_the_slice_ops_values": _HOST_PATHS,
+    "tests/test_port_checker.py::test_a_supported_script_ports_with_no_missing_name_and_runs":
+        "the ported script picks its device as torch scripts do (cuda, else \"cpu\") and makes its "
+        "evaluation tensor on the default device, which is the test device here: it would mix devices "
+        "in torch too (torch.set_default_device)",
     "tests/test_capture.py::test_thread_count_autotuned_on_the_first_replays":
         "asserts the CPU backend's thread tuning (a device's kernels do not take ggmlgrad's thread count)",
 }

@@ -115,11 +115,8 @@ def _infer_unary(name, policy=same_float):
 
 @define("scale", saves=(), elementwise=True, infer=_infer_unary("scale"), backward=lambda g, n: op.scale(g, c=n.params["c"]))
 def _scale(ctx, nodes, inputs, out, c):
-    """x * c, as ggml's x * c + -0.0: GPU backends' scale kernels (Vulkan, CUDA) compute x * c + bias
-    with the bias ggml_scale sets to +0.0, which turns a product of -0.0 (-2.0 * 0.0) into +0.0
-    (torch: -0.0); adding -0.0 leaves every float, -0.0 included, as it is. The CPU kernel skips a
-    zero bias (-0.0 == 0.0), so it runs the same plain product as before."""
-    return lib.scale_bias(ctx, nodes[0], float(c), -0.0)
+    """x * c (IEEE signed zeros on every device: _ggml/api.py's lib.scale)"""
+    return lib.scale(ctx, nodes[0], float(c))
 
 
 @define("add_scalar", saves=(), elementwise=True, infer=_infer_unary("add_scalar"), backward=lambda g, n: g)
