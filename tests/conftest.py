@@ -83,6 +83,7 @@ _HOST_PATHS = ("asserts that an eager read/write of host memory is copied in pla
                "write or index_select op runs, as the op table and test_writes.py check on the device")
 # Tests that state what the CPU device does and cannot apply to a device with its own memory: they
 # skip, saying why, when GGMLGRAD_TEST_DEVICE names such a device (checked one by one on lavapipe).
+# A key is a test, or one parametrization of it ("...::test_x[param]").
 CPU_ONLY_TESTS = {
     "tests/test_tensor.py::test_numpy_is_a_view_and_host_reads": _HOST_MEMORY,
     "tests/test_tensor.py::test_array_protocol_honours_numpy2_copy_argument": _HOST_MEMORY,
@@ -115,6 +116,9 @@ CPU_ONLY_TESTS = {
         "the ported script picks its device as torch scripts do (cuda, else \"cpu\") and makes its "
         "evaluation tensor on the default device, which is the test device here: it would mix devices "
         "in torch too (torch.set_default_device)",
+    "tests/test_torch_names.py::test_docstring_examples_run[ggmlgrad.tensor.printing]":
+        "the module's docstring examples print tensors made on the CPU (torch's repr adds device='...' elsewhere; "
+        "test_torch_names.py::test_set_printoptions_changes_repr checks printing on the device)",
     "tests/test_capture.py::test_thread_count_autotuned_on_the_first_replays":
         "asserts the CPU backend's thread tuning (a device's kernels do not take ggmlgrad's thread count)",
 }
@@ -136,7 +140,8 @@ def pytest_collection_modifyitems(config, items):
     except ValueError:
         return   # the device is absent: every test skips anyway (_on_test_device)
     for item in items:
-        reason = CPU_ONLY_TESTS.get(item.nodeid.split("[")[0]) or CPU_ONLY_FILES.get(item.nodeid.split("::")[0])
+        reason = (CPU_ONLY_TESTS.get(item.nodeid) or CPU_ONLY_TESTS.get(item.nodeid.split("[")[0])
+                  or CPU_ONLY_FILES.get(item.nodeid.split("::")[0]))
         if reason:
             item.add_marker(pytest.mark.skip(reason=f"on {requested_test_device()}: {reason}"))
 

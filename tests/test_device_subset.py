@@ -216,6 +216,53 @@ def test_data_ptr_is_unique_per_live_allocation():
     assert len({t.data_ptr() for t in again + live}) == len(again) + len(live)
 
 
+def test_mixing_devices_raises_torchs_runtime_error():
+    """torch raises RuntimeError ("Expected all tensors to be on the same device"); ggmlgrad's
+    DeviceError is one (and a ValueError, as before)."""
+    if DEVICE.is_host:
+        pytest.skip(f"{DEVICE.name} is the CPU")
+    a, c23, idx = gg.ones(2, 3, device=DEVICE), gg.ones(2, 3, device="cpu"), gg.tensor([0, 1], device="cpu")
+    cases = {"matmul": lambda: a @ gg.ones(3, 2, device="cpu"), "add": lambda: a + c23,
+             "cat": lambda: gg.cat([a, c23]), "linear": lambda: gg.nn.functional.linear(a, gg.ones(4, 3, device="cpu")),
+             "index_select": lambda: a.index_select(0, idx), "embedding": lambda: gg.nn.functional.embedding(idx, a)}
+    for name, fn in cases.items():
+        with pytest.raises(RuntimeError, match="different devices") as e:
+            fn()
+        assert isinstance(e.value, ValueError), name
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_threads_using_the_device_at_once_get_their_own_values(mode):
+    """Uploads, downloads and computes of two Python threads on one device: each gets NumPy's values
+    (an upload on one thread while another computed once wrote into the other's tensor)."""
+    import threading
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    xs = [rng.standard_normal((40, 16)).astype(np.float32) * (k + 1) for k in range(2)]
+    got: list = [[], []]
+    errors: list = []
+
+    def work(k):
+        try:
+            gg.set_device(DEVICE)                      # a new thread starts on the CPU
+            gw = gg.tensor(w)
+            for i in range(40):
+                with gg.graph_mode(mode == "graph"):
+                    y = (gg.tensor(xs[k][i:i + 1]) @ gw).tanh()
+                got[k].append(y.numpy()[0])
+        except BaseException as e:   # reported by the main thread
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert not any(t.is_alive() for t in ts) and not errors, errors
+    for k in range(2):
+        np.testing.assert_allclose(np.array(got[k]), np.tanh(xs[k].astype(np.float64) @ w), rtol=STEP_RTOL, atol=1e-5)
+
+
 # ---------------------------------------------------------------------------- capture
 def test_capture_replay_is_one_upload_one_compute_one_download():
     """A replay with new NumPy inputs: one packed upload, one graph compute, one download; the

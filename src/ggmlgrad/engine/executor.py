@@ -14,6 +14,7 @@ import time
 from .._ggml import lib, new_context
 from ..runtime import Device, executor_for
 from ..runtime.executor import COMPUTE_LOCK
+from ..runtime.memory import DEVICE_LOCK
 from ..runtime.faults import ARMED as _FAULTS, hit as _fault
 
 _GRAPH_OVERHEAD: dict[int, int] = {}  # graph size → ggml_graph_overhead_custom
@@ -78,7 +79,7 @@ class Executor:
             got = None
         else:
             # Threads share plans: rebinding and computing go together, under the one compute lock.
-            with COMPUTE_LOCK:
+            with COMPUTE_LOCK, DEVICE_LOCK:
                 got = plan.bind(*args)
                 if _FAULTS:
                     _fault("compute")

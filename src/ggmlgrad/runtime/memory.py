@@ -20,6 +20,14 @@ from .placement import free_buffer
 
 _MAX_CACHED_BYTES = int(os.environ.get("GGMLGRAD_POOL_BYTES", str(1 << 30)))
 
+# Device work of every thread, one call at a time, on a device that is not the host: a transfer or
+# a buffer allocation on one Python thread while another thread's graph computed gave wrong values
+# (a training loss of -0.07 for 0.96) and crashes on lavapipe (tests/test_thread_isolation.py on
+# vulkan:0): ggml-vulkan's copies and compute submissions share the device's queue and staging
+# buffer. Computes and plan allocations take it inside runtime.executor.COMPUTE_LOCK; transfers and
+# allocations alone. Re-entrant: a compute's bind allocates and uploads. Host memory never takes it.
+DEVICE_LOCK = threading.RLock()
+
 
 def _size_class(nbytes: int) -> int:
     n = max(nbytes, 64)
@@ -51,10 +59,10 @@ class _Pool:
                 self.live_bytes += size
                 self.live_count += 1
                 return buf, data, size
-        buf = lib.backend_buft_alloc_buffer(device.buffer_type, size)
+        buf = _alloc_buffer(device, size)
         if not buf:
             self.trim(0)
-            buf = lib.backend_buft_alloc_buffer(device.buffer_type, size)
+            buf = _alloc_buffer(device, size)
             if not buf:
                 raise MemoryError(f"ggmlgrad: could not allocate {size} bytes on {device.name}")
         with self.lock:
@@ -89,6 +97,13 @@ class _Pool:
                     del self.free[key]
 
 
+def _alloc_buffer(device: Device, size: int) -> int:
+    if device.is_host:
+        return lib.backend_buft_alloc_buffer(device.buffer_type, size)
+    with DEVICE_LOCK:
+        return lib.backend_buft_alloc_buffer(device.buffer_type, size)
+
+
 _POOL = _Pool()
 
 
@@ -106,8 +121,7 @@ _SYNTHETIC_ALIGN = 1 << 16
 
 def _reports_one_base(device: Device) -> bool:
     """Whether two live buffers of ``device`` report the same base address (ggml-vulkan)."""
-    a = lib.backend_buft_alloc_buffer(device.buffer_type, 256)
-    b = lib.backend_buft_alloc_buffer(device.buffer_type, 256)
+    a, b = _alloc_buffer(device, 256), _alloc_buffer(device, 256)
     try:
         return bool(a and b) and lib.backend_buffer_get_base(a) == lib.backend_buffer_get_base(b)
     finally:
@@ -259,8 +273,9 @@ class Storage:
         if self.device.is_host:
             host_copy(self.data + offset, src_addr, nbytes)
         else:
-            t = _scratch().point(self.buffer, self.data, self.nbytes)
-            lib.backend_tensor_set(t, src_addr, offset, nbytes)
+            with DEVICE_LOCK:
+                t = _scratch().point(self.buffer, self.data, self.nbytes)
+                lib.backend_tensor_set(t, src_addr, offset, nbytes)
 
     def read(self, dst_addr: int, nbytes: int, offset: int = 0) -> None:
         if _FAULTS:
@@ -268,8 +283,9 @@ class Storage:
         if self.device.is_host:
             host_copy(dst_addr, self.data + offset, nbytes)
         else:
-            t = _scratch().point(self.buffer, self.data, self.nbytes)
-            lib.backend_tensor_get(t, dst_addr, offset, nbytes)
+            with DEVICE_LOCK:
+                t = _scratch().point(self.buffer, self.data, self.nbytes)
+                lib.backend_tensor_get(t, dst_addr, offset, nbytes)
 
 
 class HostStorage(Storage):
