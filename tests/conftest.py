@@ -101,8 +101,6 @@ CPU_ONLY_TESTS = {
     "tests/test_view_memory.py::test_autograd_through_a_strided_view_of_shared_memory": _HOST_MEMORY,
     "tests/test_view_memory.py::test_unfold_is_a_view_with_torch_strides": _HOST_MEMORY,
     "tests/test_rnn.py::test_packed_sequence_helpers": "asserts that .to('cpu') of the test's (CPU) tensors is a no-op",
-    "tests/test_replayed_forward.py::test_threads_share_the_module_and_its_plan":
-        "new threads start on the CPU device (the default device is per context, like torch's per thread)",
     "tests/test_capture.py::test_captured_step_equals_graph_mode": _CPU_GRAPHS,
     "tests/test_capture.py::test_one_graph_step_reads_every_weight_before_updating_it": _CPU_GRAPHS,
     "tests/test_norm_layers.py::test_captured_step_with_batch_norm_computes_as_often_as_without_and_matches_torch":
