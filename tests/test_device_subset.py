@@ -216,6 +216,15 @@ def test_data_ptr_is_unique_per_live_allocation():
     assert len({t.data_ptr() for t in again + live}) == len(again) + len(live)
 
 
+def test_trig_of_large_arguments_within_the_documented_range():
+    """sin/cos are the device's kernels: on the CPU (libm) every float is reduced exactly; lavapipe's
+    Vulkan kernels match NumPy's float64 to 1e-6 up to |x| = 1e7 and drift beyond (README "GPU")."""
+    x = np.concatenate([np.linspace(-1e7, 1e7, 20001), [1e5 + 0.5, -3e6 - 0.25]]).astype(np.float32)
+    for name, ref in (("sin", np.sin), ("cos", np.cos)):
+        got = getattr(gg, name)(gg.tensor(x, device=DEVICE)).numpy()
+        np.testing.assert_allclose(got, ref(x.astype(np.float64)), atol=1e-6, rtol=0, err_msg=name)
+
+
 def test_mixing_devices_raises_torchs_runtime_error():
     """torch raises RuntimeError ("Expected all tensors to be on the same device"); ggmlgrad's
     DeviceError is one (and a ValueError, as before)."""
