@@ -79,5 +79,5 @@ def test_the_kernel_computes_the_fused_update_on_the_fast_build_only():
     ops = {lib.op_desc(lib.graph_node(g.graph, i)).decode() for g in rec.graphs for i in range(g.n_nodes)}
     if fast_math.ACTIVE:
         assert KERNELS["adamw"] in funs and "OPT_STEP_ADAMW" not in ops
-    else:
-        assert "adamw" not in KERNELS and "OPT_STEP_ADAMW" in ops
+    else:   # no fast build, or a ggml with a GPU device (its kernels are CPU code, fast_math.py): ggml's own
+        assert KERNELS.get("adamw") not in funs and "OPT_STEP_ADAMW" in ops

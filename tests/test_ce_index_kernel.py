@@ -122,8 +122,8 @@ def test_the_kernels_compute_it_on_the_fast_build_and_ggml_elsewhere():
     ours = {KERNELS.get("ce_index_mean"), KERNELS.get("ce_index_backward")} - {None}
     if fast_math.ACTIVE:
         assert fast_math.CE_INDEX and len(ours) == 2 and ours <= set(funs)
-    else:
-        assert not fast_math.CE_INDEX and not ours
+    else:   # no fast build, or a ggml with a GPU device (its kernels are CPU code, fast_math.py): ggml's own
+        assert not fast_math.CE_INDEX and not ours & set(funs)
 
 
 def test_kernels_thread_split_and_clones_give_the_same_bits(tmp_path):

@@ -165,6 +165,113 @@ def test_training_step_matches_cpu(mode):
         np.testing.assert_allclose(g, w, rtol=STEP_RTOL, atol=STEP_RTOL * 0.1)
 
 
+# ---------------------------------------------------------------------------- IEEE signs, addresses
+_SIGNED = np.array([0.0, -0.0, 1e-45, -1e-45, 1.0, -3.0, np.inf, -np.inf], np.float32)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "capture"])
+def test_scalar_products_keep_ieee_signed_zeros(mode):
+    """x * c on a device gives NumPy's (IEEE, torch's) float32 product, the sign of a zero included:
+    GPU scale kernels compute x * c + bias, and a +0.0 bias turned -2.0 * 0.0 into +0.0."""
+    cases = {"x * -2.0": (lambda t: t * -2.0, _SIGNED * np.float32(-2.0)),
+             "-0.5 * x": (lambda t: -0.5 * t, np.float32(-0.5) * _SIGNED),
+             "x * 0.5": (lambda t: t * 0.5, _SIGNED * np.float32(0.5)),   # 1e-45 * 0.5 rounds to +-0
+             "x / -2.0": (lambda t: t / -2.0, _SIGNED / np.float32(-2.0))}
+    for name, (fn, want) in cases.items():
+        if mode == "capture":
+            captured = gg.capture(fn)
+            got = [np.asarray(captured(_SIGNED.copy())) for _ in range(2)]   # records, then replays
+        else:
+            with gg.graph_mode(mode == "graph"):
+                got = [fn(gg.tensor(_SIGNED, device=DEVICE)).numpy()]
+        for g in got:
+            np.testing.assert_array_equal(g, want, err_msg=name)
+            np.testing.assert_array_equal(np.signbit(g), np.signbit(want), err_msg=f"{name}: signs of zeros")
+
+
+def test_scaled_gradients_keep_ieee_signed_zeros():
+    """The backward of x * c is g * c: a zero incoming gradient keeps its sign through it."""
+    x = gg.tensor(np.ones(4, np.float32), device=DEVICE, requires_grad=True)
+    upstream = gg.tensor(np.array([0.0, -0.0, 2.0, -0.0], np.float32), device=DEVICE)
+    (x * -2.0).backward(upstream)
+    want = np.array([0.0, -0.0, 2.0, -0.0], np.float32) * np.float32(-2.0)
+    np.testing.assert_array_equal(np.signbit(x.grad.numpy()), np.signbit(want))
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
+def test_data_ptr_is_unique_per_live_allocation():
+    """torch's data_ptr() of a device tensor is its device address: the memory of live tensors never
+    overlaps, a view points into its base (storage_offset elements in), an empty tensor gives 0."""
+    sizes = [1, 3, 64, 1000, 70000, 5]
+    live = [gg.zeros(n, device=DEVICE) for n in sizes] + [gg.ones(2, 3, device=DEVICE, dtype=gg.int32)]
+    spans = sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.dtype.itemsize) for t in live)
+    assert all(start > 0 for start, _ in spans)
+    assert all(end <= nxt for (_, end), (nxt, _) in zip(spans, spans[1:])), spans   # disjoint
+    base = live[3]
+    for view in (base[7:], base.view(10, 100)[2], base.view(10, 100).t()[1]):
+        assert view.data_ptr() - base.data_ptr() == view.storage_offset() * 4
+    assert base.data_ptr() == base.detach().data_ptr() == base.view(10, 100).data_ptr()   # same memory
+    assert gg.zeros(0, device=DEVICE).data_ptr() == 0
+    again = [gg.zeros(4, device=DEVICE) for _ in range(3)]
+    assert len({t.data_ptr() for t in again + live}) == len(again) + len(live)
+
+
+def test_trig_of_large_arguments_within_the_documented_range():
+    """sin/cos are the device's kernels: on the CPU (libm) every float is reduced exactly; lavapipe's
+    Vulkan kernels match NumPy's float64 to 1e-6 up to |x| = 1e7 and drift beyond (README "GPU")."""
+    x = np.concatenate([np.linspace(-1e7, 1e7, 20001), [1e5 + 0.5, -3e6 - 0.25]]).astype(np.float32)
+    for name, ref in (("sin", np.sin), ("cos", np.cos)):
+        got = getattr(gg, name)(gg.tensor(x, device=DEVICE)).numpy()
+        np.testing.assert_allclose(got, ref(x.astype(np.float64)), atol=1e-6, rtol=0, err_msg=name)
+
+
+def test_mixing_devices_raises_torchs_runtime_error():
+    """torch raises RuntimeError ("Expected all tensors to be on the same device"); ggmlgrad's
+    DeviceError is one (and a ValueError, as before)."""
+    if DEVICE.is_host:
+        pytest.skip(f"{DEVICE.name} is the CPU")
+    a, c23, idx = gg.ones(2, 3, device=DEVICE), gg.ones(2, 3, device="cpu"), gg.tensor([0, 1], device="cpu")
+    cases = {"matmul": lambda: a @ gg.ones(3, 2, device="cpu"), "add": lambda: a + c23,
+             "cat": lambda: gg.cat([a, c23]), "linear": lambda: gg.nn.functional.linear(a, gg.ones(4, 3, device="cpu")),
+             "index_select": lambda: a.index_select(0, idx), "embedding": lambda: gg.nn.functional.embedding(idx, a)}
+    for name, fn in cases.items():
+        with pytest.raises(RuntimeError, match="different devices") as e:
+            fn()
+        assert isinstance(e.value, ValueError), name
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_threads_using_the_device_at_once_get_their_own_values(mode):
+    """Uploads, downloads and computes of two Python threads on one device: each gets NumPy's values
+    (an upload on one thread while another computed once wrote into the other's tensor)."""
+    import threading
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    xs = [rng.standard_normal((40, 16)).astype(np.float32) * (k + 1) for k in range(2)]
+    got: list = [[], []]
+    errors: list = []
+
+    def work(k):
+        try:
+            gg.set_device(DEVICE)                      # a new thread starts on the CPU
+            gw = gg.tensor(w)
+            for i in range(40):
+                with gg.graph_mode(mode == "graph"):
+                    y = (gg.tensor(xs[k][i:i + 1]) @ gw).tanh()
+                got[k].append(y.numpy()[0])
+        except BaseException as e:   # reported by the main thread
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert not any(t.is_alive() for t in ts) and not errors, errors
+    for k in range(2):
+        np.testing.assert_allclose(np.array(got[k]), np.tanh(xs[k].astype(np.float64) @ w), rtol=STEP_RTOL, atol=1e-5)
+
+
 # ---------------------------------------------------------------------------- capture
 def test_capture_replay_is_one_upload_one_compute_one_download():
     """A replay with new NumPy inputs: one packed upload, one graph compute, one download; the
@@ -179,7 +286,10 @@ def test_capture_replay_is_one_upload_one_compute_one_download():
     assert (c["uploads"], c["computes"], c["downloads"]) == (1, 1, 1), c
     with gg.no_grad():
         want = model(gg.tensor(x2, device=DEVICE)).numpy()
+        cpu_model, _, _ = _mlp_and_data("cpu")      # the same weights (seeded), on the CPU
+        on_cpu = cpu_model(gg.tensor(x2, device="cpu")).numpy()
     np.testing.assert_allclose(np.asarray(out), want, rtol=1e-6, atol=1e-7)   # a capture returns NumPy
+    np.testing.assert_allclose(np.asarray(out), on_cpu, rtol=STEP_RTOL, atol=STEP_RTOL * 0.1)
     if not DEVICE.is_host:
         gg.reset_counters()
         captured(x2)

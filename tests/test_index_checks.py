@@ -13,6 +13,8 @@ import ggmlgrad as gg
 import ggmlgrad.nn.functional as F
 from ggmlgrad.engine import ENGINE
 
+from conftest import requested_test_device
+
 X = np.arange(12, dtype=np.float32).reshape(3, 4) / 4.0
 
 
@@ -43,6 +45,15 @@ def _ce_mean(t, eps=0.0):
     return _ce_rows(t, eps).sum() / np.sum(np.asarray(t) != -100)
 
 
+def _test_device():
+    """The device tests run on (GGMLGRAD_TEST_DEVICE, tests/conftest.py), or the CPU."""
+    try:
+        return gg.runtime.resolve_device(requested_test_device() or "cpu")
+    except ValueError:
+        return gg.runtime.cpu_device()   # absent: every test skips
+
+
+_prev = gg.set_device(_test_device())   # the constants live where the tests' tensors do
 XT = gg.tensor(X)                                   # created outside the captured functions
 LOGP = gg.tensor(_logsoftmax(X).astype(np.float32))
 BUF = gg.Buffer(shape=(3, 4))
@@ -50,6 +61,7 @@ BUF.write(X)
 EMB = gg.nn.Embedding(3, 4)
 with gg.no_grad():
     EMB.weight.copy_(XT)
+gg.set_device(_prev)
 
 
 # name → (function of the int32 index tensor, op name in the message, valid index, NumPy reference of

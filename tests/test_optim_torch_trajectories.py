@@ -170,8 +170,11 @@ def test_lbfgs_matches_torch(kwargs, graph):
             tl = float(topt.step(tclosure))
             gl = float(gopt.step(gclosure))
             assert abs(tl - gl) <= 1e-4 * max(1.0, abs(tl))
+    # On a GPU device tanh is the device's (lavapipe's: within 2e-7 of libm's) and up to 30 quasi-Newton
+    # iterations amplify that: 4.0e-4 absolute measured on one weight (strong Wolfe, 10 iterations per step)
+    atol = 2e-4 if gp[0].device.is_host else 1e-3
     for g, t in zip(gp, tp):
-        np.testing.assert_allclose(g.detach().numpy(), t.detach().numpy(), rtol=2e-3, atol=2e-4)
+        np.testing.assert_allclose(g.detach().numpy(), t.detach().numpy(), rtol=2e-3, atol=atol)
     assert gopt._memory["func_evals"] == topt.state[tp[0]]["func_evals"]
     with pytest.raises(RuntimeError, match="closure"):
         gopt.step()

@@ -423,9 +423,11 @@ def test_threads_share_the_module_and_its_plan():
     net = _mlp()
     _warm(net, _obs(50))
     errors = []
+    device = gg.get_device()
 
     def work(seed):
         try:
+            gg.set_device(device)   # a new thread starts on the CPU: run where the test runs
             for i in range(30):
                 x = _obs(seed * 100 + i)
                 np.testing.assert_allclose(_call(net, x, "eager"), _ref(net, x), rtol=1e-5, atol=1e-5)

@@ -148,12 +148,14 @@ def test_numpy_is_a_view_and_host_reads(graph):
 
 
 def test_repr():
-    assert repr(gg.tensor([1.0, 2.0])) == "tensor([1., 2.])"
+    on = "" if gg.get_device().type == "cpu" else f", device='{gg.get_device()}'"   # torch names a device other than the CPU
+    assert repr(gg.tensor([1.0, 2.0])) == f"tensor([1., 2.]{on})"
+    assert repr(gg.tensor([[1.0, 2.0]], requires_grad=True)) == f"tensor([[1., 2.]]{on}, requires_grad=True)"
     assert "dtype=int32" in repr(gg.tensor([1, 2]))
     assert "dtype=float16" in repr(gg.tensor([1.0]).half())
     assert "requires_grad=True" in repr(gg.tensor([1.0], requires_grad=True))
     assert "grad_fn=<mulBackward>" in repr(gg.tensor([1.0], requires_grad=True) * gg.tensor([2.0]))
-    assert str(gg.tensor([[1.0, 2.0], [3.0, 4.0]])) == "tensor([[1., 2.],\n        [3., 4.]])"
+    assert str(gg.tensor([[1.0, 2.0], [3.0, 4.0]])) == f"tensor([[1., 2.],\n        [3., 4.]]{on})"
 
 
 # ---------------------------------------------------------------------------- in-place ops

@@ -21,9 +21,11 @@ def _run_threads(*targets) -> list:
     """Run each target on its own thread; returns their results (an exception is re-raised here)."""
     results: list = [None] * len(targets)
     errors: list = []
+    device = gg.get_device()   # a new thread starts on the CPU (per thread, as torch's default device)
 
     def wrap(i, fn):
         try:
+            gg.set_device(device)   # each thread runs where the test runs (GGMLGRAD_TEST_DEVICE)
             results[i] = fn()
         except BaseException as e:  # reported by the calling thread
             errors.append(e)

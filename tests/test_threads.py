@@ -305,7 +305,7 @@ def test_captures_and_drains_on_two_python_threads_compute_one_at_a_time(monkeyp
 
     def drain():
         try:
-            x = gg.tensor(x64.astype(np.float32))
+            x = gg.tensor(x64.astype(np.float32), device=w.device)   # a new thread starts on the CPU
             for _ in range(300):
                 with gg.graph_mode(True):
                     y = (x @ w).tanh()

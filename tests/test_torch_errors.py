@@ -13,7 +13,7 @@ import ggmlgrad as gg
 import ggmlgrad.nn.functional as F
 
 # constants made outside the functions (a tensor made from host data inside gg.capture is refused)
-W42, TW42 = gg.ones(4, 2), torch.ones(4, 2)
+TW42 = torch.ones(4, 2)
 I3, TI3 = gg.tensor([0, 1, 2]), torch.tensor([0, 1, 2])
 I2, TI2 = gg.tensor([0, 1]), torch.tensor([0, 1])
 I11, TI11 = gg.tensor([[0]]), torch.tensor([[0]])
@@ -32,7 +32,7 @@ CASES = {
     "unsqueeze_dim": (lambda x: x.unsqueeze(4), lambda x: x.unsqueeze(4)),
     "permute": (lambda x: x.permute(0, 0), lambda x: x.permute(0, 0)),
     "expand": (lambda x: x.expand(3, 3), lambda x: x.expand(3, 3)),
-    "linear": (lambda x: F.linear(x, W42), lambda x: tF.linear(x, TW42)),
+    "linear": (lambda x: F.linear(x, gg.ones(4, 2, device=x.device)), lambda x: tF.linear(x, TW42)),   # x's device
     "layer_norm": (lambda x: F.layer_norm(x, (2,)), lambda x: tF.layer_norm(x, (2,))),
     "cross_entropy_shape": (lambda x: F.cross_entropy(x, I3), lambda x: tF.cross_entropy(x, TI3)),
     "gather_ndim": (lambda x: gg.gather(x, 0, I2), lambda x: torch.gather(x, 0, TI2)),

@@ -21,6 +21,8 @@ import torch
 import ggmlgrad as gg
 from ggmlgrad.testing.opinfo import all_opinfos, input_arrays, tensor_indices, with_tensors
 
+from conftest import requested_test_device
+
 _DTYPES = {torch.float32: "float32", torch.float64: "float32", torch.int64: "int32", torch.int32: "int32",
            torch.bool: "bool"}
 
@@ -53,6 +55,12 @@ def test_opinfo_rows_match_torch_dtype_and_values(info, sample):
 
 
 # ---------------------------------------------------------------------- snippets in every mode
+# The largest |x| the test device's sin/cos reduce exactly: the CPU's libm all floats; lavapipe's
+# Vulkan kernels drift from 1e8 (sin(1e8): 0.930898, torch 0.931639) and give +-1 from 1e9 (README
+# "GPU"), so a device run takes -1e7 where the CPU takes -1e30 (test_device_subset.py pins the range).
+_TRIG_MAX = -1e30 if not requested_test_device() or requested_test_device() == "cpu" else -1e7
+
+
 def _arrays() -> dict:
     r = np.random.default_rng(0)
     f = lambda *s: r.standard_normal(s).astype(np.float32)   # noqa: E731
@@ -60,6 +68,7 @@ def _arrays() -> dict:
     ties[0, 1], ties[2, 3], ties[3, 0] = np.nan, np.inf, np.nan
     return {"x": f(3, 4), "y": f(3, 4), "z": f(3, 4), "w": f(3, 4), "i": r.integers(-3, 4, (3, 4)).astype(np.int32),
             "s": np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -2.5, 0.5, 1e-30, -1e30], np.float32),
+            "s_trig": np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -2.5, 0.5, 1e-30, _TRIG_MAX], np.float32),
             "m25": f(2, 5), "m23": f(2, 3), "m35": f(3, 5), "b225": f(2, 2, 5), "b223": f(2, 2, 3), "b235": f(2, 3, 5),
             "c43": f(4, 3), "c53": f(5, 3), "c24": f(2, 4), "ties": ties}
 
@@ -69,7 +78,7 @@ NAMES = sorted(ARRAYS)
 
 SNIPPETS = {
     # values
-    "unary_specials": lambda m, t: [f(t.s) for f in (m.tan, m.rsqrt, m.log2, m.log10, m.log1p, m.expm1, m.erf,
+    "unary_specials": lambda m, t: [m.tan(t.s_trig)] + [f(t.s) for f in (m.rsqrt, m.log2, m.log10, m.log1p, m.expm1, m.erf,
                                                       m.ceil, m.trunc, m.round, m.frac, m.nan_to_num)],
     "binary_specials": lambda m, t: [f(t.s[:, None], t.s) for f in (m.atan2, m.hypot, m.logaddexp)]
     + [m.fmod(t.s[:8, None], t.s[:8])],      # fmod(-1e30, 1e-30): |a / b| >= 2**23 is not exact (README)
@@ -221,9 +230,14 @@ def test_math_accuracy_sweeps_match_torch():
     x = np.linspace(-6, 6, 40001).astype(np.float32)
     assert np.max(np.abs(gg.erf(gg.tensor(x)).numpy() - torch.erf(torch.from_numpy(x)).numpy())) < 3e-7
     small = np.concatenate([np.geomspace(1e-10, 10, 2000), -np.geomspace(1e-10, 0.9, 2000)]).astype(np.float32)
+    # On a GPU device above |x| = 2**-6 the formulas use the device's log and exp: 4.7e-6 relative measured
+    # on lavapipe (its log is off by 1.6e-7 absolute near 1); below, products only (1.2e-7 there).
+    mid = 4e-7 if gg.get_device().is_host else 1e-5
     for f in ("log1p", "expm1"):
         got, want = getattr(gg, f)(gg.tensor(small)).numpy(), getattr(torch, f)(torch.from_numpy(small)).numpy()
-        assert np.max(np.abs(got - want) / np.abs(want)) < 4e-7, f
+        rel = np.abs(got - want) / np.abs(want)
+        assert np.max(rel[np.abs(small) < 2 ** -6]) < 4e-7, f
+        assert np.max(rel) < mid, f
     r = np.random.default_rng(0)
     y, z = (r.standard_normal(20000) * 10 ** r.uniform(-3, 3, 20000)).astype(np.float32), r.standard_normal(20000).astype(np.float32)
     assert np.max(np.abs(gg.atan2(gg.tensor(y), gg.tensor(z)).numpy() - torch.atan2(torch.from_numpy(y), torch.from_numpy(z)).numpy())) < 3e-7

@@ -156,7 +156,19 @@ def _build() -> tuple[SimpleNamespace, LibraryInfo]:
     _declare(base, _THREADPOOL_BASE, ns, optional=True)
     _declare(cpu, _THREADPOOL_CPU, ns, optional=True)
     _declare(base, _GALLOCR, ns, optional=True)
+    ns.scale = _ieee_scale(ns.scale_bias)
     return ns, info
+
+
+def _ieee_scale(scale_bias):
+    """``lib.scale(ctx, x, s)``: ggml_scale_bias(x, s, -0.0) instead of ggml_scale. ggml_scale sets a
+    +0.0 bias, which GPU backends' scale kernels add (Vulkan, CUDA: x * s + bias), turning every
+    product of -0.0 (-2.0 * 0.0, -0.0 * s) into +0.0; adding -0.0 leaves every float as it is, so
+    x * s keeps IEEE's (torch's) signed zeros on every device. The CPU kernel skips a zero bias
+    (-0.0 == 0.0) and runs the plain product, as before."""
+    def scale(ctx: int, x: int, s: float) -> int:
+        return scale_bias(ctx, x, s, -0.0)
+    return scale
 
 
 lib, info = _build()

@@ -23,6 +23,7 @@ from .._ggml import lib, new_context
 from .._ggml.accel import ACCEL, STATUS as ACCEL_STATUS
 from ..runtime import Device, executor_for
 from ..runtime.executor import COMPUTE_LOCK
+from ..runtime.memory import DEVICE_LOCK
 from ..runtime.faults import ARMED as _FAULTS, hit as _fault
 
 _GRAPH_OVERHEAD: dict[int, int] = {}  # graph size → ggml_graph_overhead_custom
@@ -93,7 +94,7 @@ class Executor:
                 if got is not NotImplemented:  # (NotImplemented: the thread setting must change first)
                     return got
             # Threads share plans: rebinding and computing go together, under the one compute lock.
-            with COMPUTE_LOCK:
+            with COMPUTE_LOCK, DEVICE_LOCK:
                 got = plan.bind(*args)
                 if _FAULTS:
                     _fault("compute")

@@ -37,6 +37,7 @@ from ..runtime.budget import check_graph
 from ..runtime.placement import free_sched
 from ..runtime.memory import register_spares
 from ..runtime.executor import COMPUTE_LOCK
+from ..runtime.memory import DEVICE_LOCK
 from ..runtime.faults import ARMED as _FAULTS, hit as _fault
 from ..runtime.threads import ThreadTuner
 from .array import Array
@@ -146,12 +147,12 @@ class OwnedGraph:
         """Allocate the intermediates once (MemoryError, before allocating, when they cannot fit)."""
         if _FAULTS:
             _fault("alloc")
-        with COMPUTE_LOCK:
+        with COMPUTE_LOCK, DEVICE_LOCK:   # not while another thread computes (runtime/memory.py DEVICE_LOCK)
             check_graph(self.executor.device, self.graph, self.results_bytes)
-        self.sched, self._keep = self.executor.new_sched(self.size)
-        if not lib.backend_sched_alloc_graph(self.sched, self.graph):
-            raise MemoryError("ggmlgrad: could not allocate a graph's intermediates")
-        self.accelerated = self.executor.accelerated(self.sched, self.graph, self.n_nodes)
+            self.sched, self._keep = self.executor.new_sched(self.size)
+            if not lib.backend_sched_alloc_graph(self.sched, self.graph):
+                raise MemoryError("ggmlgrad: could not allocate a graph's intermediates")
+            self.accelerated = self.executor.accelerated(self.sched, self.graph, self.n_nodes)
         if self.accelerated and self.tuner is not None:
             self.tuner = ThreadTuner.for_work(self.max_work, self.executor.device.kind, accelerated=True)
 

@@ -115,7 +115,7 @@ def _infer_unary(name, policy=same_float):
 
 @define("scale", saves=(), elementwise=True, infer=_infer_unary("scale"), backward=lambda g, n: op.scale(g, c=n.params["c"]))
 def _scale(ctx, nodes, inputs, out, c):
-    """x * c"""
+    """x * c (IEEE signed zeros on every device: _ggml/api.py's lib.scale)"""
     return lib.scale(ctx, nodes[0], float(c))
 
 

@@ -19,6 +19,7 @@ Gradients scatter-add with ``ggml_get_rows_back``: repeated indices accumulate.
 from __future__ import annotations
 
 from .._ggml import consts, lib
+from ..runtime import DeviceError   # ValueError and RuntimeError (torch's class for mixed devices)
 from ..engine import (COMPUTED, ENGINE, Array, active_observer, check_enabled, download, float32, graph_enabled,
                       int32, user_site)
 from ..engine import checks as _checks
@@ -209,7 +210,7 @@ def _infer_index_select(x, index, axis, wrap=False):
     if index.ndim > 1:
         raise IndexRangeError(f"index_select: index must be 1-D, got shape {index.shape}")   # torch: IndexError
     if x.device is not index.device:
-        raise ValueError("index_select: input and index are on different devices")
+        raise DeviceError("index_select: input and index are on different devices")
     # wrap: x[index] (negative indices count from the end), named as PyTorch names it
     _check_index("indexing" if wrap else "index_select", index, x.shape[ax], wrap=wrap,
                  what=f" (dimension {axis} of {x.shape})")
@@ -282,7 +283,7 @@ def _infer_gather(x, index, axis):
             raise ShapeError(f"gather: index {index.shape} and input {x.shape} differ in dimension {i} "
                              f"(only dimension {axis} may differ)")
     if x.device is not index.device:
-        raise ValueError("gather: input and index are on different devices")
+        raise DeviceError("gather: input and index are on different devices")
     if numel(x.shape) > _EXACT_F32 or numel(index.shape) > _EXACT_F32:
         raise ValueError(f"gather: tensors with more than {_EXACT_F32} elements are not supported "
                          f"(input {x.shape}, index {index.shape})")
@@ -352,7 +353,7 @@ def _infer_embedding(weight, index):
     if index.ndim > 3:
         raise ValueError(f"embedding: index may have at most 3 dimensions, got {index.shape}")
     if weight.device is not index.device:
-        raise ValueError("embedding: weight and index are on different devices")
+        raise DeviceError("embedding: weight and index are on different devices")
     _check_index("embedding", index, weight.shape[0], what=f" (weight {weight.shape})")
     shape = tuple(index.shape) + (weight.shape[1],)
     check_ndim("embedding", shape)

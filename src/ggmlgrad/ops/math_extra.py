@@ -126,11 +126,42 @@ def _log1p_node(ctx, x):
     return select_node(ctx, use_x, branch_parts(ctx, x), branch_parts(ctx, r), signed_zeros=True)
 
 
+# On a GPU device, log and exp are the device's (GLSL on Vulkan: lavapipe's log is off by up to
+# 1.6e-7 absolute near 1, its exp by 6.8e-7 relative), and the cancellation tricks above divide by
+# values near 0: log1p(-3.9e-8) came out -6.7e-8, expm1(-1.05e-10) -6.0e-11. There, below
+# _SERIES_BELOW in magnitude, the Taylor series (degree 6: truncation below |x|^6 / 7 = 1.5e-12 relative)
+# gives both, using only products and sums. The CPU's libm-accurate kernels keep the formulas above.
+_SERIES_BELOW = 2.0 ** -6
+_LOG1P_SERIES = (1.0, -1.0 / 2, 1.0 / 3, -1.0 / 4, 1.0 / 5, -1.0 / 6)
+_EXPM1_SERIES = (1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720)
+
+
+def _series(ctx, x, coefs):
+    """x * (c0 + x * (c1 + ... x * c_last)) by Horner's rule."""
+    t = lib.scale(ctx, x, coefs[-1])
+    for c in reversed(coefs[1:-1]):
+        t = lib.mul(ctx, x, lib.scale_bias(ctx, t, 1.0, c))
+    return lib.mul(ctx, x, lib.scale_bias(ctx, t, 1.0, coefs[0]))
+
+
+def _small_by_series(ctx, x, general, coefs, device):
+    """``general`` (the formula for every x), or on a device other than the host the series of
+    ``coefs`` where |x| < _SERIES_BELOW: general * (1 - small) + series * small, with the series of x
+    clamped to that range (finite: an inf or NaN of ``general`` passes through * 1, the series' * 0
+    adds a zero; general is finite where small, and x = -0.0 gives -0.0 + -0.0). NaN is not small."""
+    if device.is_host:
+        return general
+    small = lib.step(ctx, lib.scale_bias(ctx, lib.abs(ctx, x), -1.0, _SERIES_BELOW))
+    xs = lib.clamp(ctx, lib.dup(ctx, x), -_SERIES_BELOW, _SERIES_BELOW)
+    return lib.add(ctx, lib.mul(ctx, general, lib.scale_bias(ctx, small, -1.0, 1.0)),
+                   lib.mul(ctx, _series(ctx, xs, coefs), small))
+
+
 @_unary_op("log1p", lambda g, n: op.div(g, op.add_scalar(n.inputs[0], c=1.0)),
            doc="log(1 + x) elementwise, accurate for small x (-inf at -1, NaN below).",
            example=">>> gg.log1p(gg.tensor([0.0])).tolist()\n[0.0]")
 def _log1p(ctx, nodes, inputs, out):
-    return _log1p_node(ctx, nodes[0])
+    return _small_by_series(ctx, nodes[0], _log1p_node(ctx, nodes[0]), _LOG1P_SERIES, inputs[0].device)
 
 
 @_unary_op("expm1", lambda g, n: op.mul(g, op.add_scalar(n.output, c=1.0)), save_output=True, saves=(),
@@ -148,7 +179,8 @@ def _expm1(ctx, nodes, inputs, out):
     r = lib.mul(ctx, um1, lib.div(ctx, xc, lib.add(ctx, lib.log(ctx, u), one)))    # 0 where u == 1
     r = lib.add(ctx, r, lib.mul(ctx, one, xc))
     r = _blow_up(ctx, r, lib.step(ctx, lib.scale_bias(ctx, x, 1.0, -88.72283935546875)))
-    return lib.sub(ctx, _with_sign_of(ctx, r, x), nan_or_zero(ctx, x))
+    general = lib.sub(ctx, _with_sign_of(ctx, r, x), nan_or_zero(ctx, x))
+    return _small_by_series(ctx, x, general, _EXPM1_SERIES, inputs[0].device)
 
 
 # ---------------------------------------------------------------- erf (no ggml kernel)

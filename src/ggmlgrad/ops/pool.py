@@ -186,12 +186,15 @@ def _max_pool2d(ctx, nodes, inputs, out, kernel_size, stride=None, padding=0, di
 def _first_max_index(ctx, mat, kk: int, rows: int) -> int:
     """Per window row, torch's index in the window, I32 [rows]: the first maximum, or the LAST NaN
     (torch's CPU max pooling takes every NaN it meets). Maximal positions get rank kk - i (1..kk),
-    NaN positions kk + 1 + i; ggml_argmax then finds the one largest key."""
+    NaN positions kk + 1 + i; ggml_argmax then finds the one largest key. The keys are distinct:
+    ggml's argmax breaks ties differently per backend (the CPU's takes the last, Vulkan's the first),
+    and is_max is 1 at a NaN too (step(NaN) is 0), so that term is kept off the NaN positions."""
     m = lib.reshape_2d(ctx, _row_max(ctx, mat, kk, rows), 1, rows)
     is_max = lib.scale_bias(ctx, lib.step(ctx, lib.neg(ctx, lib.sub(ctx, mat, lib.repeat(ctx, m, mat)))), -1.0, 1.0)
     i = lib.arange(ctx, 0.0, float(kk), 1.0)
     nan01 = lib.scale_bias(ctx, is_number01(ctx, mat), -1.0, 1.0)
-    key = lib.add(ctx, lib.mul(ctx, is_max, lib.repeat(ctx, lib.scale_bias(ctx, i, -1.0, float(kk)), mat)),
+    number_max = lib.mul(ctx, is_max, lib.scale_bias(ctx, nan01, -1.0, 1.0))
+    key = lib.add(ctx, lib.mul(ctx, number_max, lib.repeat(ctx, lib.scale_bias(ctx, i, -1.0, float(kk)), mat)),
                   lib.mul(ctx, nan01, lib.repeat(ctx, lib.scale_bias(ctx, i, 1.0, float(kk + 1)), mat)))
     return lib.argmax(ctx, key)
 

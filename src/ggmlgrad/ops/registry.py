@@ -19,6 +19,7 @@ import dataclasses
 from typing import Any, Callable
 
 from .._ggml import consts, lib
+from ..runtime import DeviceError   # ValueError and RuntimeError (torch's class for mixed devices)
 from ..engine import ENGINE, Array, DType, float32, int32
 from ..engine.dtypes import bool_
 from .build import row_merged
@@ -204,7 +205,7 @@ def same_device(opname: str, *xs) -> None:
             err = _non_tensor(opname, xs)
             if err is not None:
                 raise err
-            raise ValueError(f"{opname}: tensors are on different devices ({d.name} and {x.device.name})")
+            raise DeviceError(f"{opname}: tensors are on different devices ({d.name} and {x.device.name})")
 
 
 # ---------------------------------------------------------------------- ops of kind "writes"

@@ -9,6 +9,7 @@ allocate itself."""
 from __future__ import annotations
 
 from .._ggml import consts, lib, node_type
+from ..runtime import DeviceError   # ValueError and RuntimeError (torch's class for mixed devices)
 from ..engine import float32
 from .build import expand, permute, reshape, shape_only
 from .registry import define, op, same_float
@@ -301,7 +302,7 @@ def _infer_concat(*xs, axis, stack=False):
     ax = norm_axis(name, axis, first.ndim + (1 if stack else 0))
     for x in xs[1:]:
         if x.device is not first.device:
-            raise ValueError(f"{name}: tensors are on different devices ({first.device.name} and {x.device.name})")
+            raise DeviceError(f"{name}: tensors are on different devices ({first.device.name} and {x.device.name})")
         if x.dtype is not first.dtype:
             raise DTypeError(f"{name}: dtypes differ ({first.dtype.name} and {x.dtype.name})")
         if stack and x.shape != first.shape:
@@ -371,7 +372,7 @@ def _infer_slice_set(x, *v, start, stop, step, fill=None):
         if v[0].dtype is not x.dtype:
             raise DTypeError(f"{name}: value dtype {v[0].dtype.name} differs from {x.dtype.name}")
         if v[0].device is not x.device:
-            raise ValueError(f"{name}: tensors are on different devices")
+            raise DeviceError(f"{name}: tensors are on different devices")
     elif isinstance(fill, bool) or not isinstance(fill, (int, float)):
         raise TypeError(f"{name}: fill must be a real number, got {fill!r}")
     return x.shape, x.dtype

@@ -14,6 +14,7 @@ from .._ggml.accel import ACCEL
 from .budget import check_graph
 from .device import ACCELERATORS, Device, cpu_device
 from .faults import ARMED as _FAULTS, hit as _fault
+from .memory import DEVICE_LOCK
 from .placement import free_sched, is_software_vulkan, reserve_compute_buffer
 
 _INITIAL_GRAPH_SIZE = 8192
@@ -47,6 +48,8 @@ def _forget_pools() -> None:
     and a compute lock held by one of the parent's other threads is released: that thread is gone."""
     if COMPUTE_LOCK.locked():
         COMPUTE_LOCK.release()
+    if hasattr(DEVICE_LOCK, "_at_fork_reinit"):   # (CPython's RLock) unlocked, whoever held it
+        DEVICE_LOCK._at_fork_reinit()
     _POOLS.clear()
     for ex in _EXECUTORS.values():
         ex._thread_config = (0, 0)
@@ -161,7 +164,7 @@ class Executor:
         just allocated for its results) do not fit in the device's memory."""
         if _FAULTS:
             _fault("compute")
-        with COMPUTE_LOCK:
+        with COMPUTE_LOCK, DEVICE_LOCK:
             check_graph(self.device, graph, results_bytes)
             self._ensure_sched(graph_size)
             # This scheduler serves graphs of every shape: ggml keeps the previous graph's memory

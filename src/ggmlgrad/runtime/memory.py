@@ -21,6 +21,14 @@ from .placement import free_buffer
 
 _MAX_CACHED_BYTES = int(os.environ.get("GGMLGRAD_POOL_BYTES", str(1 << 30)))
 
+# Device work of every thread, one call at a time, on a device that is not the host: a transfer or
+# a buffer allocation on one Python thread while another thread's graph computed gave wrong values
+# (a training loss of -0.07 for 0.96) and crashes on lavapipe (tests/test_thread_isolation.py on
+# vulkan:0): ggml-vulkan's copies and compute submissions share the device's queue and staging
+# buffer. Computes and plan allocations take it inside runtime.executor.COMPUTE_LOCK; transfers and
+# allocations alone. Re-entrant: a compute's bind allocates and uploads. Host memory never takes it.
+DEVICE_LOCK = threading.RLock()
+
 
 def _size_class(nbytes: int) -> int:
     n = max(nbytes, 64)
@@ -52,10 +60,10 @@ class _Pool:
                 self.live_bytes += size
                 self.live_count += 1
                 return buf, data, size
-        buf = lib.backend_buft_alloc_buffer(device.buffer_type, size)
+        buf = _alloc_buffer(device, size)
         if not buf:
             self.trim(0)
-            buf = lib.backend_buft_alloc_buffer(device.buffer_type, size)
+            buf = _alloc_buffer(device, size)
             if not buf:
                 raise MemoryError(f"ggmlgrad: could not allocate {size} bytes on {device.name}")
         with self.lock:
@@ -69,6 +77,7 @@ class _Pool:
             self.live_count -= 1
             if self.cached_bytes + size > _MAX_CACHED_BYTES:
                 free_buffer(dev_ptr, buf)
+                _SYNTHETIC_BASES.pop(buf, None)
                 return
             lst = self.free.get((dev_ptr, size))
             if lst is None:
@@ -83,12 +92,65 @@ class _Pool:
                 while lst and self.cached_bytes > keep_bytes:
                     buf, _ = lst.pop()
                     free_buffer(key[0], buf)
+                    _SYNTHETIC_BASES.pop(buf, None)
                     self.cached_bytes -= key[1]
                 if not lst:
                     del self.free[key]
 
 
+def _alloc_buffer(device: Device, size: int) -> int:
+    if device.is_host:
+        return lib.backend_buft_alloc_buffer(device.buffer_type, size)
+    with DEVICE_LOCK:
+        return lib.backend_buft_alloc_buffer(device.buffer_type, size)
+
+
 _POOL = _Pool()
+
+
+# ---------------------------------------------------------------------------- device addresses
+# torch's data_ptr() of a CUDA tensor is its device address: distinct live allocations never share
+# one. ggml-cuda's buffers report their device pointers, but ggml-vulkan's report one made-up base
+# (0x1000) for every buffer (its kernels take offsets into each buffer's own VkBuffer). On such a
+# device each buffer gets a synthetic base of its own, from an address range no two live buffers
+# share, for data_ptr() only (ggml keeps its own addresses); a freed buffer's entry goes.
+_SYNTHETIC_BASES: dict[int, int] = {}     # ggml buffer -> its synthetic base
+_SHARED_BASE: dict[int, bool] = {}        # dev_ptr -> whether that device reports one base for all buffers
+_next_synthetic = [1 << 44]                # 16 TiB: above user-space heap addresses of the host
+_SYNTHETIC_ALIGN = 1 << 16
+
+
+def _reports_one_base(device: Device) -> bool:
+    """Whether two live buffers of ``device`` report the same base address (ggml-vulkan)."""
+    a, b = _alloc_buffer(device, 256), _alloc_buffer(device, 256)
+    try:
+        return bool(a and b) and lib.backend_buffer_get_base(a) == lib.backend_buffer_get_base(b)
+    finally:
+        for buf in (a, b):
+            if buf:
+                free_buffer(device.dev_ptr, buf)
+
+
+def device_address(storage) -> int:
+    """The address torch's ``data_ptr()`` reports for ``storage``'s first byte: on the host and on a
+    device whose buffers have addresses of their own (CUDA), ggml's; on a device whose buffers all
+    report one base (Vulkan), a synthetic address unique among live buffers (see above)."""
+    device = storage.device
+    if device.is_host:
+        return storage.data
+    shared = _SHARED_BASE.get(device.dev_ptr)
+    if shared is None:
+        shared = _SHARED_BASE[device.dev_ptr] = _reports_one_base(device)
+    if not shared:
+        return storage.data
+    buf = storage.buffer
+    with _POOL.lock:
+        base = _SYNTHETIC_BASES.get(buf)
+        if base is None:
+            base = _SYNTHETIC_BASES[buf] = _next_synthetic[0]
+            span = lib.backend_buffer_get_size(buf) + _SYNTHETIC_ALIGN   # a gap: ends never touch
+            _next_synthetic[0] += (span + _SYNTHETIC_ALIGN - 1) // _SYNTHETIC_ALIGN * _SYNTHETIC_ALIGN
+    return base + (storage.data - lib.backend_buffer_get_base(buf))
 
 
 class _LeafHeaders:
@@ -226,8 +288,9 @@ class Storage:
         if self.device.is_host:
             host_copy(self.data + offset, src_addr, nbytes)
         else:
-            t = _scratch().point(self.buffer, self.data, self.nbytes)
-            lib.backend_tensor_set(t, src_addr, offset, nbytes)
+            with DEVICE_LOCK:
+                t = _scratch().point(self.buffer, self.data, self.nbytes)
+                lib.backend_tensor_set(t, src_addr, offset, nbytes)
 
     def read(self, dst_addr: int, nbytes: int, offset: int = 0) -> None:
         if _FAULTS:
@@ -235,8 +298,9 @@ class Storage:
         if self.device.is_host:
             host_copy(dst_addr, self.data + offset, nbytes)
         else:
-            t = _scratch().point(self.buffer, self.data, self.nbytes)
-            lib.backend_tensor_get(t, dst_addr, offset, nbytes)
+            with DEVICE_LOCK:
+                t = _scratch().point(self.buffer, self.data, self.nbytes)
+                lib.backend_tensor_get(t, dst_addr, offset, nbytes)
 
 
 class HostStorage(Storage):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..runtime import DeviceError   # ValueError and RuntimeError (torch's class for mixed devices)
 from ..engine import float32, int32
 from ..ops import op
 from ..ops.indexing import _EXACT_F32, _check_index
@@ -197,7 +198,7 @@ def setitem_many(x: Tensor, key, value, basic_getitem, to_float, accumulate: boo
     key = key if isinstance(key, tuple) else (key,)
     for k in key:
         if isinstance(k, Tensor) and k.device is not x.device:
-            raise ValueError("indexing: the index tensors and the tensor are on different devices")
+            raise DeviceError("indexing: the index tensors and the tensor are on different devices")
     basic, picks, seq = _split(x, key)
     trivial = all(isinstance(b, slice) and b == slice(None) for b in basic)
     y = x if trivial else basic_getitem(x, basic)

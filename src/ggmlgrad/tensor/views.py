@@ -49,7 +49,7 @@ import weakref
 import numpy as np
 
 from ..engine import COMPUTED, ENGINE, PENDING, context
-from ..runtime import HostStorage, SliceAlias, Storage, StridedAlias
+from ..runtime import HostStorage, SliceAlias, Storage, StridedAlias, device_address
 from ..ops import op
 from .grad_mode import _enabled, is_grad_enabled, no_grad
 
@@ -685,4 +685,4 @@ def data_ptr(t) -> int:
         ENGINE.drain("data_ptr()")
     if root._status != COMPUTED or root._storage is None:
         raise RuntimeError("data_ptr(): this tensor has no value (its graph failed)")
-    return root._storage.data + (rec.layout()[0] if rec is not None else 0) * t.dtype.itemsize
+    return device_address(root._storage) + (rec.layout()[0] if rec is not None else 0) * t.dtype.itemsize
