@@ -250,22 +250,24 @@ class Builder:
         built: list[int] = []
         prec_token = None
         try:
-            for build, inputs, params, shape, dtype, prec, standin in lazy:
+            for rec in lazy:
+                prec = rec.prec
                 if prec != current().precision:  # build as recorded (matmul nodes read the mode)
                     if prec_token is not None:
                         context.pop(prec_token)
                     prec_token = context.push(precision=prec)
                 self.room()
+                inputs, build, params = rec.ins, rec.build, rec.params
                 nodes = [built[x.index] if type(x) is _Pending else self.node_of(x) for x in inputs]
                 for i, n in enumerate(nodes):
                     if type(n) is FlatNode:
                         nodes[i] = n.shaped(self.ctx)
-                if standin is None:  # an update (record_update): in-place writes
+                if rec.shape is None:  # an update (record_update): in-place writes
                     ctx = self.ctx
                     self.queue_update_writes(build(ctx, nodes, inputs, **params), nodes, inputs)
                     built.append(0)
                 else:
-                    node = build(self.ctx, nodes, inputs, standin, **params)
+                    node = build(self.ctx, nodes, inputs, rec, **params)
                     if not self.queue.device.is_host:
                         node = device_result(self.ctx, node, self.queue.device)
                     built.append(node)

@@ -127,21 +127,23 @@ def take(e, m: ForwardMark, arg: Array, out, params_ok: set) -> ForwardSegment |
         return None
     if out._status != PENDING or out._epoch != e.queue.epoch or out._node >= 0 or -1 - out._node < m.n_lazy:
         return None
-    arg_standin = None
+    arg_index = -1  # the argument's record, by index (a replayed backward record may be a copy of it)
     if arg._status == PENDING and arg._epoch == e.queue.epoch and arg._node < 0:
-        arg_standin = lazy[-1 - arg._node][6]
+        arg_index = -1 - arg._node
     raw, ext = [], {}  # records with inputs as ("seg", offset) or ("ext", key); externals by key
-    for build, ins, params, shape, dtype, prec, standin in lazy[m.n_lazy:]:
-        if standin is None:
+    for rec in lazy[m.n_lazy:]:
+        build, ins, params, shape, dtype, prec = rec.build, rec.ins, rec.params, rec.shape, rec.dtype, rec.prec
+        if shape is None:
             return None  # an update
         refs = []
         for x in ins:
-            if type(x) is _Pending and x is not arg_standin:
+            is_standin = type(x) is _Pending
+            if is_standin and x.index != arg_index:
                 if x.index < m.n_lazy:
                     return None
                 refs.append((False, x.index - m.n_lazy))
                 continue
-            if x is arg or x is arg_standin:
+            if x is arg or is_standin:
                 k, v = ARG, ARG
             elif id(x) in params_ok and x._status == COMPUTED:
                 k, v = id(x), x
@@ -191,7 +193,7 @@ def replay(e, seg: ForwardSegment, arg: Array, out: Array) -> None:
         sig += (build_segment, shape, dtype, prec, seg.frozen, len(seg.externals))
     ins = _inputs(e, seg, arg, lazy, sig)
     j = len(lazy)
-    lazy.append((build_segment, ins, seg.params, shape, dtype, prec, _Pending(j, shape, dtype, device)))
+    lazy.append(_Pending(j, shape, dtype, device, build_segment, ins, seg.params, prec))
     phase = _phase_label.get()
     e.queue.labels += seg.labels if phase is None else [phase] * len(seg.labels)
     e.queue.work += seg.work
@@ -214,7 +216,7 @@ def _inputs(e, seg: ForwardSegment, arg: Array, lazy: list, sig: list | None) ->
         if x is ARG:
             x = arg
             if x._status == PENDING:
-                p = lazy[-1 - x._node][6]
+                p = lazy[-1 - x._node]
                 ins.append(p)
                 if sig is not None:
                     sig.append(p.index)

@@ -69,22 +69,35 @@ def user_site(skip: int = 2) -> str:
 
 
 class _Pending:
-    """A lazily recorded op's result as later ops' records hold it: its index in the queue and
-    what builders read (shape, dtype, ndim, device). Holding the tensor itself would keep every
-    intermediate alive, and each live result costs an output buffer at the drain."""
+    """One lazily recorded op: the record the drain builds (``build``, ``ins``, ``params``,
+    ``prec``) and its result as later ops' records hold it (its ``index`` in the queue and what
+    builders read: ``shape``, ``dtype``, ``ndim``, ``device``). One object per record, not a
+    tuple plus a stand-in: every queued op stays alive until the drain, and each live container
+    is scanned by Python's cycle collector (a long graph-mode queue paid that per op). Holding
+    the result tensor itself would keep every intermediate alive, and each live result costs an
+    output buffer at the drain. An update record (``record_update``) has ``shape`` None.
+    Records are never changed once queued: a backward segment appends the same records again."""
 
-    __slots__ = ("index", "shape", "dtype", "device")
+    __slots__ = ("index", "shape", "dtype", "device", "build", "ins", "params", "prec")
 
-    def __init__(self, index: int, shape: tuple, dtype, device) -> None:
+    def __init__(self, index: int, shape: tuple, dtype, device, build=None, ins=(), params=None,
+                 prec: str = "") -> None:
         self.index = index
         self.shape = shape
         self.dtype = dtype
         self.device = device
+        self.build = build
+        self.ins = ins
+        self.params = params
+        self.prec = prec
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
+    def with_inputs(self, ins) -> "_Pending":
+        """A copy of this record reading ``ins`` (a replayed segment's record, its leaves rebound)."""
+        return _Pending(self.index, self.shape, self.dtype, self.device, self.build, ins, self.params, self.prec)
 
 
 _new_pending = object.__new__
@@ -112,9 +125,9 @@ class RecordQueue:
         # value-and-derivative node, by the node of its input): in Python, keyed by node address,
         # and dropped with the epoch, before its contexts are reset (a freed node's address is reused).
         self.notes: dict[int, int] = {}
-        # Graph mode records ops without building them (see Builder.materialize): (build, inputs,
-        # params, out shape, out dtype, matmul precision, result stand-in or None for an update).
-        # Their arrays' _node is -(index+1).
+        # Graph mode records ops without building them (see Builder.materialize): one _Pending
+        # each (builder, inputs, params, out shape and dtype, matmul precision; shape None for an
+        # update). Their arrays' _node is -(index+1).
         self.lazy: list[tuple] = []
         self.updates = 0  # how many of them are in-place updates (record_update)
         # The plan key of the lazy records, built as they are recorded (None: not plannable). One
@@ -180,7 +193,7 @@ class RecordQueue:
                     for x in inputs:
                         st = x._status
                         if st == PENDING and x._epoch == epoch and x._node < 0:
-                            p = lazy[-1 - x._node][6]
+                            p = lazy[-1 - x._node]
                             ins.append(p)
                             sig.append(p.index)
                         elif st == COMPUTED and id(x) in slot_of:
@@ -195,9 +208,10 @@ class RecordQueue:
         if ins is None:  # no key (or no more)
             ins = self.lazy_inputs(inputs)
         j = len(lazy)
-        p = _new_pending(_Pending)  # _Pending(j, shape, dtype, out.device) without its __init__'s frame
-        p.index, p.shape, p.dtype, p.device = j, shape, dtype, out.device
-        lazy.append((build, ins, params, shape, dtype, prec, p))
+        p = _new_pending(_Pending)  # _Pending(j, shape, ...) without its __init__'s frame
+        p.index, p.shape, p.dtype, p.device, p.build, p.ins, p.params, p.prec = \
+            j, shape, dtype, out.device, build, ins, params, prec
+        lazy.append(p)
         out._node = -1 - j
         out._epoch = self.epoch
         out._status = PENDING
@@ -214,7 +228,7 @@ class RecordQueue:
     def record_update(self, build, inputs, params: dict, prec: str) -> None:
         """Append an update record (in-place writes into ``inputs``; see ``Engine.record_update``)."""
         self.sign(build, None, None, prec, params, len(inputs))
-        self.lazy.append((build, self.lazy_inputs(inputs), params, None, None, prec, None))
+        self.lazy.append(_Pending(len(self.lazy), None, None, None, build, self.lazy_inputs(inputs), params, prec))
         self.updates += 1
 
     def sign(self, build, shape, dtype, prec, params, n_inputs: int) -> None:
@@ -257,7 +271,7 @@ class RecordQueue:
                         leaves.append(x)
                         sig += (-1 - s, x.shape, x.dtype)
                 elif st == PENDING and x._epoch == self.epoch and x._node < 0:
-                    p = self.lazy[-1 - x._node][6]
+                    p = self.lazy[-1 - x._node]
                     ins.append(p)
                     sig.append(p.index)
                 else:  # a built node (the ordinary drain), or a failed or discarded input
@@ -280,7 +294,7 @@ class RecordQueue:
                 ins.append(x)
             elif st == PENDING and x._epoch == epoch:
                 n = x._node
-                ins.append(lazy[-1 - n][6] if n < 0 else x)  # a built node: the ordinary drain
+                ins.append(lazy[-1 - n] if n < 0 else x)  # a built node: the ordinary drain
             else:
                 raise_no_value(x)  # a failed or discarded input: its error, at this call
         return ins

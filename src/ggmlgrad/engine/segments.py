@@ -115,12 +115,12 @@ class Segments:
                 or len(q.lazy) <= n_lazy or q.effects):
             return None
         records = []  # (record, None) to append as is, or (record with slots, True) to rebind
-        for build, ins, params, shape, dtype, prec, standin in q.lazy[n_lazy:]:
-            if standin is None:
+        for rec in q.lazy[n_lazy:]:
+            if rec.shape is None:
                 return None  # an update: never part of a backward
-            ins = tuple([x if type(x) is _Pending else q._sig_slot[id(x)] for x in ins])
+            ins = tuple([x if type(x) is _Pending else q._sig_slot[id(x)] for x in rec.ins])
             has_slots = any(type(x) is int for x in ins)
-            records.append(((build, ins, params, shape, dtype, prec, standin), has_slots or None))
+            records.append((rec.with_inputs(ins) if has_slots else rec, has_slots or None))
         return _Segment(n_lazy, tuple(records), tuple(q._sig[n_sig:]), tuple(q.labels[n_labels:]),
                         q.work - work, q.max_work)
 
@@ -134,9 +134,7 @@ class Segments:
             leaves = q._sig_leaves
             for rec, has_slots in seg.records:
                 if has_slots:
-                    build, ins, params, shape, dtype, prec, standin = rec
-                    rec = (build, [x if type(x) is _Pending else leaves[x] for x in ins], params, shape, dtype,
-                           prec, standin)
+                    rec = rec.with_inputs([x if type(x) is _Pending else leaves[x] for x in rec.ins])
                 lazy.append(rec)
             q._sig += seg.sig
             q.labels += seg.labels
