@@ -244,6 +244,16 @@ class Builder:
                 a = ref()
                 if a is not None and a._node == n and a._epoch == epoch:
                     a._node = node
+        q.bare = 0
+        for rec in lazy:  # the records' own results become roots of built nodes
+            ref = rec.ref
+            if ref is not None:
+                n = -1 - rec.index
+                node = built[rec.index]
+                roots.append((ref, node))
+                a = ref()
+                if a is not None and a._node == n and a._epoch == epoch:
+                    a._node = node
 
     def _build_lazy(self, lazy: list) -> list[int]:
         """The node of each lazy record (0 for updates, whose writes join the effects)."""

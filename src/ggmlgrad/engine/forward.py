@@ -194,6 +194,7 @@ def replay(e, seg: ForwardSegment, arg: Array, out: Array) -> None:
     ins = _inputs(e, seg, arg, lazy, sig)
     j = len(lazy)
     lazy.append(_Pending(j, shape, dtype, device, build_segment, ins, seg.params, prec))
+    e.queue.bare += 1  # its result is adopted below
     phase = _phase_label.get()
     e.queue.labels += seg.labels if phase is None else [phase] * len(seg.labels)
     e.queue.work += seg.work

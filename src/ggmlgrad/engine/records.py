@@ -76,12 +76,16 @@ class _Pending:
     is scanned by Python's cycle collector (a long graph-mode queue paid that per op). Holding
     the result tensor itself would keep every intermediate alive, and each live result costs an
     output buffer at the drain. An update record (``record_update``) has ``shape`` None.
-    Records are never changed once queued: a backward segment appends the same records again."""
 
-    __slots__ = ("index", "shape", "dtype", "device", "build", "ins", "params", "prec")
+    ``ref``: a weak reference to the result tensor (the queue's ``roots`` hold those of built
+    nodes and aliases), None for an update or a replayed record (whose results the replay
+    adopts, see ``adopt_result``). Records are never changed once queued; a backward segment
+    appends copies without ``ref``."""
+
+    __slots__ = ("index", "shape", "dtype", "device", "build", "ins", "params", "prec", "ref")
 
     def __init__(self, index: int, shape: tuple, dtype, device, build=None, ins=(), params=None,
-                 prec: str = "") -> None:
+                 prec: str = "", ref=None) -> None:
         self.index = index
         self.shape = shape
         self.dtype = dtype
@@ -90,13 +94,14 @@ class _Pending:
         self.ins = ins
         self.params = params
         self.prec = prec
+        self.ref = ref
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
     def with_inputs(self, ins) -> "_Pending":
-        """A copy of this record reading ``ins`` (a replayed segment's record, its leaves rebound)."""
+        """A copy of this record reading ``ins``, without ``ref`` (a backward segment's record)."""
         return _Pending(self.index, self.shape, self.dtype, self.device, self.build, ins, self.params, self.prec)
 
 
@@ -138,7 +143,11 @@ class RecordQueue:
         self._sig: list | None = []
         self._sig_slot: dict[int, int] = {}   # id(computed input) → slot
         self._sig_leaves: list[Array] = []    # computed inputs by slot
+        # (weak ref, node) of built results and of aliases and adopted results of lazy records; a
+        # lazy record's own result is its ``ref`` (one object less per queued op). ``results``
+        # walks both.
         self.roots: list[tuple[weakref.ref, int]] = []
+        self.bare = 0  # lazy records appended without ``ref`` that are not updates (replayed)
         self.effects: list[int] = []
         self.labels: list[str] = []
         self.keep: list[Storage] = []
@@ -155,11 +164,20 @@ class RecordQueue:
         return epoch
 
     def __len__(self) -> int:
-        return len(self.roots) + len(self.effects) + self.updates + (self.one is not None)
+        return len(self.roots) + len(self.lazy) - self.bare + len(self.effects) + (self.one is not None)
 
     def queued(self) -> bool:
         """Whether anything is queued (records, nodes or effects)."""
         return bool(self.roots or self.effects or self.lazy or self.one is not None)
+
+    def has_results(self) -> bool:
+        """Whether results, in-place writes or updates are queued (:meth:`queued` less the queue's
+        one record and replayed records whose results nobody adopted)."""
+        return bool(self.roots or self.effects or len(self.lazy) > self.bare)
+
+    def results(self) -> list:
+        """(weak ref, node) of every queued result: ``roots`` and the lazy records' ``ref``."""
+        return pending_results(self.roots, self.lazy)
 
     def note(self, node: int, value: int) -> None:
         """Leave ``value`` (a node) for builders of this epoch that meet ``node`` (see ``notes``)."""
@@ -209,13 +227,12 @@ class RecordQueue:
             ins = self.lazy_inputs(inputs)
         j = len(lazy)
         p = _new_pending(_Pending)  # _Pending(j, shape, ...) without its __init__'s frame
-        p.index, p.shape, p.dtype, p.device, p.build, p.ins, p.params, p.prec = \
-            j, shape, dtype, out.device, build, ins, params, prec
+        p.index, p.shape, p.dtype, p.device, p.build, p.ins, p.params, p.prec, p.ref = \
+            j, shape, dtype, out.device, build, ins, params, prec, weakref.ref(out)
         lazy.append(p)
         out._node = -1 - j
         out._epoch = self.epoch
         out._status = PENDING
-        self.roots.append((weakref.ref(out), -1 - j))
         self.labels.append(_phase_label.get() or label)
         w = work or out.numel_  # (never 0: Engine.record keeps empty results out of the queue)
         self.work += w
@@ -311,7 +328,15 @@ class RecordQueue:
                 return None  # freed or failed since it was recorded (the ordinary drain raises), or strided
         epoch = self.epoch
         kept: dict[int, list[Array]] = {}
-        for ref, n in self.roots:
+        for p in self.lazy:
+            ref = p.ref
+            if ref is None:
+                continue
+            a = ref()
+            if a is None or a._status != PENDING or a._node != -1 - p.index or a._epoch != epoch:
+                continue
+            kept[p.index] = [a]
+        for ref, n in self.roots:  # aliases (detach) and adopted results
             if n >= 0:
                 return None
             a = ref()
@@ -338,7 +363,7 @@ class RecordQueue:
         """Make ``node`` the queued node of ``base`` and of every alias of its node (``detach()``,
         ``alias_pending``): a capture recording's in-place write of a tensor made inside it."""
         old, epoch = base._node, base._epoch
-        for ref, _ in self.roots:
+        for ref, _ in self.results():
             a = ref()
             if a is not None and a._status == PENDING and a._epoch == epoch and a._node == old:
                 a._node = node
@@ -356,6 +381,14 @@ class RecordQueue:
         self.work += work
         if work > self.max_work:
             self.max_work = work
+
+
+def pending_results(roots: list, lazy: list) -> list:
+    """(weak ref, node) of a queue's results: its ``roots`` and its lazy records' ``ref`` (for a
+    queue the drain already took, by its old lists)."""
+    out = [(p.ref, -1 - p.index) for p in lazy if p.ref is not None]
+    out += roots
+    return out
 
 
 def raise_no_value(x: Array) -> None:

@@ -120,7 +120,7 @@ class Segments:
                 return None  # an update: never part of a backward
             ins = tuple([x if type(x) is _Pending else q._sig_slot[id(x)] for x in rec.ins])
             has_slots = any(type(x) is int for x in ins)
-            records.append((rec.with_inputs(ins) if has_slots else rec, has_slots or None))
+            records.append((rec.with_inputs(ins), has_slots or None))  # (a copy: no ``ref``)
         return _Segment(n_lazy, tuple(records), tuple(q._sig[n_sig:]), tuple(q.labels[n_labels:]),
                         q.work - work, q.max_work)
 
@@ -136,6 +136,7 @@ class Segments:
                 if has_slots:
                     rec = rec.with_inputs([x if type(x) is _Pending else leaves[x] for x in rec.ins])
                 lazy.append(rec)
+            q.bare += len(seg.records)
             q._sig += seg.sig
             q.labels += seg.labels
             q.work += seg.work
