@@ -22,7 +22,7 @@ from .context import current
 from .drain import PlannedRecord
 from .flat import FlatNode
 from .plans import freeze_params
-from .records import _Pending, _phase_label, user_site
+from .records import REC_INPUTS, _Pending, _phase_label, user_site
 
 ARG = -1  # a record input that is the module call's argument
 
@@ -127,23 +127,24 @@ def take(e, m: ForwardMark, arg: Array, out, params_ok: set) -> ForwardSegment |
         return None
     if out._status != PENDING or out._epoch != e.queue.epoch or out._node >= 0 or -1 - out._node < m.n_lazy:
         return None
-    arg_index = -1  # the argument's record, by index (a replayed backward record may be a copy of it)
+    arg_index = -1  # the argument's record, when it is a result of this queue
     if arg._status == PENDING and arg._epoch == e.queue.epoch and arg._node < 0:
         arg_index = -1 - arg._node
     raw, ext = [], {}  # records with inputs as ("seg", offset) or ("ext", key); externals by key
     for rec in lazy[m.n_lazy:]:
-        build, ins, params, shape, dtype, prec = rec.build, rec.ins, rec.params, rec.shape, rec.dtype, rec.prec
+        build, params, shape, dtype, prec = rec[:5]
+        ins = rec[REC_INPUTS:]
         if shape is None:
             return None  # an update
         refs = []
         for x in ins:
-            is_standin = type(x) is _Pending
-            if is_standin and x.index != arg_index:
-                if x.index < m.n_lazy:
+            is_result = type(x) is int  # a record's index (see records.REC_BUILD)
+            if is_result and x != arg_index:
+                if x < m.n_lazy:
                     return None
-                refs.append((False, x.index - m.n_lazy))
+                refs.append((False, x - m.n_lazy))
                 continue
-            if x is arg or is_standin:
+            if x is arg or is_result:
                 k, v = ARG, ARG
             elif id(x) in params_ok and x._status == COMPUTED:
                 k, v = id(x), x
@@ -193,7 +194,7 @@ def replay(e, seg: ForwardSegment, arg: Array, out: Array) -> None:
         sig += (build_segment, shape, dtype, prec, seg.frozen, len(seg.externals))
     ins = _inputs(e, seg, arg, lazy, sig)
     j = len(lazy)
-    lazy.append(_Pending(j, shape, dtype, device, build_segment, ins, seg.params, prec))
+    lazy.append((build_segment, seg.params, shape, dtype, prec, None, *ins))
     e.queue.bare += 1  # its result is adopted below
     phase = _phase_label.get()
     e.queue.labels += seg.labels if phase is None else [phase] * len(seg.labels)
@@ -217,10 +218,10 @@ def _inputs(e, seg: ForwardSegment, arg: Array, lazy: list, sig: list | None) ->
         if x is ARG:
             x = arg
             if x._status == PENDING:
-                p = lazy[-1 - x._node]
+                p = -1 - x._node
                 ins.append(p)
                 if sig is not None:
-                    sig.append(p.index)
+                    sig.append(p)
                 continue
             key = id(x)
         ins.append(x)

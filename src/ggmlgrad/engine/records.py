@@ -68,44 +68,34 @@ def user_site(skip: int = 2) -> str:
     return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
 
 
+# A lazy record is one flat tuple, ``(build, params, shape, dtype, prec, ref, *inputs)``: every
+# queued op stays alive until the drain, and each live container is scanned by Python's cycle
+# collector again and again while a long graph-mode queue grows (a record object, its input
+# list and a roots entry per op made recording slower the longer the queue). ``shape`` is None
+# for an update (record_update); ``ref`` is a weak reference to the result tensor, None for an
+# update or a replayed record (whose results the replay adopts, see ``adopt_result``). An input
+# is a computed tensor (or, in a queue without a plan key, a built node's pending tensor) or,
+# for a result of this queue, its record's index (an int): holding the result tensor would keep
+# every intermediate alive, and each live result costs an output buffer at the drain. Records
+# are never changed once queued; a backward segment appends the same ones again.
+REC_BUILD, REC_PARAMS, REC_SHAPE, REC_DTYPE, REC_PREC, REC_REF, REC_INPUTS = range(7)
+
+
 class _Pending:
-    """One lazily recorded op: the record the drain builds (``build``, ``ins``, ``params``,
-    ``prec``) and its result as later ops' records hold it (its ``index`` in the queue and what
-    builders read: ``shape``, ``dtype``, ``ndim``, ``device``). One object per record, not a
-    tuple plus a stand-in: every queued op stays alive until the drain, and each live container
-    is scanned by Python's cycle collector (a long graph-mode queue paid that per op). Holding
-    the result tensor itself would keep every intermediate alive, and each live result costs an
-    output buffer at the drain. An update record (``record_update``) has ``shape`` None.
+    """What builders see of a lazy record's result (its ``index`` in the queue, ``shape``,
+    ``dtype``, ``ndim``, ``device``): made when the records are built (see ``Builder``)."""
 
-    ``ref``: a weak reference to the result tensor (the queue's ``roots`` hold those of built
-    nodes and aliases), None for an update or a replayed record (whose results the replay
-    adopts, see ``adopt_result``). Records are never changed once queued; a backward segment
-    appends copies without ``ref``."""
+    __slots__ = ("index", "shape", "dtype", "device")
 
-    __slots__ = ("index", "shape", "dtype", "device", "build", "ins", "params", "prec", "ref")
-
-    def __init__(self, index: int, shape: tuple, dtype, device, build=None, ins=(), params=None,
-                 prec: str = "", ref=None) -> None:
+    def __init__(self, index: int, shape: tuple, dtype, device) -> None:
         self.index = index
         self.shape = shape
         self.dtype = dtype
         self.device = device
-        self.build = build
-        self.ins = ins
-        self.params = params
-        self.prec = prec
-        self.ref = ref
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
-
-    def with_inputs(self, ins) -> "_Pending":
-        """A copy of this record reading ``ins``, without ``ref`` (a backward segment's record)."""
-        return _Pending(self.index, self.shape, self.dtype, self.device, self.build, ins, self.params, self.prec)
-
-
-_new_pending = object.__new__
 
 
 class RecordQueue:
@@ -130,9 +120,8 @@ class RecordQueue:
         # value-and-derivative node, by the node of its input): in Python, keyed by node address,
         # and dropped with the epoch, before its contexts are reset (a freed node's address is reused).
         self.notes: dict[int, int] = {}
-        # Graph mode records ops without building them (see Builder.materialize): one _Pending
-        # each (builder, inputs, params, out shape and dtype, matmul precision; shape None for an
-        # update). Their arrays' _node is -(index+1).
+        # Graph mode records ops without building them (see Builder.materialize): one flat tuple
+        # each (see REC_BUILD). Their arrays' _node is -(index+1).
         self.lazy: list[tuple] = []
         self.updates = 0  # how many of them are in-place updates (record_update)
         # The plan key of the lazy records, built as they are recorded (None: not plannable). One
@@ -211,9 +200,9 @@ class RecordQueue:
                     for x in inputs:
                         st = x._status
                         if st == PENDING and x._epoch == epoch and x._node < 0:
-                            p = lazy[-1 - x._node]
+                            p = -1 - x._node
                             ins.append(p)
-                            sig.append(p.index)
+                            sig.append(p)
                         elif st == COMPUTED and id(x) in slot_of:
                             ins.append(x)
                             sig.append(-1 - slot_of[id(x)])
@@ -226,10 +215,7 @@ class RecordQueue:
         if ins is None:  # no key (or no more)
             ins = self.lazy_inputs(inputs)
         j = len(lazy)
-        p = _new_pending(_Pending)  # _Pending(j, shape, ...) without its __init__'s frame
-        p.index, p.shape, p.dtype, p.device, p.build, p.ins, p.params, p.prec, p.ref = \
-            j, shape, dtype, out.device, build, ins, params, prec, weakref.ref(out)
-        lazy.append(p)
+        lazy.append((build, params, shape, dtype, prec, weakref.ref(out), *ins))
         out._node = -1 - j
         out._epoch = self.epoch
         out._status = PENDING
@@ -245,7 +231,7 @@ class RecordQueue:
     def record_update(self, build, inputs, params: dict, prec: str) -> None:
         """Append an update record (in-place writes into ``inputs``; see ``Engine.record_update``)."""
         self.sign(build, None, None, prec, params, len(inputs))
-        self.lazy.append(_Pending(len(self.lazy), None, None, None, build, self.lazy_inputs(inputs), params, prec))
+        self.lazy.append((build, params, None, None, prec, None, *self.lazy_inputs(inputs)))
         self.updates += 1
 
     def sign(self, build, shape, dtype, prec, params, n_inputs: int) -> None:
@@ -288,9 +274,9 @@ class RecordQueue:
                         leaves.append(x)
                         sig += (-1 - s, x.shape, x.dtype)
                 elif st == PENDING and x._epoch == self.epoch and x._node < 0:
-                    p = self.lazy[-1 - x._node]
+                    p = -1 - x._node
                     ins.append(p)
-                    sig.append(p.index)
+                    sig.append(p)
                 else:  # a built node (the ordinary drain), or a failed or discarded input
                     self._sig = None
                     ins += self._unsigned_inputs(inputs[len(ins):])
@@ -302,7 +288,6 @@ class RecordQueue:
 
     def _unsigned_inputs(self, inputs) -> list:
         """:meth:`lazy_inputs` of a queue that has no plan key."""
-        lazy = self.lazy
         epoch = self.epoch
         ins = []
         for x in inputs:
@@ -311,7 +296,7 @@ class RecordQueue:
                 ins.append(x)
             elif st == PENDING and x._epoch == epoch:
                 n = x._node
-                ins.append(lazy[-1 - n] if n < 0 else x)  # a built node: the ordinary drain
+                ins.append(-1 - n if n < 0 else x)  # a built node: the ordinary drain
             else:
                 raise_no_value(x)  # a failed or discarded input: its error, at this call
         return ins
@@ -328,14 +313,16 @@ class RecordQueue:
                 return None  # freed or failed since it was recorded (the ordinary drain raises), or strided
         epoch = self.epoch
         kept: dict[int, list[Array]] = {}
-        for p in self.lazy:
-            ref = p.ref
+        j = -1
+        for rec in self.lazy:
+            j += 1
+            ref = rec[5]  # REC_REF
             if ref is None:
                 continue
             a = ref()
-            if a is None or a._status != PENDING or a._node != -1 - p.index or a._epoch != epoch:
+            if a is None or a._status != PENDING or a._node != -1 - j or a._epoch != epoch:
                 continue
-            kept[p.index] = [a]
+            kept[j] = [a]
         for ref, n in self.roots:  # aliases (detach) and adopted results
             if n >= 0:
                 return None
@@ -386,7 +373,7 @@ class RecordQueue:
 def pending_results(roots: list, lazy: list) -> list:
     """(weak ref, node) of a queue's results: its ``roots`` and its lazy records' ``ref`` (for a
     queue the drain already took, by its old lists)."""
-    out = [(p.ref, -1 - p.index) for p in lazy if p.ref is not None]
+    out = [(rec[REC_REF], -1 - j) for j, rec in enumerate(lazy) if rec[REC_REF] is not None]
     out += roots
     return out
 
