@@ -77,7 +77,7 @@ def user_site(skip: int = 2) -> str:
 # is a computed tensor (or, in a queue without a plan key, a built node's pending tensor) or,
 # for a result of this queue, its record's index (an int): holding the result tensor would keep
 # every intermediate alive, and each live result costs an output buffer at the drain. Records
-# are never changed once queued; a backward segment appends the same ones again.
+# are never changed once queued; a backward segment appends copies of them without ``ref``.
 REC_BUILD, REC_PARAMS, REC_SHAPE, REC_DTYPE, REC_PREC, REC_REF, REC_INPUTS = range(7)
 
 
