@@ -90,3 +90,31 @@ def test_long_queue_values_and_gradients():
         np.testing.assert_allclose(got[0], eager[0], rtol=1e-5)
         np.testing.assert_allclose(got[1], eager[1], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(got[2], eager[2], rtol=1e-4, atol=1e-5)
+
+
+def _linear_ref(lin, x):
+    w = lin.weight.detach().numpy().astype(np.float64)
+    b = lin.bias.detach().numpy().astype(np.float64)
+    return x @ w.T + b
+
+
+def test_replayed_forward_whose_parameters_the_queue_reads_first_or_again():
+    """A replayed module call appends its parameters' key slots in one go when the queue has not
+    read them yet; a second call in the same queue (slots taken) and a parameter that is a strided
+    view (no plan key) take the general rule. Values against NumPy, over repeated (planned) steps."""
+    from ggmlgrad.runtime import StridedAlias
+    rng = np.random.default_rng(1)
+    lin = gg.nn.Linear(4, 3)
+    for step in range(6):
+        if step == 3:  # from here the weight is a transposed (strided) view of another tensor
+            lin.weight.data = gg.tensor(rng.standard_normal((4, 3)).astype(np.float32)).T
+            assert type(lin.weight._storage) is StridedAlias
+        x = rng.standard_normal((2, 4)).astype(np.float32)
+        with gg.no_grad(), gg.graph_mode(True):
+            t = gg.tensor(x)
+            once = lin(t)
+            twice = lin(lin(t).tanh() @ gg.ones(3, 4))  # the same parameters again in this queue
+            got = once.numpy(), twice.numpy()
+        ref = _linear_ref(lin, x)
+        np.testing.assert_allclose(got[0], ref, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got[1], _linear_ref(lin, np.tanh(ref) @ np.ones((3, 4))), rtol=1e-5, atol=1e-5)

@@ -46,7 +46,7 @@ class ForwardSegment:
     its cost and the plan key it adds do not grow with the number of layers."""
 
     __slots__ = ("records", "externals", "out", "work", "max_work", "leaves", "inputs", "labels", "standins",
-                 "params", "frozen", "out_shape", "out_dtype", "prec")
+                 "params", "frozen", "out_shape", "out_dtype", "prec", "tail", "tail_ids", "tail_set")
 
     def __init__(self, records: tuple, externals: tuple, out: int, work: float, max_work: float,
                  device) -> None:
@@ -57,6 +57,11 @@ class ForwardSegment:
         self.max_work = max_work
         self.leaves = tuple((x, x.shape, x.dtype, x.device) for x in externals if x is not ARG)
         self.inputs = tuple((x, id(x)) for x in externals)  # with their slot keys (the argument's varies)
+        # The parameters after a leading argument (the usual layout), None otherwise: appended to a
+        # queue that has not read them yet in one go (see _inputs).
+        self.tail = tuple(externals[1:]) if externals and externals[0] is ARG else None
+        self.tail_ids = tuple(id(x) for x in self.tail) if self.tail is not None else ()
+        self.tail_set = frozenset(self.tail_ids)
         self.labels = tuple(r[6] for r in records)
         # What the builders of later records see of an earlier record's result (shape, dtype, device).
         self.standins = tuple(_Pending(-1, r[2], r[3], device) for r in records)
@@ -213,6 +218,11 @@ def _inputs(e, seg: ForwardSegment, arg: Array, lazy: list, sig: list | None) ->
     even where its slot is new: the segment (in its header) fixes every input's shape and dtype,
     and a new slot is always the next number, so the key still names one graph."""
     slot_of, leaves = e.queue._sig_slot, e.queue._sig_leaves
+    tail = seg.tail
+    if sig is not None and tail is not None and slot_of.keys().isdisjoint(seg.tail_set):
+        ins = _fresh_parameters(e, seg, arg, tail, sig, slot_of, leaves)
+        if ins is not None:
+            return ins
     ins = []
     for x, key in seg.inputs:
         if x is ARG:
@@ -234,6 +244,43 @@ def _inputs(e, seg: ForwardSegment, arg: Array, lazy: list, sig: list | None) ->
                 slot = slot_of[key] = len(leaves)
                 leaves.append(x)
             sig.append(-1 - slot)
+    return ins
+
+
+def _fresh_parameters(e, seg: ForwardSegment, arg: Array, tail: tuple, sig: list, slot_of: dict,
+                      leaves: list) -> list | None:
+    """:func:`_inputs` of a segment whose argument comes first and whose parameters this queue has
+    not read yet (each step's first call of a module): the same inputs and key, the parameters'
+    slots being the next numbers in order, without a lookup per parameter. None (nothing changed):
+    an input the general rule must see (a parameter or new argument without plain memory, the
+    argument one of the parameters)."""
+    for x in tail:
+        s = x._storage
+        if s is None or type(s) is StridedAlias or not x.numel_:
+            return None  # (the general rule drops the queue's key there)
+    if arg._status == PENDING:
+        first = -1 - arg._node
+        ins = [first]
+    else:
+        key = id(arg)
+        if key in seg.tail_set:
+            return None
+        first = slot_of.get(key)
+        if first is None:
+            s = arg._storage
+            if s is None or type(s) is StridedAlias or not arg.numel_:
+                return None
+            first = slot_of[key] = len(leaves)
+            leaves.append(arg)
+        first = -1 - first
+        ins = [arg]
+    sig.append(first)
+    base = len(leaves)
+    n = len(tail)
+    leaves += tail
+    slot_of.update(zip(seg.tail_ids, range(base, base + n)))
+    sig += range(-1 - base, -1 - base - n, -1)
+    ins += tail
     return ins
 
 
