@@ -22,7 +22,7 @@ from .context import current
 from .drain import PlannedRecord
 from .flat import FlatNode
 from .plans import freeze_params
-from .records import REC_INPUTS, _Pending, _phase_label, user_site
+from .records import _NO_LEAF_MEMORY, REC_INPUTS, _Pending, _phase_label, user_site
 
 ARG = -1  # a record input that is the module call's argument
 
@@ -255,8 +255,7 @@ def _fresh_parameters(e, seg: ForwardSegment, arg: Array, tail: tuple, sig: list
     an input the general rule must see (a parameter or new argument without plain memory, the
     argument one of the parameters)."""
     for x in tail:
-        s = x._storage
-        if s is None or type(s) is StridedAlias or not x.numel_:
+        if type(x._storage) in _NO_LEAF_MEMORY or not x.numel_:
             return None  # (the general rule drops the queue's key there)
     if arg._status == PENDING:
         first = -1 - arg._node

@@ -98,6 +98,11 @@ class _Pending:
         return len(self.shape)
 
 
+# Memory a plan's leaf cannot be: none (freed or failed), or a strided view (a plan's leaves are
+# contiguous); one set lookup per leaf at each planned drain.
+_NO_LEAF_MEMORY = frozenset((type(None), StridedAlias))
+
+
 class RecordQueue:
     """One thread's queue of records: graph-mode records not built yet (``lazy``), built nodes
     (``roots``, ``effects``), what the drain needs about them (labels, work, the call site, the
@@ -309,7 +314,7 @@ class RecordQueue:
             return None
         leaves = self._sig_leaves
         for x in leaves:
-            if x._status != COMPUTED or x._storage is None or type(x._storage) is StridedAlias:
+            if x._status != COMPUTED or type(x._storage) in _NO_LEAF_MEMORY:
                 return None  # freed or failed since it was recorded (the ordinary drain raises), or strided
         epoch = self.epoch
         kept: dict[int, list[Array]] = {}
