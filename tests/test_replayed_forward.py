@@ -215,7 +215,7 @@ def test_matmul_precision_in_the_records():
         prev = gg.matmul_precision("f32")
         try:
             out = net(gg.tensor(x))
-            precs = {rec[5] for rec in ENGINE.lazy}
+            precs = {rec[4] for rec in ENGINE.lazy}  # REC_PREC
             np.testing.assert_allclose(out.numpy(), _ref(net, x), rtol=1e-5, atol=1e-5)
         finally:
             gg.matmul_precision(prev)

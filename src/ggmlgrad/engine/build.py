@@ -18,7 +18,7 @@ from .array import COMPUTED, FAILED, PENDING, Array, ggml_ne
 from .errors import PendingError
 from .flat import FlatNode
 from .plans import OpPlan, Plan, Uncacheable
-from .records import _Pending, _phase_label, no_value_message
+from .records import REC_INPUTS, REC_REF, _Pending, _phase_label, no_value_message
 
 _CTX_TENSORS = 4096           # tensors per node context
 _OP_HEADROOM = 96             # most tensors one op builder may create
@@ -244,28 +244,45 @@ class Builder:
                 a = ref()
                 if a is not None and a._node == n and a._epoch == epoch:
                     a._node = node
+        q.bare = 0
+        for j, rec in enumerate(lazy):  # the records' own results become roots of built nodes
+            ref = rec[REC_REF]
+            if ref is not None:
+                n = -1 - j
+                node = built[j]
+                roots.append((ref, node))
+                a = ref()
+                if a is not None and a._node == n and a._epoch == epoch:
+                    a._node = node
 
     def _build_lazy(self, lazy: list) -> list[int]:
         """The node of each lazy record (0 for updates, whose writes join the effects)."""
         built: list[int] = []
         prec_token = None
         try:
-            for build, inputs, params, shape, dtype, prec, standin in lazy:
+            device = self.queue.device
+            standins: list = []  # what the builders see of each record's result (see _Pending)
+            for j, rec in enumerate(lazy):
+                build, params, shape, dtype, prec = rec[:5]
                 if prec != current().precision:  # build as recorded (matmul nodes read the mode)
                     if prec_token is not None:
                         context.pop(prec_token)
                     prec_token = context.push(precision=prec)
                 self.room()
+                inputs = [standins[x] if type(x) is int else x for x in rec[REC_INPUTS:]]
                 nodes = [built[x.index] if type(x) is _Pending else self.node_of(x) for x in inputs]
                 for i, n in enumerate(nodes):
                     if type(n) is FlatNode:
                         nodes[i] = n.shaped(self.ctx)
-                if standin is None:  # an update (record_update): in-place writes
+                if shape is None:  # an update (record_update): in-place writes
                     ctx = self.ctx
                     self.queue_update_writes(build(ctx, nodes, inputs, **params), nodes, inputs)
                     built.append(0)
+                    standins.append(None)
                 else:
-                    node = build(self.ctx, nodes, inputs, standin, **params)
+                    out = _Pending(j, shape, dtype, device)
+                    standins.append(out)
+                    node = build(self.ctx, nodes, inputs, out, **params)
                     if not self.queue.device.is_host:
                         node = device_result(self.ctx, node, self.queue.device)
                     built.append(node)

@@ -34,7 +34,7 @@ from .context import current
 from .errors import GraphError, GraphMemoryError
 from .executor import BuiltGraph
 from .plans import freeze_params
-from .records import _phase_label, user_site
+from .records import _phase_label, pending_results, user_site
 
 # A plan's results get new memory at every run, and small ones (an acting step's logits) are mostly
 # dropped a run or two later: a run takes such memory back when nothing else holds it any more.
@@ -143,7 +143,7 @@ class Drainer:
 
     def discard(self) -> None:
         """Drop the queue without computing (its pending tensors become failed); the caller holds the lock."""
-        roots = self.queue.roots
+        roots = self.queue.results()
         ctx_list, _ = self._take()
         self.builder.give_back(ctx_list)
         for ref, _ in roots:
@@ -252,7 +252,7 @@ class Drainer:
     def _fail_queue(self, e: BaseException, reason: str):
         """A drain failed before it took the queue: take it now (its tensors fail), then raise as :meth:`_fail`."""
         q = self.queue
-        roots, labels, site = q.roots, q.labels, q.site
+        roots, labels, site = q.results(), q.labels, q.site
         ctx_list, epoch = self._take()
         self.builder.give_back(ctx_list)
         current().counters.drains[reason] += 1
@@ -320,7 +320,7 @@ class Drainer:
                     a._status = COMPUTED
                     a._node = 0
         except BaseException as e:
-            self._fail(e, roots, labels, site, reason, epoch)
+            self._fail(e, pending_results(roots, lazy), labels, site, reason, epoch)
         finally:
             del lazy
             self._draining = False

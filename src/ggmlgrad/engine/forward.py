@@ -22,7 +22,7 @@ from .context import current
 from .drain import PlannedRecord
 from .flat import FlatNode
 from .plans import freeze_params
-from .records import _Pending, _phase_label, user_site
+from .records import _NO_LEAF_MEMORY, REC_INPUTS, _Pending, _phase_label, user_site
 
 ARG = -1  # a record input that is the module call's argument
 
@@ -46,7 +46,7 @@ class ForwardSegment:
     its cost and the plan key it adds do not grow with the number of layers."""
 
     __slots__ = ("records", "externals", "out", "work", "max_work", "leaves", "inputs", "labels", "standins",
-                 "params", "frozen", "out_shape", "out_dtype", "prec")
+                 "params", "frozen", "out_shape", "out_dtype", "prec", "tail", "tail_ids", "tail_set")
 
     def __init__(self, records: tuple, externals: tuple, out: int, work: float, max_work: float,
                  device) -> None:
@@ -57,6 +57,11 @@ class ForwardSegment:
         self.max_work = max_work
         self.leaves = tuple((x, x.shape, x.dtype, x.device) for x in externals if x is not ARG)
         self.inputs = tuple((x, id(x)) for x in externals)  # with their slot keys (the argument's varies)
+        # The parameters after a leading argument (the usual layout), None otherwise: appended to a
+        # queue that has not read them yet in one go (see _inputs).
+        self.tail = tuple(externals[1:]) if externals and externals[0] is ARG else None
+        self.tail_ids = tuple(id(x) for x in self.tail) if self.tail is not None else ()
+        self.tail_set = frozenset(self.tail_ids)
         self.labels = tuple(r[6] for r in records)
         # What the builders of later records see of an earlier record's result (shape, dtype, device).
         self.standins = tuple(_Pending(-1, r[2], r[3], device) for r in records)
@@ -127,21 +132,24 @@ def take(e, m: ForwardMark, arg: Array, out, params_ok: set) -> ForwardSegment |
         return None
     if out._status != PENDING or out._epoch != e.queue.epoch or out._node >= 0 or -1 - out._node < m.n_lazy:
         return None
-    arg_standin = None
+    arg_index = -1  # the argument's record, when it is a result of this queue
     if arg._status == PENDING and arg._epoch == e.queue.epoch and arg._node < 0:
-        arg_standin = lazy[-1 - arg._node][6]
+        arg_index = -1 - arg._node
     raw, ext = [], {}  # records with inputs as ("seg", offset) or ("ext", key); externals by key
-    for build, ins, params, shape, dtype, prec, standin in lazy[m.n_lazy:]:
-        if standin is None:
+    for rec in lazy[m.n_lazy:]:
+        build, params, shape, dtype, prec = rec[:5]
+        ins = rec[REC_INPUTS:]
+        if shape is None:
             return None  # an update
         refs = []
         for x in ins:
-            if type(x) is _Pending and x is not arg_standin:
-                if x.index < m.n_lazy:
+            is_result = type(x) is int  # a record's index (see records.REC_BUILD)
+            if is_result and x != arg_index:
+                if x < m.n_lazy:
                     return None
-                refs.append((False, x.index - m.n_lazy))
+                refs.append((False, x - m.n_lazy))
                 continue
-            if x is arg or x is arg_standin:
+            if x is arg or is_result:
                 k, v = ARG, ARG
             elif id(x) in params_ok and x._status == COMPUTED:
                 k, v = id(x), x
@@ -191,7 +199,8 @@ def replay(e, seg: ForwardSegment, arg: Array, out: Array) -> None:
         sig += (build_segment, shape, dtype, prec, seg.frozen, len(seg.externals))
     ins = _inputs(e, seg, arg, lazy, sig)
     j = len(lazy)
-    lazy.append((build_segment, ins, seg.params, shape, dtype, prec, _Pending(j, shape, dtype, device)))
+    lazy.append((build_segment, seg.params, shape, dtype, prec, None, *ins))
+    e.queue.bare += 1  # its result is adopted below
     phase = _phase_label.get()
     e.queue.labels += seg.labels if phase is None else [phase] * len(seg.labels)
     e.queue.work += seg.work
@@ -209,15 +218,20 @@ def _inputs(e, seg: ForwardSegment, arg: Array, lazy: list, sig: list | None) ->
     even where its slot is new: the segment (in its header) fixes every input's shape and dtype,
     and a new slot is always the next number, so the key still names one graph."""
     slot_of, leaves = e.queue._sig_slot, e.queue._sig_leaves
+    tail = seg.tail
+    if sig is not None and tail is not None and slot_of.keys().isdisjoint(seg.tail_set):
+        ins = _fresh_parameters(e, seg, arg, tail, sig, slot_of, leaves)
+        if ins is not None:
+            return ins
     ins = []
     for x, key in seg.inputs:
         if x is ARG:
             x = arg
             if x._status == PENDING:
-                p = lazy[-1 - x._node][6]
+                p = -1 - x._node
                 ins.append(p)
                 if sig is not None:
-                    sig.append(p.index)
+                    sig.append(p)
                 continue
             key = id(x)
         ins.append(x)
@@ -230,6 +244,42 @@ def _inputs(e, seg: ForwardSegment, arg: Array, lazy: list, sig: list | None) ->
                 slot = slot_of[key] = len(leaves)
                 leaves.append(x)
             sig.append(-1 - slot)
+    return ins
+
+
+def _fresh_parameters(e, seg: ForwardSegment, arg: Array, tail: tuple, sig: list, slot_of: dict,
+                      leaves: list) -> list | None:
+    """:func:`_inputs` of a segment whose argument comes first and whose parameters this queue has
+    not read yet (each step's first call of a module): the same inputs and key, the parameters'
+    slots being the next numbers in order, without a lookup per parameter. None (nothing changed):
+    an input the general rule must see (a parameter or new argument without plain memory, the
+    argument one of the parameters)."""
+    for x in tail:
+        if type(x._storage) in _NO_LEAF_MEMORY or not x.numel_:
+            return None  # (the general rule drops the queue's key there)
+    if arg._status == PENDING:
+        first = -1 - arg._node
+        ins = [first]
+    else:
+        key = id(arg)
+        if key in seg.tail_set:
+            return None
+        first = slot_of.get(key)
+        if first is None:
+            s = arg._storage
+            if s is None or type(s) is StridedAlias or not arg.numel_:
+                return None
+            first = slot_of[key] = len(leaves)
+            leaves.append(arg)
+        first = -1 - first
+        ins = [arg]
+    sig.append(first)
+    base = len(leaves)
+    n = len(tail)
+    leaves += tail
+    slot_of.update(zip(seg.tail_ids, range(base, base + n)))
+    sig += range(-1 - base, -1 - base - n, -1)
+    ins += tail
     return ins
 
 

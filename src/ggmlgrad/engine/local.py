@@ -64,7 +64,7 @@ def retire(engine) -> None:
     msg = (f"ggmlgrad: this tensor was queued in graph mode by thread {engine.thread_name!r}, which ended "
            f"before computing it; read it (e.g. .numpy()) or leave graph mode in that thread before it ends.")
     q = engine.queue
-    for ref, _ in q.roots:
+    for ref, _ in q.results():
         a = ref()
         if a is not None and a._status == PENDING and a._epoch == q.epoch:
             a._status, a._node, a._error = FAILED, 0, msg

@@ -93,10 +93,8 @@ def freeze_params(params: dict) -> tuple:
     out = []
     for k, v in params.items():
         t = type(v)
-        if t in _PLAIN:
-            out.append((k, t, v))
-        elif t is float and v != 0.0:  # freeze(v), inlined for the common scalar (a zero keeps its sign there)
-            out.append((k, (t, v)))
+        if t in _PLAIN or (t is float and v != 0.0):  # (a zero float keeps its sign in freeze)
+            out.append((k, t, v))  # flat: the collector untracks it at once (a long queue's key holds one per op)
         elif t is tuple:  # freeze(v), inlined for the common axes and shapes (ints only)
             for e in v:
                 if type(e) is not int:

@@ -50,7 +50,8 @@ class Engine:
     # The queue's state, for the engine's tests and the index checks (ops/indexing.py).
     epoch = _part("queue", "epoch", "The queue's epoch (a pending tensor of another epoch is not in it).")
     lazy = _part("queue", "lazy", "The queue's graph-mode records not built yet.")
-    roots = _part("queue", "roots", "The queue's built results (weak ref, node).")
+    roots = _part("queue", "roots", "The queue's built results and aliases (weak ref, node); a lazy record's own "
+                                    "result is its record's ref.")
     effects = _part("queue", "effects", "The queue's in-place write nodes.")
     labels = _part("queue", "labels", "The queued ops' labels (for errors).")
     checks = property(attrgetter("queue.checks"), doc="The queue's index checks (engine/checks.py).")
@@ -217,14 +218,12 @@ class Engine:
         >>> ENGINE.has_queued()   # leaving graph mode computed it
         False
         """
-        q = self.queue
-        return bool(q.roots or q.effects or q.updates)
+        return self.queue.has_results()
 
     def drain_if_queued(self, reason: str) -> bool:
         """:meth:`drain` when :meth:`has_queued` (a capture replay's check before it computes: queued
         work may write what the replay reads); False, without taking the lock, otherwise."""
-        q = self.queue
-        if q.roots or q.effects or q.updates:
+        if self.queue.has_results():
             return self.drain(reason)
         return False
 

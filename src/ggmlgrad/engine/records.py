@@ -68,10 +68,22 @@ def user_site(skip: int = 2) -> str:
     return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
 
 
+# A lazy record is one flat tuple, ``(build, params, shape, dtype, prec, ref, *inputs)``: every
+# queued op stays alive until the drain, and each live container is scanned by Python's cycle
+# collector again and again while a long graph-mode queue grows (a record object, its input
+# list and a roots entry per op made recording slower the longer the queue). ``shape`` is None
+# for an update (record_update); ``ref`` is a weak reference to the result tensor, None for an
+# update or a replayed record (whose results the replay adopts, see ``adopt_result``). An input
+# is a computed tensor (or, in a queue without a plan key, a built node's pending tensor) or,
+# for a result of this queue, its record's index (an int): holding the result tensor would keep
+# every intermediate alive, and each live result costs an output buffer at the drain. Records
+# are never changed once queued; a backward segment appends copies of them without ``ref``.
+REC_BUILD, REC_PARAMS, REC_SHAPE, REC_DTYPE, REC_PREC, REC_REF, REC_INPUTS = range(7)
+
+
 class _Pending:
-    """A lazily recorded op's result as later ops' records hold it: its index in the queue and
-    what builders read (shape, dtype, ndim, device). Holding the tensor itself would keep every
-    intermediate alive, and each live result costs an output buffer at the drain."""
+    """What builders see of a lazy record's result (its ``index`` in the queue, ``shape``,
+    ``dtype``, ``ndim``, ``device``): made when the records are built (see ``Builder``)."""
 
     __slots__ = ("index", "shape", "dtype", "device")
 
@@ -86,8 +98,9 @@ class _Pending:
         return len(self.shape)
 
 
-
-_new_pending = object.__new__
+# Memory a plan's leaf cannot be: none (freed or failed), or a strided view (a plan's leaves are
+# contiguous); one set lookup per leaf at each planned drain.
+_NO_LEAF_MEMORY = frozenset((type(None), StridedAlias))
 
 
 class RecordQueue:
@@ -112,9 +125,8 @@ class RecordQueue:
         # value-and-derivative node, by the node of its input): in Python, keyed by node address,
         # and dropped with the epoch, before its contexts are reset (a freed node's address is reused).
         self.notes: dict[int, int] = {}
-        # Graph mode records ops without building them (see Builder.materialize): (build, inputs,
-        # params, out shape, out dtype, matmul precision, result stand-in or None for an update).
-        # Their arrays' _node is -(index+1).
+        # Graph mode records ops without building them (see Builder.materialize): one flat tuple
+        # each (see REC_BUILD). Their arrays' _node is -(index+1).
         self.lazy: list[tuple] = []
         self.updates = 0  # how many of them are in-place updates (record_update)
         # The plan key of the lazy records, built as they are recorded (None: not plannable). One
@@ -125,7 +137,11 @@ class RecordQueue:
         self._sig: list | None = []
         self._sig_slot: dict[int, int] = {}   # id(computed input) → slot
         self._sig_leaves: list[Array] = []    # computed inputs by slot
+        # (weak ref, node) of built results and of aliases and adopted results of lazy records; a
+        # lazy record's own result is its ``ref`` (one object less per queued op). ``results``
+        # walks both.
         self.roots: list[tuple[weakref.ref, int]] = []
+        self.bare = 0  # lazy records appended without ``ref`` that are not updates (replayed)
         self.effects: list[int] = []
         self.labels: list[str] = []
         self.keep: list[Storage] = []
@@ -142,11 +158,20 @@ class RecordQueue:
         return epoch
 
     def __len__(self) -> int:
-        return len(self.roots) + len(self.effects) + self.updates + (self.one is not None)
+        return len(self.roots) + len(self.lazy) - self.bare + len(self.effects) + (self.one is not None)
 
     def queued(self) -> bool:
         """Whether anything is queued (records, nodes or effects)."""
         return bool(self.roots or self.effects or self.lazy or self.one is not None)
+
+    def has_results(self) -> bool:
+        """Whether results, in-place writes or updates are queued (:meth:`queued` less the queue's
+        one record and replayed records whose results nobody adopted)."""
+        return bool(self.roots or self.effects or len(self.lazy) > self.bare)
+
+    def results(self) -> list:
+        """(weak ref, node) of every queued result: ``roots`` and the lazy records' ``ref``."""
+        return pending_results(self.roots, self.lazy)
 
     def note(self, node: int, value: int) -> None:
         """Leave ``value`` (a node) for builders of this epoch that meet ``node`` (see ``notes``)."""
@@ -180,9 +205,9 @@ class RecordQueue:
                     for x in inputs:
                         st = x._status
                         if st == PENDING and x._epoch == epoch and x._node < 0:
-                            p = lazy[-1 - x._node][6]
+                            p = -1 - x._node
                             ins.append(p)
-                            sig.append(p.index)
+                            sig.append(p)
                         elif st == COMPUTED and id(x) in slot_of:
                             ins.append(x)
                             sig.append(-1 - slot_of[id(x)])
@@ -195,13 +220,10 @@ class RecordQueue:
         if ins is None:  # no key (or no more)
             ins = self.lazy_inputs(inputs)
         j = len(lazy)
-        p = _new_pending(_Pending)  # _Pending(j, shape, dtype, out.device) without its __init__'s frame
-        p.index, p.shape, p.dtype, p.device = j, shape, dtype, out.device
-        lazy.append((build, ins, params, shape, dtype, prec, p))
+        lazy.append((build, params, shape, dtype, prec, weakref.ref(out), *ins))
         out._node = -1 - j
         out._epoch = self.epoch
         out._status = PENDING
-        self.roots.append((weakref.ref(out), -1 - j))
         self.labels.append(_phase_label.get() or label)
         w = work or out.numel_  # (never 0: Engine.record keeps empty results out of the queue)
         self.work += w
@@ -214,7 +236,7 @@ class RecordQueue:
     def record_update(self, build, inputs, params: dict, prec: str) -> None:
         """Append an update record (in-place writes into ``inputs``; see ``Engine.record_update``)."""
         self.sign(build, None, None, prec, params, len(inputs))
-        self.lazy.append((build, self.lazy_inputs(inputs), params, None, None, prec, None))
+        self.lazy.append((build, params, None, None, prec, None, *self.lazy_inputs(inputs)))
         self.updates += 1
 
     def sign(self, build, shape, dtype, prec, params, n_inputs: int) -> None:
@@ -257,9 +279,9 @@ class RecordQueue:
                         leaves.append(x)
                         sig += (-1 - s, x.shape, x.dtype)
                 elif st == PENDING and x._epoch == self.epoch and x._node < 0:
-                    p = self.lazy[-1 - x._node][6]
+                    p = -1 - x._node
                     ins.append(p)
-                    sig.append(p.index)
+                    sig.append(p)
                 else:  # a built node (the ordinary drain), or a failed or discarded input
                     self._sig = None
                     ins += self._unsigned_inputs(inputs[len(ins):])
@@ -271,7 +293,6 @@ class RecordQueue:
 
     def _unsigned_inputs(self, inputs) -> list:
         """:meth:`lazy_inputs` of a queue that has no plan key."""
-        lazy = self.lazy
         epoch = self.epoch
         ins = []
         for x in inputs:
@@ -280,7 +301,7 @@ class RecordQueue:
                 ins.append(x)
             elif st == PENDING and x._epoch == epoch:
                 n = x._node
-                ins.append(lazy[-1 - n][6] if n < 0 else x)  # a built node: the ordinary drain
+                ins.append(-1 - n if n < 0 else x)  # a built node: the ordinary drain
             else:
                 raise_no_value(x)  # a failed or discarded input: its error, at this call
         return ins
@@ -293,11 +314,21 @@ class RecordQueue:
             return None
         leaves = self._sig_leaves
         for x in leaves:
-            if x._status != COMPUTED or x._storage is None or type(x._storage) is StridedAlias:
+            if x._status != COMPUTED or type(x._storage) in _NO_LEAF_MEMORY:
                 return None  # freed or failed since it was recorded (the ordinary drain raises), or strided
         epoch = self.epoch
         kept: dict[int, list[Array]] = {}
-        for ref, n in self.roots:
+        j = -1
+        for rec in self.lazy:
+            j += 1
+            ref = rec[5]  # REC_REF
+            if ref is None:
+                continue
+            a = ref()
+            if a is None or a._status != PENDING or a._node != -1 - j or a._epoch != epoch:
+                continue
+            kept[j] = [a]
+        for ref, n in self.roots:  # aliases (detach) and adopted results
             if n >= 0:
                 return None
             a = ref()
@@ -324,7 +355,7 @@ class RecordQueue:
         """Make ``node`` the queued node of ``base`` and of every alias of its node (``detach()``,
         ``alias_pending``): a capture recording's in-place write of a tensor made inside it."""
         old, epoch = base._node, base._epoch
-        for ref, _ in self.roots:
+        for ref, _ in self.results():
             a = ref()
             if a is not None and a._status == PENDING and a._epoch == epoch and a._node == old:
                 a._node = node
@@ -342,6 +373,14 @@ class RecordQueue:
         self.work += work
         if work > self.max_work:
             self.max_work = work
+
+
+def pending_results(roots: list, lazy: list) -> list:
+    """(weak ref, node) of a queue's results: its ``roots`` and its lazy records' ``ref`` (for a
+    queue the drain already took, by its old lists)."""
+    out = [(rec[REC_REF], -1 - j) for j, rec in enumerate(lazy) if rec[REC_REF] is not None]
+    out += roots
+    return out
 
 
 def raise_no_value(x: Array) -> None:

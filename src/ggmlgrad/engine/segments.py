@@ -10,7 +10,7 @@ import weakref
 
 from .context import current
 from .array import COMPUTED, PENDING, Array
-from .records import _Pending
+from .records import REC_INPUTS, REC_REF, REC_SHAPE
 
 
 class _Segment:
@@ -115,12 +115,13 @@ class Segments:
                 or len(q.lazy) <= n_lazy or q.effects):
             return None
         records = []  # (record, None) to append as is, or (record with slots, True) to rebind
-        for build, ins, params, shape, dtype, prec, standin in q.lazy[n_lazy:]:
-            if standin is None:
+        for rec in q.lazy[n_lazy:]:
+            if rec[REC_SHAPE] is None:
                 return None  # an update: never part of a backward
-            ins = tuple([x if type(x) is _Pending else q._sig_slot[id(x)] for x in ins])
-            has_slots = any(type(x) is int for x in ins)
-            records.append(((build, ins, params, shape, dtype, prec, standin), has_slots or None))
+            # a result of this queue is its index (>= 0, as recorded), a computed tensor its slot as -1-slot
+            ins = [x if type(x) is int else -1 - q._sig_slot[id(x)] for x in rec[REC_INPUTS:]]
+            has_slots = any(x < 0 for x in ins)
+            records.append(((*rec[:REC_REF], None, *ins), has_slots or None))  # (no ``ref``: the replay adopts its results)
         return _Segment(n_lazy, tuple(records), tuple(q._sig[n_sig:]), tuple(q.labels[n_labels:]),
                         q.work - work, q.max_work)
 
@@ -134,10 +135,9 @@ class Segments:
             leaves = q._sig_leaves
             for rec, has_slots in seg.records:
                 if has_slots:
-                    build, ins, params, shape, dtype, prec, standin = rec
-                    rec = (build, [x if type(x) is _Pending else leaves[x] for x in ins], params, shape, dtype,
-                           prec, standin)
+                    rec = (*rec[:REC_INPUTS], *[x if x >= 0 else leaves[-1 - x] for x in rec[REC_INPUTS:]])
                 lazy.append(rec)
+            q.bare += len(seg.records)
             q._sig += seg.sig
             q.labels += seg.labels
             q.work += seg.work

@@ -177,13 +177,16 @@ def promote_types(opname: str, *xs) -> DType:
     """The dtype policy of an op torch keeps integral (maximum, clamp with integer bounds, ceil):
     float32 if any input is float32, else int32 if any is int32, else bool (all bool). float16 and
     bfloat16 raise as :func:`same_float`. An int32 result is computed in float32 (exact below 2**24)."""
-    kinds = set()
+    has_float = has_int = False  # (flags, not a set of the dtypes: this runs on every comparison and clamp)
     for x in xs:
         d = getattr(x, "dtype", None)
-        if d is not float32 and d not in _PROMOTED:
-            same_float(opname, *xs)
-        kinds.add(d)
-    return float32 if float32 in kinds else int32 if int32 in kinds else bool_
+        if d is float32:
+            has_float = True
+        elif d is int32:
+            has_int = True
+        elif d is not bool_:
+            same_float(opname, *xs)  # raises its TypeError
+    return float32 if has_float else int32 if has_int else bool_
 
 
 def promoted(forward):
@@ -200,7 +203,7 @@ def promoted(forward):
 
 def same_device(opname: str, *xs) -> None:
     d = xs[0].device
-    for x in xs[1:]:
+    for x in xs:  # (the first compares with itself: cheaper than slicing the rest off)
         if x.device is not d:
             err = _non_tensor(opname, xs)
             if err is not None:

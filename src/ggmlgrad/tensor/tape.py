@@ -31,7 +31,13 @@ class Node:
         self.inputs = inputs
         # Tensor._version is this cell's first item; read directly (a property call per input costs
         # ~0.1 us, and every op recorded for autograd saves every input's version)
-        self.versions = tuple([x._vcell[0] for x in inputs])  # a list is faster than a generator here
+        n = len(inputs)
+        if n == 1:  # (the usual arities without a list: every op recorded for autograd makes one)
+            self.versions = (inputs[0]._vcell[0],)
+        elif n == 2:
+            self.versions = (inputs[0]._vcell[0], inputs[1]._vcell[0])
+        else:
+            self.versions = tuple([x._vcell[0] for x in inputs])  # a list is faster than a generator here
         self.params = params
         self.out_ref = weakref.ref(out) if opdef.save_output else None
         self.out_shape = out.shape
@@ -561,15 +567,15 @@ def apply(opdef: OpDef, inputs: tuple, params: dict):
     work = (work(*inputs, **params) if params else work(*inputs)) if work is not None else 0.0
     ENGINE.record(out, opdef.name, opdef.forward, inputs, work, params)
     if opdef.differentiable:
-        if _enabled.get():
-            for x in inputs:
-                if x.requires_grad:
+        for x in inputs:  # (the inputs first: grad mode is a context variable read, and most ops need none)
+            if x.requires_grad:
+                if _enabled.get():
                     if opdef.backward is None:
                         raise RuntimeError(f"{opdef.name}: no backward rule; call it under gg.no_grad() "
                                            f"or detach its inputs")
                     out.requires_grad = True
                     out.grad_fn = Node(opdef, inputs, params, out)
-                    break
+                break
     elif HIGHER.get() is not None and _enabled.get():
         record_higher(opdef, inputs, params, out)
     return out
