@@ -48,6 +48,7 @@ from typing import Callable
 
 from ..engine.call_plans import CallPlan, abort_learning, begin_learning, end_learning, run_call_plan
 from ..engine.context import current
+from ..engine.plans import freeze_params
 from ..ops.reduce import axis_first_args, dim_first_args, var_args
 from .grad_mode import _enabled
 
@@ -254,6 +255,63 @@ def begin(args: tuple):
     if token is None:
         return None
     return token, _versions(args)
+
+
+# ---------------------------------------------------------------------- op calls (``op.<name>(...)``)
+_OP_TABLES: dict[str, _Table] = {}   # op name -> its table (OpDef, a dataclass, is not hashable)
+
+
+def _op_table(name: str) -> _Table:
+    table = _OP_TABLES[name] = _Table("op:" + name)
+    return table
+
+
+def planned_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
+    """An op call from the layers above (``op.add(a, b)`` in a composite, a loss, a distribution)
+    with call plans, in eager mode (``c``: the current context, neither graph mode nor a capture);
+    ``ordinary(opdef, inputs, params)`` runs it the ordinary way (tape.apply's body).
+
+    Keyed by the op, each input's shape, dtype and device and the op's parameters (the op plan's own
+    key, less its result, which these fix), it runs the op plan the call's one-record drain would
+    run, without the op's inference or the record. A call autograd records (an input requires grad,
+    grad mode on) is never planned; one the ordinary path would hand to ``create_graph``'s recorder
+    is not either (the caller checks)."""
+    key = [None]
+    grad = None
+    try:
+        for x in inputs:
+            if x.requires_grad:
+                if grad is None:
+                    grad = _enabled.get()
+                if grad:
+                    return ordinary(opdef, inputs, params)   # the tape records it
+            key.append(x.shape)
+            key.append(x.dtype)
+            key.append(x.device)
+        key[0] = freeze_params(params) if params else ()
+        key = tuple(key)
+        table = _OP_TABLES.get(opdef.name) or _op_table(opdef.name)
+        e = table.entries.get(key)
+    except (AttributeError, TypeError):   # not a tensor (the ordinary path says so), an unhashable parameter
+        return ordinary(opdef, inputs, params)
+    if e:
+        out = run_call_plan(e, inputs, _STATE["tensor"]._blank, c)
+        if out is not None:
+            return out
+        learn = stale(e)
+    else:
+        learn = e is None or (e is not False and due(e))
+    if learn:
+        tok = begin(inputs)
+        if tok is not None:
+            try:
+                out = ordinary(opdef, inputs, params)
+            except BaseException:
+                abort_learning(tok[0])
+                raise
+            learned(table, key, tok[0], out, inputs, tok[1])
+            return out
+    return ordinary(opdef, inputs, params)
 
 
 # ---------------------------------------------------------------------- generated entry points
