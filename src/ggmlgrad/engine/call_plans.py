@@ -81,7 +81,9 @@ def run_call_plan(entry: CallPlan, args: tuple, blank, c):
         if x._status != COMPUTED or s is None or type(s) is StridedAlias or x.device is not device:
             return None   # (what _drain_one checks: a plan's leaves are computed and contiguous)
     e = _ENGINES._engine
-    with e.lock:
+    lock = e.lock
+    lock.acquire()   # (``with e.lock``, which costs twice as much: its __enter__/__exit__ are looked up per call)
+    try:
         q = e.queue
         d = e.drainer
         if (q.hold or q.one is not None or q.lazy or q.roots or q.effects or d._fail_next is not None
@@ -99,6 +101,8 @@ def run_call_plan(entry: CallPlan, args: tuple, blank, c):
             out._storage = d.run(plan, counters, "eager", threads, inputs, device, entry.nbytes, None)
         except BaseException as err:  # the one-record drain's failure route (the call is the site)
             d._fail(err, (), [_phase_label.get() or entry.label], None, "eager", q.epoch)
+    finally:
+        lock.release()
     return out
 
 
