@@ -89,7 +89,11 @@ class PerThread(threading.local):
 
     def __init__(self, factory: Callable[[], object]) -> None:
         # threading.local runs __init__ again, with the same argument, in every thread that uses it
-        _local_setattr(self, "_engine", factory())
+        engine = factory()
+        _local_setattr(self, "_engine", engine)
+        # This thread's engine itself, as an attribute of the thread's own: read without a property's
+        # call (``ENGINE.current`` is read per row write and per autograd record)
+        _local_setattr(self, "current", engine)
 
     def __getattr__(self, name: str):
         value = getattr(self._engine, name)
@@ -110,11 +114,6 @@ class PerThread(threading.local):
 
     def __repr__(self) -> str:
         return f"<per-thread {self._engine!r}>"
-
-    @property
-    def current(self):
-        """This thread's engine itself."""
-        return self._engine
 
 
 def _forwarded(name: str) -> property:
