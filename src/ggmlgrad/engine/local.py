@@ -91,9 +91,14 @@ class PerThread(threading.local):
         # threading.local runs __init__ again, with the same argument, in every thread that uses it
         engine = factory()
         _local_setattr(self, "_engine", engine)
-        # This thread's engine itself, as an attribute of the thread's own: read without a property's
-        # call (``ENGINE.current`` is read per row write and per autograd record)
+        # This thread's engine itself, and the data attributes code outside the engine reads (``with
+        # ENGINE.lock``), which an engine sets once when it is made: attributes of the thread's own,
+        # read without a property's call (``ENGINE.current`` is read per row write and per autograd
+        # record, ``ENGINE.lock`` per in-place write)
         _local_setattr(self, "current", engine)
+        for name in _FIXED:
+            if hasattr(engine, name):
+                _local_setattr(self, name, getattr(engine, name))
 
     def __getattr__(self, name: str):
         value = getattr(self._engine, name)
@@ -116,12 +121,5 @@ class PerThread(threading.local):
         return f"<per-thread {self._engine!r}>"
 
 
-def _forwarded(name: str) -> property:
-    return property(lambda self: getattr(self._engine, name), doc=f"This thread's engine's ``{name}``.")
-
-
-# The one data attribute read from outside the engine (``with ENGINE.lock``): a property finds it
-# without the failed lookup that precedes ``__getattr__``. The queue's state is the engine's own.
-for _name in ("lock",):
-    setattr(PerThread, _name, _forwarded(_name))
-del _name
+# The one data attribute read from outside the engine (``with ENGINE.lock``), set once per engine
+_FIXED = ("lock",)
