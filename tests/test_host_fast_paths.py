@@ -27,10 +27,12 @@ def eager():
 
 def _general_getitem(monkeypatch):
     monkeypatch.setattr(shape_methods, "try_getitem", lambda *a: None)
+    monkeypatch.setattr(shape_methods, "row_read", lambda *a: None)   # (buf[i] calls it first)
 
 
 def _general_setitem(monkeypatch):
     monkeypatch.setattr(shape_methods, "try_setitem", lambda *a: False)
+    monkeypatch.setattr(shape_methods, "row_write", lambda *a: False)   # (buf[i] = v calls it first)
 
 
 def _bits(a: np.ndarray) -> np.ndarray:

@@ -25,6 +25,8 @@ def _without_host_path(monkeypatch):
     monkeypatch.setattr(host_writes, "try_getitem", lambda *a: None)
     monkeypatch.setattr(shape_methods, "try_setitem", lambda *a: False)
     monkeypatch.setattr(shape_methods, "try_getitem", lambda *a: None)
+    monkeypatch.setattr(shape_methods, "row_read", lambda *a: None)   # (buf[i] calls it first)
+    monkeypatch.setattr(shape_methods, "row_write", lambda *a: False)
 
 
 def _values(shape, dtype, rng):

@@ -16,6 +16,7 @@ compute and no transfer, and returned that run's result.
 """
 from __future__ import annotations
 
+import threading
 import weakref
 
 from ..runtime import StridedAlias
@@ -26,6 +27,10 @@ from .array import COMPUTED
 from .context import current
 from .queue import ENGINE as _ENGINES
 from .records import _phase_label
+
+# This thread's engine (``ENGINE._engine``, made once per thread and never replaced), read from a plain
+# thread-local: PerThread's ``__getattr__`` hook makes every attribute read of ENGINE cost twice as much.
+_THIS = threading.local()
 
 __all__ = ["CallPlan", "run_call_plan", "begin_learning", "end_learning"]
 
@@ -80,8 +85,13 @@ def run_call_plan(entry: CallPlan, args: tuple, blank, c):
         s = x._storage
         if x._status != COMPUTED or s is None or type(s) is StridedAlias or x.device is not device:
             return None   # (what _drain_one checks: a plan's leaves are computed and contiguous)
-    e = _ENGINES._engine
-    with e.lock:
+    try:
+        e = _THIS.engine
+    except AttributeError:   # (this thread's first hit)
+        e = _THIS.engine = _ENGINES._engine
+    lock = e.lock
+    lock.acquire()   # (``with e.lock``, which costs twice as much: its __enter__/__exit__ are looked up per call)
+    try:
         q = e.queue
         d = e.drainer
         if (q.hold or q.one is not None or q.lazy or q.roots or q.effects or d._fail_next is not None
@@ -99,6 +109,8 @@ def run_call_plan(entry: CallPlan, args: tuple, blank, c):
             out._storage = d.run(plan, counters, "eager", threads, inputs, device, entry.nbytes, None)
         except BaseException as err:  # the one-record drain's failure route (the call is the site)
             d._fail(err, (), [_phase_label.get() or entry.label], None, "eager", q.epoch)
+    finally:
+        lock.release()
     return out
 
 

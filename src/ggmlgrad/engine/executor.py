@@ -84,15 +84,15 @@ class Executor:
     def compute(self, plan, threads: int, args: tuple = ()):
         """Compute ``plan`` once; returns what its ``bind(*args)`` returned (a plan picks memory
         for its results there). Raises :class:`ComputeFailed` on a ggml failure status."""
+        if plan.fast and _graph_compute is _RUN_FAST and not _FAULTS:   # (a BuiltGraph's fast is 0)
+            # The compiled accelerator: lock, bind, compute and status check in one C call
+            got = plan.pointers.compute_planned(plan, threads, args)
+            if got is not NotImplemented:  # (NotImplemented: the thread setting must change first)
+                return got
         if type(plan) is BuiltGraph:
             status = executor_for(plan.device).compute(plan.graph, plan.size, threads, plan.results_bytes)
             got = None
         else:
-            if plan.fast and _graph_compute is _RUN_FAST and not _FAULTS:
-                # The compiled accelerator: lock, bind, compute and status check in one C call
-                got = plan.pointers.compute_planned(plan, threads, args)
-                if got is not NotImplemented:  # (NotImplemented: the thread setting must change first)
-                    return got
             # Threads share plans: rebinding and computing go together, under the one compute lock.
             with COMPUTE_LOCK, DEVICE_LOCK:
                 got = plan.bind(*args)

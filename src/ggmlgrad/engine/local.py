@@ -89,7 +89,16 @@ class PerThread(threading.local):
 
     def __init__(self, factory: Callable[[], object]) -> None:
         # threading.local runs __init__ again, with the same argument, in every thread that uses it
-        _local_setattr(self, "_engine", factory())
+        engine = factory()
+        _local_setattr(self, "_engine", engine)
+        # This thread's engine itself, and the data attributes code outside the engine reads (``with
+        # ENGINE.lock``), which an engine sets once when it is made: attributes of the thread's own,
+        # read without a property's call (``ENGINE.current`` is read per row write and per autograd
+        # record, ``ENGINE.lock`` per in-place write)
+        _local_setattr(self, "current", engine)
+        for name in _FIXED:
+            if hasattr(engine, name):
+                _local_setattr(self, name, getattr(engine, name))
 
     def __getattr__(self, name: str):
         value = getattr(self._engine, name)
@@ -111,18 +120,6 @@ class PerThread(threading.local):
     def __repr__(self) -> str:
         return f"<per-thread {self._engine!r}>"
 
-    @property
-    def current(self):
-        """This thread's engine itself."""
-        return self._engine
 
-
-def _forwarded(name: str) -> property:
-    return property(lambda self: getattr(self._engine, name), doc=f"This thread's engine's ``{name}``.")
-
-
-# The one data attribute read from outside the engine (``with ENGINE.lock``): a property finds it
-# without the failed lookup that precedes ``__getattr__``. The queue's state is the engine's own.
-for _name in ("lock",):
-    setattr(PerThread, _name, _forwarded(_name))
-del _name
+# The one data attribute read from outside the engine (``with ENGINE.lock``), set once per engine
+_FIXED = ("lock",)

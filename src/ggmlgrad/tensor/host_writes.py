@@ -55,10 +55,11 @@ _PLAIN = (Storage, HostStorage)
 _ALIASES = (SliceAlias, StridedAlias)
 
 
-def try_setitem(x, key, value) -> bool:
+def try_setitem(x, key, value, rows: bool = True) -> bool:
     """Do ``x[key] = value`` on host memory and return True, or return False (nothing done) when
-    the write op must do it. ``key``: ints and slices with positive steps only."""
-    if type(key) is int and _row_write(x, key, value):  # buf[i] = row: the common case, its own path
+    the write op must do it. ``key``: ints and slices with positive steps only. ``rows=False``: the
+    caller already tried :func:`row_write` (an int key)."""
+    if rows and type(key) is int and _row_write(x, key, value):  # buf[i] = row: the common case, its own path
         return True
     if x.requires_grad or "_view" in x.__dict__ or x._status != COMPUTED:
         return False
@@ -134,21 +135,32 @@ def _row_write(x, i: int, value) -> bool:
     if c.recorder is not None or c.observer is not None:
         return False  # a capture recording records writes as rebindings
     engine = ENGINE.current
-    with engine.lock:
+    # The locks' acquire/release rather than ``with``, whose __enter__/__exit__ lookups cost as much again
+    lock = engine.lock
+    lock.acquire()
+    try:
         if engine._hold:
             return False
         engine.drain("inplace")  # queued nodes may read this memory: they run first, as the write op's
         if type(value) is np.ndarray:
-            with COMPUTE_LOCK:  # no graph reads or writes this memory meanwhile (a replay on another thread)
+            COMPUTE_LOCK.acquire()  # no graph reads or writes this memory meanwhile (a replay on another thread)
+            try:
                 host_value(x)[i] = value
+            finally:
+                COMPUTE_LOCK.release()
         else:
             vs = value._storage
             vt = type(vs)
             if value._status != COMPUTED or (vt is not Storage and vt is not HostStorage and vt is not SliceAlias):
                 return False  # (a pending value is computed by the drain; a failed one raises in the op)
             nbytes = x.numel_ // n * size
-            with COMPUTE_LOCK:
+            COMPUTE_LOCK.acquire()
+            try:
                 host_copy(s.data + (i % n) * nbytes, vs.data, nbytes)
+            finally:
+                COMPUTE_LOCK.release()
+    finally:
+        lock.release()
     cell[0] += 1  # the version counter (x._version += 1)
     return True
 
@@ -397,3 +409,9 @@ def try_take(x, key):
     out = Tensor._blank(rows.shape, x.dtype, x.device)
     new_from_host(out, rows, "x[index]")
     return out
+
+
+# The row paths under public names: ``Tensor.__getitem__``/``__setitem__`` call them first for an int
+# key (a call less than through try_getitem/try_setitem; the same rules, the same fallbacks).
+row_read = _row
+row_write = _row_write

@@ -32,7 +32,7 @@ from . import functional_shape as F
 from .functional_shape import IndexRangeError
 from .grad_mode import is_grad_enabled
 from . import adv_index, mask_index, views
-from .host_writes import try_getitem, try_setitem, try_take
+from .host_writes import row_read, row_write, try_getitem, try_setitem, try_take
 from .tensor import Tensor
 from ..engine.errors import ShapeError
 
@@ -117,9 +117,12 @@ def _parse(x: Tensor, key):
 
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]`` with NumPy basic indexing plus one integer index tensor/list (see module doc)."""
-    out = try_getitem(x, key)  # eager, plain host memory: the row copied where it lies (host_writes.py)
-    if out is None:
-        out = try_take(x, key)  # one NumPy index array (a minibatch's rows): gathered on the host
+    if type(key) is int:  # buf[i]: try_getitem's row read, without its call (try_take takes arrays only)
+        out = row_read(x, key)
+    else:
+        out = try_getitem(x, key)  # eager, plain host memory: the row copied where it lies (host_writes.py)
+        if out is None:
+            out = try_take(x, key)  # one NumPy index array (a minibatch's rows): gathered on the host
     if out is not None:
         return out
     if mask_index.has_mask(key):  # data-dependent shape: the mask is read (tensor/mask_index.py)
@@ -162,7 +165,9 @@ def setitem(x: Tensor, key, value) -> None:
     >>> x.tolist()
     [[1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]]
     """
-    if try_setitem(x, key, value):  # plain host memory, bytes only: NumPy writes the region (host_writes.py)
+    if type(key) is int and row_write(x, key, value):  # buf[i] = row: try_setitem's row write, first
+        return
+    if try_setitem(x, key, value, False):  # plain host memory, bytes only: NumPy writes the region (host_writes.py)
         return
     if not mask_index.has_mask(key) and adv_index.device_writable(key, value):   # index tensors: on the device
         for k in (key if isinstance(key, tuple) else (key,)):
