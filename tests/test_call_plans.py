@@ -35,6 +35,9 @@ def fresh_op_plans():
     have left it thrashed, which pauses new plans for a while), and no call plans."""
     OP_PLANS.clear()
     call_plans.clear()
+    old = call_plans.set_enabled(True)   # (on by default; GGMLGRAD_CALL_PLANS=0 turns them off)
+    yield
+    call_plans.set_enabled(old)
 
 
 @contextlib.contextmanager

@@ -34,8 +34,10 @@ GGML_COMPUTE = {"backend_sched_graph_compute", "graph_compute", "_graph_compute"
 def eager_default():
     """The run-time tests below describe eager ops; CI also runs the suite with GGMLGRAD_GRAPH=1,
     so eager is set here (a test enters graph mode where it says so)."""
+    old = call_plans.set_enabled(True)   # (on by default; GGMLGRAD_CALL_PLANS=0 turns them off)
     with gg.graph_mode(False):
         yield
+    call_plans.set_enabled(old)
 
 
 def _receiver_is_executor(node: ast.expr) -> bool:
