@@ -218,8 +218,10 @@ class Plan(OwnedGraph):
             self.pointers.unbind(len(leaves))
             raise
         self.ctxs = ctxs  # owned from here on (a failed plan leaves them to the caller)
-        if table is not PointerTable and self.tuner is None and type(COMPUTE_LOCK) is ACCEL.ComputeLock:
-            # (a plan whose tuner still measures thread counts computes through Python's _tuned_compute)
+        if (table is not PointerTable and self.tuner is None and type(COMPUTE_LOCK) is ACCEL.ComputeLock
+                and self.executor.device.kind == "cpu"):
+            # (a plan whose tuner still measures thread counts computes through Python's _tuned_compute;
+            # a device plan too: its compute must also hold DEVICE_LOCK, which the C call does not take)
             self.pointers.set_graph(self.sched, self.graph, COMPUTE_LOCK, self.executor, self.accelerated,
                                     self.fast_kind)
             self.fast = self.fast_kind
