@@ -82,6 +82,9 @@ _CPU_GRAPHS = ("asserts the CPU's graph/transfer counts: on a device a captured 
 _HOST_PATHS = ("asserts that an eager read/write of host memory is copied in place by NumPy with no compute "
                "(tensor/host_writes.py); a device tensor's memory is not host memory, so there the slice, "
                "write or index_select op runs, as the op table and test_writes.py check on the device")
+_CPU_ACCEL = ("asserts that the compiled accelerator runs the plan: it runs CPU plans only (a device plan's "
+              "compute also holds DEVICE_LOCK, which its C call does not take), so on a device every plan "
+              "takes the Python path that the rest of the suite checks there")
 # Tests that state what the CPU device does and cannot apply to a device with its own memory: they
 # skip, saying why, when GGMLGRAD_TEST_DEVICE names such a device (checked one by one on lavapipe).
 # A key is a test, or one parametrization of it ("...::test_x[param]").
@@ -118,6 +121,20 @@ CPU_ONLY_TESTS = {
     "tests/test_torch_names.py::test_docstring_examples_run[ggmlgrad.tensor.printing]":
         "the module's docstring examples print tensors made on the CPU (torch's repr adds device='...' elsewhere; "
         "test_torch_names.py::test_set_printoptions_changes_repr checks printing on the device)",
+    "tests/test_call_plans.py::test_a_strided_view_input_takes_the_ordinary_path": _HOST_MEMORY,
+    "tests/test_host_fast_paths.py::test_row_read_is_the_slice_ops_view_and_lies_in_the_base_memory": _HOST_PATHS,
+    "tests/test_host_fast_paths.py::test_row_read_aliases_both_ways_and_shares_the_version_counter": _HOST_PATHS,
+    "tests/test_host_fast_paths.py::test_row_read_with_grad_and_without": _HOST_PATHS,
+    "tests/test_host_fast_paths.py::test_row_write_gives_the_write_ops_bits_and_version": _HOST_PATHS,
+    "tests/test_host_fast_paths.py::test_numpy_is_a_view_of_the_memory_that_keeps_it_alive": _HOST_PATHS,
+    "tests/test_host_fast_paths.py::test_tensor_from_an_array_reuses_only_a_dropped_uploads_storage": _HOST_PATHS,
+    "tests/test_host_fast_paths.py::test_numpy_of_a_row_is_a_writable_view_of_the_base": _HOST_PATHS,
+    "tests/test_accel.py::test_the_op_table_eager_samples_are_the_same_bits_with_and_without": _CPU_ACCEL,
+    "tests/test_accel.py::test_graph_plans_and_segments_are_the_same_bits_with_and_without": _CPU_ACCEL,
+    "tests/test_accel.py::test_a_failure_status_from_c_fails_as_the_pure_path_does": _CPU_ACCEL,
+    "tests/test_accel.py::test_an_armed_fault_or_a_replaced_compute_takes_the_python_path": _CPU_ACCEL,
+    "tests/test_accel.py::test_a_thread_setting_change_goes_through_python_then_c": _CPU_ACCEL,
+    "tests/test_accel.py::test_an_op_plan_runs_with_or_without_its_optional_storage_argument": _CPU_ACCEL,
     "tests/test_capture.py::test_thread_count_autotuned_on_the_first_replays":
         "asserts the CPU backend's thread tuning (a device's kernels do not take ggmlgrad's thread count)",
 }
