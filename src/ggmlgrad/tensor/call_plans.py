@@ -423,10 +423,9 @@ def plannable(fn: Callable) -> bool:
                for p in inspect.signature(fn).parameters.values())
 
 
-def wrap(fn: Callable, name: str, compile_function: Callable) -> Callable:
-    """``fn`` (a front end declared with ``public(call_plan=True)``) with call plans: the same
-    signature, name and docstring; it calls ``fn`` on every call that has no usable plan."""
-    params = list(inspect.signature(fn).parameters.values())
+def signature_source(params: list[inspect.Parameter]) -> tuple[str, str, dict]:
+    """(the parameter list, each after a ", ", the call's argument list, the defaults by global name)
+    of a generated function taking ``params`` (an op surface after its tensor, a call-plan wrapper)."""
     sig, call, defaults = [], [], {}
     star = False
     for p in params:
@@ -439,9 +438,17 @@ def wrap(fn: Callable, name: str, compile_function: Callable) -> Callable:
             text += f"=_default_{p.name}"
         sig.append(text)
         call.append(f"{p.name}={p.name}" if p.kind is p.KEYWORD_ONLY else p.name)
-    call_expr = f"_fn({', '.join(call)})"
+    return "".join(", " + s for s in sig), ", ".join(call), defaults
+
+
+def wrap(fn: Callable, name: str, compile_function: Callable) -> Callable:
+    """``fn`` (a front end declared with ``public(call_plan=True)``) with call plans: the same
+    signature, name and docstring; it calls ``fn`` on every call that has no usable plan."""
+    params = list(inspect.signature(fn).parameters.values())
+    sig, call, defaults = signature_source(params)
+    call_expr = f"_fn({call})"
     body = plan_source(params, False, lambda target: f"{target}{call_expr}\n")
-    source = f"def {name}({', '.join(sig)}):\n{_indent(body, 4)}"
+    source = f"def {name}({sig[2:]}):\n{_indent(body, 4)}"
     ns = _namespace({"_E": _Table(name), "_fn": fn, **defaults})
     wrapper = compile_function(source, name, ns, f"call plan {name}")
     wrapper.__doc__ = fn.__doc__

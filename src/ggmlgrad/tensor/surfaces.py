@@ -42,23 +42,6 @@ _MODULES = {"method": "ggmlgrad.tensor.tensor", "function": "ggmlgrad", "functio
 _PREFIX = {"method": "Tensor.", "function": "", "functional": ""}
 
 
-def _signature_source(params: list[inspect.Parameter]) -> tuple[str, str, dict]:
-    """(parameter list after the tensor, the call's argument list, the defaults by global name)."""
-    sig, call, defaults = [], [], {}
-    star = False
-    for p in params:
-        if p.kind is p.KEYWORD_ONLY and not star:
-            sig.append("*")
-            star = True
-        text = p.name
-        if p.default is not p.empty:
-            defaults[f"_default_{p.name}"] = p.default
-            text += f"=_default_{p.name}"
-        sig.append(text)
-        call.append(f"{p.name}={p.name}" if p.kind is p.KEYWORD_ONLY else p.name)
-    return "".join(", " + s for s in sig), ", ".join(call), defaults
-
-
 def _docstring(opdef: OpDef, kind: str) -> str:
     e = opdef.expose
     doc = e.doc or f"The {opdef.name} op."
@@ -101,7 +84,7 @@ def make_surface(opdef: OpDef, kind: str, name: str) -> Callable:
     """The ``kind`` surface ("method", "function" or "functional") of ``opdef``, named ``name``."""
     first = FIRST_ARG[kind]
     params = public_parameters(opdef.forward, opdef.expose.args)
-    sig, call, defaults = _signature_source(params)
+    sig, call, defaults = call_plans.signature_source(params)
     args_fn = opdef.expose.args
     if args_fn is not None:
         params_expr = f"_args({call})"
@@ -199,7 +182,7 @@ def rebound_method(fn: Callable, name: str, self_at: int) -> Callable:
                                                               params[self_at].POSITIONAL_OR_KEYWORD):
         raise ValueError(f"{name}: parameter {self_at} of {fn.__qualname__} cannot be self")
     rest = params[:self_at] + params[self_at + 1:]
-    sig, _, defaults = _signature_source(rest)
+    sig, _, defaults = call_plans.signature_source(rest)
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     positional[self_at] = "self"
     call = positional + [f"{p.name}={p.name}" for p in params if p.kind is p.KEYWORD_ONLY]
