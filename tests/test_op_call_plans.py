@@ -148,3 +148,19 @@ def test_a_non_tensor_input_raises_the_ordinary_error():
     for _ in range(3):
         with pytest.raises(TypeError, match="expected a Tensor"):
             op.exp(np.ones(3, np.float32))
+
+
+def test_an_error_of_the_ordinary_path_runs_it_once(monkeypatch):
+    from ggmlgrad.ops.registry import REGISTRY
+    opdef = REGISTRY["exp"]
+    calls = []
+
+    def failing_infer(*args, **kwargs):
+        calls.append(1)
+        raise TypeError("exp: refused by the test")
+
+    monkeypatch.setattr(opdef, "infer", failing_infer)
+    x = gg.tensor(rand(3))
+    with pytest.raises(TypeError, match="refused by the test"):
+        op.exp(x)
+    assert len(calls) == 1

@@ -277,22 +277,25 @@ def planned_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
     grad mode on) is never planned; one the ordinary path would hand to ``create_graph``'s recorder
     is not either (the caller checks)."""
     key = [None]
-    grad = None
+    grad = taped = False
     try:
         for x in inputs:
             if x.requires_grad:
-                if grad is None:
-                    grad = _enabled.get()
-                if grad:
-                    return ordinary(opdef, inputs, params)   # the tape records it
+                if not grad:
+                    grad, taped = True, _enabled.get()
+                if taped:
+                    break   # the tape records it
             key.append(x.shape)
             key.append(x.dtype)
             key.append(x.device)
-        key[0] = freeze_params(params) if params else ()
-        key = tuple(key)
-        table = _OP_TABLES.get(opdef.name) or _op_table(opdef.name)
-        e = table.entries.get(key)
+        else:
+            key[0] = freeze_params(params) if params else ()
+            key = tuple(key)
+            table = _OP_TABLES.get(opdef.name) or _op_table(opdef.name)
+            e = table.entries.get(key)
     except (AttributeError, TypeError):   # not a tensor (the ordinary path says so), an unhashable parameter
+        taped = True
+    if taped:   # (outside the try: an error of the ordinary path itself is never caught here)
         return ordinary(opdef, inputs, params)
     if e:
         out = run_call_plan(e, inputs, _STATE["tensor"]._blank, c)
