@@ -14,7 +14,6 @@ plan straight from its signature. These tests check that this changes nothing ob
 """
 from __future__ import annotations
 
-import contextlib
 import warnings
 
 import numpy as np
@@ -40,13 +39,7 @@ def fresh_op_plans():
     call_plans.set_enabled(old)
 
 
-@contextlib.contextmanager
-def plans(on: bool):
-    old = call_plans.set_enabled(on)
-    try:
-        yield
-    finally:
-        call_plans.set_enabled(old)
+plans = call_plans.switched
 
 
 def hits() -> int:

@@ -8,7 +8,6 @@ value, dtype, gradient or counter.
 """
 from __future__ import annotations
 
-import contextlib
 
 import numpy as np
 import pytest
@@ -19,13 +18,7 @@ from ggmlgrad.ops.registry import op
 from ggmlgrad.tensor import call_plans
 
 
-@contextlib.contextmanager
-def plans(on: bool):
-    old = call_plans.set_enabled(on)
-    try:
-        yield
-    finally:
-        call_plans.set_enabled(old)
+plans = call_plans.switched
 
 
 @pytest.fixture(autouse=True)

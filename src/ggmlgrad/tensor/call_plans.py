@@ -41,6 +41,7 @@ True
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import os
@@ -92,6 +93,16 @@ def set_enabled(on: bool) -> bool:
     for ns in _NAMESPACES:
         ns["_ON"] = _STATE["on"]
     return old
+
+
+@contextlib.contextmanager
+def switched(on: bool):
+    """Call plans on (True) or off (False) inside a ``with`` block, then as before (tests, A/B timing)."""
+    old = set_enabled(on)
+    try:
+        yield
+    finally:
+        set_enabled(old)
 
 
 def register_tensor_type(cls: type) -> None:
