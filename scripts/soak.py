@@ -80,10 +80,10 @@ def soak(run: str, steps: int, warmup: int, every: int, out=sys.stdout, **net) -
     """Run ``steps`` steps (``net``: :func:`make_step`'s sizes, batch, n_batch_sizes); returns
     {"warm_mb", "end_mb", "growth_mb", "max_mb", "seconds", "rows", "plan_builds"} (plan builds:
     graph plans made after warm-up)."""
-    from ggmlgrad.engine.plans import GRAPH_PLANS
+    from ggmlgrad.engine.trace_cache import TRACE
     step = make_step(run, **net)
     rows = []
-    builds = GRAPH_PLANS.misses
+    builds = TRACE.graph.misses
     t0 = time.perf_counter()
     warm = None
     peak = 0
@@ -92,7 +92,7 @@ def soak(run: str, steps: int, warmup: int, every: int, out=sys.stdout, **net) -
         done = i + 1
         if done == warmup:
             warm = rss_bytes()
-            builds = GRAPH_PLANS.misses
+            builds = TRACE.graph.misses
         if done % every == 0 or done == steps:
             r = rss_bytes()
             peak = max(peak, r)
@@ -104,7 +104,7 @@ def soak(run: str, steps: int, warmup: int, every: int, out=sys.stdout, **net) -
         warm = rows[0][1]
     return {"warm_mb": warm / 2**20, "end_mb": end / 2**20, "growth_mb": (end - warm) / 2**20,
             "max_mb": max(peak, end) / 2**20, "seconds": time.perf_counter() - t0, "rows": rows,
-            "plan_builds": GRAPH_PLANS.misses - builds}
+            "plan_builds": TRACE.graph.misses - builds}
 
 
 def main(argv=None) -> int:

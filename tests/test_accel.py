@@ -31,7 +31,8 @@ from ggmlgrad._ggml import accel
 from ggmlgrad._ggml.api import TensorStruct
 from ggmlgrad._ggml.nodes import PointerTable
 from ggmlgrad.engine import context, executor
-from ggmlgrad.engine.plans import PlanCache, configure_accelerator
+from ggmlgrad.engine.plans import configure_accelerator
+from ggmlgrad.engine.trace_cache import OP, TraceCache
 from ggmlgrad.runtime import faults
 from ggmlgrad.testing.opinfo import all_opinfos, input_arrays, with_tensors
 
@@ -172,7 +173,7 @@ def test_without_it_no_plan_is_marked_for_it():
     with gg.graph_mode(False):   # eager ops' plans (the suite also runs with GGMLGRAD_GRAPH=1)
         for _ in range(3):
             (a + a).numpy()
-    plans = [p for p in context.current().op_plans.plans.values() if p is not None]
+    plans = [p for p in context.current().trace_cache.entries(OP) if p is not None]
     assert plans and all(p.fast == 0 and type(p.pointers) is PointerTable for p in plans)
     with pytest.raises(RuntimeError, match="executor accelerator is"):
         executor.use_accelerator(True)
@@ -180,7 +181,7 @@ def test_without_it_no_plan_is_marked_for_it():
 
 # ------------------------------------------------------------------ on and off, bit for bit
 def _fresh_caches():
-    return context.push(op_plans=PlanCache(256), graph_plans=PlanCache(32))
+    return context.push(trace_cache=TraceCache())
 
 
 def _counts(before: dict, after: dict) -> dict:
@@ -416,7 +417,7 @@ def test_an_op_plan_runs_with_or_without_its_optional_storage_argument():
     try:
         with gg.graph_mode(False):
             a = _planned_add()
-        (plan,) = [p for p in context.current().op_plans.plans.values() if p is not None]
+        (plan,) = [p for p in context.current().trace_cache.entries(OP) if p is not None]
         assert plan.fast == executor.OP_PLAN
         ex, inputs = executor.Executor(), [a, a]
         runs = accel.ACCEL.planned_runs()
@@ -469,8 +470,8 @@ for _ in range(4):
     with gg.graph_mode(True):
         y = (x * x).mean() - x.exp().sum()
     outs.append(y.numpy().tobytes().hex())
-fast = sorted({p.fast for c in (context.current().op_plans, context.current().graph_plans)
-               for p in c.plans.values() if p is not None})
+fast = sorted({p.fast for p in context.current().trace_cache.plans.values()
+               if p is not None and p.kind != "segment"})
 c = gg.counters()
 print(json.dumps({"status": accel.STATUS.split(":")[0], "outs": outs, "fast": fast,
                   "runs": accel.ACCEL.planned_runs() if accel.ACCEL else 0,

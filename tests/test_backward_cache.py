@@ -18,11 +18,11 @@ def cache():
     with gg.graph_mode(False):  # drains what earlier tests left queued (GGMLGRAD_GRAPH=1)
         pass
     c = tape._BACKWARD
-    c.entries.clear()
+    c.clear()
     c.enabled = True
     c.hits = c.misses_in_row = c.paused = 0
     yield c
-    c.entries.clear()
+    c.clear()
     c.enabled = True
     c.misses_in_row = c.paused = 0
 

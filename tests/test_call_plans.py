@@ -22,7 +22,7 @@ import pytest
 import ggmlgrad as gg
 from ggmlgrad.engine import ENGINE
 from ggmlgrad.engine import executor as executor_mod
-from ggmlgrad.engine.plans import OP_PLANS
+from ggmlgrad.engine.trace_cache import OP, TRACE
 from ggmlgrad.runtime import faults
 from ggmlgrad.tensor import call_plans
 from ggmlgrad.testing.opinfo import all_opinfos, input_arrays, tensor_indices, with_tensors
@@ -32,7 +32,7 @@ from ggmlgrad.testing.opinfo import all_opinfos, input_arrays, tensor_indices, w
 def fresh_op_plans():
     """Call plans run op plans: start from a cache that makes them (earlier tests in the suite may
     have left it thrashed, which pauses new plans for a while), and no call plans."""
-    OP_PLANS.clear()
+    TRACE.clear()
     call_plans.clear()
     old = call_plans.set_enabled(True)   # (on by default; GGMLGRAD_CALL_PLANS=0 turns them off)
     yield
@@ -120,7 +120,7 @@ def test_opinfo_samples_are_the_same_with_and_without_call_plans():
         warnings.simplefilter("ignore")
         for info, sample in _samples():
             arrays = input_arrays(sample)
-            OP_PLANS.clear()   # this test makes more op signatures than the cache holds: never a thrashed cache
+            TRACE.clear()   # this test makes more op signatures than the cache holds: never a thrashed cache
             for requires_grad in (False, True):
                 if requires_grad and not info.grad:
                     continue
@@ -335,7 +335,7 @@ def test_a_strided_view_input_takes_the_ordinary_path(on):
 def test_a_changed_op_plan_cache_is_learned_again(on):
     x = gg.tensor([1.0, 2.0])
     _repeat(lambda: x - 0.5)
-    OP_PLANS.clear()                  # frees the plan the call plan ran: it must not run it again
+    TRACE.clear(OP)                   # frees the plan the call plan ran: it must not run it again
     out, n = _repeat(lambda: x - 0.5, 2)   # (the op plan is made again on its second use)
     assert n == 0 and out.tolist() == [0.5, 1.5]
     _, n = _repeat(lambda: x - 0.5)
@@ -495,7 +495,7 @@ def test_a_call_that_did_one_op_on_its_arguments_is_learned(on, declare):
     def probe_one_op(input, other, scale=1.0):
         return gg.add(input, other) if scale == 1.0 else input * scale
     planned = declare(probe_one_op)
-    OP_PLANS.clear()   # (so the op plans are made on the calls below: second use)
+    TRACE.clear()   # (so the op plans are made on the calls below: second use)
     a, b = gg.tensor([1.0, 2.0]), gg.tensor([3.0, 4.0])
     out, n = _repeat(lambda: planned(a, b))
     assert n == 1 and out.tolist() == [4.0, 6.0]
@@ -598,7 +598,7 @@ def test_threads_share_call_plans_and_each_computes_its_own(on):
 
 def test_a_signature_that_failed_to_learn_tries_again_later(on, monkeypatch):
     x = gg.tensor([1.0, 2.0, 3.0])
-    monkeypatch.setattr(OP_PLANS, "want", lambda key: False)   # a cache that makes no plans (thrashing)
+    monkeypatch.setattr(TRACE, "want", lambda key: False)   # a cache that makes no plans (thrashing)
     for _ in range(call_plans.ATTEMPTS):
         out, n = _repeat(lambda: x * 9.0, 1)
         assert n == 0 and out.tolist() == [9.0, 18.0, 27.0]

@@ -165,10 +165,9 @@ def test_eager_and_graph_mode_ops_go_through_the_same_drain_counters():
 
 def test_an_eager_failure_is_the_same_with_and_without_a_cached_plan(monkeypatch):
     # Earlier test files may leave the op-plan cache pausing its builds after thrashing
-    # (engine/plans.py): this test needs the plan its warm-up makes, in eager mode.
-    from ggmlgrad.engine.plans import GRAPH_PLANS, OP_PLANS
-    OP_PLANS.clear()
-    GRAPH_PLANS.clear()
+    # (engine/trace_cache.py): this test needs the plan its warm-up makes, in eager mode.
+    from ggmlgrad.engine.trace_cache import TRACE
+    TRACE.clear()
     with gg.graph_mode(False):
         _eager_failure_with_and_without_a_cached_plan(monkeypatch)
 

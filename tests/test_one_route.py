@@ -134,8 +134,8 @@ def test_every_compute_reaches_the_executor_from_the_drains_run(monkeypatch):
         return real(self, plan, threads, args)
 
     monkeypatch.setattr(executor_mod.Executor, "compute", spy)
-    from ggmlgrad.engine.plans import OP_PLANS
-    OP_PLANS.clear()   # (a cache that earlier tests left thrashed makes no new op plans for a while)
+    from ggmlgrad.engine.trace_cache import TRACE
+    TRACE.clear()   # (a cache that earlier tests left thrashed makes no new op plans for a while)
     a = gg.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
     for _ in range(3):                          # the ordinary drain, then the op plan
         np.testing.assert_allclose((a * 2.0).numpy(), np.arange(6).reshape(2, 3) * 2.0)
@@ -193,8 +193,8 @@ def test_an_eager_op_is_a_record_then_a_drain(monkeypatch):
 def test_a_repeated_eager_call_is_its_call_plan_run_by_the_drain(monkeypatch):
     """A call plan is a plan on the same route: no record, no drain_locked, one Drainer.run (the
     compute of the op plan the call's first runs made), counted as an eager drain."""
-    from ggmlgrad.engine.plans import OP_PLANS
-    OP_PLANS.clear()   # (a cache that earlier tests left thrashed makes no new op plans for a while)
+    from ggmlgrad.engine.trace_cache import TRACE
+    TRACE.clear()   # (a cache that earlier tests left thrashed makes no new op plans for a while)
     d = ENGINE.current.drainer
     x = gg.tensor(np.arange(5, dtype=np.float32))
     for _ in range(3):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import ggmlgrad as gg
-from ggmlgrad.engine.plans import OP_PLANS
+from ggmlgrad.engine.trace_cache import TRACE
 from ggmlgrad.ops.registry import op
 from ggmlgrad.tensor import call_plans
 
@@ -23,7 +23,7 @@ plans = call_plans.switched
 
 @pytest.fixture(autouse=True)
 def fresh_plans():
-    OP_PLANS.clear()
+    TRACE.clear()
     call_plans.clear()
     # (the suite also runs with GGMLGRAD_GRAPH=1; GGMLGRAD_CALL_PLANS=0 turns them off by default)
     with gg.graph_mode(False), plans(True):

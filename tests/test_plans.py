@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ggmlgrad as gg
-from ggmlgrad.engine.plans import OP_PLANS as PLANS
+from ggmlgrad.engine.trace_cache import TRACE
 
 rng = np.random.default_rng(7)
 
@@ -16,9 +16,7 @@ rng = np.random.default_rng(7)
 def eager():
     # Fresh caches: earlier tests (the whole suite under GGMLGRAD_GRAPH=1 makes thousands of
     # distinct graphs) may have left a cache full or pausing its builds after thrashing.
-    from ggmlgrad.engine.plans import GRAPH_PLANS, OP_PLANS
-    OP_PLANS.clear()
-    GRAPH_PLANS.clear()
+    TRACE.clear()
     with gg.graph_mode(False):
         yield
 
@@ -28,12 +26,12 @@ def _arr(*shape):
 
 
 def test_same_signature_reuses_one_plan_and_fresh_values():
-    before = PLANS.misses
+    before = TRACE.op.misses
     for _ in range(5):
         a, b = _arr(6, 5), _arr(6, 5)
         r = gg.tensor(a) + gg.tensor(b)
         np.testing.assert_allclose(r.numpy(), a.astype(np.float64) + b, rtol=1e-6)
-    assert PLANS.misses - before <= 1  # built once (or already built by an earlier test)
+    assert TRACE.op.misses - before <= 1  # built once (or already built by an earlier test)
 
 
 def test_results_do_not_share_memory():
@@ -89,17 +87,21 @@ def test_one_compute_per_eager_op():
     assert gg.counters()["computes"] == 4
 
 
-def test_eviction_keeps_results_correct(monkeypatch):
-    plans: dict = {}
-    monkeypatch.setattr(PLANS, "plans", plans)
-    monkeypatch.setattr(PLANS, "capacity", 3)
-    for n in range(2, 12):
-        a, b = _arr(n, 3), _arr(n, 3)
-        np.testing.assert_allclose((gg.tensor(a) - gg.tensor(b)).numpy(), a.astype(np.float64) - b, rtol=1e-6)
-    assert len(plans) <= 3
-    for n in range(2, 12):  # again, after evictions: rebuilt plans are right too
-        a, b = _arr(n, 3), _arr(n, 3)
-        np.testing.assert_allclose((gg.tensor(a) - gg.tensor(b)).numpy(), a.astype(np.float64) - b, rtol=1e-6)
+def test_eviction_keeps_results_correct():
+    from ggmlgrad.engine import context
+    from ggmlgrad.engine.trace_cache import TraceCache
+    cache = TraceCache(op=3)
+    token = context.push(trace_cache=cache)
+    try:
+        for n in [k for k in range(2, 8) for _ in range(2)]:  # (a plan is made on its key's second use)
+            a, b = _arr(n, 3), _arr(n, 3)
+            np.testing.assert_allclose((gg.tensor(a) - gg.tensor(b)).numpy(), a.astype(np.float64) - b, rtol=1e-6)
+        assert len(cache.plans) == 3 and cache.removed == 3 and cache.op.misses == 6
+        for n in [k for k in range(2, 8) for _ in range(2)]:  # again, after evictions: rebuilt plans are right too
+            a, b = _arr(n, 3), _arr(n, 3)
+            np.testing.assert_allclose((gg.tensor(a) - gg.tensor(b)).numpy(), a.astype(np.float64) - b, rtol=1e-6)
+    finally:
+        context.pop(token)
 
 
 def test_gradients_through_planned_ops():
@@ -115,7 +117,6 @@ def test_gradients_through_planned_ops():
 
 # ---------------------------------------------------------------------------- graph-mode plans
 from ggmlgrad.engine import ENGINE  # noqa: E402
-from ggmlgrad.engine.plans import GRAPH_PLANS  # noqa: E402
 
 
 def _mlp_loss(x, w1, b1, w2):
@@ -126,7 +127,7 @@ def _mlp_loss(x, w1, b1, w2):
 def test_graph_plan_replays_a_repeated_drain_with_new_values():
     """The same op sequence drained 5 times: the 2nd builds a plan, later ones replay it; every
     drain must see that call's inputs (values change each time) and give fresh outputs."""
-    before = GRAPH_PLANS.misses
+    before = TRACE.graph.misses
     results = []
     for i in range(5):
         x, w1, b1, w2 = _arr(6, 5), _arr(5, 7), _arr(7), _arr(7, 3)
@@ -146,7 +147,7 @@ def test_graph_plan_replays_a_repeated_drain_with_new_values():
         np.testing.assert_allclose(got[1], h64, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(got[2], grad_w1, rtol=1e-4, atol=1e-6)
         results.append(got[1])
-    assert GRAPH_PLANS.misses - before >= 1  # a plan was made
+    assert TRACE.graph.misses - before >= 1  # a plan was made
     assert not np.shares_memory(results[-1], results[-2])
 
 
@@ -266,29 +267,33 @@ def test_results_never_share_memory_with_their_inputs(graph):
 
 
 def test_plan_cache_builds_on_the_second_use_and_stops_building_while_thrashing():
-    from ggmlgrad.engine.plans import PlanCache
-    c = PlanCache(capacity=4)               # min_uses 2
-    assert not c.want("a") and c.want("a")  # seen once: no plan yet; twice: make one
-    healthy = PlanCache(capacity=4, min_uses=1)
+    from ggmlgrad.engine.trace_cache import GRAPH, OP, SEGMENT, TraceCache
+    c = TraceCache(op=4)                    # op plans: min_uses 2
+    assert not c.want((OP, "a")) and c.want((OP, "a"))  # seen once: no plan yet; twice: make one
+    healthy = TraceCache(segment=4)         # segments: min_uses 1
     for _ in range(10):                     # a working set that fits: never paused
         for k in "abc":
-            if k not in healthy.plans:
-                assert healthy.want(k)
-                healthy.put(k, None)
-    assert healthy._paused == 0 and healthy.misses == 3
-    thrash = PlanCache(capacity=4, min_uses=1)
+            if (SEGMENT, k) not in healthy.plans:
+                assert healthy.want((SEGMENT, k))
+                healthy.put((SEGMENT, k), None)
+    assert healthy.segment.paused == 0 and healthy.segment.misses == 3
+    thrash = TraceCache(segment=4)
+    for k in range(3):                      # another kind's entries: neither evicted nor counted
+        thrash.put((GRAPH, k), None)
     built = 0
-    for _ in range(3):                      # 8 signatures cycling through 4 slots
+    for _ in range(3):                      # 8 keys cycling through 4 slots
         for k in range(8):
-            if k not in thrash.plans and thrash.want(k):
-                thrash.put(k, None)
+            if (SEGMENT, k) not in thrash.plans and thrash.want((SEGMENT, k)):
+                thrash.put((SEGMENT, k), None)
                 built += 1
     # after one window of 4 builds that all evicted, it declines the next 16 instead of rebuilding
-    assert built < 24 and thrash._paused > 0
-    declined = thrash._paused
+    assert built < 24 and thrash.segment.paused > 0
+    assert thrash.graph.paused == 0 and thrash.want((GRAPH, "new")) is False  # (min_uses 2: a first use)
+    assert len(thrash.entries(GRAPH)) == 3 == thrash.graph.size and thrash.segment.size == 4
+    declined = thrash.segment.paused
     for _ in range(declined):
-        assert not thrash.want("x")
-    assert thrash.want("x")                 # then it tries again
+        assert not thrash.want((SEGMENT, "x"))
+    assert thrash.want((SEGMENT, "x"))      # then it tries again
 
 
 _ALLOCATION_FAILURE = """

@@ -336,7 +336,7 @@ _SOAK = r"""
 import json, sys
 sys.path.insert(0, "scripts")
 from soak import soak
-from ggmlgrad.engine.plans import GRAPH_PLANS
+from ggmlgrad.engine.trace_cache import TRACE
 out = {}
 net = {"sizes": (8, 16, 4), "batch": 32}
 print("CALL capture", flush=True)
@@ -346,8 +346,8 @@ out["graph"] = soak("graph", 1000, 300, 500, **net)
 print("CALL 40 sizes", flush=True)
 out["40 sizes"] = soak("graph-sizes", 2000, 600, 1000, sizes=(8, 16, 4), batch=64, n_batch_sizes=40)
 print("CALL 6 sizes, 4 plans", flush=True)
-GRAPH_PLANS.clear()
-GRAPH_PLANS.capacity = 4
+TRACE.clear()
+TRACE.graph.capacity = 4
 out["6 sizes, 4 plans"] = soak("graph-sizes", 3000, 500, 1000, sizes=(8, 16, 4), batch=32, n_batch_sizes=6)
 print("RESULTS " + json.dumps(out))
 """

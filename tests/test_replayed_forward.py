@@ -44,9 +44,8 @@ def _obs(seed, shape=(4, 4)):
 def _fresh_plan_caches():
     # Earlier test files may leave a plan cache pausing its builds after thrashing (test_plans.py
     # does so on purpose); the direct-path tests need the plans their warm-up makes.
-    from ggmlgrad.engine.plans import GRAPH_PLANS, OP_PLANS
-    OP_PLANS.clear()
-    GRAPH_PLANS.clear()
+    from ggmlgrad.engine.trace_cache import TRACE
+    TRACE.clear()
     yield
 
 
@@ -356,11 +355,11 @@ def test_train_eval_switch_and_requires_grad():
 
 
 def test_eager_direct_path_after_the_plans_were_freed():
-    from ggmlgrad.engine.plans import GRAPH_PLANS
+    from ggmlgrad.engine.trace_cache import GRAPH, TRACE
     net = _mlp()
     x = _obs(27)
     _warm(net, x)
-    GRAPH_PLANS.clear()  # frees the plan the entry refers to
+    TRACE.clear(GRAPH)  # frees the plan the entry refers to
     assert _entry(net, x).plan() is None or not _entry(net, x).plan().sched
     _warm(net, x)
 

@@ -4,7 +4,9 @@ per thread and per task. References: NumPy float64 for values, the same run alon
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -355,29 +357,34 @@ def test_modes_set_in_one_asyncio_task_are_not_seen_in_another():
     assert gg.graph_mode() == default and gg.matmul_precision() == "default"  # nothing leaked out
 
 
-def test_an_evicted_plan_is_freed_only_when_no_thread_holds_it(monkeypatch):
+def test_an_evicted_plan_is_freed_only_when_no_thread_holds_it():
     """Threads share the plan cache: evicting a plan must not free it under a thread that just
     took it from the cache (its last reference frees it)."""
-    import gc
-    import weakref
-    from ggmlgrad.engine.plans import OP_PLANS
-    monkeypatch.setattr(OP_PLANS, "plans", {})
-    monkeypatch.setattr(OP_PLANS, "capacity", 1)
-    for name, fresh in (("seen", {}), ("_paused", 0), ("_thrashed", False), ("_builds", 0), ("_evictions", 0)):
-        monkeypatch.setattr(OP_PLANS, name, fresh)   # earlier tests may have left the cache thrashed (paused)
+    from ggmlgrad.engine import context
+    from ggmlgrad.engine.trace_cache import OP, TraceCache
+    cache = TraceCache(op=1)   # (fresh: earlier tests may have left the shared one thrashed, pausing builds)
+    token = context.push(trace_cache=cache)
+    try:
+        held = _evict_a_held_plan(cache, OP)
+    finally:
+        context.pop(token)
+    gc.collect()
+    assert held() is None  # and freed once nobody holds it
+
+
+def _evict_a_held_plan(cache, OP):
+    """Make a plan, evict it while holding it, run it; a weak reference to it once let go."""
     with gg.graph_mode(False):  # op plans are made by eager ops (GGMLGRAD_GRAPH=1 queues them)
         a = np.linspace(-1, 1, 6).reshape(2, 3).astype(np.float32)
         for _ in range(3):  # the second use makes the plan
             (gg.tensor(a) * 3.0).numpy()
-        (plan,) = [p for p in OP_PLANS.plans.values() if p is not None]
+        (plan,) = [p for p in cache.entries(OP) if p is not None]
         held = weakref.ref(plan)
         b = np.ones((5, 7), np.float32)
         for _ in range(3):  # another signature's plan evicts it
             (gg.tensor(b) + 1.0).numpy()
-        assert plan not in OP_PLANS.plans.values() and plan.sched  # evicted, still usable by its holder
+        assert plan not in cache.plans.values() and plan.sched  # evicted, still usable by its holder
         x, out = gg.tensor(a), gg.tensor(np.zeros((2, 3), np.float32))
         ENGINE.run(plan, gg.engine.COUNTERS, "eager", 1, [x], x.device, out.nbytes, out._storage)  # raises on failure
         np.testing.assert_allclose(out.numpy(), a.astype(np.float64) * 3.0, rtol=1e-6)
-    del plan
-    gc.collect()
-    assert held() is None  # and freed once nobody holds it
+    return held

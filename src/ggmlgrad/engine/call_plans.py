@@ -36,8 +36,8 @@ __all__ = ["CallPlan", "run_call_plan", "begin_learning", "end_learning"]
 
 
 class CallPlan:
-    """What one call signature ran: the op plan of its one op (in ``cache``, an op plan cache, as
-    long as ``cache.removed`` is still ``removed``), the context (and matmul precision) it ran in, the result's
+    """What one call signature ran: the op plan of its one op (an entry of ``cache``, the trace
+    cache, as long as ``cache.removed`` is still ``removed``: the cache's one staleness rule), the context (and matmul precision) it ran in, the result's
     shape, dtype and device, the op's work (the thread policy's input), its label (for errors),
     and ``sel``: for each input of the op, the position of the call argument that is that input
     (None: the arguments themselves, in order)."""
@@ -70,7 +70,7 @@ def run_call_plan(entry: CallPlan, args: tuple, blank, c):
     state does not let the queue's one-record drain use an op plan now (the caller then runs the
     call the ordinary way)."""
     if c is not entry.ctx and (c.graph or c.observer is not None or c.precision != entry.precision
-                               or c.op_plans is not entry.cache):
+                               or c.trace_cache is not entry.cache):
         return None   # (contexts never change: the one it learned in allows it)
     cache = entry.cache
     if cache.removed != entry.removed or cache.plans is not entry.plans or _FAULTS or entry.numel > _budget.HUGE_NUMEL:
@@ -138,7 +138,7 @@ def end_learning(token) -> tuple | None:
     if len(notes) != 1 or current() is not c or _totals(c.counters) != _one_more(before):
         return None
     note = notes[0]
-    if note[6] is not c or note[5] is not c.op_plans:
+    if note[6] is not c or note[5] is not c.trace_cache:
         return None
     return note
 

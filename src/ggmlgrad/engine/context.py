@@ -4,14 +4,15 @@ An :class:`ExecContext` holds the modes (graph mode, check mode, matmul precisio
 observer (a capture recording's, see :mod:`.observer`), the observer of module reads (a capture
 recording's, told by ``nn.Module`` which modules and training flags it read), the active recorder,
 the one noise source
-(see ``tensor/random.py``), and the counters and plan caches the drains use. It lives in one
+(see ``tensor/random.py``), and the counters and the trace cache the drains use (every plan they
+replay, :mod:`.trace_cache`). It lives in one
 ``contextvars.ContextVar``: threads and asyncio tasks each see their own, and a capture
 recording *pushes* a context (:func:`push`) and pops it on exit (:func:`pop`), restoring every
 setting at once, instead of patching module globals.
 
 Contexts are never changed in place: a change makes a new one (:meth:`ExecContext.replace`) and
 sets it, so a context object another task still holds never changes under it. The default
-context holds the process-wide counters and plan caches (``GGMLGRAD_GRAPH=1`` /
+context holds the process-wide counters and trace cache (``GGMLGRAD_GRAPH=1`` /
 ``GGMLGRAD_GRAPH_CHECK=1`` apply where nothing set graph or check mode; read once per process).
 
 >>> import ggmlgrad as gg
@@ -29,7 +30,7 @@ import contextvars
 import os
 
 from .counters import COUNTERS
-from .plans import GRAPH_PLANS, OP_PLANS, SEGMENT_PLANS
+from .trace_cache import TRACE
 
 _env_cache: dict[str, bool] = {}
 
@@ -50,11 +51,11 @@ class ExecContext:
     """
 
     __slots__ = ("graph_set", "check_set", "graph", "check", "precision", "observer", "module_observer",
-                 "recorder", "noise", "counters", "op_plans", "graph_plans", "segment_plans", "_with_modes")
+                 "recorder", "noise", "counters", "trace_cache", "_with_modes")
 
     def __init__(self, graph_set: bool | None = None, check_set: bool | None = None, precision: str = "default",
-                 observer=None, module_observer=None, recorder=None, noise=None, counters=COUNTERS, op_plans=OP_PLANS,
-                 graph_plans=GRAPH_PLANS, segment_plans=SEGMENT_PLANS) -> None:
+                 observer=None, module_observer=None, recorder=None, noise=None, counters=COUNTERS,
+                 trace_cache=TRACE) -> None:
         self.graph_set = graph_set
         self.check_set = check_set
         self.graph = env_flag("GGMLGRAD_GRAPH") if graph_set is None else graph_set
@@ -66,9 +67,7 @@ class ExecContext:
         self.recorder = recorder      # the capture recorder whose context this is, or None
         self.noise = noise            # callable(NoiseRequest) -> Tensor | None, or None: ordinary draws
         self.counters = counters
-        self.op_plans = op_plans
-        self.graph_plans = graph_plans
-        self.segment_plans = segment_plans
+        self.trace_cache = trace_cache  # every plan the drains replay (engine/trace_cache.py)
         self._with_modes: dict = {}  # (graph_set, check_set) -> the copy with_modes made (see there)
 
     def _copy(self) -> "ExecContext":
@@ -76,8 +75,7 @@ class ExecContext:
         new.graph_set, new.check_set, new.graph, new.check = self.graph_set, self.check_set, self.graph, self.check
         new.precision, new.observer, new.recorder, new.noise = self.precision, self.observer, self.recorder, self.noise
         new.module_observer = self.module_observer
-        new.counters, new.op_plans = self.counters, self.op_plans
-        new.graph_plans, new.segment_plans = self.graph_plans, self.segment_plans
+        new.counters, new.trace_cache = self.counters, self.trace_cache
         new._with_modes = {}
         return new
 
@@ -116,7 +114,7 @@ class ExecContext:
 
 _blank = object.__new__
 _ARGS = ("graph_set", "check_set", "precision", "observer", "module_observer", "recorder", "noise", "counters",
-         "op_plans", "graph_plans", "segment_plans")
+         "trace_cache")
 
 # Threads and tasks that set nothing share the default (never changed in place, so safe to share).
 DEFAULT = ExecContext()

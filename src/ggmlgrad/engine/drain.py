@@ -1,9 +1,10 @@
 """The drain: compute the queue as ONE ggml graph, or with a cached plan; attribute failures.
 
 One route for every compute (:meth:`Drainer.drain`): look up the plan, build on a miss, run it.
-The queue's one record (an eager or check-mode op) looks up its op plan, a record that carries
-its plan (an eager forward segment) runs that plan, a queue of graph-mode records looks up the
-plan of its record key, and without a plan the records are built (:mod:`.build`) and computed as
+Every plan is an entry of the one trace cache (:mod:`.trace_cache`), keyed on the record sequence
+it computes. The queue's one record (an eager or check-mode op) looks up its op plan, a record
+that carries its plan (an eager forward segment) runs that plan, a queue of graph-mode records
+looks up the graph plan of its record sequence, and without a plan the records are built (:mod:`.build`) and computed as
 one graph. Every compute is :meth:`Drainer.run`, the one call of the executor (:mod:`.executor`),
 which capture replays use too, and so do eager call plans (:mod:`.call_plans`: a repeated eager
 call runs the op plan its record found, with this drain's checks, counters and failure route). Every drain counts the same counters (drains and computes by
@@ -35,6 +36,7 @@ from .errors import GraphError, GraphMemoryError
 from .executor import BuiltGraph
 from .plans import freeze_params
 from .records import _phase_label, pending_results, user_site
+from .trace_cache import OP
 
 # A plan's results get new memory at every run, and small ones (an acting step's logits) are mostly
 # dropped a run or two later: a run takes such memory back when nothing else holds it any more.
@@ -280,7 +282,7 @@ class Drainer:
         if sig is None:
             return False
         key, leaves, kept = sig
-        plans = c.graph_plans
+        plans = c.trace_cache
         plan = plans.plans.get(key, False)
         if plan is None:
             return False
@@ -336,7 +338,7 @@ class Drainer:
         counters = c.counters
         counters.drains[reason] += 1
         plan, out = rec.plan, rec.out
-        c.graph_plans.touch(plan)
+        c.trace_cache.touch(plan)
         try:
             outs, left = result_storages(plan, out.device, [out.nbytes])
             self.run(plan, counters, reason, choose_threads(rec.work, rec.max_work), rec.leaves, outs)
@@ -356,23 +358,25 @@ class Drainer:
             if x._status != COMPUTED or s is None or not x.numel_ or type(s) is StridedAlias:
                 return False  # (a plan's leaves are contiguous)
         device = out.device
-        plans = c.op_plans
+        plans = c.trace_cache
         try:
-            # Inputs share out's device (every op's validation checks it). One flat tuple: the
-            # header, then shape and dtype per input (its length fixes the input count, so the key
-            # is unambiguous); the usual one or two inputs without a generator (this runs per eager op).
+            # The trace cache key of the one-record sequence this op is (engine/trace_cache.py): the
+            # kind, the device (inputs share out's: every op's validation checks it), the record's
+            # header, then each input as a new slot with its shape and dtype (an input given twice
+            # gets two slots: the op plan binds each input on its own); the usual one or two inputs
+            # without a generator (this runs per eager op).
             fp = freeze_params(params) if params else ()
             n = len(inputs)
             if n == 1:
                 x = inputs[0]
-                key = (build, out.shape, out.dtype, device.dev_ptr, c.precision, fp, x.shape, x.dtype)
+                key = (OP, device.dev_ptr, build, out.shape, out.dtype, c.precision, fp, 1, -1, x.shape, x.dtype)
             elif n == 2:
                 x, y = inputs
-                key = (build, out.shape, out.dtype, device.dev_ptr, c.precision, fp, x.shape, x.dtype,
-                       y.shape, y.dtype)
+                key = (OP, device.dev_ptr, build, out.shape, out.dtype, c.precision, fp, 2, -1, x.shape, x.dtype,
+                       -2, y.shape, y.dtype)
             else:
-                key = (build, out.shape, out.dtype, device.dev_ptr, c.precision, fp,
-                       *[v for x in inputs for v in (x.shape, x.dtype)])
+                key = (OP, device.dev_ptr, build, out.shape, out.dtype, c.precision, fp, n,
+                       *[v for i, x in enumerate(inputs) for v in (-1 - i, x.shape, x.dtype)])
             plan = plans.plans.get(key, False)
         except TypeError:  # an unhashable parameter (e.g. a tensor): no plan
             return False

@@ -6,13 +6,12 @@ the nodes, the graph and a private scheduler (which keeps its allocation between
 one signature, and a later call only rebinds the data pointers of the plan's leaves and outputs
 (``_ggml.nodes.PointerTable``: attribute stores, no ggml call) before computing.
 
-Three users, one cache type (:class:`PlanCache`):
-- eager ops: the signature is the op's builder, input shapes and dtypes, output, parameters,
-  device and matmul precision (``Drainer._drain_one``);
-- graph-mode drains: the signature of the whole queued record sequence, the computed tensors it
-  reads and the results still alive (``RecordQueue.plan_signature``);
+Three kinds of entries of the one trace cache (:mod:`.trace_cache`), keyed on record sequences:
+- eager ops (:class:`OpPlan`): the one-record sequence the op is (``Drainer._drain_one``);
+- graph-mode drains (:class:`Plan`): the whole queued record sequence and the results still alive
+  (``RecordQueue.plan_signature``);
 - backward segments (:class:`SegmentPlan`): the gradient records one backward pass appended,
-  keyed by the tape and the queue so far (``tensor/tape.py``).
+  keyed by the records queued before it and the tape (``tensor/tape.py``).
 
 Views whose memory belongs to a leaf or an output (a transpose feeding a matmul, a slice) are
 rebound too, in graph order: ggml stores a view's address, not its offset from a live source.
@@ -25,8 +24,6 @@ computes in one C call (``plan.fast``); an eager op's plan also picks its result
 from __future__ import annotations
 
 import math
-import os
-import threading
 from sys import getrefcount
 
 from .._ggml import lib, new_context
@@ -42,6 +39,7 @@ from ..runtime.faults import ARMED as _FAULTS, hit as _fault
 from ..runtime.threads import ThreadTuner
 from .array import Array
 from .executor import BOUND_PLAN, OP_PLAN, ComputeFailed, accelerator_on
+from .trace_cache import GRAPH, OP, SEGMENT, TRACE
 
 _OVERHEAD = lib.tensor_overhead()
 
@@ -227,6 +225,7 @@ class Plan(OwnedGraph):
             self.fast = self.fast_kind
 
     fast_kind = BOUND_PLAN  # the executor's accelerated run: bind(leaf_storages, out_storages), compute
+    kind = GRAPH            # its trace cache kind (engine/trace_cache.py)
 
     def bind(self, leaf_storages, out_storages) -> None:
         """Point the plan at this run's memory (the executor calls it under the compute lock, then
@@ -248,6 +247,7 @@ class OpPlan(Plan):
     spare = None  # the last run's result storage (small results only), reused once nobody holds it
     out_nbytes = 0  # its result's size (set by its maker: the key fixes it)
     fast_kind = OP_PLAN  # the accelerated run is this bind (C, same rule) and the compute
+    kind = OP
 
     def bind(self, inputs, device: Device, nbytes: int, s: Storage | None = None) -> Storage:  # type: ignore[override]
         """Point the plan at ``inputs`` (computed, contiguous arrays) and at the result's memory:
@@ -300,7 +300,7 @@ def _op_plan_spares(drop: bool) -> tuple[int, int]:
     counts as live but which is cached); ``drop``: let them go back to the pool."""
     n = b = 0
     with COMPUTE_LOCK:
-        for plan in list(OP_PLANS.plans.values()):
+        for plan in TRACE.entries(OP):
             s = getattr(plan, "spare", None)
             if s is not None and getrefcount(s) == _SPARE_UNSHARED:
                 if drop:
@@ -312,114 +312,12 @@ def _op_plan_spares(drop: bool) -> tuple[int, int]:
     return n, b
 
 
-class PlanCache:
-    """Plans by signature, bounded; ``None`` entries mark signatures that cannot be planned.
-
-    Evicts the oldest entry first (insertion order): a hit costs one dict lookup. ``min_uses``:
-    how often a signature must be seen before a plan is made (a plan holds memory, and building
-    one costs several ordinary computes; a signature seen once may never come back).
-
-    A working set larger than the capacity would evict and rebuild plans forever, each build
-    dearer than the ordinary path it replaces. So when most of the last ``capacity`` builds
-    evicted a plan, no new plans are made (existing ones still serve) for the next
-    ``4 * capacity`` signatures that would have built one. After that, a plan is built only in
-    place of one unused for the last ``4 * capacity`` lookups (:meth:`touch` stamps uses; without
-    stamps every plan counts as unused): a steady working set larger than the cache keeps the
-    plans it has instead of cycling them. Building and freeing plans without end fragmented the
-    C heap: graph mode cycling through 40 batch sizes grew resident memory by ~2 MB per 1,000 steps.
-    """
-
-    def __init__(self, capacity: int, min_uses: int = 2) -> None:
-        self.capacity = max(1, capacity)
-        self.min_uses = min_uses
-        self.plans: dict = {}
-        self.seen: dict = {}
-        self.misses = 0
-        self.tick = 0                        # lookups so far (hits stamped by touch(), and wants)
-        self._builds = self._evictions = 0  # in the current window of builds
-        self._paused = 0                     # builds still to decline while thrashing
-        self._thrashed = False               # since the last clear(): build only over unused plans
-        self._lock = threading.Lock()        # threads (each with its own queue) share the cache
-        self.removed = 0                     # plans evicted, replaced or cleared so far (call plans check it)
-
-    def touch(self, plan) -> None:
-        """Stamp a hit on ``plan`` (a plan in use is not evicted for a new one after thrashing)."""
-        self.tick += 1
-        plan.last_use = self.tick
-
-    def want(self, key) -> bool:
-        """Count a use of a signature that has no plan; True when one should be made now."""
-        with self._lock:
-            return self._want(key)
-
-    def _want(self, key) -> bool:
-        self.tick += 1
-        if self._paused:
-            self._paused -= 1
-            return False
-        if self.min_uses > 1:
-            n = self.seen.get(key, 0) + 1
-            if n < self.min_uses:
-                if len(self.seen) >= 4 * self.capacity:
-                    self.seen.pop(next(iter(self.seen)))
-                self.seen[key] = n
-                return False
-            self.seen.pop(key, None)
-        return not (self._thrashed and len(self.plans) >= self.capacity and self._victim(True) is None)
-
-    def _victim(self, unused_only: bool = False):
-        """The key to evict for a new plan: the oldest entry, or after thrashing the least recently
-        used one; with ``unused_only``, None unless it was unused for the last ``4 * capacity`` lookups."""
-        if not self._thrashed:
-            return next(iter(self.plans))
-        oldest_key, oldest = None, self.tick + 1
-        for key, plan in self.plans.items():
-            used = getattr(plan, "last_use", -1)  # None entries and unstamped plans: unused
-            if used < oldest:
-                oldest_key, oldest = key, used
-        if unused_only and self.tick - oldest <= 4 * self.capacity:
-            return None
-        return oldest_key
-
-    def put(self, key, plan) -> None:
-        with self._lock:
-            self._put(key, plan)
-
-    def _put(self, key, plan) -> None:
-        self.misses += 1
-        if plan is not None:
-            plan.last_use = self.tick
-        if key in self.plans:
-            self.removed += 1
-        while len(self.plans) >= self.capacity and key not in self.plans:
-            self.plans.pop(self._victim())
-            self.removed += 1
-            # Not freed here: another thread may be running it. The last reference frees it (__del__).
-            self._evictions += 1
-        self.plans[key] = plan
-        self._builds += 1
-        if self._builds >= self.capacity:
-            if 2 * self._evictions > self._builds:  # thrashing: stop building for a while
-                self._paused = 4 * self.capacity
-                self._thrashed = True
-            self._builds = self._evictions = 0
-
-    def clear(self) -> None:
-        self.removed += 1
-        for plan in self.plans.values():
-            if plan is not None:
-                plan.free()
-        self.plans.clear()
-        self.seen.clear()
-        self._builds = self._evictions = self._paused = 0
-        self._thrashed = False
-
-
 class SegmentPlan:
-    """A cache entry of a backward segment (``tensor/tape.py``): the segment, the tape positions
-    whose rules it replaces, and where its gradients go. Holds no ggml memory."""
+    """A trace cache entry of a backward segment (``tensor/tape.py``): the segment, the tape
+    positions whose rules it replaces, and where its gradients go. Holds no ggml memory."""
 
     __slots__ = ("segment", "ran", "assign", "last_use")
+    kind = SEGMENT
 
     def __init__(self, segment, ran: tuple, assign: tuple):
         self.segment = segment
@@ -431,9 +329,4 @@ class SegmentPlan:
         """Nothing to free (the cache's interface)."""
 
 
-# One cache type for every plan. Eager op plans are small (one op's nodes); graph plans hold a
-# whole step's intermediates; backward segments are records only (made on first use).
-OP_PLANS = PlanCache(int(os.environ.get("GGMLGRAD_PLAN_CACHE", "256")))
-GRAPH_PLANS = PlanCache(int(os.environ.get("GGMLGRAD_GRAPH_PLAN_CACHE", "32")))
-SEGMENT_PLANS = PlanCache(32, min_uses=1)
 register_spares(_op_plan_spares)

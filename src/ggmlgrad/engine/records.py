@@ -1,9 +1,10 @@
 """The queue of records and its plan key.
 
 Graph mode appends each op as a record (builder, inputs, parameters, result shape and dtype,
-precision, result stand-in) without building it, and extends the queue's plan key as it goes:
-a drain whose key ran before computes a cached plan (see :mod:`.drain`). An eager or check-mode
-op is appended as the queue's one record and drained at once, keyed by its op alone
+precision, result stand-in) without building it, and extends the queue's record-sequence
+signature as it goes: the key format of the one trace cache (:mod:`.trace_cache`). A drain whose
+sequence ran before computes its cached plan (see :mod:`.drain`). An eager or check-mode op is
+appended as the queue's one record and drained at once, keyed as the one-record sequence it is
 (``Drainer._drain_one``).
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .array import COMPUTED, FAILED, PENDING, Array
 from .errors import PendingError
 from .local import owner_of
 from .plans import freeze_params
+from .trace_cache import GRAPH
 
 # Set by autograd while it builds gradient nodes (they are labelled "backward" in errors);
 # context-local, since two threads may run backward at once.
@@ -308,7 +310,9 @@ class RecordQueue:
 
     def plan_signature(self):
         """(key, leaf arrays, kept results by op index) of a queue of lazily recorded ops only, or
-        None when it cannot be planned (a built node in the queue, an unhashable parameter)."""
+        None when it cannot be planned (a built node in the queue, an unhashable parameter). The
+        key is the trace cache's (engine/trace_cache.py): the kind, the device, the record
+        sequence, then ``-1`` and the indices of the records whose results are still alive."""
         sig = self._sig
         if sig is None or self.effects:
             return None
@@ -341,7 +345,7 @@ class RecordQueue:
                 lst.append(a)
         if not kept and not self.updates:
             return None
-        return (self.device.dev_ptr, *sig, -1, *sorted(kept)), leaves, kept
+        return (GRAPH, self.device.dev_ptr, *sig, -1, *sorted(kept)), leaves, kept
 
     def alias_pending(self, twin: Array, base: Array) -> None:
         """Make ``twin`` another name for ``base``'s queued node (``detach()`` of a pending

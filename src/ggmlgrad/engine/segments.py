@@ -2,7 +2,9 @@
 
 Autograd (``tensor/tape.py``) marks the queue before a backward pass, takes the records the pass
 appended as a segment, and replays it on the next identical pass instead of running the gradient
-rules. Only valid on a queue whose key so far is the same as at the mark.
+rules. Only valid on a queue whose key so far is the same as at the mark. Segments are entries of
+the one trace cache (:mod:`.trace_cache`), keyed by the record sequence queued before the pass
+(:attr:`Mark.key`) and the tape the pass walks.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import weakref
 from .context import current
 from .array import COMPUTED, PENDING, Array
 from .records import REC_INPUTS, REC_REF, REC_SHAPE
+from .trace_cache import SEGMENT
 
 
 class _Segment:
@@ -32,7 +35,8 @@ class _Segment:
 
 class Mark:
     """Where a backward pass started in the queue (:meth:`Segments.lazy_mark`); ``key`` is the
-    queue's record key so far and its device (equal keys: equal indices and slots)."""
+    start of the pass's trace cache key (engine/trace_cache.py): the kind, the device and the
+    record sequence queued so far (equal keys: equal indices and slots)."""
 
     __slots__ = ("epoch", "n_lazy", "n_sig", "n_leaves", "n_labels", "work", "key")
 
@@ -68,7 +72,7 @@ class Segments:
                 or q.device is None:
             return None
         return Mark(q.epoch, len(q.lazy), len(q._sig), len(q._sig_leaves), len(q.labels),
-                    q.work, (tuple(q._sig), q.device.dev_ptr))
+                    q.work, (SEGMENT, q.device.dev_ptr, *q._sig))
 
     def queue_refs(self, arrays) -> list | None:
         """Each array in the lazy queue's key: its record index (>= 0) or -1-slot for a computed

@@ -14,6 +14,7 @@ from ..engine import COMPUTED, ENGINE, PENDING, float32 as _F32
 from ..engine import context
 from ..engine.context import current as _context
 from ..engine.plans import SegmentPlan, freeze_params
+from ..engine.trace_cache import SEGMENT
 from ..engine.records import reset_phase, set_phase
 from ..ops.higher_order import CREATE_GRAPH, DOUBLE_BACKWARD, ZERO_GRADIENT
 from ..ops.registry import OpDef, op
@@ -377,9 +378,10 @@ def _release(node: Node) -> None:
 
 
 class _BackwardCache:
-    """Backward passes recorded as engine segments, keyed by the tape and the queue so far.
+    """Backward passes recorded as engine segments, keyed by the tape and the queue so far: entries
+    of kind SEGMENT in the context's trace cache (``engine/trace_cache.py``).
 
-    The key holds the queue's record key at the start of backward (so every queued result and
+    The key holds the queue's record sequence at the start of backward (so every queued result and
     computed tensor has the same index or slot as when the segment was taken) and, per tape
     node, its op, parameters, precision and inputs (their queue references, producer nodes,
     requires_grad / retains_grad), so the gradient rules would build exactly the recorded ops.
@@ -399,17 +401,23 @@ class _BackwardCache:
         self.paused = 0  # backward calls still to run without keying
 
     @property
-    def entries(self) -> dict:
-        """The cached segments by key (the context's segment plan cache, see ``engine/plans.py``)."""
-        return _context().segment_plans.plans
+    def entries(self) -> list:
+        """The cached segments (the context's trace cache entries of kind SEGMENT, see
+        ``engine/trace_cache.py``)."""
+        return _context().trace_cache.entries(SEGMENT)
+
+    def clear(self) -> None:
+        """Forget every cached segment."""
+        _context().trace_cache.clear(SEGMENT)
 
     def lookup(self, key):
         """The cached segment entry of ``key``, or None."""
-        plans = _context().segment_plans
-        entry = plans.plans.get(key)
+        cache = _context().trace_cache
+        entry = cache.plans.get(key)
         if entry is not None:
-            plans.tick += 1  # PlanCache.touch, inlined (once per backward)
-            entry.last_use = plans.tick
+            b = cache.segment  # TraceCache.touch, inlined (once per backward)
+            b.tick += 1
+            entry.last_use = b.tick
         return entry
 
     def wants_key(self) -> bool:
@@ -436,7 +444,7 @@ class _BackwardCache:
         epoch, slot_of = e.refs_state()
         slot = slot_of.get
         pos = {id(n): i for i, n in enumerate(order)}
-        parts: list = [mark.key, retain_graph, _context().precision, len(rq), *rq]
+        parts: list = [*mark.key, retain_graph, _context().precision, len(rq), *rq]
         targets = []
         for n in order:
             if n.released:
@@ -502,7 +510,7 @@ class _BackwardCache:
             if j is None or j < seg.start:
                 return  # not a result of this backward's records
             assign.append((k, j, g.shape, g.dtype))
-        _context().segment_plans.put(key, SegmentPlan(seg, tuple(ran), tuple(assign)))
+        _context().trace_cache.put(key, SegmentPlan(seg, tuple(ran), tuple(assign)))
 
     @staticmethod
     def replay(entry, order: list[Node], targets: list, retain_graph: bool, device) -> None:
