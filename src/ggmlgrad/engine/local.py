@@ -5,7 +5,7 @@
 eager op on one thread never computes, nor fails, another thread's graph-mode queue. (Modes and a
 capture recording's observer live in the execution context, :mod:`.context`, which is per thread
 and per asyncio task too.)
-What stays shared is process-wide by nature and locked where it is written: plan caches,
+What stays shared is process-wide by nature and locked where it is written: the trace cache,
 backends and their schedulers (one graph computes at a time: ``COMPUTE_LOCK``), device memory.
 
 Epochs are unique across threads (each engine counts in its own range), so a tensor pending in

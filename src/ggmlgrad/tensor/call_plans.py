@@ -13,8 +13,8 @@ front ends: arithmetic, comparisons, matmul, clamp, ...) look their call's signa
   argument left at its default is a marker; NaN, arrays, lists and other objects make no key), and
   which of the first three arguments are the same object; plus grad mode and the matmul precision.
   A call autograd records (an input requires grad, grad mode on) makes no key at all. The state the
-  key leaves out is checked on every hit (``engine/call_plans.py``): eager mode, no capture, the op
-  plan cache and its plan still there, an empty queue, no hold, no armed fault or injected failure,
+  key leaves out is checked on every hit (``engine/call_plans.py``): eager mode, no capture, the trace
+  cache and its op plan still there, an empty queue, no hold, no armed fault or injected failure,
   inputs computed in plain (not strided) memory on the learned device.
 - **learning**: a call without a plan runs the ordinary way while the drainer notes what it ran;
   it gets a plan only when it made exactly one eager op-plan run and nothing else the engine
