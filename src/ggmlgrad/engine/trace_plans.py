@@ -23,6 +23,7 @@ from __future__ import annotations
 import threading
 import weakref
 
+from .._ggml.accel import ACCEL
 from ..runtime import budget as _budget
 from .array import COMPUTED, FAILED, PENDING
 from .context import current
@@ -33,6 +34,30 @@ from .records import REC_INPUTS, REC_REF, _phase_label, user_site
 __all__ = ["TracePlan", "run_trace_plan", "begin_tracing", "end_tracing"]
 
 _THIS = threading.local()   # this thread's engine (see call_plans._THIS)
+# The compiled accelerator's one-record append (``_ggml/_accel.c`` trace_append), once the tensor
+# class is known (:func:`set_tensor_class`); None: the Python path.
+_TRACE_APPEND = None
+
+
+def set_tensor_class(cls: type) -> None:
+    """The class of the results trace plans make (the tensor layer's ``Tensor``, made with
+    ``Tensor._blank``'s fields): the compiled append, when the accelerator has one, makes them too."""
+    global _TRACE_APPEND
+    configure = getattr(ACCEL, "configure_trace", None)
+    if configure is None or (COMPUTED, PENDING) != (0, 1):   # (the values _accel.c writes)
+        _TRACE_APPEND = None
+        return
+    configure(cls)
+    _TRACE_APPEND = ACCEL.trace_append
+
+
+def use_compiled_append(on: bool) -> bool:
+    """Append one-record plans with the accelerator's ``trace_append`` (True, when it has one) or
+    the Python path (False); returns the previous setting (tests compare the two)."""
+    global _TRACE_APPEND
+    was = _TRACE_APPEND is not None
+    _TRACE_APPEND = getattr(ACCEL, "trace_append", None) if on else None
+    return was
 
 
 class _Gone:
@@ -51,7 +76,8 @@ class TracePlan:
     the records add (total, heaviest) and whether a result is large enough to be checked against
     memory."""
 
-    __slots__ = ("records", "one", "arg_refs", "device", "shape", "dtype", "work", "max_work", "huge")
+    __slots__ = ("records", "one", "arg_refs", "device", "shape", "dtype", "numel", "work", "max_work",
+                 "huge")
 
     def __init__(self, records: tuple, device, work: float, max_work: float, huge: bool) -> None:
         self.records = records
@@ -61,6 +87,7 @@ class TracePlan:
         self.device = device
         self.shape = records[-1][2]
         self.dtype = records[-1][3]
+        self.numel = _numel(self.shape)
         self.work = work
         self.max_work = max_work
         self.huge = huge
@@ -84,56 +111,28 @@ def run_trace_plan(entry: TracePlan, args: tuple, blank, c):
         device = entry.device
         if q.hold:
             return None
-        epoch = q.epoch
-        for r in entry.arg_refs:
-            x = args[r]
-            st = x._status
-            if x.__dict__ or st == FAILED or (st == PENDING and x._epoch != epoch):
-                # A view (its layout may change what the front end records), or an input with no
-                # value here (the ordinary path raises its error)
-                return None
         if q.device is not device:
             if q.device is not None and len(q):
                 return None   # the ordinary path drains the other device's queue first
             q.device = device
-        out = blank(entry.shape, entry.dtype, device)
         one = entry.one
-        sig = q._sig
-        if one is not None and sig is not None:
-            # One record reading arguments only (most calls): _append's loop, inlined.
-            lazy = q.lazy
-            slot_of = q._sig_slot
-            build, params, shape, dtype, prec, label, header, refs = one
-            sig += header
-            ins = []
-            for r in refs:
+        out = None
+        if one is not None and _TRACE_APPEND is not None:   # the compiled twin of _append_one
+            out = _TRACE_APPEND(q, one, args, device, entry.numel, _phase_label.get() or one[5])
+        if out is None:   # (None from the accelerator: it changed nothing)
+            epoch = q.epoch
+            for r in entry.arg_refs:
                 x = args[r]
                 st = x._status
-                if st == COMPUTED:
-                    s = slot_of.get(id(x))
-                    if s is not None:
-                        ins.append(x)
-                        sig.append(-1 - s)
-                        continue
-                elif st == PENDING and x._epoch == epoch and x._node < 0:
-                    p = -1 - x._node
-                    ins.append(p)
-                    sig.append(p)
-                    continue
-                ins += q.lazy_inputs((x,))   # a new leaf, or no key (any more): the ordinary rule
-                sig = q._sig
-                if sig is None:
-                    for r2 in refs[len(ins):]:
-                        ins += q.lazy_inputs((args[r2],))
-                    break
-            j = len(lazy)
-            lazy.append((build, params, shape, dtype, prec, weakref.ref(out), *ins))
-            out._node = -1 - j
-            out._epoch = epoch
-            out._status = PENDING
-            q.labels.append(_phase_label.get() or label)
-        else:
-            _append(q, entry.records, args, out)
+                if x.__dict__ or st == FAILED or (st == PENDING and x._epoch != epoch):
+                    # A view (its layout may change what the front end records), or an input with
+                    # no value here (the ordinary path raises its error)
+                    return None
+            out = blank(entry.shape, entry.dtype, device)
+            if one is not None and q._sig is not None:
+                _append_one(q, one, args, out)
+            else:
+                _append(q, entry.records, args, out)
         q.work += entry.work
         if entry.max_work > q.max_work:
             q.max_work = entry.max_work
@@ -143,6 +142,44 @@ def run_trace_plan(entry: TracePlan, args: tuple, blank, c):
     finally:
         lock.release()
     return out
+
+
+def _append_one(q, one: tuple, args: tuple, out) -> None:
+    """Append a one-record plan's record (its inputs arguments only; the queue has a plan key) as
+    ``record_lazy`` would have: :func:`_append`'s loop for the usual case, inlined."""
+    sig = q._sig
+    epoch = q.epoch
+    lazy = q.lazy
+    slot_of = q._sig_slot
+    build, params, shape, dtype, prec, label, header, refs = one
+    sig += header
+    ins = []
+    for r in refs:
+        x = args[r]
+        st = x._status
+        if st == COMPUTED:
+            s = slot_of.get(id(x))
+            if s is not None:
+                ins.append(x)
+                sig.append(-1 - s)
+                continue
+        elif st == PENDING and x._epoch == epoch and x._node < 0:
+            p = -1 - x._node
+            ins.append(p)
+            sig.append(p)
+            continue
+        ins += q.lazy_inputs((x,))   # a new leaf, or no key (any more): the ordinary rule
+        sig = q._sig
+        if sig is None:
+            for r2 in refs[len(ins):]:
+                ins += q.lazy_inputs((args[r2],))
+            break
+    j = len(lazy)
+    lazy.append((build, params, shape, dtype, prec, weakref.ref(out), *ins))
+    out._node = -1 - j
+    out._epoch = epoch
+    out._status = PENDING
+    q.labels.append(_phase_label.get() or label)
 
 
 def _append(q, records: tuple, args: tuple, out) -> None:

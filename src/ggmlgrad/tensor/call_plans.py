@@ -49,6 +49,7 @@ from typing import Callable
 
 from ..engine.call_plans import CallPlan, abort_learning, begin_learning, end_learning, run_call_plan
 from ..engine.context import current
+from ..engine import trace_plans as _trace_plans
 from ..engine.trace_plans import abort_tracing, begin_tracing, end_tracing, run_trace_plan
 from ..engine.plans import freeze_params
 from ..ops.reduce import axis_first_args, dim_first_args, var_args
@@ -116,6 +117,7 @@ def register_tensor_type(cls: type) -> None:
 def set_tensor_class(cls: type) -> None:
     """Called once the Tensor class exists (the generated surfaces are made before it)."""
     _STATE["tensor"] = cls
+    _trace_plans.set_tensor_class(cls)
     for ns in _NAMESPACES:
         ns["_T"] = cls
         ns["_blank"] = cls._blank
@@ -327,7 +329,7 @@ def planned_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
                     break   # the tape records it
             key.append(x.shape)
             key.append(x.dtype)
-            key.append(x.device)
+            key.append(x.device.dev_ptr)
         else:
             key[0] = freeze_params(params) if params else ()
             key = tuple(key)
@@ -355,6 +357,57 @@ def planned_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
             learned(table, key, tok[0], out, inputs, tok[1])
             return out
     return ordinary(opdef, inputs, params)
+
+
+_OP_TRACES: dict[str, _Table] = {}   # op name -> its graph-mode table
+
+
+def traced_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
+    """:func:`planned_apply`'s graph-mode twin: an op call from the layers above (``c``: the
+    current context, graph mode without check mode or a capture) appends its one record from a
+    trace plan keyed by the op, its parameters, each input's shape, dtype and device and the matmul
+    precision, without the op's inference or ``record``; ``ordinary`` records it the ordinary way."""
+    key = [None, c.precision]
+    grad = taped = False
+    try:
+        for x in inputs:
+            if x.requires_grad:
+                if not grad:
+                    grad, taped = True, _enabled.get()
+                if taped:
+                    break   # the tape records it
+            key.append(x.shape)
+            key.append(x.dtype)
+            key.append(x.device.dev_ptr)
+        else:
+            key[0] = freeze_params(params) if params else ()
+            key = tuple(key)
+            table = _OP_TRACES.get(opdef.name) or _op_trace_table(opdef.name)
+            e = table.entries.get(key)
+    except (AttributeError, TypeError):   # not a tensor (the ordinary path says so), an unhashable parameter
+        taped = True
+    if taped:   # (outside the try: an error of the ordinary path itself is never caught here)
+        return ordinary(opdef, inputs, params)
+    if e:
+        out = run_trace_plan(e, inputs, _STATE["tensor"]._blank, c)
+        if out is not None:
+            return out
+    elif e is None or (e is not False and due(e)):
+        tok = begin_trace(inputs)
+        if tok is not None:
+            try:
+                out = ordinary(opdef, inputs, params)
+            except BaseException:
+                abort_tracing(tok[0])
+                raise
+            traced(table, key, tok, out, inputs)
+            return out
+    return ordinary(opdef, inputs, params)
+
+
+def _op_trace_table(name: str) -> _Table:
+    table = _OP_TRACES[name] = _Table("op:" + name + " (graph mode)")
+    return table
 
 
 # ---------------------------------------------------------------------- generated entry points
