@@ -313,3 +313,29 @@ def test_switched_off_records_the_ordinary_way():
             a + b
         assert hits() == h
         ENGINE.discard()
+
+
+def test_one_tensor_at_two_places_is_part_of_the_key():
+    """A plan learned from ``t * t`` (one tensor twice) is not used for ``g * d`` (two tensors)."""
+    x = gg.tensor([1.0, 2.0], requires_grad=True)
+    with gg.graph_mode(True):
+        with gg.no_grad():
+            for _ in range(3):
+                x * x   # the entry point's plan and the mul op's
+        y = x * 3
+        d = y.detach()
+        (y * d).sum().backward()   # backward's muls: g * d and g * y, distinct tensors
+    assert x.grad.tolist() == [9.0, 18.0]
+
+
+def test_an_alias_of_a_pending_value_is_never_read_by_place():
+    """``y * y.detach()``: two tensors of one pending value; a plan learned there must not make a
+    later call with two different tensors read the first one twice."""
+    a, b = gg.tensor([1.0, 2.0]), gg.tensor([3.0, 5.0])
+    with gg.graph_mode(True):
+        for _ in range(3):
+            y = a * 1.0
+            y * y.detach()
+        p, q = a * 1.0, b * 1.0
+        out = p * q
+    assert out.tolist() == [3.0, 10.0]

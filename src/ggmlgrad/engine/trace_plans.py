@@ -303,18 +303,23 @@ def end_tracing(token, out, args: tuple) -> TracePlan | None:
 
 def _arg_of(x, args: tuple, start: int, epoch: int) -> int | None:
     """A record input as a trace reference: the call argument it is (its position), or ``-1 - k``
-    for record ``k`` of the call; None when it is neither."""
+    for record ``k`` of the call; None when it is neither, or when distinct arguments hold it (a
+    tensor and its ``detach()`` alias of one pending value: no key tells which one a later call's
+    record reads)."""
     if type(x) is int:
         if x >= start:
             return -1 - (x - start)
-        for i, a in enumerate(args):   # a pending argument recorded before the call
-            if getattr(a, "_status", None) == PENDING and a._epoch == epoch and a._node == -1 - x:
-                return i
+        found = [i for i, a in enumerate(args)   # a pending argument recorded before the call
+                 if getattr(a, "_status", None) == PENDING and a._epoch == epoch and a._node == -1 - x]
+    else:
+        found = [i for i, a in enumerate(args) if a is x]
+    if not found:
         return None
-    for i, a in enumerate(args):
-        if a is x:
-            return i
-    return None
+    first = args[found[0]]
+    for i in found[1:]:
+        if args[i] is not first:
+            return None
+    return found[0]   # (one object at several places: the call's key says which places are that object)
 
 
 def _numel(shape: tuple) -> int:

@@ -381,6 +381,8 @@ def traced_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
             key.append(x.device.dev_ptr)
         else:
             key[0] = freeze_params(params) if params else ()
+            if len(inputs) > 1:   # which inputs are one tensor (a plan reads its arguments by place)
+                key.append(_same_inputs(inputs))
             key = tuple(key)
             table = _OP_TRACES.get(opdef.name) or _op_trace_table(opdef.name)
             e = table.entries.get(key)
@@ -403,6 +405,14 @@ def traced_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
             traced(table, key, tok, out, inputs)
             return out
     return ordinary(opdef, inputs, params)
+
+
+def _same_inputs(inputs: tuple):
+    """Which of an op call's inputs are the same tensor: a bool for two, else per input the place
+    of its first occurrence."""
+    if len(inputs) == 2:
+        return inputs[0] is inputs[1]
+    return tuple([next(j for j, y in enumerate(inputs) if y is x) for x in inputs])
 
 
 def _op_trace_table(name: str) -> _Table:
