@@ -656,6 +656,216 @@ static PyTypeObject PointerTableType = {
     .tp_new = PyType_GenericNew,
 };
 
+
+/* ------------------------------------------------------------------ graph-mode trace plans */
+/* trace_append(queue, record, args, device, numel, label): a graph-mode trace plan's one record
+ * appended to ``queue`` as engine/trace_plans.py's Python loop appends it (the record, the plan key's
+ * header and inputs, the label) with its result made as Tensor._blank makes one and marked pending;
+ * returns the result, or None having changed nothing when an input is not a plain tensor the key
+ * has seen (a view, a new leaf, a failed or foreign one) or the queue has no plan key: the Python
+ * path then appends it. ``record``: (build, params, shape, dtype, prec, label, header, refs). */
+enum { T_SHAPE, T_DTYPE, T_DEVICE, T_NUMEL, T_STORAGE, T_NODE, T_EPOCH, T_STATUS, T_LEAF, T_LEAF_EPOCH, T_ERROR,
+       T_RG, T_GRAD, T_GRADFN, T_VCELL, T_RETAINS, T_COUNT };
+static const char *TENSOR_SLOTS[T_COUNT] = {"shape", "dtype", "device", "numel_", "_storage", "_node", "_epoch",
+    "_status", "_leaf", "_leaf_epoch", "_error", "requires_grad", "grad", "grad_fn", "_vcell", "_retains_grad"};
+static Slot tslots[T_COUNT];
+static PyTypeObject *g_tensor_type = NULL;
+static PyObject *s_lazy, *s_sig, *s_sig_slot, *s_epoch, *s_labels;
+
+static PyObject *mod_configure_trace(PyObject *mod, PyObject *cls) {
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "configure_trace(tensor_class)");
+        return NULL;
+    }
+    for (int i = 0; i < T_COUNT; i++) {
+        if (slot_init(&tslots[i], cls, TENSOR_SLOTS[i]) < 0)
+            return NULL;
+        if (tslots[i].descr == NULL) {
+            PyErr_Format(PyExc_TypeError, "configure_trace: %s is not a writable slot of the tensor class",
+                         TENSOR_SLOTS[i]);
+            return NULL;
+        }
+    }
+    Py_INCREF(cls);
+    Py_XSETREF(g_tensor_type, (PyTypeObject *)cls);
+    Py_RETURN_NONE;
+}
+
+/* obj's slot ``i`` as a borrowed reference, or NULL (no error set) when obj's class does not read
+ * it through the tensor class's member (a property of a subclass) or it is unset. */
+static inline PyObject *tslot(PyObject *obj, int i) {
+    if (_PyType_Lookup(Py_TYPE(obj), tslots[i].name) != tslots[i].descr)
+        return NULL;
+    return *(PyObject **)((char *)obj + tslots[i].offset);
+}
+
+static inline void tset(PyObject *obj, int i, PyObject *v) {   /* steals v; obj's slot is empty */
+    *(PyObject **)((char *)obj + tslots[i].offset) = v;
+}
+
+static PyObject *do_trace_append(PyObject *q, PyObject *one, PyObject *cargs, PyObject *device, PyObject *numel,
+                                 PyObject *label) {
+    if (!PyTuple_CheckExact(one) || PyTuple_GET_SIZE(one) != 8 || !PyTuple_CheckExact(cargs) ||
+        !PyTuple_CheckExact(PyTuple_GET_ITEM(one, 6)) || !PyTuple_CheckExact(PyTuple_GET_ITEM(one, 7))) {
+        PyErr_SetString(PyExc_TypeError, "trace_append: a record tuple of 8 and an argument tuple");
+        return NULL;
+    }
+    PyObject *header = PyTuple_GET_ITEM(one, 6), *refs = PyTuple_GET_ITEM(one, 7);
+    Py_ssize_t n = PyTuple_GET_SIZE(refs), nh = PyTuple_GET_SIZE(header);
+    PyObject *lazy = NULL, *sig = NULL, *slot_of = NULL, *epoch = NULL, *labels = NULL;
+    PyObject *rec = NULL, *keys = NULL, *out = NULL, *result = NULL;
+    lazy = PyObject_GetAttr(q, s_lazy);
+    sig = lazy ? PyObject_GetAttr(q, s_sig) : NULL;
+    if (sig == NULL)
+        goto done;
+    if (!PyList_CheckExact(sig) || !PyList_CheckExact(lazy)) {   /* no plan key: the Python path */
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    slot_of = PyObject_GetAttr(q, s_sig_slot);
+    epoch = slot_of ? PyObject_GetAttr(q, s_epoch) : NULL;
+    labels = epoch ? PyObject_GetAttr(q, s_labels) : NULL;
+    if (labels == NULL)
+        goto done;
+    if (!PyDict_CheckExact(slot_of) || !PyList_CheckExact(labels)) {
+        PyErr_SetString(PyExc_TypeError, "trace_append: not a record queue");
+        goto done;
+    }
+    rec = PyTuple_New(6 + n);
+    keys = PyTuple_New(n);   /* the plan key's entry per input */
+    if (rec == NULL || keys == NULL)
+        goto done;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t r = PyLong_AsSsize_t(PyTuple_GET_ITEM(refs, k));
+        if (r < 0 || r >= PyTuple_GET_SIZE(cargs)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "trace_append: an input reference out of range");
+            goto done;
+        }
+        PyObject *x = PyTuple_GET_ITEM(cargs, r);
+        PyObject **dp = _PyObject_GetDictPtr(x);
+        if (dp != NULL && *dp != NULL && PyDict_GET_SIZE(*dp) != 0)
+            goto not_handled;   /* a view (its layout), or attributes of its own */
+        PyObject *st = tslot(x, T_STATUS);
+        if (st == NULL || !PyLong_CheckExact(st))
+            goto not_handled;
+        long status = PyLong_AsLong(st);
+        if (status == 0) {   /* COMPUTED: a leaf the key has a slot for */
+            PyObject *id = PyLong_FromVoidPtr(x);
+            if (id == NULL)
+                goto done;
+            PyObject *s = PyDict_GetItemWithError(slot_of, id);
+            Py_DECREF(id);
+            if (s == NULL) {
+                if (PyErr_Occurred())
+                    goto done;
+                goto not_handled;   /* a new leaf: the Python path gives it its slot */
+            }
+            Py_ssize_t slot = PyLong_AsSsize_t(s);
+            if (slot == -1 && PyErr_Occurred())
+                goto done;
+            PyObject *key = PyLong_FromSsize_t(-1 - slot);
+            if (key == NULL)
+                goto done;
+            Py_INCREF(x);
+            PyTuple_SET_ITEM(rec, 6 + k, x);
+            PyTuple_SET_ITEM(keys, k, key);
+        } else if (status == 1) {   /* PENDING: a lazy result of this queue */
+            PyObject *xe = tslot(x, T_EPOCH), *xn = tslot(x, T_NODE);
+            if (xe == NULL || xn == NULL)
+                goto not_handled;
+            int same = PyObject_RichCompareBool(xe, epoch, Py_EQ);
+            if (same < 0)
+                goto done;
+            Py_ssize_t node = PyLong_AsSsize_t(xn);
+            if (node == -1 && PyErr_Occurred())
+                goto done;
+            if (!same || node >= 0)
+                goto not_handled;
+            PyObject *p = PyLong_FromSsize_t(-1 - node);
+            if (p == NULL)
+                goto done;
+            Py_INCREF(p);
+            PyTuple_SET_ITEM(rec, 6 + k, p);
+            PyTuple_SET_ITEM(keys, k, p);
+        } else {
+            goto not_handled;
+        }
+    }
+    /* Every input resolved: make the result (Tensor._blank's fields, then pending) and commit. */
+    out = g_tensor_type->tp_alloc(g_tensor_type, 0);
+    if (out == NULL)
+        goto done;
+    PyObject *vcell = PyList_New(1);
+    PyObject *node = PyLong_FromSsize_t(-1 - PyList_GET_SIZE(lazy));
+    PyObject *pending = PyLong_FromLong(1), *zero = PyLong_FromLong(0), *minus_one = PyLong_FromLong(-1);
+    if (vcell == NULL || node == NULL || pending == NULL || zero == NULL || minus_one == NULL) {
+        Py_XDECREF(vcell); Py_XDECREF(node); Py_XDECREF(pending); Py_XDECREF(zero); Py_XDECREF(minus_one);
+        goto done;
+    }
+    Py_INCREF(zero);
+    PyList_SET_ITEM(vcell, 0, zero);
+    PyObject *shape = PyTuple_GET_ITEM(one, 2), *dtype = PyTuple_GET_ITEM(one, 3);
+    Py_INCREF(shape); tset(out, T_SHAPE, shape);
+    Py_INCREF(dtype); tset(out, T_DTYPE, dtype);
+    Py_INCREF(device); tset(out, T_DEVICE, device);
+    Py_INCREF(numel); tset(out, T_NUMEL, numel);
+    Py_INCREF(Py_None); tset(out, T_STORAGE, Py_None);
+    tset(out, T_NODE, node);
+    Py_INCREF(epoch); tset(out, T_EPOCH, epoch);
+    tset(out, T_STATUS, pending);
+    tset(out, T_LEAF, zero);
+    tset(out, T_LEAF_EPOCH, minus_one);
+    Py_INCREF(Py_None); tset(out, T_ERROR, Py_None);
+    Py_INCREF(Py_False); tset(out, T_RG, Py_False);
+    Py_INCREF(Py_None); tset(out, T_GRAD, Py_None);
+    Py_INCREF(Py_None); tset(out, T_GRADFN, Py_None);
+    tset(out, T_VCELL, vcell);
+    Py_INCREF(Py_False); tset(out, T_RETAINS, Py_False);
+    PyObject *ref = PyWeakref_NewRef(out, NULL);
+    if (ref == NULL)
+        goto done;
+    for (int i = 0; i < 5; i++) {
+        PyObject *v = PyTuple_GET_ITEM(one, i);
+        Py_INCREF(v);
+        PyTuple_SET_ITEM(rec, i, v);
+    }
+    PyTuple_SET_ITEM(rec, 5, ref);
+    if (PyList_Append(lazy, rec) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < nh; i++)
+        if (PyList_Append(sig, PyTuple_GET_ITEM(header, i)) < 0)
+            goto done;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (PyList_Append(sig, PyTuple_GET_ITEM(keys, k)) < 0)
+            goto done;
+    if (PyList_Append(labels, label) < 0)
+        goto done;
+    result = out;
+    out = NULL;
+    goto done;
+not_handled:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_XDECREF(lazy); Py_XDECREF(sig); Py_XDECREF(slot_of); Py_XDECREF(epoch); Py_XDECREF(labels);
+    Py_XDECREF(rec); Py_XDECREF(keys); Py_XDECREF(out);
+    return result;
+}
+
+static PyObject *mod_trace_append(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "trace_append(queue, record, args, device, numel, label)");
+        return NULL;
+    }
+    if (g_tensor_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "ggmlgrad accelerator: configure_trace() was not called");
+        return NULL;
+    }
+    return do_trace_append(args[0], args[1], args[2], args[3], args[4], args[5]);
+}
+
 /* ------------------------------------------------------------------ module */
 static PyObject *mod_configure(PyObject *mod, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"compute", "data_offset", "buffer_offset", "storage", "failed", "spare_bytes",
@@ -717,6 +927,10 @@ static PyObject *mod_planned_runs(PyObject *mod, PyObject *unused) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"configure_trace", (PyCFunction)mod_configure_trace, METH_O,
+     "configure_trace(tensor_class): the class trace_append makes results of (its slots are written directly)"},
+    {"trace_append", (PyCFunction)(void (*)(void))mod_trace_append, METH_FASTCALL,
+     "trace_append(queue, record, args, device, numel, label) -> the result, or None (the Python path)"},
     {"planned_runs", (PyCFunction)mod_planned_runs, METH_NOARGS,
      "planned_runs() -> how many plan computes compute_planned made (for tests)"},
     {"configure", (PyCFunction)(void (*)(void))mod_configure, METH_VARARGS | METH_KEYWORDS,
@@ -737,6 +951,13 @@ PyMODINIT_FUNC PyInit__accel(void) {
     s_spare = PyUnicode_InternFromString("spare");
     s_threads = PyUnicode_InternFromString("threads");
     s_last_accelerated = PyUnicode_InternFromString("last_accelerated");
+    s_lazy = PyUnicode_InternFromString("lazy");
+    s_sig = PyUnicode_InternFromString("_sig");
+    s_sig_slot = PyUnicode_InternFromString("_sig_slot");
+    s_epoch = PyUnicode_InternFromString("epoch");
+    s_labels = PyUnicode_InternFromString("labels");
+    if (!s_lazy || !s_sig || !s_sig_slot || !s_epoch || !s_labels)
+        return NULL;
     if (slot_init(&slot_data, NULL, "data") < 0 || slot_init(&slot_buffer, NULL, "buffer") < 0 ||
         slot_init(&slot_storage, NULL, "_storage") < 0)
         return NULL;

@@ -49,6 +49,8 @@ from typing import Callable
 
 from ..engine.call_plans import CallPlan, abort_learning, begin_learning, end_learning, run_call_plan
 from ..engine.context import current
+from ..engine import trace_plans as _trace_plans
+from ..engine.trace_plans import abort_tracing, begin_tracing, end_tracing, run_trace_plan
 from ..engine.plans import freeze_params
 from ..ops.reduce import axis_first_args, dim_first_args, var_args
 from .grad_mode import _enabled
@@ -115,6 +117,7 @@ def register_tensor_type(cls: type) -> None:
 def set_tensor_class(cls: type) -> None:
     """Called once the Tensor class exists (the generated surfaces are made before it)."""
     _STATE["tensor"] = cls
+    _trace_plans.set_tensor_class(cls)
     for ns in _NAMESPACES:
         ns["_T"] = cls
         ns["_blank"] = cls._blank
@@ -268,6 +271,34 @@ def begin(args: tuple):
     return token, _versions(args)
 
 
+def begin_trace(args: tuple):
+    """(tracing token, the leading arguments' versions) for a graph-mode call, or None."""
+    token = begin_tracing()
+    if token is None:
+        return None
+    return token, _versions(args)
+
+
+def traced(table: _Table, key, tok, out, args: tuple) -> None:
+    """End the tracing of one graph-mode call: store its trace plan when it qualifies (a plain
+    result, arguments not written, the records the engine's learning accepts), else count the failure."""
+    plan = None
+    if _NO not in key:
+        T = _STATE["tensor"]
+        plain = type(out) is T and not out.requires_grad and out.grad_fn is None and not out.__dict__
+        if plain and _versions(args) == tok[1]:
+            plan = end_tracing(tok[0], out, args)
+        else:
+            abort_tracing(tok[0])
+    else:
+        abort_tracing(tok[0])
+    if plan is None:
+        table.failed(key)
+    else:
+        table.attempts.pop(key, None)
+        table.put(key, plan)
+
+
 # ---------------------------------------------------------------------- op calls (``op.<name>(...)``)
 _OP_TABLES: dict[str, _Table] = {}   # op name -> its table (OpDef, a dataclass, is not hashable)
 
@@ -298,7 +329,7 @@ def planned_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
                     break   # the tape records it
             key.append(x.shape)
             key.append(x.dtype)
-            key.append(x.device)
+            key.append(x.device.dev_ptr)
         else:
             key[0] = freeze_params(params) if params else ()
             key = tuple(key)
@@ -328,12 +359,74 @@ def planned_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
     return ordinary(opdef, inputs, params)
 
 
+_OP_TRACES: dict[str, _Table] = {}   # op name -> its graph-mode table
+
+
+def traced_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
+    """:func:`planned_apply`'s graph-mode twin: an op call from the layers above (``c``: the
+    current context, graph mode without check mode or a capture) appends its one record from a
+    trace plan keyed by the op, its parameters, each input's shape, dtype and device and the matmul
+    precision, without the op's inference or ``record``; ``ordinary`` records it the ordinary way."""
+    key = [None, c.precision]
+    grad = taped = False
+    try:
+        for x in inputs:
+            if x.requires_grad:
+                if not grad:
+                    grad, taped = True, _enabled.get()
+                if taped:
+                    break   # the tape records it
+            key.append(x.shape)
+            key.append(x.dtype)
+            key.append(x.device.dev_ptr)
+        else:
+            key[0] = freeze_params(params) if params else ()
+            if len(inputs) > 1:   # which inputs are one tensor (a plan reads its arguments by place)
+                key.append(_same_inputs(inputs))
+            key = tuple(key)
+            table = _OP_TRACES.get(opdef.name) or _op_trace_table(opdef.name)
+            e = table.entries.get(key)
+    except (AttributeError, TypeError):   # not a tensor (the ordinary path says so), an unhashable parameter
+        taped = True
+    if taped:   # (outside the try: an error of the ordinary path itself is never caught here)
+        return ordinary(opdef, inputs, params)
+    if e:
+        out = run_trace_plan(e, inputs, _STATE["tensor"]._blank, c)
+        if out is not None:
+            return out
+    elif e is None or (e is not False and due(e)):
+        tok = begin_trace(inputs)
+        if tok is not None:
+            try:
+                out = ordinary(opdef, inputs, params)
+            except BaseException:
+                abort_tracing(tok[0])
+                raise
+            traced(table, key, tok, out, inputs)
+            return out
+    return ordinary(opdef, inputs, params)
+
+
+def _same_inputs(inputs: tuple):
+    """Which of an op call's inputs are the same tensor: a bool for two, else per input the place
+    of its first occurrence."""
+    if len(inputs) == 2:
+        return inputs[0] is inputs[1]
+    return tuple([next(j for j, y in enumerate(inputs) if y is x) for x in inputs])
+
+
+def _op_trace_table(name: str) -> _Table:
+    table = _OP_TRACES[name] = _Table("op:" + name + " (graph mode)")
+    return table
+
+
 # ---------------------------------------------------------------------- generated entry points
 def _namespace(extra: dict) -> dict:
     T = _STATE["tensor"]
     ns = {"_ON": _STATE["on"], "_T": T, "_TT": frozenset(_TENSOR_TYPES), "_blank": T._blank if T else None,
           "_v": value_key, "_D": _DEFAULT, "_run": run_call_plan, "_stale": stale, "_begin": begin,
-          "_abort": abort_learning, "_learned": learned, "_due": due, "_grad": _enabled.get, "_ctx": current, **extra}
+          "_abort": abort_learning, "_learned": learned, "_due": due, "_grad": _enabled.get, "_ctx": current,
+          "_trace": run_trace_plan, "_tbegin": begin_trace, "_tabort": abort_tracing, "_traced": traced, **extra}
     _NAMESPACES.append(ns)
     return ns
 
@@ -400,35 +493,52 @@ def plan_source(params: list[inspect.Parameter], tensor_first: bool, body: Calla
     # call autograd records (an input requires grad, grad mode on) before any key is made.
     src = (f"if {guard}:\n"
            f"    __c = _ctx()\n"
-           f"    if not __c.graph and __c.observer is None:\n"
+           f"    if __c.observer is None and not (__c.graph and __c.check):\n"
            f"{_indent(read, 8)}"
            f"        if not ({taped}):\n"
            f"            __key = {key}\n"
            f"            __args = {args}\n"
-           f"            __e = _E.entries.get(__key)\n"
-           f"            if __e:\n"
-           f"                __out = _run(__e, __args, _blank, __c)\n"
-           f"                if __out is not None:\n"
-           f"                    return __out\n"
-           f"                __learn = _stale(__e)\n"
+           f"            if __c.graph:\n"
+           f"                __e = _G.entries.get(__key)\n"
+           f"                if __e:\n"
+           f"                    __out = _trace(__e, __args, _blank, __c)\n"
+           f"                    if __out is not None:\n"
+           f"                        return __out\n"
+           f"                elif __e is None or (__e is not False and _due(__e)):\n"
+           f"                    __tok = _tbegin(__args)\n"
+           f"                    if __tok is not None:\n"
+           f"                        try:\n"
+           f"{_indent(learn_body, 28)}"
+           f"                        except BaseException:\n"
+           f"                            _tabort(__tok[0])\n"
+           f"                            raise\n"
+           f"                        _traced(_G, __key, __tok, __out, __args)\n"
+           f"                        return __out\n"
            f"            else:\n"
-           f"                __learn = __e is None or (__e is not False and _due(__e))\n"
-           f"            if __learn:\n"
-           f"                __tok = _begin(__args)\n"
-           f"                if __tok is not None:\n"
-           f"                    try:\n"
-           f"{_indent(learn_body, 24)}"
-           f"                    except BaseException:\n"
-           f"                        _abort(__tok[0])\n"
-           f"                        raise\n"
-           f"                    _learned(_E, __key, __tok[0], __out, __args, __tok[1])\n"
-           f"                    return __out\n")
+           f"                __e = _E.entries.get(__key)\n"
+           f"                if __e:\n"
+           f"                    __out = _run(__e, __args, _blank, __c)\n"
+           f"                    if __out is not None:\n"
+           f"                        return __out\n"
+           f"                    __learn = _stale(__e)\n"
+           f"                else:\n"
+           f"                    __learn = __e is None or (__e is not False and _due(__e))\n"
+           f"                if __learn:\n"
+           f"                    __tok = _begin(__args)\n"
+           f"                    if __tok is not None:\n"
+           f"                        try:\n"
+           f"{_indent(learn_body, 28)}"
+           f"                        except BaseException:\n"
+           f"                            _abort(__tok[0])\n"
+           f"                            raise\n"
+           f"                        _learned(_E, __key, __tok[0], __out, __args, __tok[1])\n"
+           f"                        return __out\n")
     return src + body("return ")
 
 
 def surface_namespace(name: str, extra: dict) -> dict:
     """The globals of a generated op surface with call plans (its table is ``_E``)."""
-    return _namespace({"_E": _Table(name), **extra})
+    return _namespace({"_E": _Table(name), "_G": _Table(name + " (graph mode)"), **extra})
 
 
 def plannable(fn: Callable) -> bool:
@@ -463,7 +573,7 @@ def wrap(fn: Callable, name: str, compile_function: Callable) -> Callable:
     call_expr = f"_fn({call})"
     body = plan_source(params, False, lambda target: f"{target}{call_expr}\n")
     source = f"def {name}({sig[2:]}):\n{_indent(body, 4)}"
-    ns = _namespace({"_E": _Table(name), "_fn": fn, **defaults})
+    ns = _namespace({"_E": _Table(name), "_G": _Table(name + " (graph mode)"), "_fn": fn, **defaults})
     wrapper = compile_function(source, name, ns, f"call plan {name}")
     wrapper.__doc__ = fn.__doc__
     wrapper.__module__ = fn.__module__
