@@ -657,9 +657,9 @@ static PyTypeObject PointerTableType = {
 };
 
 
-/* ------------------------------------------------------------------ graph-mode trace plans */
-/* trace_append(queue, record, args, device, numel, label): a graph-mode trace plan's one record
- * appended to ``queue`` as engine/trace_plans.py's Python loop appends it (the record, the plan key's
+/* ------------------------------------------------------------------ graph-mode call plans */
+/* graph_append(queue, record, args, device, numel, label): a graph call plan's one record
+ * appended to ``queue`` as engine/graph_call_plans.py's Python loop appends it (the record, the plan key's
  * header and inputs, the label) with its result made as Tensor._blank makes one and marked pending;
  * returns the result, or None having changed nothing when an input is not a plain tensor the key
  * has seen (a view, a new leaf, a failed or foreign one) or the queue has no plan key: the Python
@@ -672,16 +672,16 @@ static Slot tslots[T_COUNT];
 static PyTypeObject *g_tensor_type = NULL;
 static PyObject *s_lazy, *s_sig, *s_sig_slot, *s_epoch, *s_labels;
 
-static PyObject *mod_configure_trace(PyObject *mod, PyObject *cls) {
+static PyObject *mod_configure_graph_append(PyObject *mod, PyObject *cls) {
     if (!PyType_Check(cls)) {
-        PyErr_SetString(PyExc_TypeError, "configure_trace(tensor_class)");
+        PyErr_SetString(PyExc_TypeError, "configure_graph_append(tensor_class)");
         return NULL;
     }
     for (int i = 0; i < T_COUNT; i++) {
         if (slot_init(&tslots[i], cls, TENSOR_SLOTS[i]) < 0)
             return NULL;
         if (tslots[i].descr == NULL) {
-            PyErr_Format(PyExc_TypeError, "configure_trace: %s is not a writable slot of the tensor class",
+            PyErr_Format(PyExc_TypeError, "configure_graph_append: %s is not a writable slot of the tensor class",
                          TENSOR_SLOTS[i]);
             return NULL;
         }
@@ -703,11 +703,11 @@ static inline void tset(PyObject *obj, int i, PyObject *v) {   /* steals v; obj'
     *(PyObject **)((char *)obj + tslots[i].offset) = v;
 }
 
-static PyObject *do_trace_append(PyObject *q, PyObject *one, PyObject *cargs, PyObject *device, PyObject *numel,
+static PyObject *do_graph_append(PyObject *q, PyObject *one, PyObject *cargs, PyObject *device, PyObject *numel,
                                  PyObject *label) {
     if (!PyTuple_CheckExact(one) || PyTuple_GET_SIZE(one) != 8 || !PyTuple_CheckExact(cargs) ||
         !PyTuple_CheckExact(PyTuple_GET_ITEM(one, 6)) || !PyTuple_CheckExact(PyTuple_GET_ITEM(one, 7))) {
-        PyErr_SetString(PyExc_TypeError, "trace_append: a record tuple of 8 and an argument tuple");
+        PyErr_SetString(PyExc_TypeError, "graph_append: a record tuple of 8 and an argument tuple");
         return NULL;
     }
     PyObject *header = PyTuple_GET_ITEM(one, 6), *refs = PyTuple_GET_ITEM(one, 7);
@@ -729,7 +729,7 @@ static PyObject *do_trace_append(PyObject *q, PyObject *one, PyObject *cargs, Py
     if (labels == NULL)
         goto done;
     if (!PyDict_CheckExact(slot_of) || !PyList_CheckExact(labels)) {
-        PyErr_SetString(PyExc_TypeError, "trace_append: not a record queue");
+        PyErr_SetString(PyExc_TypeError, "graph_append: not a record queue");
         goto done;
     }
     rec = PyTuple_New(6 + n);
@@ -740,7 +740,7 @@ static PyObject *do_trace_append(PyObject *q, PyObject *one, PyObject *cargs, Py
         Py_ssize_t r = PyLong_AsSsize_t(PyTuple_GET_ITEM(refs, k));
         if (r < 0 || r >= PyTuple_GET_SIZE(cargs)) {
             if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "trace_append: an input reference out of range");
+                PyErr_SetString(PyExc_ValueError, "graph_append: an input reference out of range");
             goto done;
         }
         PyObject *x = PyTuple_GET_ITEM(cargs, r);
@@ -854,16 +854,16 @@ done:
     return result;
 }
 
-static PyObject *mod_trace_append(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *mod_graph_append(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "trace_append(queue, record, args, device, numel, label)");
+        PyErr_SetString(PyExc_TypeError, "graph_append(queue, record, args, device, numel, label)");
         return NULL;
     }
     if (g_tensor_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "ggmlgrad accelerator: configure_trace() was not called");
+        PyErr_SetString(PyExc_RuntimeError, "ggmlgrad accelerator: configure_graph_append() was not called");
         return NULL;
     }
-    return do_trace_append(args[0], args[1], args[2], args[3], args[4], args[5]);
+    return do_graph_append(args[0], args[1], args[2], args[3], args[4], args[5]);
 }
 
 /* ------------------------------------------------------------------ module */
@@ -927,10 +927,10 @@ static PyObject *mod_planned_runs(PyObject *mod, PyObject *unused) {
 }
 
 static PyMethodDef module_methods[] = {
-    {"configure_trace", (PyCFunction)mod_configure_trace, METH_O,
-     "configure_trace(tensor_class): the class trace_append makes results of (its slots are written directly)"},
-    {"trace_append", (PyCFunction)(void (*)(void))mod_trace_append, METH_FASTCALL,
-     "trace_append(queue, record, args, device, numel, label) -> the result, or None (the Python path)"},
+    {"configure_graph_append", (PyCFunction)mod_configure_graph_append, METH_O,
+     "configure_graph_append(tensor_class): the class graph_append makes results of (its slots are written directly)"},
+    {"graph_append", (PyCFunction)(void (*)(void))mod_graph_append, METH_FASTCALL,
+     "graph_append(queue, record, args, device, numel, label) -> the result, or None (the Python path)"},
     {"planned_runs", (PyCFunction)mod_planned_runs, METH_NOARGS,
      "planned_runs() -> how many plan computes compute_planned made (for tests)"},
     {"configure", (PyCFunction)(void (*)(void))mod_configure, METH_VARARGS | METH_KEYWORDS,

@@ -31,7 +31,7 @@ class _Counters:
         self.nodes = deque(maxlen=1000)  # graph node counts of the last computes
         self.failed = 0
         self.call_plan_hits = 0          # eager calls computed by their call plan (tensor/call_plans.py)
-        self.trace_plan_hits = 0         # graph-mode calls recorded by their trace plan (engine/trace_plans.py)
+        self.graph_call_plan_hits = 0         # graph-mode calls recorded by their graph call plan (engine/graph_call_plans.py)
 
     def compute(self, site: str, n_nodes: int) -> None:
         self.computes[site] += 1
@@ -51,7 +51,7 @@ class _Counters:
             "last_graph_nodes": self.nodes[-1] if self.nodes else 0,
             "failed_drains": self.failed,
             "call_plan_hits": self.call_plan_hits,
-            "trace_plan_hits": self.trace_plan_hits,
+            "graph_call_plan_hits": self.graph_call_plan_hits,
         }
 
 

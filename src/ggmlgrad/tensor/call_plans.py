@@ -1,4 +1,5 @@
-"""Eager call plans: a repeated eager call runs its op plan straight from its signature.
+"""Call plans: a repeated eager call runs its op plan straight from its signature, and a repeated
+graph-mode call appends its records straight from its signature.
 
 An eager ``a + b`` goes through the front end (scalar, int32 and bool dispatch), the op's
 inference, the tensor's creation, the record, the drain's op-plan key and the plan's run. When
@@ -26,7 +27,14 @@ front ends: arithmetic, comparisons, matmul, clamp, ...) look their call's signa
   (``Tensor._blank``), the same counters (drains, computes, node counts; plus ``call_plan_hits``),
   the same compute (``Drainer.run``) and failure route as the drain of the op's record.
 
-``GGMLGRAD_CALL_PLANS=0`` turns them off (every call the ordinary way); :func:`set_enabled` too.
+**Graph mode** (``engine/graph_call_plans.py``): the same entry points, and op calls from the layers
+above (:func:`graph_planned_apply`), keep a second table of graph call plans under the same keys. A call
+that appended records and nothing else, whose result is its last record's, is learned as those
+records (each input the argument it read, or an earlier record of the call); a hit appends them
+again with a new result tensor, without the front end or the ops' inference, and counts
+``graph_call_plan_hits``. Check mode and captures record the ordinary way.
+
+``GGMLGRAD_CALL_PLANS=0`` turns both off (every call the ordinary way); :func:`set_enabled` too.
 A front end may take part only when its result follows from its arguments and the state above
 alone: no random draws, no host reads of values, no warnings (``public(call_plan=True)`` says so).
 
@@ -49,8 +57,8 @@ from typing import Callable
 
 from ..engine.call_plans import CallPlan, abort_learning, begin_learning, end_learning, run_call_plan
 from ..engine.context import current
-from ..engine import trace_plans as _trace_plans
-from ..engine.trace_plans import abort_tracing, begin_tracing, end_tracing, run_trace_plan
+from ..engine import graph_call_plans as _graph_call_plans
+from ..engine.graph_call_plans import abort_watching, begin_watching, end_watching, run_graph_call_plan
 from ..engine.plans import freeze_params
 from ..ops.reduce import axis_first_args, dim_first_args, var_args
 from .grad_mode import _enabled
@@ -117,7 +125,7 @@ def register_tensor_type(cls: type) -> None:
 def set_tensor_class(cls: type) -> None:
     """Called once the Tensor class exists (the generated surfaces are made before it)."""
     _STATE["tensor"] = cls
-    _trace_plans.set_tensor_class(cls)
+    _graph_call_plans.set_tensor_class(cls)
     for ns in _NAMESPACES:
         ns["_T"] = cls
         ns["_blank"] = cls._blank
@@ -271,27 +279,27 @@ def begin(args: tuple):
     return token, _versions(args)
 
 
-def begin_trace(args: tuple):
-    """(tracing token, the leading arguments' versions) for a graph-mode call, or None."""
-    token = begin_tracing()
+def begin_graph(args: tuple):
+    """(watching token, the leading arguments' versions) for a graph-mode call, or None."""
+    token = begin_watching()
     if token is None:
         return None
     return token, _versions(args)
 
 
-def traced(table: _Table, key, tok, out, args: tuple) -> None:
-    """End the tracing of one graph-mode call: store its trace plan when it qualifies (a plain
+def learned_graph(table: _Table, key, tok, out, args: tuple) -> None:
+    """End the watching of one graph-mode call: store its graph call plan when it qualifies (a plain
     result, arguments not written, the records the engine's learning accepts), else count the failure."""
     plan = None
     if _NO not in key:
         T = _STATE["tensor"]
         plain = type(out) is T and not out.requires_grad and out.grad_fn is None and not out.__dict__
         if plain and _versions(args) == tok[1]:
-            plan = end_tracing(tok[0], out, args)
+            plan = end_watching(tok[0], out, args)
         else:
-            abort_tracing(tok[0])
+            abort_watching(tok[0])
     else:
-        abort_tracing(tok[0])
+        abort_watching(tok[0])
     if plan is None:
         table.failed(key)
     else:
@@ -359,13 +367,13 @@ def planned_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
     return ordinary(opdef, inputs, params)
 
 
-_OP_TRACES: dict[str, _Table] = {}   # op name -> its graph-mode table
+_OP_GRAPH_TABLES: dict[str, _Table] = {}   # op name -> its graph-mode table
 
 
-def traced_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
+def graph_planned_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
     """:func:`planned_apply`'s graph-mode twin: an op call from the layers above (``c``: the
     current context, graph mode without check mode or a capture) appends its one record from a
-    trace plan keyed by the op, its parameters, each input's shape, dtype and device and the matmul
+    graph call plan keyed by the op, its parameters, each input's shape, dtype and device and the matmul
     precision, without the op's inference or ``record``; ``ordinary`` records it the ordinary way."""
     key = [None, c.precision]
     grad = taped = False
@@ -384,25 +392,25 @@ def traced_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
             if len(inputs) > 1:   # which inputs are one tensor (a plan reads its arguments by place)
                 key.append(_same_inputs(inputs))
             key = tuple(key)
-            table = _OP_TRACES.get(opdef.name) or _op_trace_table(opdef.name)
+            table = _OP_GRAPH_TABLES.get(opdef.name) or _op_graph_table(opdef.name)
             e = table.entries.get(key)
     except (AttributeError, TypeError):   # not a tensor (the ordinary path says so), an unhashable parameter
         taped = True
     if taped:   # (outside the try: an error of the ordinary path itself is never caught here)
         return ordinary(opdef, inputs, params)
     if e:
-        out = run_trace_plan(e, inputs, _STATE["tensor"]._blank, c)
+        out = run_graph_call_plan(e, inputs, _STATE["tensor"]._blank, c)
         if out is not None:
             return out
     elif e is None or (e is not False and due(e)):
-        tok = begin_trace(inputs)
+        tok = begin_graph(inputs)
         if tok is not None:
             try:
                 out = ordinary(opdef, inputs, params)
             except BaseException:
-                abort_tracing(tok[0])
+                abort_watching(tok[0])
                 raise
-            traced(table, key, tok, out, inputs)
+            learned_graph(table, key, tok, out, inputs)
             return out
     return ordinary(opdef, inputs, params)
 
@@ -415,8 +423,8 @@ def _same_inputs(inputs: tuple):
     return tuple([next(j for j, y in enumerate(inputs) if y is x) for x in inputs])
 
 
-def _op_trace_table(name: str) -> _Table:
-    table = _OP_TRACES[name] = _Table("op:" + name + " (graph mode)")
+def _op_graph_table(name: str) -> _Table:
+    table = _OP_GRAPH_TABLES[name] = _Table("op:" + name + " (graph mode)")
     return table
 
 
@@ -426,7 +434,7 @@ def _namespace(extra: dict) -> dict:
     ns = {"_ON": _STATE["on"], "_T": T, "_TT": frozenset(_TENSOR_TYPES), "_blank": T._blank if T else None,
           "_v": value_key, "_D": _DEFAULT, "_run": run_call_plan, "_stale": stale, "_begin": begin,
           "_abort": abort_learning, "_learned": learned, "_due": due, "_grad": _enabled.get, "_ctx": current,
-          "_trace": run_trace_plan, "_tbegin": begin_trace, "_tabort": abort_tracing, "_traced": traced, **extra}
+          "_grun": run_graph_call_plan, "_gbegin": begin_graph, "_gabort": abort_watching, "_glearned": learned_graph, **extra}
     _NAMESPACES.append(ns)
     return ns
 
@@ -501,18 +509,18 @@ def plan_source(params: list[inspect.Parameter], tensor_first: bool, body: Calla
            f"            if __c.graph:\n"
            f"                __e = _G.entries.get(__key)\n"
            f"                if __e:\n"
-           f"                    __out = _trace(__e, __args, _blank, __c)\n"
+           f"                    __out = _grun(__e, __args, _blank, __c)\n"
            f"                    if __out is not None:\n"
            f"                        return __out\n"
            f"                elif __e is None or (__e is not False and _due(__e)):\n"
-           f"                    __tok = _tbegin(__args)\n"
+           f"                    __tok = _gbegin(__args)\n"
            f"                    if __tok is not None:\n"
            f"                        try:\n"
            f"{_indent(learn_body, 28)}"
            f"                        except BaseException:\n"
-           f"                            _tabort(__tok[0])\n"
+           f"                            _gabort(__tok[0])\n"
            f"                            raise\n"
-           f"                        _traced(_G, __key, __tok, __out, __args)\n"
+           f"                        _glearned(_G, __key, __tok, __out, __args)\n"
            f"                        return __out\n"
            f"            else:\n"
            f"                __e = _E.entries.get(__key)\n"

@@ -18,7 +18,7 @@ from ..engine.trace_cache import SEGMENT
 from ..engine.records import reset_phase, set_phase
 from ..ops.higher_order import CREATE_GRAPH, DOUBLE_BACKWARD, ZERO_GRADIENT
 from ..ops.registry import OpDef, op
-from .call_plans import _STATE as _PLANS, planned_apply as _planned_apply, traced_apply as _traced_apply
+from .call_plans import _STATE as _PLANS, planned_apply as _planned_apply, graph_planned_apply as _graph_planned_apply
 from .grad_mode import _enabled, is_grad_enabled
 
 
@@ -565,14 +565,14 @@ _Tensor = None  # tensor.py imports this module: the class is looked up once, at
 def apply(opdef: OpDef, inputs: tuple, params: dict):
     """Validate, queue the node, and record it on the tape when an input requires grad. A repeated
     call runs its op plan from its signature in eager mode (``call_plans.planned_apply``) and appends
-    its record from its trace plan in graph mode (``call_plans.traced_apply``)."""
+    its record from its graph call plan in graph mode (``call_plans.graph_planned_apply``)."""
     if inputs and _PLANS["on"]:
         c = _context()
         if c.observer is None and (opdef.differentiable or HIGHER.get() is None):
             if not c.graph:
                 return _planned_apply(opdef, inputs, params, c, _apply)
             if not c.check:
-                return _traced_apply(opdef, inputs, params, c, _apply)
+                return _graph_planned_apply(opdef, inputs, params, c, _apply)
     return _apply(opdef, inputs, params)
 
 

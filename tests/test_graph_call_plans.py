@@ -1,4 +1,4 @@
-"""Graph-mode call plans (engine/trace_plans.py, tensor/call_plans.py; issue 21, recording cost).
+"""Graph-mode call plans (engine/graph_call_plans.py, tensor/call_plans.py; issue 21, recording cost).
 
 A repeated graph-mode call of a planned entry point appends its learned records again, without the
 front end or the ops' inference. These tests check that this changes nothing observable:
@@ -41,7 +41,7 @@ plans = call_plans.switched
 
 
 def hits() -> int:
-    return gg.counters()["trace_plan_hits"]
+    return gg.counters()["graph_call_plan_hits"]
 
 
 def _flat(out) -> list:

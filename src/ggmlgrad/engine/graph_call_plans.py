@@ -3,9 +3,9 @@
 In graph mode a public call (``a + b``, ``x.relu()``, a composite front end; see
 ``tensor/call_plans.py``) appends records to the queue and computes nothing. A repeated call with
 the same signature appends the same records: the same builders, parameters, result shapes and
-dtypes, precision, labels and work, reading the same arguments. A :class:`TracePlan` keeps those
+dtypes, precision, labels and work, reading the same arguments. A :class:`GraphCallPlan` keeps those
 records with each input as the position of the call argument it was, or the record of the same call
-that made it; :func:`run_trace_plan` appends them again, without the front end, the ops' inference
+that made it; :func:`run_graph_call_plan` appends them again, without the front end, the ops' inference
 or their ``record`` calls. The queue and its plan key come out as the ordinary recording leaves them
 (the drain then looks up its plan as always): it is a kind of plan on the one route, the records'
 trace, not a route beside it.
@@ -13,7 +13,7 @@ trace, not a route beside it.
 Only the call's result gets a tensor; the records of intermediates get a dead result reference,
 as the ordinary recording's are once the call returns.
 
-Learning is verified, not guessed (:func:`begin_tracing`, :func:`end_tracing`): a call is planned
+Learning is verified, not guessed (:func:`begin_watching`, :func:`end_watching`): a call is planned
 only when it appended records and nothing else (no drain, compute or transfer, no built node,
 in-place write, update, index check or alias), its result is its last record's and the only one
 still alive, and every record input is a call argument or an earlier record of the call.
@@ -31,32 +31,32 @@ from .plans import freeze_params
 from .queue import ENGINE as _ENGINES
 from .records import REC_INPUTS, REC_REF, _phase_label, user_site
 
-__all__ = ["TracePlan", "run_trace_plan", "begin_tracing", "end_tracing"]
+__all__ = ["GraphCallPlan", "run_graph_call_plan", "begin_watching", "end_watching"]
 
 _THIS = threading.local()   # this thread's engine (see call_plans._THIS)
-# The compiled accelerator's one-record append (``_ggml/_accel.c`` trace_append), once the tensor
+# The compiled accelerator's one-record append (``_ggml/_accel.c`` graph_append), once the tensor
 # class is known (:func:`set_tensor_class`); None: the Python path.
-_TRACE_APPEND = None
+_COMPILED_APPEND = None
 
 
 def set_tensor_class(cls: type) -> None:
-    """The class of the results trace plans make (the tensor layer's ``Tensor``, made with
+    """The class of the results graph call plans make (the tensor layer's ``Tensor``, made with
     ``Tensor._blank``'s fields): the compiled append, when the accelerator has one, makes them too."""
-    global _TRACE_APPEND
-    configure = getattr(ACCEL, "configure_trace", None)
+    global _COMPILED_APPEND
+    configure = getattr(ACCEL, "configure_graph_append", None)
     if configure is None or (COMPUTED, PENDING) != (0, 1):   # (the values _accel.c writes)
-        _TRACE_APPEND = None
+        _COMPILED_APPEND = None
         return
     configure(cls)
-    _TRACE_APPEND = ACCEL.trace_append
+    _COMPILED_APPEND = ACCEL.graph_append
 
 
 def use_compiled_append(on: bool) -> bool:
-    """Append one-record plans with the accelerator's ``trace_append`` (True, when it has one) or
+    """Append one-record plans with the accelerator's ``graph_append`` (True, when it has one) or
     the Python path (False); returns the previous setting (tests compare the two)."""
-    global _TRACE_APPEND
-    was = _TRACE_APPEND is not None
-    _TRACE_APPEND = getattr(ACCEL, "trace_append", None) if on else None
+    global _COMPILED_APPEND
+    was = _COMPILED_APPEND is not None
+    _COMPILED_APPEND = getattr(ACCEL, "graph_append", None) if on else None
     return was
 
 
@@ -69,7 +69,7 @@ class _Gone:
 _DEAD = weakref.ref(_Gone())
 
 
-class TracePlan:
+class GraphCallPlan:
     """The records one call signature appended in graph mode: per record ``(build, params, shape,
     dtype, prec, label, header, refs)`` with ``header`` its plan-key header and ``refs`` its inputs
     (``i >= 0``: call argument ``i``; ``-1 - k``: record ``k`` of the call); the device, the work
@@ -93,7 +93,7 @@ class TracePlan:
         self.huge = huge
 
 
-def run_trace_plan(entry: TracePlan, args: tuple, blank, c):
+def run_graph_call_plan(entry: GraphCallPlan, args: tuple, blank, c):
     """Append ``entry``'s records reading ``args`` to this thread's queue and return the call's
     result (made by ``blank(shape, dtype, device)``, pending), or None, appending nothing, when the
     queue's state does not let the ordinary recording append lazy records (the caller then runs the
@@ -117,8 +117,8 @@ def run_trace_plan(entry: TracePlan, args: tuple, blank, c):
             q.device = device
         one = entry.one
         out = None
-        if one is not None and _TRACE_APPEND is not None:   # the compiled twin of _append_one
-            out = _TRACE_APPEND(q, one, args, device, entry.numel, _phase_label.get() or one[5])
+        if one is not None and _COMPILED_APPEND is not None:   # the compiled twin of _append_one
+            out = _COMPILED_APPEND(q, one, args, device, entry.numel, _phase_label.get() or one[5])
         if out is None:   # (None from the accelerator: it changed nothing)
             epoch = q.epoch
             for r in entry.arg_refs:
@@ -138,7 +138,7 @@ def run_trace_plan(entry: TracePlan, args: tuple, blank, c):
             q.max_work = entry.max_work
         if q.site is None:
             q.site = user_site(2)
-        c.counters.trace_plan_hits += 1
+        c.counters.graph_call_plan_hits += 1
     finally:
         lock.release()
     return out
@@ -183,7 +183,7 @@ def _append_one(q, one: tuple, args: tuple, out) -> None:
 
 
 def _append(q, records: tuple, args: tuple, out) -> None:
-    """Append ``records`` (a :class:`TracePlan`'s) to ``q`` as ``record_lazy`` would have."""
+    """Append ``records`` (a :class:`GraphCallPlan`'s) to ``q`` as ``record_lazy`` would have."""
     lazy = q.lazy
     start = len(lazy)
     epoch = q.epoch
@@ -234,9 +234,9 @@ def _append(q, records: tuple, args: tuple, out) -> None:
 
 
 # ------------------------------------------------------------------------------------- learning
-def begin_tracing():
-    """Start watching a graph-mode call: a token for :func:`end_tracing`, or None when the state
-    could not use a trace plan anyway (not graph mode, check mode, a capture, a hold, a phase label,
+def begin_watching():
+    """Start watching a graph-mode call: a token for :func:`end_watching`, or None when the state
+    could not use a graph call plan anyway (not graph mode, check mode, a capture, a hold, a phase label,
     a queue without a plan key)."""
     c = current()
     if not c.graph or c.check or c.observer is not None or _phase_label.get() is not None:
@@ -246,23 +246,23 @@ def begin_tracing():
     if q.hold or q._sig is None:
         return None
     max_work = q.max_work
-    q.max_work = 0.0   # (restored by end_tracing: the heaviest record of the call is read there)
+    q.max_work = 0.0   # (restored by end_watching: the heaviest record of the call is read there)
     return (e, q, c, q.epoch, len(q.lazy), len(q.roots), len(q.effects), q.updates, q.bare, len(q.checks),
             len(q.labels), q.work, max_work, _totals(c.counters))
 
 
-def abort_tracing(token) -> None:
+def abort_watching(token) -> None:
     """Stop watching a call that raised."""
     q, max_work = token[1], token[12]
     if q.max_work < max_work:
         q.max_work = max_work
 
 
-def end_tracing(token, out, args: tuple) -> TracePlan | None:
-    """Stop watching; the call's :class:`TracePlan` when it qualifies (see the module), else None."""
+def end_watching(token, out, args: tuple) -> GraphCallPlan | None:
+    """Stop watching; the call's :class:`GraphCallPlan` when it qualifies (see the module), else None."""
     e, q, c, epoch, n_lazy, n_roots, n_effects, updates, bare, n_checks, n_labels, work, max_work, before = token
     call_max = q.max_work
-    abort_tracing(token)
+    abort_watching(token)
     if (e.queue is not q or q.epoch != epoch or current() is not c or len(q.roots) != n_roots
             or len(q.effects) != n_effects or q.updates != updates or q.bare != bare or len(q.checks) != n_checks
             or q._sig is None or _totals(c.counters) != before):
@@ -298,11 +298,11 @@ def end_tracing(token, out, args: tuple) -> TracePlan | None:
         huge = huge or _numel(shape) > _budget.HUGE_NUMEL
         header = (build, shape, dtype, prec, fp, len(refs))
         records.append((build, params, shape, dtype, prec, labels[k], header, tuple(refs)))
-    return TracePlan(tuple(records), out.device, q.work - work, call_max, huge)
+    return GraphCallPlan(tuple(records), out.device, q.work - work, call_max, huge)
 
 
 def _arg_of(x, args: tuple, start: int, epoch: int) -> int | None:
-    """A record input as a trace reference: the call argument it is (its position), or ``-1 - k``
+    """A record input as a plan reference: the call argument it is (its position), or ``-1 - k``
     for record ``k`` of the call; None when it is neither, or when distinct arguments hold it (a
     tensor and its ``detach()`` alias of one pending value: no key tells which one a later call's
     record reads)."""
