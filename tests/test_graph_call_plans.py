@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import ggmlgrad as gg
-from ggmlgrad.engine import ENGINE
+from ggmlgrad.engine import ENGINE, graph_call_plans
 from ggmlgrad.engine.plans import freeze_params
 from ggmlgrad.engine.records import set_phase, reset_phase
 from ggmlgrad.tensor import call_plans
@@ -79,10 +79,16 @@ def _counts() -> tuple:
     return sum(c["drains_by_reason"].values()), c["computes"], c["uploads"], c["downloads"], c["failed_drains"]
 
 
-def _four_calls(info, sample, arrays) -> tuple:
+def _four_calls(info, sample, arrays, requires_grad: bool = False) -> tuple:
     """Call the sample four times in graph mode on the same tensors: the queue after each call,
-    then the drained values (bytes) and the engine's counts for the drain."""
-    tensors = [gg.tensor(a, dtype=gg.int32) if a.dtype.kind == "i" else gg.tensor(a) for a in arrays]
+    then the drained values (bytes) and the engine's counts for the drain; with ``requires_grad``
+    the differentiable inputs require grad and the gradients of the outputs' sum come last."""
+    tensors = []
+    for i, a in zip(tensor_indices(sample), arrays):
+        t = gg.tensor(a, dtype=gg.int32) if a.dtype.kind == "i" else gg.tensor(a)
+        if requires_grad and t.dtype.is_float and i not in sample.nondiff:
+            t.requires_grad_(True)
+        tensors.append(t)
     args = with_tensors(sample, tensors)
     gg.manual_seed(1234)
     states, outs = [], []
@@ -95,16 +101,26 @@ def _four_calls(info, sample, arrays) -> tuple:
                 continue
             outs.append(out)
             states.append(_queue_state(tensors))
+        grads = []
+        if requires_grad:
+            taped = [o for out in outs for o in _flat(out) if isinstance(o, gg.Tensor) and o.grad_fn is not None]
+            try:
+                if taped:
+                    sum(o.sum() for o in taped).backward()
+                grads = [None if t.grad is None else np.asarray(t.grad.numpy()).tobytes() for t in tensors]
+            except Exception as e:
+                grads = [("error", type(e).__name__, str(e))]
         before = _counts()
         values = []
         for out in outs:
             for v in _flat(out):
                 if isinstance(v, gg.Tensor):
-                    values.append((v.dtype.name, v.shape, np.asarray(v.numpy()).tobytes()))
+                    values.append((v.dtype.name, v.shape, v.requires_grad, v.grad_fn is not None,
+                                   np.asarray(v.detach().numpy()).tobytes()))
                 else:
                     values.append(("value", repr(v)))
         drained = tuple(b - a for a, b in zip(before, _counts()))
-    return states, values, drained
+    return states, values, drained, grads
 
 
 def test_opinfo_samples_record_the_same_queue_with_and_without_call_plans():
@@ -118,20 +134,26 @@ def test_opinfo_samples_record_the_same_queue_with_and_without_call_plans():
             rng = np.random.default_rng(abs(hash(info.name)) % 2**32)
             for sample in info.samples(rng)[:2]:
                 arrays = input_arrays(sample)
-                call_plans.clear()
-                with plans(False):
-                    off = _four_calls(info, sample, arrays)
-                h = hits()
-                with plans(True):
-                    on = _four_calls(info, sample, arrays)
-                assert on == off, f"{info.name}: graph-mode call plans changed the queue or the values"
-                runs += 1
-                if hits() > h:
-                    planned.add(info.name)
+                for requires_grad in (False, True):
+                    if requires_grad and not info.grad:
+                        continue
+                    call_plans.clear()
+                    with plans(False):
+                        off = _four_calls(info, sample, arrays, requires_grad)
+                    h = hits()
+                    with plans(True):
+                        on = _four_calls(info, sample, arrays, requires_grad)
+                    assert on == off, (f"{info.name} (requires_grad={requires_grad}): graph-mode call plans "
+                                       f"changed the queue, the values or the gradients")
+                    runs += 1
+                    if hits() > h:
+                        planned.add((info.name, requires_grad))
     assert runs > 500 and hits() - start > 500, (runs, hits() - start)
     for name in ("add", "scalar_mul", "matmul", "sum_all", "mean_axis", "relu", "softmax", "cmp_lt", "clamp_both",
                  "where", "linear", "logaddexp", "exp"):
-        assert name in planned, (name, sorted(planned))
+        assert (name, False) in planned, (name, sorted(planned))
+    for name in ("add", "matmul", "sum_all", "relu", "softmax", "linear", "exp"):   # taped calls: op-call plans
+        assert (name, True) in planned, (name, sorted(planned))
 
 
 def _a_plus_b_twice():
@@ -194,15 +216,18 @@ def test_the_key_selects_the_plan():
     np.testing.assert_array_equal(r6.numpy(), np.full((3, 2), 4.0, np.float32))
 
 
-def test_grad_calls_are_taped_not_planned():
+def test_taped_calls_are_planned_per_op_and_put_on_the_tape():
     w = gg.ones(2, 2, requires_grad=True)
     with gg.graph_mode(True):
         for _ in range(3):
             y = (w * 3.0).sum()
         h = hits()
         y = (w * 3.0).sum()
-        assert hits() == h and y.grad_fn is not None
+        assert hits() - h == 2 and y.grad_fn is not None and y.requires_grad   # the mul's and the sum's op plans
         y.backward()
+        with gg.no_grad():
+            z = w * 3.0
+        assert hits() - h >= 3 and not z.requires_grad and z.grad_fn is None
     np.testing.assert_array_equal(w.grad.numpy(), np.full((2, 2), 3.0, np.float32))
 
 
@@ -339,3 +364,30 @@ def test_an_alias_of_a_pending_value_is_never_read_by_place():
         p, q = a * 1.0, b * 1.0
         out = p * q
     assert out.tolist() == [3.0, 10.0]
+
+
+@pytest.mark.skipif(graph_call_plans._COMPILED_APPEND is None,
+                    reason="the compiled accelerator is not built here (`python -m ggmlgrad build`); CI's "
+                           "fast-build pass builds it and runs this test")
+def test_the_compiled_append_leaves_the_queue_as_the_python_path_does():
+    compared = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for info in all_opinfos()[:150]:
+            if not info.capturable:
+                continue
+            sample = info.samples(np.random.default_rng(0))[0]
+            arrays = input_arrays(sample)
+            call_plans.clear()
+            old = graph_call_plans.use_compiled_append(False)
+            try:
+                python = _four_calls(info, sample, arrays)
+                call_plans.clear()
+                graph_call_plans.use_compiled_append(True)
+                h = hits()
+                compiled = _four_calls(info, sample, arrays)
+            finally:
+                graph_call_plans.use_compiled_append(old)
+            assert compiled == python, f"{info.name}: the compiled append differs"
+            compared += hits() > h
+    assert compared > 50, compared

@@ -13,7 +13,9 @@ What the module has: ``PointerTable`` (the Python table's twin: same methods, sa
 thread setting checked, an op plan's result memory chosen, the rebinding, ggml's scheduler compute
 with the GIL released, the status check); ``ComputeLock`` (``threading.Lock``'s twin, taken by that
 call without a Python call: the runtime's ``COMPUTE_LOCK`` when the module loads); ``graph_compute``
-(ggml's compute without ctypes, for the other plans). It links against no ggml: the address of
+(ggml's compute without ctypes, for the other plans); ``graph_append`` (a graph-mode call plan's one
+record appended to the queue, its result made, in one call: ``engine/graph_call_plans.py``; optional,
+so a build without it still loads and that plan takes the Python path). It links against no ggml: the address of
 ``ggml_backend_sched_graph_compute`` and the offsets of ``ggml_tensor``'s fields come from the
 library loaded here (:func:`activate`), so a ggml of one's own (``GGMLGRAD_GGML_LIB``) works too.
 

@@ -287,13 +287,14 @@ def begin_graph(args: tuple):
     return token, _versions(args)
 
 
-def learned_graph(table: _Table, key, tok, out, args: tuple) -> None:
+def learned_graph(table: _Table, key, tok, out, args: tuple, taped: bool = False) -> None:
     """End the watching of one graph-mode call: store its graph call plan when it qualifies (a plain
-    result, arguments not written, the records the engine's learning accepts), else count the failure."""
+    result, arguments not written, the records the engine's learning accepts), else count the failure.
+    ``taped``: the result may be on the tape (an op call, whose hits put theirs on it again)."""
     plan = None
     if _NO not in key:
         T = _STATE["tensor"]
-        plain = type(out) is T and not out.requires_grad and out.grad_fn is None and not out.__dict__
+        plain = type(out) is T and not out.__dict__ and (taped or (not out.requires_grad and out.grad_fn is None))
         if plain and _versions(args) == tok[1]:
             plan = end_watching(tok[0], out, args)
         else:
@@ -370,38 +371,32 @@ def planned_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
 _OP_GRAPH_TABLES: dict[str, _Table] = {}   # op name -> its graph-mode table
 
 
-def graph_planned_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
+def graph_planned_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable, taped: Callable):
     """:func:`planned_apply`'s graph-mode twin: an op call from the layers above (``c``: the
     current context, graph mode without check mode or a capture) appends its one record from a
-    graph call plan keyed by the op, its parameters, each input's shape, dtype and device and the matmul
-    precision, without the op's inference or ``record``; ``ordinary`` records it the ordinary way."""
+    graph call plan keyed by the op, its parameters, each input's shape, dtype and device, which
+    inputs are one tensor and the matmul precision, without the op's inference or ``record``;
+    ``ordinary`` records it the ordinary way. The record does not depend on autograd, so a call it
+    records is planned too: ``taped(opdef, inputs, params, out)`` puts a planned result on the tape
+    as the ordinary path does."""
     key = [None, c.precision]
-    grad = taped = False
     try:
         for x in inputs:
-            if x.requires_grad:
-                if not grad:
-                    grad, taped = True, _enabled.get()
-                if taped:
-                    break   # the tape records it
             key.append(x.shape)
             key.append(x.dtype)
             key.append(x.device.dev_ptr)
-        else:
-            key[0] = freeze_params(params) if params else ()
-            if len(inputs) > 1:   # which inputs are one tensor (a plan reads its arguments by place)
-                key.append(_same_inputs(inputs))
-            key = tuple(key)
-            table = _OP_GRAPH_TABLES.get(opdef.name) or _op_graph_table(opdef.name)
-            e = table.entries.get(key)
+        key[0] = freeze_params(params) if params else ()
+        if len(inputs) > 1:   # which inputs are one tensor (a plan reads its arguments by place)
+            key.append(_same_inputs(inputs))
+        key = tuple(key)
+        table = _OP_GRAPH_TABLES.get(opdef.name) or _op_graph_table(opdef.name)
+        e = table.entries.get(key)
     except (AttributeError, TypeError):   # not a tensor (the ordinary path says so), an unhashable parameter
-        taped = True
-    if taped:   # (outside the try: an error of the ordinary path itself is never caught here)
         return ordinary(opdef, inputs, params)
     if e:
         out = run_graph_call_plan(e, inputs, _STATE["tensor"]._blank, c)
         if out is not None:
-            return out
+            return taped(opdef, inputs, params, out)
     elif e is None or (e is not False and due(e)):
         tok = begin_graph(inputs)
         if tok is not None:
@@ -410,7 +405,7 @@ def graph_planned_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callabl
             except BaseException:
                 abort_watching(tok[0])
                 raise
-            learned_graph(table, key, tok, out, inputs)
+            learned_graph(table, key, tok, out, inputs, taped=True)
             return out
     return ordinary(opdef, inputs, params)
 

@@ -572,7 +572,7 @@ def apply(opdef: OpDef, inputs: tuple, params: dict):
             if not c.graph:
                 return _planned_apply(opdef, inputs, params, c, _apply)
             if not c.check:
-                return _graph_planned_apply(opdef, inputs, params, c, _apply)
+                return _graph_planned_apply(opdef, inputs, params, c, _apply, _taped)
     return _apply(opdef, inputs, params)
 
 
@@ -589,6 +589,11 @@ def _apply(opdef: OpDef, inputs: tuple, params: dict):
     work = opdef.work
     work = (work(*inputs, **params) if params else work(*inputs)) if work is not None else 0.0
     ENGINE.record(out, opdef.name, opdef.forward, inputs, work, params)
+    return _taped(opdef, inputs, params, out)
+
+
+def _taped(opdef: OpDef, inputs: tuple, params: dict, out):
+    """The recorded op's result ``out``, on the tape when an input requires grad (with grad mode on)."""
     if opdef.differentiable:
         for x in inputs:  # (the inputs first: grad mode is a context variable read, and most ops need none)
             if x.requires_grad:
