@@ -25,7 +25,7 @@ from ggmlgrad.engine import executor as executor_mod
 from ggmlgrad.engine.trace_cache import OP, TRACE
 from ggmlgrad.runtime import faults
 from ggmlgrad.tensor import call_plans
-from ggmlgrad.testing.opinfo import all_opinfos, input_arrays, tensor_indices, with_tensors
+from ggmlgrad.testing.opinfo import all_opinfos, input_arrays, sample_tensors, with_tensors
 
 
 @pytest.fixture(autouse=True)
@@ -74,12 +74,7 @@ def _describe(out) -> list:
 def _three_calls(info, sample, arrays, requires_grad: bool) -> list:
     """Call the sample three times on the same tensors (eager); per call what it showed and what
     the engine counted."""
-    tensors = []
-    for i, a in zip(tensor_indices(sample), arrays):
-        t = gg.tensor(a, dtype=gg.int32) if a.dtype.kind == "i" else gg.tensor(a)
-        if requires_grad and t.dtype.is_float and i not in sample.nondiff:
-            t.requires_grad_(True)
-        tensors.append(t)
+    tensors = sample_tensors(sample, arrays, requires_grad)
     args = with_tensors(sample, tensors)
     gg.manual_seed(1234)   # random ops draw the same numbers in both runs
     seen = []

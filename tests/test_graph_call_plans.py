@@ -25,7 +25,7 @@ from ggmlgrad.engine import ENGINE, graph_call_plans
 from ggmlgrad.engine.plans import freeze_params
 from ggmlgrad.engine.records import set_phase, reset_phase
 from ggmlgrad.tensor import call_plans
-from ggmlgrad.testing.opinfo import all_opinfos, input_arrays, tensor_indices, with_tensors
+from ggmlgrad.testing.opinfo import all_opinfos, input_arrays, sample_tensors, with_tensors
 
 
 @pytest.fixture(autouse=True)
@@ -83,12 +83,7 @@ def _four_calls(info, sample, arrays, requires_grad: bool = False) -> tuple:
     """Call the sample four times in graph mode on the same tensors: the queue after each call,
     then the drained values (bytes) and the engine's counts for the drain; with ``requires_grad``
     the differentiable inputs require grad and the gradients of the outputs' sum come last."""
-    tensors = []
-    for i, a in zip(tensor_indices(sample), arrays):
-        t = gg.tensor(a, dtype=gg.int32) if a.dtype.kind == "i" else gg.tensor(a)
-        if requires_grad and t.dtype.is_float and i not in sample.nondiff:
-            t.requires_grad_(True)
-        tensors.append(t)
+    tensors = sample_tensors(sample, arrays, requires_grad)
     args = with_tensors(sample, tensors)
     gg.manual_seed(1234)
     states, outs = [], []

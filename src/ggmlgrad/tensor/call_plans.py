@@ -358,11 +358,7 @@ def planned_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callable):
     if learn:
         tok = begin(inputs)
         if tok is not None:
-            try:
-                out = ordinary(opdef, inputs, params)
-            except BaseException:
-                abort_learning(tok[0])
-                raise
+            out = _watched(ordinary, opdef, inputs, params, abort_learning, tok[0])
             learned(table, key, tok[0], out, inputs, tok[1])
             return out
     return ordinary(opdef, inputs, params)
@@ -400,14 +396,19 @@ def graph_planned_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callabl
     elif e is None or (e is not False and due(e)):
         tok = begin_graph(inputs)
         if tok is not None:
-            try:
-                out = ordinary(opdef, inputs, params)
-            except BaseException:
-                abort_watching(tok[0])
-                raise
+            out = _watched(ordinary, opdef, inputs, params, abort_watching, tok[0])
             learned_graph(table, key, tok, out, inputs, taped=True)
             return out
     return ordinary(opdef, inputs, params)
+
+
+def _watched(ordinary: Callable, opdef, inputs: tuple, params: dict, abort: Callable, token):
+    """``ordinary(opdef, inputs, params)`` while a learning watches it (``abort(token)`` if it raises)."""
+    try:
+        return ordinary(opdef, inputs, params)
+    except BaseException:
+        abort(token)
+        raise
 
 
 def _same_inputs(inputs: tuple):

@@ -164,6 +164,19 @@ def with_tensors(sample: Sample, tensors) -> list:
     return args
 
 
+def sample_tensors(sample: Sample, arrays: list, requires_grad: bool = False) -> list:
+    """Tensors of ``arrays`` (the sample's :func:`input_arrays`): int arrays as int32; with
+    ``requires_grad`` the float ones the sample differentiates require grad."""
+    import ggmlgrad as gg
+    tensors = []
+    for i, a in zip(tensor_indices(sample), arrays):
+        t = gg.tensor(a, dtype=gg.int32) if a.dtype.kind == "i" else gg.tensor(a)
+        if requires_grad and t.dtype.is_float and i not in sample.nondiff:
+            t.requires_grad_(True)
+        tensors.append(t)
+    return tensors
+
+
 def run_error_input(info: OpInfo, e: ErrorInput, mode: str) -> str:
     """Call ``info.fn`` on the error input in ``mode`` ("eager", "graph" or "capture"): "ok" when it
     raises ``e.error`` with ``e.match`` in its message, else what happened. Anything accepted is
