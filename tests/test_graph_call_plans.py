@@ -386,3 +386,18 @@ def test_the_compiled_append_leaves_the_queue_as_the_python_path_does():
             assert compiled == python, f"{info.name}: the compiled append differs"
             compared += hits() > h
     assert compared > 50, compared
+
+
+def test_a_signature_seen_once_is_not_learned():
+    """A scalar that changes every call makes a new signature each time: no learning for those
+    (a signature is learned at its second call), and the values are the ordinary path's."""
+    a = gg.tensor([1.0, 2.0])
+    with gg.graph_mode(True):
+        outs = [a * float(k + 1) for k in range(6)]
+        graph_tables = {name: n for name, n in call_plans.stats().items() if name.endswith("(graph mode)")}
+        assert sum(planned for planned, _ in graph_tables.values()) == 0, graph_tables
+        for _ in range(2):
+            a * 7.0
+        assert sum(planned for planned, _ in call_plans.stats().values()) > 0   # its second call learned
+    for k, o in enumerate(outs):
+        assert o.tolist() == [k + 1.0, 2.0 * (k + 1)]

@@ -215,9 +215,23 @@ class Retry:
         return False
 
 
+class _Seen:
+    """A graph-mode signature seen once: the next call learns it (a signature seen once only, such as
+    a scalar that changes every step, costs no learning). Falsy, as "no plan" is."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return False
+
+
+SEEN = _Seen()
+
+
 def due(entry) -> bool:
-    """For a falsy table entry: whether this call learns (no entry yet, or a :class:`Retry` whose wait is over)."""
-    if entry is None:
+    """For a falsy table entry: whether this call learns (no entry yet, seen once, or a :class:`Retry`
+    whose wait is over)."""
+    if entry is None or entry is SEEN:
         return True
     if entry is False:
         return False
@@ -393,7 +407,9 @@ def graph_planned_apply(opdef, inputs: tuple, params: dict, c, ordinary: Callabl
         out = run_graph_call_plan(e, inputs, _STATE["tensor"]._blank, c)
         if out is not None:
             return taped(opdef, inputs, params, out)
-    elif e is None or (e is not False and due(e)):
+    elif e is None:
+        table.put(key, SEEN)
+    elif e is not False and due(e):
         tok = begin_graph(inputs)
         if tok is not None:
             out = _watched(ordinary, opdef, inputs, params, abort_watching, tok[0])
@@ -429,7 +445,7 @@ def _namespace(extra: dict) -> dict:
     T = _STATE["tensor"]
     ns = {"_ON": _STATE["on"], "_T": T, "_TT": frozenset(_TENSOR_TYPES), "_blank": T._blank if T else None,
           "_v": value_key, "_D": _DEFAULT, "_run": run_call_plan, "_stale": stale, "_begin": begin,
-          "_abort": abort_learning, "_learned": learned, "_due": due, "_grad": _enabled.get, "_ctx": current,
+          "_abort": abort_learning, "_learned": learned, "_due": due, "_SEEN": SEEN, "_grad": _enabled.get, "_ctx": current,
           "_grun": run_graph_call_plan, "_gbegin": begin_graph, "_gabort": abort_watching, "_glearned": learned_graph, **extra}
     _NAMESPACES.append(ns)
     return ns
@@ -508,7 +524,9 @@ def plan_source(params: list[inspect.Parameter], tensor_first: bool, body: Calla
            f"                    __out = _grun(__e, __args, _blank, __c)\n"
            f"                    if __out is not None:\n"
            f"                        return __out\n"
-           f"                elif __e is None or (__e is not False and _due(__e)):\n"
+           f"                elif __e is None:\n"
+           f"                    _G.put(__key, _SEEN)\n"
+           f"                elif __e is not False and _due(__e):\n"
            f"                    __tok = _gbegin(__args)\n"
            f"                    if __tok is not None:\n"
            f"                        try:\n"
