@@ -401,3 +401,18 @@ def test_a_signature_seen_once_is_not_learned():
         assert sum(planned for planned, _ in call_plans.stats().values()) > 0   # its second call learned
     for k, o in enumerate(outs):
         assert o.tolist() == [k + 1.0, 2.0 * (k + 1)]
+
+
+def test_watching_a_call_that_drains_leaves_the_new_queue_its_own_work():
+    """A watched call during which the queue is drained: the queue after it keeps only the work
+    recorded after the drain, not the heaviest record of the queue before."""
+    big, small = gg.ones(256, 256), gg.ones(2)
+    with gg.graph_mode(True):
+        big @ big                     # a heavy record in the queue
+        heavy = ENGINE.queue.max_work
+        token = graph_call_plans.begin_watching()
+        ENGINE.drain("read")          # (what a host read inside the call does)
+        small + small
+        graph_call_plans.abort_watching(token)
+        assert ENGINE.queue.max_work < heavy
+        ENGINE.discard()

@@ -252,9 +252,11 @@ def begin_watching():
 
 
 def abort_watching(token) -> None:
-    """Stop watching a call that raised."""
-    q, max_work = token[1], token[12]
-    if q.max_work < max_work:
+    """Stop watching a call (that raised, or whose plan is not kept): the queue's heaviest record is
+    again the larger of the one before the call and the call's own (a drain during the call started
+    a new queue, whose own it is)."""
+    q, epoch, max_work = token[1], token[3], token[12]
+    if q.epoch == epoch and q.max_work < max_work:
         q.max_work = max_work
 
 
