@@ -104,11 +104,14 @@ def try_setitem(x, key, value, rows: bool = True) -> bool:
 
 
 def _row_write(x, i: int, value) -> bool:
-    """``x[i] = value`` for a computed root ``x`` in host memory without live views and a ``value`` of
-    exactly the row's shape and dtype (a computed host tensor not on the tape, or an array; a float
-    array into float32 is rounded as ``gg.tensor(array)`` rounds it): the row's bytes copied in place
-    (the write op's bits), True; or False, nothing done (:func:`try_setitem`'s general rules or the
-    write op take it)."""
+    """``x[i] = value`` for a computed root ``x`` in host memory and a ``value`` of the row's shape
+    (or that shape after leading size-1 dims, which torch drops) and dtype (a computed host tensor not
+    on the tape, or an array; a float array into float32 is rounded as ``gg.tensor(array)`` rounds
+    it; an int32 tensor into float32 is converted as the write op's cast converts it): the row's
+    bytes copied in place (the write op's bits), then the live views with memory of their own
+    refreshed as :func:`try_setitem` refreshes them (CleanRL's ``b_obs = obs.reshape(...)`` is alive
+    while the next rollout writes ``obs[step]``), True; or False, nothing done
+    (:func:`try_setitem`'s general rules or the write op take it)."""
     shape = x.shape
     if not shape or not x.numel_ or x.requires_grad or x._status != COMPUTED or _FAULTS or "_view" in x.__dict__:
         return False
@@ -120,17 +123,24 @@ def _row_write(x, i: int, value) -> bool:
     t = type(s)
     if size is None or (t is not Storage and t is not HostStorage) or not s.device.is_host:
         return False
-    cell = x._vcell
-    if len(cell) > 1 and cell[1].refs and cell[1].live():
-        return False  # live views see the write: try_setitem refreshes them
     rest = shape[1:]
     Tensor = _tensor_class()
+    cast = False  # an int32 tensor into float32: NumPy's cast (the write op's: exact, else nearest)
     if isinstance(value, Tensor):
-        if value.shape != rest or value.dtype is not x.dtype or value.requires_grad or value.device is not x.device:
+        if value.requires_grad or value.device is not x.device or (value.shape != rest and not _drops_to(
+                value.shape, rest)):
             return False
+        if value.dtype is not x.dtype:
+            if value.dtype is not int32 or x.dtype is not float32:
+                return False
+            cast = True
     elif type(value) is not np.ndarray or value.shape != rest or (
             value.dtype != x.dtype.np_dtype and not (x.dtype is float32 and value.dtype.kind == "f")):
         return False  # (a float array into float32: NumPy's cast rounds as the upload's astype does)
+    cell = x._vcell
+    family = cell[1].live() if len(cell) > 1 and cell[1].refs else ()
+    if family and not _refreshable(x, family, value):
+        return False  # (a view that cannot be refreshed on the host, or the value itself: the write op)
     c = _current()
     if c.recorder is not None or c.observer is not None:
         return False  # a capture recording records writes as rebindings
@@ -142,10 +152,16 @@ def _row_write(x, i: int, value) -> bool:
         if engine._hold:
             return False
         engine.drain("inplace")  # queued nodes may read this memory: they run first, as the write op's
-        if type(value) is np.ndarray:
+        if type(value) is np.ndarray or cast:
+            if cast:
+                value = host_value(value)  # (after the drain: its computed value; None if not plain host memory)
+                if value is None:
+                    return False
             COMPUTE_LOCK.acquire()  # no graph reads or writes this memory meanwhile (a replay on another thread)
             try:
-                host_value(x)[i] = value
+                host_value(x)[i] = value.reshape(rest)
+                for w in family:  # the write op's view refresh, as host copies (views.rederive)
+                    _refresh_view(x, w)
             finally:
                 COMPUTE_LOCK.release()
         else:
@@ -157,11 +173,24 @@ def _row_write(x, i: int, value) -> bool:
             COMPUTE_LOCK.acquire()
             try:
                 host_copy(s.data + (i % n) * nbytes, vs.data, nbytes)
+                for w in family:
+                    _refresh_view(x, w)
             finally:
                 COMPUTE_LOCK.release()
     finally:
         lock.release()
     cell[0] += 1  # the version counter (x._version += 1)
+    return True
+
+
+def _drops_to(shape: tuple, rest: tuple) -> bool:
+    """Whether ``shape`` is ``rest`` after leading size-1 dims (torch drops them: ``x[t] = v`` of (1, n))."""
+    lead = len(shape) - len(rest)
+    if lead <= 0 or shape[lead:] != rest:
+        return False
+    for n in shape[:lead]:
+        if n != 1:
+            return False
     return True
 
 
