@@ -1,0 +1,99 @@
+"""Host paths of an RL rollout (issue 21, CleanRL's ppo.py): ``Categorical.sample()`` in eager mode
+draws its Gumbel noise and takes the argmax with NumPy. Compared with the ops' path (graph mode, or
+the host path switched off): the same generator draws, the same indices bit for bit (ties: the first
+maximum; NaN: the first NaN, torch's argmax), the same shapes and dtype; counters show what ran."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import ggmlgrad as gg
+from ggmlgrad.distributions import Categorical
+from ggmlgrad.tensor import random as gg_random
+
+categorical_mod = __import__("ggmlgrad.distributions.categorical", fromlist=["x"])
+
+
+@pytest.fixture
+def eager():
+    with gg.graph_mode(False):
+        yield
+
+
+def _ops_path(monkeypatch):
+    monkeypatch.setattr(categorical_mod, "gumbel_argmax_on_host", lambda *a: None)
+
+
+LOGITS = [np.array([0.3, -1.0, 2.0], np.float32),
+          np.random.default_rng(0).standard_normal((4, 2)).astype(np.float32),
+          np.random.default_rng(1).standard_normal((2, 3, 5)).astype(np.float32) * 4]
+
+
+def _samples(sample_shape=()):
+    out = []
+    for lg in LOGITS:
+        gg.manual_seed(3)
+        d = Categorical(logits=gg.tensor(lg))
+        gg.reset_counters()
+        s = d.sample(sample_shape)
+        out.append((s.shape, s.dtype, s.numpy().copy(), gg.counters()["computes"], gg.counters()["uploads"]))
+        out[-1] += (gg_random.generator().random(),)   # the generator's state after the draw
+    return out
+
+
+@pytest.mark.parametrize("sample_shape", [(), (3,)])
+def test_host_sample_matches_the_ops_draw_for_draw(monkeypatch, eager, sample_shape):
+    fast = _samples(sample_shape)
+    with gg.graph_mode(True):
+        graph = _samples(sample_shape)
+    _ops_path(monkeypatch)
+    ops = _samples(sample_shape)
+    for f, o, g in zip(fast, ops, graph):
+        assert f[0] == o[0] == g[0] and f[1] is o[1] is g[1] is gg.int32
+        np.testing.assert_array_equal(f[2], o[2])
+        np.testing.assert_array_equal(f[2], g[2])
+        assert f[5] == o[5] == g[5]                 # the generator consumed alike
+        assert f[3] == 0 and f[4] == 1              # no compute; one upload (the indices)
+        assert o[3] == 2 and o[4] == 1              # the ops: the noise's upload, add and argmax
+
+
+def test_host_sample_ties_and_nan_pick_what_the_argmax_op_picks(monkeypatch, eager):
+    # Crafted noise (the generator's draw replaced alike on both paths): equal sums, a NaN, -inf logits.
+    noise = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 1.0], [0.0, np.nan, np.nan], [-0.0, 0.0, 0.0]], np.float32)
+    logits = np.array([[1.0, 1.0, 0.5], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [-np.inf, -np.inf, -np.inf]],
+                      np.float32)
+    monkeypatch.setattr(gg_random.NoiseRequest, "sample", lambda self: noise.copy())
+    lt = gg.tensor(logits)
+    d = Categorical(logits=lt)
+    fast = d.sample().numpy().tolist()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(categorical_mod, "gumbel_argmax_on_host", lambda *a: None)
+        ops = d.sample().numpy().tolist()
+    # torch's argmax on the same sums (the normalised logits plus the noise)
+    expect = torch.argmax(torch.from_numpy(d.logits.numpy() + noise), dim=-1).tolist()
+    assert fast == ops == expect
+    assert fast[:3] == [0, 0, 1]
+
+
+def test_host_sample_is_not_taken_in_capture_or_with_a_noise_hook_or_a_view(eager):
+    lt = gg.tensor(np.zeros((2, 3), np.float32))
+    d = Categorical(logits=lt)
+    seen = []
+    prev = gg.distributions.set_noise_hook(lambda req: seen.append(req) or gg.tensor(
+        np.array([[0.0, 5.0, 0.0], [0.0, 0.0, 5.0]], np.float32)))
+    try:
+        assert d.sample().tolist() == [1, 2]        # the hook's noise, through the ops
+    finally:
+        gg.distributions.set_noise_hook(prev)
+    assert len(seen) == 1
+    # A logits view that is not memory of its own (a row of a buffer) takes the ops, with the same draw.
+    buf = gg.tensor(np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32))
+    row = buf[1]
+    gg.manual_seed(5)
+    a = gg_random.gumbel_argmax_on_host(row, (4,))
+    gg.manual_seed(5)
+    b = Categorical(logits=row).sample()
+    gg.manual_seed(5)
+    c = Categorical(logits=gg.tensor(row.numpy().copy())).sample()
+    assert a is None and b.item() == c.item()
