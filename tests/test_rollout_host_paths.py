@@ -97,3 +97,76 @@ def test_host_sample_is_not_taken_in_capture_or_with_a_noise_hook_or_a_view(eage
     gg.manual_seed(5)
     c = Categorical(logits=gg.tensor(row.numpy().copy())).sample()
     assert a is None and b.item() == c.item()
+
+
+# ---------------------------------------------------------------------------- clip_grad_norm_
+utils_mod = __import__("ggmlgrad.nn.utils", fromlist=["x"])
+
+
+def _grads_case(rng, shapes, special=None):
+    params = [gg.tensor(np.zeros(s, np.float32), requires_grad=True) for s in shapes]
+    grads = [(rng.standard_normal(s) * 10.0 ** rng.uniform(-4, 4, s)).astype(np.float32) for s in shapes]
+    if special is not None:
+        grads[0].reshape(-1)[0] = special
+    for p, g in zip(params, grads):
+        p.grad = gg.tensor(g)
+    return params
+
+
+@pytest.mark.parametrize("special", [None, np.inf, np.nan, 3e38])
+def test_clip_grad_norm_on_the_host_gives_the_ops_bits(monkeypatch, eager, special):
+    shapes = [(64, 4), (64,), (64, 64), (1, 64), (1,), (3, 5, 2)]
+    results = {}
+    for path in ("host", "ops"):
+        rng = np.random.default_rng(4)
+        out = []
+        with monkeypatch.context() as m:
+            if path == "ops":
+                m.setattr(utils_mod, "_clip_l2_on_host", lambda *a: None)
+            for max_norm in (0.5, 1e9, 0.0):
+                params = _grads_case(rng, shapes, special)
+                params[1].grad = None                       # a parameter without a gradient stays so
+                gg.reset_counters()
+                total = gg.nn.utils.clip_grad_norm_(params, max_norm)
+                out.append((gg.counters()["computes"], total.shape, total.dtype, total.numpy().copy(),
+                            [None if p.grad is None else p.grad.numpy().copy() for p in params]))
+        results[path] = out
+    for h, o in zip(results["host"], results["ops"]):
+        assert h[0] == 0 and o[0] > 0                       # the host path computes nothing
+        assert h[1] == o[1] == () and h[2] is o[2] is gg.float32
+        assert _same_bits(h[3], o[3])
+        for a, b in zip(h[4], o[4]):
+            assert (a is None) == (b is None) and (a is None or _same_bits(a, b))
+
+
+def _same_bits(a, b) -> bool:
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    both_nan = np.isnan(a) & np.isnan(b)
+    return a.shape == b.shape and bool(np.all(both_nan | (a.view(np.uint32) == b.view(np.uint32))))
+
+
+def test_clip_grad_norm_on_the_host_matches_torch_and_keeps_other_paths(eager):
+    rng = np.random.default_rng(5)
+    gs = [rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)]
+    ours = [gg.tensor(np.zeros_like(g), requires_grad=True) for g in gs]
+    theirs = [torch.zeros(g.shape, requires_grad=True) for g in gs]
+    for p, q, g in zip(ours, theirs, gs):
+        p.grad, q.grad = gg.tensor(g), torch.from_numpy(g.copy())
+    n1 = gg.nn.utils.clip_grad_norm_(ours, 0.5)
+    n2 = torch.nn.utils.clip_grad_norm_(theirs, 0.5)
+    np.testing.assert_allclose(n1.item(), n2.item(), rtol=1e-6)
+    for p, q in zip(ours, theirs):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-6, atol=1e-8)
+    # graph mode, another norm, error_if_nonfinite: the ops (computes counted), same values as before
+    for kw in ({"norm_type": 1.0}, {"error_if_nonfinite": True}):
+        p = gg.tensor(np.zeros(3, np.float32), requires_grad=True)
+        p.grad = gg.tensor(np.array([3.0, 4.0, 0.0], np.float32))
+        gg.reset_counters()
+        gg.nn.utils.clip_grad_norm_([p], 1.0, **kw)
+        assert gg.counters()["computes"] > 0
+    with gg.graph_mode(True):
+        p = gg.tensor(np.zeros(2, np.float32), requires_grad=True)
+        p.grad = gg.tensor(np.array([3.0, 4.0], np.float32))
+        n = gg.nn.utils.clip_grad_norm_([p], 1.0)
+        assert n.is_pending
+        assert p.grad.tolist() == pytest.approx([0.6, 0.8], rel=1e-6) and n.item() == 5.0
