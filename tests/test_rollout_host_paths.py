@@ -132,7 +132,7 @@ def test_clip_grad_norm_on_the_host_gives_the_ops_bits(monkeypatch, eager, speci
                             [None if p.grad is None else p.grad.numpy().copy() for p in params]))
         results[path] = out
     for h, o in zip(results["host"], results["ops"]):
-        assert h[0] == 2 and o[0] > 30                      # the host path: sum(square(g)) of the 64x64 one
+        assert h[0] == 2 and o[0] > 20                      # the host path: sum(square(g)) of the 64x64 one
         assert h[1] == o[1] == () and h[2] is o[2] is gg.float32
         assert _same_bits(h[3], o[3])
         for a, b in zip(h[4], o[4]):
