@@ -170,3 +170,31 @@ def test_clip_grad_norm_on_the_host_matches_torch_and_keeps_other_paths(eager):
         n = gg.nn.utils.clip_grad_norm_([p], 1.0)
         assert n.is_pending
         assert p.grad.tolist() == pytest.approx([0.6, 0.8], rel=1e-6) and n.item() == 5.0
+
+
+# ---------------------------------------------------------------------------- per-step conversions
+@pytest.mark.parametrize("data", [np.arange(6, dtype=np.float32).reshape(2, 3), np.array([0.1, -2.5e30, 3.0]),
+                                  np.array([True, False, True]), np.array([[1, -2], [3, 2**31 - 1]], np.int64),
+                                  np.float32(2.5) * np.ones((2, 1, 2, 1), np.float32)])
+def test_tensor_constructor_from_an_array_matches_torch(data):
+    ours, theirs = gg.Tensor(data), torch.Tensor(data)
+    assert ours.dtype is gg.float32 and theirs.dtype == torch.float32
+    assert ours.shape == tuple(theirs.shape)
+    assert np.array_equal(ours.numpy(), theirs.numpy(), equal_nan=True)
+    data_copy = data.copy()
+    data[...] = 0                        # a copy, never a view of the array
+    assert np.array_equal(ours.numpy(), data_copy.astype(np.float32))
+    assert gg.Tensor(data_copy, device="cpu").device is ours.device
+    assert gg.Tensor(data_copy).tolist() == gg.FloatTensor(data_copy.tolist()).tolist()   # the general path
+
+
+def test_to_cpu_and_cpu_return_the_tensor_itself_as_torch(eager):
+    x = gg.tensor(np.ones(3, np.float32))
+    t = torch.ones(3)
+    assert (x.to("cpu") is x) == (t.to("cpu") is t) is True
+    assert (x.cpu() is x) == (t.cpu() is t) is True
+    assert x.to("cpu:0") is x and x.to(device="cpu") is x
+    assert x.to("float16").dtype is gg.float16 and x.to("cpu", ) is x
+    with pytest.raises(Exception) as ours:
+        x.to("nonsense")
+    assert "nonsense" in str(ours.value)

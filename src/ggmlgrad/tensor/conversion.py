@@ -49,6 +49,11 @@ def item(self) -> float | int:
     return download(self, "item()").reshape(()).item()
 
 
+
+# Device strings that name exactly one device (``Device.name``): ``x.to("cpu")`` returns ``x`` when it is
+# there, without trying the string as a dtype first (a ``TypeError`` raised and caught per call).
+_SAME_DEVICE_WORDS = frozenset({"cpu"})
+
 class ConversionMethods:
     """Turns a tensor into host values, other dtypes or devices, copies and pickles."""
 
@@ -125,6 +130,9 @@ class ConversionMethods:
     def to(self, target=None, dtype=None, device=None) -> "Tensor":
         """``t.to("float16")``, ``t.to(gg.int32)``, ``t.to("cpu")``, ``t.to(device=..., dtype=...)``."""
         if target is not None:
+            if type(target) is str and dtype is None and device is None and target in _SAME_DEVICE_WORDS \
+                    and self.device.name == target:
+                return self   # ``x.to(device)`` per environment step, already there (no exception raised)
             try:
                 dtype = dtypes.from_any(target)
             except TypeError:
@@ -165,6 +173,8 @@ class ConversionMethods:
         return self.to(dtypes.float16)
 
     def cpu(self) -> "Tensor":
+        if self.device.name == "cpu":
+            return self   # already there (torch returns the tensor itself too)
         return self.to(device="cpu")
 
     def __deepcopy__(self, memo) -> "Tensor":
