@@ -198,3 +198,60 @@ def test_to_cpu_and_cpu_return_the_tensor_itself_as_torch(eager):
     with pytest.raises(Exception) as ours:
         x.to("nonsense")
     assert "nonsense" in str(ours.value)
+
+
+# ---------------------------------------------------------------------------- reshape views in the root's memory
+def test_view_reshape_flatten_of_a_host_root_lie_in_its_memory_as_torchs(eager):
+    from ggmlgrad.runtime import SliceAlias
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    for make, tmake in [(lambda x: x.view(-1), lambda t: t.view(-1)), (lambda x: x.reshape(3, -1, 2), lambda t: t.reshape(3, -1, 2)),
+                        (lambda x: x.view((2, 12)), lambda t: t.view((2, 12))), (lambda x: x.flatten(), lambda t: t.flatten()),
+                        (lambda x: x.reshape(24), lambda t: t.reshape(24))]:
+        x, t = gg.tensor(base.copy()), torch.from_numpy(base.copy())
+        gg.reset_counters()
+        v, tv = make(x), tmake(t)
+        assert gg.counters()["computes"] == 0 and type(v._storage) is SliceAlias and v._storage.parent is x._storage
+        assert v.shape == tuple(tv.shape) and v.stride() == tv.stride() and v.is_contiguous()
+        assert v.storage_offset() == tv.storage_offset() == 0
+        np.testing.assert_array_equal(v.numpy(), tv.numpy())
+        x[1] = np.full(6, -3.0, np.float32)                 # writes to the root show in the view ...
+        v.view(-1)[0] = 7.0                                  # ... and writes through the view in the root
+        t[1] = -3.0
+        tv.view(-1)[0] = 7.0
+        np.testing.assert_array_equal(v.numpy(), tv.numpy())
+        np.testing.assert_array_equal(x.numpy(), t.numpy())
+        assert x._version == v._version == t._version == tv._version
+
+
+def test_reshape_alias_keeps_the_ops_errors_and_autograd(eager):
+    x = gg.tensor(np.arange(6, dtype=np.float32))
+    t = torch.arange(6.0)
+    for shape in [(-1, -1), (4, -1), (5,), (2.0, 3), (0, -1)]:
+        with pytest.raises(Exception) as ours:
+            x.view(*shape)
+        with pytest.raises(Exception):
+            t.view(*shape)
+        assert "view" in str(ours.value) or "reshape" in str(ours.value) or "shape" in str(ours.value)
+    w = gg.tensor(np.arange(6, dtype=np.float32), requires_grad=True)
+    y = w.view(2, 3)                                         # on the tape: the op's view, gradient flows
+    assert y.grad_fn is not None
+    (y * y).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), 2 * np.arange(6, dtype=np.float32))
+    with gg.no_grad():
+        z = w.view(3, 2)
+    assert not z.requires_grad and z.tolist() == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
+    with gg.graph_mode(True):
+        g = x.view(3, 2)
+    assert g.tolist() == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
+
+
+def test_minibatch_rows_of_a_reshape_view_are_gathered_on_the_host(eager):
+    obs = gg.tensor(np.random.default_rng(3).standard_normal((8, 2, 3)).astype(np.float32))
+    b = obs.reshape((-1, 3))
+    idx = np.array([5, 0, 15, 7])
+    gg.reset_counters()
+    rows = b[idx]
+    assert gg.counters()["computes"] == 0
+    np.testing.assert_array_equal(rows.numpy(), obs.numpy().reshape(-1, 3)[idx])
+    obs[0] = np.zeros((2, 3), np.float32)                    # the rollout's next write: seen by the view
+    np.testing.assert_array_equal(b[idx].numpy()[1], np.zeros(3, np.float32))

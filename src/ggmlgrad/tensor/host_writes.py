@@ -29,7 +29,7 @@ from weakref import ref as _weakref
 
 import numpy as np
 
-from .._ggml import host_copy
+from .._ggml import host_bytes, host_copy
 from ..engine import COMPUTED, ENGINE, context, float16, float32, host_value, int32, new_from_host
 from ..runtime import HostStorage, SliceAlias, Storage, StridedAlias
 from ..runtime.executor import COMPUTE_LOCK
@@ -429,7 +429,7 @@ def try_take(x, key):
     n = shape[0]
     if key.min() < -n or key.max() >= n:
         return None
-    src = host_value(x)
+    src = host_array_of(x)  # (a reshape view made by reshape_alias lies in its root's memory)
     if src is None:
         return None
     with COMPUTE_LOCK:  # as a compute reads: not while a graph on another thread writes this memory
@@ -438,6 +438,86 @@ def try_take(x, key):
     out = Tensor._blank(rows.shape, x.dtype, x.device)
     new_from_host(out, rows, "x[index]")
     return out
+
+
+def reshape_alias(x, shape: tuple):
+    """``x.view(shape)`` / ``x.reshape(shape)`` / ``x.flatten()`` in eager mode for a computed root in host
+    memory: a view that lies in ``x``'s memory (a ``SliceAlias`` of all of it, as :func:`_row`'s rows:
+    nothing computed or copied, writes on either side seen by the other, as torch's view), recorded as
+    the ``reshape`` op's view would be; or None when the op must make it (graph mode, capture, check
+    mode, autograd, a view, a shape other than ints with at most one -1 that fit: the op's error)."""
+    s = x._storage
+    t = type(s)
+    if (t is not Storage and t is not HostStorage) or x._status != COMPUTED or _FAULTS or "_view" in x.__dict__:
+        return None
+    size = _ROW_ITEMSIZE.get(x.dtype)
+    n = x.numel_
+    if size is None or not n or not s.device.is_host:
+        return None
+    grad_on = _enabled.get()
+    if x.requires_grad and grad_on:
+        return None
+    c = _current()
+    if c.graph or c.check or c.recorder is not None or c.observer is not None:
+        return None
+    new = _resolved_shape(shape, n)
+    if new is None:
+        return None
+    out = (_BLANK or _blank)(new, x.dtype, x.device)
+    out._storage = SliceAlias(s, 0, n * size)
+    out._view = ViewRecord(x, (("reshape", new),), False, not grad_on, (0, views.contiguous_strides(new)))
+    cell = x._vcell
+    if len(cell) < 2:
+        cell.append(views.Family())
+    fam = cell[1]
+    refs = fam.refs  # Family.add, inline (as _row)
+    refs[id(out)] = _weakref(out)
+    if len(refs) >= fam.limit:
+        fam.add(out)
+    out._vcell = cell
+    return out
+
+
+def _resolved_shape(shape: tuple, n: int) -> tuple | None:
+    """``shape`` (ints, at most one -1) with the -1 worked out for ``n`` elements, or None when it is
+    anything else or does not fit (the reshape op then says what is wrong)."""
+    if type(shape) is not tuple or len(shape) > 4:
+        return None
+    known, free = 1, None
+    for i, d in enumerate(shape):
+        if type(d) is not int or d < -1:
+            return None
+        if d == -1:
+            if free is not None:
+                return None
+            free = i
+        else:
+            known *= d
+    if free is not None:
+        if not known or n % known:
+            return None
+        shape = shape[:free] + (n // known,) + shape[free + 1:]
+    elif known != n:
+        return None
+    return shape
+
+
+def host_array_of(x):
+    """A NumPy view of ``x``'s value where it lies in host memory of its own or (a view made by the host
+    paths) in a contiguous region of its root's; None otherwise. Only for a caller that holds ``x``."""
+    v = host_value(x)
+    if v is not None:
+        return v
+    s = x._storage
+    if type(s) is not SliceAlias or type(s.parent) not in _PLAIN or x._status != COMPUTED or _FAULTS:
+        return None
+    ts = _TYPESTR.get(x.dtype)
+    if ts is None or not s.device.is_host or not x.numel_:
+        return None
+    return host_bytes(s.data, x.numel_ * x.dtype.itemsize).view(ts).reshape(x.shape)
+
+
+_TYPESTR = {float32: "<f4", int32: "<i4", float16: "<f2"}
 
 
 # The row paths under public names: ``Tensor.__getitem__``/``__setitem__`` call them first for an int
