@@ -255,3 +255,27 @@ def test_minibatch_rows_of_a_reshape_view_are_gathered_on_the_host(eager):
     np.testing.assert_array_equal(rows.numpy(), obs.numpy().reshape(-1, 3)[idx])
     obs[0] = np.zeros((2, 3), np.float32)                    # the rollout's next write: seen by the view
     np.testing.assert_array_equal(b[idx].numpy()[1], np.zeros(3, np.float32))
+
+
+# ---------------------------------------------------------------------------- index checks of few targets
+def test_first_bad_of_few_values_is_the_one_the_long_path_finds():
+    from ggmlgrad.engine import checks
+    rng = np.random.default_rng(7)
+    for n in (1, 3, 16, 17, 40):
+        for _ in range(30):
+            v = rng.integers(-3, 6, n).astype(np.int32)
+            ignore = int(rng.choice([-1, -3, 5])) if rng.random() < 0.5 else None
+            flat = v.reshape(-1)
+            mask = ((flat < 0) | (flat > 4)) & ((flat != ignore) if ignore is not None else True)
+            hits = np.flatnonzero(mask)
+            expect = int(flat[hits[0]]) if hits.size else None
+            assert checks.first_bad(v, 0, 4, ignore) == expect
+
+
+def test_categorical_log_prob_still_refuses_bad_targets_in_every_mode():
+    d = Categorical(logits=gg.zeros(3, 2))
+    for graph in (False, True):
+        with gg.graph_mode(graph), pytest.raises(IndexError, match="out of bounds"):
+            d.log_prob(gg.tensor(np.array([0, 2, 1], np.int32), dtype=gg.int32)).tolist()
+        with gg.graph_mode(graph), pytest.raises(IndexError, match="out of bounds"):
+            d.log_prob(gg.tensor(np.array([-1, 0, 1], np.int32), dtype=gg.int32)).tolist()

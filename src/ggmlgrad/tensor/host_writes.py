@@ -426,14 +426,14 @@ def try_take(x, key):
     c = context.current()
     if c.graph or c.recorder is not None or c.observer is not None:
         return None
-    n = shape[0]
-    if key.min() < -n or key.max() >= n:
-        return None
     src = host_array_of(x)  # (a reshape view made by reshape_alias lies in its root's memory)
     if src is None:
         return None
     with COMPUTE_LOCK:  # as a compute reads: not while a graph on another thread writes this memory
-        rows = src.take(key, axis=0)  # (negative indices count from the end, as the op wraps them)
+        try:  # (negative indices count from the end, as the op wraps them; one outside [-n, n) raises)
+            rows = src.take(key, axis=0)
+        except IndexError:
+            return None  # the op's error
     Tensor = _tensor_class()
     out = Tensor._blank(rows.shape, x.dtype, x.device)
     new_from_host(out, rows, "x[index]")
