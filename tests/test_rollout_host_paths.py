@@ -279,3 +279,16 @@ def test_categorical_log_prob_still_refuses_bad_targets_in_every_mode():
             d.log_prob(gg.tensor(np.array([0, 2, 1], np.int32), dtype=gg.int32)).tolist()
         with gg.graph_mode(graph), pytest.raises(IndexError, match="out of bounds"):
             d.log_prob(gg.tensor(np.array([-1, 0, 1], np.int32), dtype=gg.int32)).tolist()
+
+
+@pytest.mark.parametrize("data", [np.array([1.0, 0.1, -3.3e-39, 1e30]), np.array([[True, False]]), np.zeros((2, 0))])
+def test_tensor_of_a_float64_or_bool_array_matches_torch_and_the_list_path(data):
+    ours = gg.tensor(data)
+    theirs = torch.tensor(data)
+    expect = gg.float32 if data.dtype.kind == "f" else gg.bool
+    assert ours.dtype is expect and ours.shape == tuple(theirs.shape)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy().astype(ours.numpy().dtype))
+    assert np.array_equal(ours.numpy(), gg.tensor(data.tolist()).numpy() if data.size else ours.numpy())
+    f = gg.tensor(data, dtype=gg.float32)
+    np.testing.assert_array_equal(f.numpy(), data.astype(np.float32))
+    assert gg.tensor(data, requires_grad=data.dtype.kind == "f").requires_grad == (data.dtype.kind == "f")
