@@ -292,3 +292,29 @@ def test_tensor_of_a_float64_or_bool_array_matches_torch_and_the_list_path(data)
     f = gg.tensor(data, dtype=gg.float32)
     np.testing.assert_array_equal(f.numpy(), data.astype(np.float32))
     assert gg.tensor(data, requires_grad=data.dtype.kind == "f").requires_grad == (data.dtype.kind == "f")
+
+
+# ---------------------------------------------------------------------------- c - x in one op
+def test_scalar_minus_tensor_is_one_op_with_the_bits_of_neg_then_add(eager):
+    from ggmlgrad.ops import op
+    rng = np.random.default_rng(9)
+    x = np.concatenate([rng.standard_normal(50) * 10.0 ** rng.uniform(-30, 30, 50),
+                        [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, 3.4e38, -3.4e38, 1e-45]]).astype(np.float32)
+    t = gg.tensor(x)
+    for c in (0.0, -0.0, 1.0, 0.99, -2.5, 3.4e38, np.inf, 1e-40):
+        gg.reset_counters()
+        ours = (c - t).numpy()
+        assert gg.counters()["computes"] == 1
+        two_ops = op.add_scalar(op.neg(t), c=float(c)).numpy()
+        assert _same_bits(ours, two_ops), c
+        np.testing.assert_array_equal(ours, (torch.tensor(c) - torch.from_numpy(x)).numpy())
+        with gg.graph_mode(True):
+            g = (c - t)
+        assert _same_bits(g.numpy(), ours)
+    # gradient: d(c - x)/dx = -1
+    w = gg.tensor(np.array([1.0, -2.0], np.float32), requires_grad=True)
+    (1.0 - w).sum().backward()
+    assert w.grad.tolist() == [-1.0, -1.0]
+    # int32 and bool keep their own routes and dtypes (torch's promotion)
+    assert (5 - gg.tensor([1, 2])).dtype is gg.int32 and (5 - gg.tensor([1, 2])).tolist() == [4, 3]
+    assert (1.0 - gg.tensor([1, 2])).tolist() == [0.0, -1.0]

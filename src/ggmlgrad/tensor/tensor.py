@@ -361,6 +361,8 @@ def sub(input, other) -> Tensor:
     if isinstance(input, Tensor) and _scalar(other):
         return op.add_scalar(input, c=-float(other))
     if isinstance(other, Tensor) and _scalar(input):
+        if other.dtype is float32:
+            return op.rsub_scalar(other, c=float(input))  # one op: (-x) + c's bits
         return op.add_scalar(op.neg(other), c=float(input))
     a, b = _pair(input, other)
     return op.sub(a, b)
