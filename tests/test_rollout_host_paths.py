@@ -318,3 +318,29 @@ def test_scalar_minus_tensor_is_one_op_with_the_bits_of_neg_then_add(eager):
     # int32 and bool keep their own routes and dtypes (torch's promotion)
     assert (5 - gg.tensor([1, 2])).dtype is gg.int32 and (5 - gg.tensor([1, 2])).tolist() == [4, 3]
     assert (1.0 - gg.tensor([1, 2])).tolist() == [0.0, -1.0]
+
+
+def test_log_prob_of_its_own_sample_skips_the_range_read_and_gives_the_same_values():
+    lg = np.random.default_rng(11).standard_normal((4, 3)).astype(np.float32)
+    for graph in (False, True):
+        with gg.graph_mode(graph):
+            d = Categorical(logits=gg.tensor(lg))
+            a = d.sample()
+            a.tolist()
+            before = gg.counters()["downloads"]
+            lp = d.log_prob(a).numpy()
+            assert gg.counters()["downloads"] - before == 1                 # the result's read only
+            copy = gg.tensor(a.numpy().copy(), dtype=gg.int32)          # another tensor: checked
+            before = gg.counters()["downloads"]
+            lp2 = d.log_prob(copy).numpy()
+            assert gg.counters()["downloads"] - before == (2 if not graph else 2)
+            np.testing.assert_array_equal(lp, lp2)
+            expect = torch.distributions.Categorical(logits=torch.from_numpy(lg)).log_prob(
+                torch.from_numpy(a.numpy().astype(np.int64))).numpy()
+            np.testing.assert_allclose(lp, expect, rtol=1e-6, atol=1e-6)
+    with gg.graph_mode(False):
+        d = Categorical(logits=gg.tensor(lg))
+        a = d.sample()
+        a[0] = 7                                                        # written in place since: checked again
+        with pytest.raises(IndexError, match="out of bounds"):
+            d.log_prob(a)
