@@ -194,6 +194,11 @@ def test_to_cpu_and_cpu_return_the_tensor_itself_as_torch(eager):
     assert (x.to("cpu") is x) == (t.to("cpu") is t) is True
     assert (x.cpu() is x) == (t.cpu() is t) is True
     assert x.to("cpu:0") is x and x.to(device="cpu") is x
+    dev, tdev = gg.device("cpu"), torch.device("cpu")   # CleanRL's ``device = torch.device(...)``
+    assert (x.to(dev) is x) == (t.to(tdev) is t) is True
+    assert x.to(gg.device("cpu", 0)) is x
+    with pytest.raises(RuntimeError, match="not available"):   # (DeviceError: a RuntimeError, as torch's)
+        x.to(gg.device("cuda", 3))
     assert x.to("float16").dtype is gg.float16 and x.to("cpu", ) is x
     with pytest.raises(Exception) as ours:
         x.to("nonsense")

@@ -10,6 +10,7 @@ from ..engine import FAILED, COMPUTED, count_download, download, dtypes, float32
 from ..engine.context import current as _current
 from ..ops import op
 from ..runtime import HostStorage, SliceAlias, Storage, resolve_device
+from ..runtime.device import device as _device_class
 from ..runtime.faults import ARMED as _FAULTS
 from . import interop
 from .grad_mode import no_grad
@@ -50,9 +51,10 @@ def item(self) -> float | int:
 
 
 
-# Device strings that name exactly one device (``Device.name``): ``x.to("cpu")`` returns ``x`` when it is
-# there, without trying the string as a dtype first (a ``TypeError`` raised and caught per call).
-_SAME_DEVICE_WORDS = frozenset({"cpu"})
+# ``x.to(target)`` resolves these as devices at once (no dtype is spelled so): torch's device class and the
+# device strings of a program's ``device = "cpu"``; other strings are tried as a dtype first, as before.
+_DEVICE = _device_class
+_DEVICE_WORDS = frozenset({"cpu", "cuda", "cuda:0", "mps", "vulkan", "vulkan:0", "metal"})
 
 class ConversionMethods:
     """Turns a tensor into host values, other dtypes or devices, copies and pickles."""
@@ -130,13 +132,18 @@ class ConversionMethods:
     def to(self, target=None, dtype=None, device=None) -> "Tensor":
         """``t.to("float16")``, ``t.to(gg.int32)``, ``t.to("cpu")``, ``t.to(device=..., dtype=...)``."""
         if target is not None:
-            if type(target) is str and dtype is None and device is None and target in _SAME_DEVICE_WORDS \
-                    and self.device.name == target:
-                return self   # ``x.to(device)`` per environment step, already there (no exception raised)
-            try:
-                dtype = dtypes.from_any(target)
-            except TypeError:
+            if dtype is None and device is None and (type(target) is _DEVICE or (type(target) is str
+                                                                                and target in _DEVICE_WORDS)):
+                # A device, never a dtype (``x.to(device)`` per environment step): no TypeError raised
+                # and caught; already there, the tensor itself (torch's too)
+                if resolve_device(target) is self.device:
+                    return self
                 device = target
+            else:
+                try:
+                    dtype = dtypes.from_any(target)
+                except TypeError:
+                    device = target
         t = self
         if device is not None and resolve_device(device) is not t.device:
             d = resolve_device(device)
