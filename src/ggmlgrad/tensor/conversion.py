@@ -136,7 +136,10 @@ class ConversionMethods:
                                                                                 and target in _DEVICE_WORDS)):
                 # A device, never a dtype (``x.to(device)`` per environment step): no TypeError raised
                 # and caught; already there, the tensor itself (torch's too)
-                if resolve_device(target) is self.device:
+                d = self.device
+                if type(target) is _DEVICE and target._type == d.kind and (target._index or 0) == (d.index or 0):
+                    return self   # (resolve_device's match, without its lookups)
+                if resolve_device(target) is d:
                     return self
                 device = target
             else:
