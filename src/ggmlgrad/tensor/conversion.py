@@ -56,6 +56,20 @@ def item(self) -> float | int:
 _DEVICE = _device_class
 _DEVICE_WORDS = frozenset({"cpu", "cuda", "cuda:0", "mps", "vulkan", "vulkan:0", "metal"})
 
+
+def _names_device(target) -> bool:
+    """Whether ``x.to(target)`` names a device that cannot be a dtype (``x.to(device)`` per step: no
+    dtype ``TypeError`` raised and caught)."""
+    return type(target) is _DEVICE or (type(target) is str and target in _DEVICE_WORDS)
+
+
+def _is_on(t, target) -> bool:
+    """Whether ``t`` is on the device ``target`` names (resolve_device's match; a gg.device without its lookups)."""
+    d = t.device
+    if type(target) is _DEVICE and target._type == d.kind and (target._index or 0) == (d.index or 0):
+        return True
+    return resolve_device(target) is d
+
 class ConversionMethods:
     """Turns a tensor into host values, other dtypes or devices, copies and pickles."""
 
@@ -132,15 +146,9 @@ class ConversionMethods:
     def to(self, target=None, dtype=None, device=None) -> "Tensor":
         """``t.to("float16")``, ``t.to(gg.int32)``, ``t.to("cpu")``, ``t.to(device=..., dtype=...)``."""
         if target is not None:
-            if dtype is None and device is None and (type(target) is _DEVICE or (type(target) is str
-                                                                                and target in _DEVICE_WORDS)):
-                # A device, never a dtype (``x.to(device)`` per environment step): no TypeError raised
-                # and caught; already there, the tensor itself (torch's too)
-                d = self.device
-                if type(target) is _DEVICE and target._type == d.kind and (target._index or 0) == (d.index or 0):
-                    return self   # (resolve_device's match, without its lookups)
-                if resolve_device(target) is d:
-                    return self
+            if dtype is None and device is None and _names_device(target):
+                if _is_on(self, target):
+                    return self   # already there: the tensor itself, as torch's
                 device = target
             else:
                 try:
@@ -183,9 +191,7 @@ class ConversionMethods:
         return self.to(dtypes.float16)
 
     def cpu(self) -> "Tensor":
-        if self.device.name == "cpu":
-            return self   # already there (torch returns the tensor itself too)
-        return self.to(device="cpu")
+        return self if self.device.name == "cpu" else self.to(device="cpu")   # (torch's: itself when there)
 
     def __deepcopy__(self, memo) -> "Tensor":
         """A leaf copy with its own memory (``.grad`` copied too), as ``torch`` does."""
