@@ -460,9 +460,12 @@ def reshape_alias(x, shape: tuple):
     c = _current()
     if c.graph or c.check or c.recorder is not None or c.observer is not None:
         return None
-    new = _resolved_shape(shape, n)
-    if new is None:
-        return None
+    if len(shape) == 1 and type(shape[0]) is int and (shape[0] == -1 or shape[0] == n):
+        new = (n,)   # x.view(-1), x.flatten(): the common case
+    else:
+        new = _resolved_shape(shape, n)
+        if new is None:
+            return None
     out = (_BLANK or _blank)(new, x.dtype, x.device)
     out._storage = SliceAlias(s, 0, n * size)
     out._view = ViewRecord(x, (("reshape", new),), False, not grad_on, (0, views.contiguous_strides(new)))
