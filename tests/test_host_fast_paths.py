@@ -87,7 +87,9 @@ def test_row_read_aliases_both_ways_and_shares_the_version_counter(eager):
 
 def test_row_read_of_a_view_with_memory_of_its_own_is_a_copy_that_follows_writes(eager):
     x = gg.tensor(np.arange(12, dtype=np.float32).reshape(4, 3))
-    v = x.reshape(2, 6)                 # a view with memory of its own (kept equal by every write)
+    with gg.graph_mode(True):           # (eager mode's reshape of a root is a view in its memory)
+        v = x.reshape(2, 6)             # a view with memory of its own (kept equal by every write)
+    v.tolist()
     r = v[1]
     assert type(r._storage) is Storage and r.tolist() == [6.0, 7.0, 8.0, 9.0, 10.0, 11.0]
     del v
@@ -214,6 +216,57 @@ def test_row_write_keeps_the_rules_of_the_write_op(eager):
         z = x * 1.0                     # queued before the write: reads the old value
         x[0] = p                        # a pending value: computed first
     assert z.tolist()[0] == [0.0, 0.0] and x.tolist()[0] == [9.0, 9.0]
+
+
+def test_row_write_with_live_views_leading_ones_and_int32_matches_the_write_op(monkeypatch, eager):
+    # CleanRL's rollout: ``b_x = x.reshape(-1)`` (memory of its own) and row views stay alive while
+    # ``x[step] = v`` writes; ``v`` of shape (1, n) (torch drops the leading 1) or int32 (actions).
+    rng = np.random.default_rng(1)
+    base = rng.standard_normal((4, 3)).astype(np.float32)
+    values = [lambda: gg.tensor(rng.standard_normal(3).astype(np.float32)),
+              lambda: gg.tensor(rng.standard_normal((1, 3)).astype(np.float32)),
+              lambda: gg.tensor(rng.standard_normal((1, 1, 3)).astype(np.float32)) * 1.0,
+              lambda: gg.tensor(np.array([16777217, -5, 7], np.int32), dtype=gg.int32),  # 2**24+1: rounds
+              lambda: rng.standard_normal(3).astype(np.float32)]
+
+    def run(counts):
+        out = []
+        for make in values:
+            rng.bit_generator.state = np.random.default_rng(1).bit_generator.state
+            x = gg.tensor(base)
+            flat, row, col = x.reshape(-1), x[2], x[:, 1]
+            _ = flat + 0.0                      # (flat's value is read once: refreshed after the write)
+            v = make()
+            gg.reset_counters()
+            x[2] = v
+            counts.append(gg.counters()["computes"])
+            out.append((x._version, x.numpy().copy(), flat.numpy().copy(), row.numpy().copy(), col.numpy().copy()))
+        return out
+    n_fast, n_slow = [], []
+    with monkeypatch.context() as m:
+        m.setattr(shape_methods, "try_setitem", lambda *a: False)   # the row write alone takes every case
+        fast = run(n_fast)
+    _general_setitem(monkeypatch)
+    slow = run(n_slow)
+    for f, s in zip(fast, slow):
+        assert f[0] == s[0] == 1
+        for a, b in zip(f[1:], s[1:]):
+            assert np.array_equal(_bits(a), _bits(b))
+        assert np.array_equal(f[2], f[1].reshape(-1)) and np.array_equal(f[3], f[1][2])
+    assert all(n == 0 for n in n_fast) and all(n > 0 for n in n_slow)
+    assert fast[3][1][2].tolist() == [16777216.0, -5.0, 7.0]   # float32(2**24 + 1): nearest, as the cast
+
+
+def test_row_write_of_a_view_of_the_same_buffer_or_a_wrong_shape_keeps_the_op(eager):
+    x = gg.tensor(np.arange(6, dtype=np.float32).reshape(3, 2))
+    flat = x.reshape(-1)
+    x[0] = x[1]                         # the value is one of x's live views: the write op
+    assert x.tolist() == [[2.0, 3.0], [2.0, 3.0], [4.0, 5.0]] and flat.tolist() == [2.0, 3.0, 2.0, 3.0, 4.0, 5.0]
+    with pytest.raises(ValueError):
+        x[0] = gg.tensor(np.ones((2, 1), np.float32))   # (2, 1) is not a row of 2 with leading 1s: the op's error
+    with pytest.raises(ValueError):
+        x[0] = gg.tensor(np.ones((2, 2), np.float32))
+    assert x.tolist() == [[2.0, 3.0], [2.0, 3.0], [4.0, 5.0]]
 
 
 def test_row_write_in_capture_is_recorded():

@@ -9,11 +9,17 @@ from ..ops.shapes import broadcast_shapes
 from ..tensor import Tensor, no_grad, tensor
 from .distribution import Distribution, _float_tensor
 from .noise import draw_noise
+from ..tensor.random import gumbel_argmax_on_host
+
+
+_CHECK = []
 
 
 def _check_targets(*args, **kwargs):
-    from ..nn.functional import _check_targets as check  # toolkit peer; imported late (nn imports us)
-    return check(*args, **kwargs)
+    if not _CHECK:
+        from ..nn.functional import _check_targets as check  # toolkit peer; imported late (nn imports us)
+        _CHECK.append(check)
+    return _CHECK[0](*args, **kwargs)
 
 _MIN_LOGIT = -3.0e38   # log-probabilities clamped here so 0 * log(0) is 0, not NaN (as torch's finfo.min)
 
@@ -66,8 +72,14 @@ class Categorical(Distribution):
         if len(shape) > 4:
             raise ValueError(f"Categorical.sample: {shape} has more than 4 dimensions")
         with no_grad():
-            g = draw_noise("gumbel", shape, device=self.logits.device)
-            return op.argmax(g + self.logits, axis=-1)
+            out = gumbel_argmax_on_host(self.logits, shape)  # eager, host memory: NumPy, the same draw and bits
+            if out is None:
+                g = draw_noise("gumbel", shape, device=self.logits.device)
+                out = op.argmax(g + self.logits, axis=-1)
+        # An argmax over the classes is in range: log_prob of this very sample, unchanged since (same
+        # version), needs no check (a policy's log_prob(sample()) per step skips a host read).
+        self._sampled = (out, out._version)
+        return out
 
     def log_prob(self, value) -> Tensor:
         """log p(value) with ``value`` (int32) broadcast against ``batch_shape``."""
@@ -75,7 +87,9 @@ class Categorical(Distribution):
                                                             device=self.logits.device)
         if v.dtype is not int32:
             raise TypeError(f"Categorical.log_prob: value must be int32, got {v.dtype.name}")
-        _check_targets("Categorical.log_prob", v, self._num_events, ignore_index=None)
+        sampled = self.__dict__.get("_sampled")
+        if sampled is None or v is not sampled[0] or v._version != sampled[1]:
+            _check_targets("Categorical.log_prob", v, self._num_events, ignore_index=None)
         shape = broadcast_shapes("Categorical.log_prob", tuple(v.shape), self.batch_shape)
         if tuple(v.shape) != shape:
             v = op.broadcast_to(v.float(), shape=shape).to(int32)

@@ -47,6 +47,11 @@ def first_bad(values: np.ndarray, lo: int, hi: int, ignore: int | None = None):
     """The first value (flat order) outside ``[lo, hi]`` other than ``ignore``, or None: the value
     every mode reports (the in-graph check picks the same one)."""
     flat = values.reshape(-1)
+    if flat.size <= 16:  # a policy's few targets per step: a Python loop beats three NumPy passes
+        for v in flat.tolist():
+            if (v < lo or v > hi) and v != ignore:
+                return int(v)
+        return None
     mask = (flat < lo) | (flat > hi)
     if ignore is not None:
         mask &= flat != ignore

@@ -129,6 +129,18 @@ def _add_scalar(ctx, nodes, inputs, out, c):
     return lib.scale_bias(ctx, nodes[0], 1.0, c)
 
 
+@define("rsub_scalar", saves=(), elementwise=True, infer=_infer_unary("rsub_scalar"), backward=lambda g, n: op.neg(g))
+def _rsub_scalar(ctx, nodes, inputs, out, c):
+    """c - x in one op (``1.0 - done`` per step: one compute, and a call plan, where neg then
+    add_scalar made two). The bits of (-x) + c: scale_bias(x, -1, c) negates exactly and rounds the
+    sum once; c = +0.0 is added as a tensor (scale_bias skips a zero bias, and -x + 0.0 turns -0.0
+    into 0.0, IEEE and torch), as add_scalar does."""
+    c = float(c)
+    if c == 0.0 and math.copysign(1.0, c) > 0:
+        return lib.add(ctx, lib.neg(ctx, nodes[0]), lib.fill(ctx, nodes[0], 0.0))
+    return lib.scale_bias(ctx, nodes[0], -1.0, c)
+
+
 @define("rdiv_scalar", saves=(0,), elementwise=True, infer=_infer_unary("rdiv_scalar"), save_output=True,
         backward=lambda g, n: op.neg(op.div(op.mul(g, n.output), n.inputs[0])))
 def _rdiv_scalar(ctx, nodes, inputs, out, c):

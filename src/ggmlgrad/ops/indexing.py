@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from .._ggml import consts, lib
 from ..runtime import DeviceError   # ValueError and RuntimeError (torch's class for mixed devices)
-from ..engine import (COMPUTED, ENGINE, Array, active_observer, check_enabled, download, float32, graph_enabled,
+from ..engine import (COMPUTED, ENGINE, Array, active_observer, check_enabled, count_download, download, float32,
+                      graph_enabled, host_value,
                       int32, user_site)
 from ..engine import checks as _checks
 from ..engine.errors import IndexValueError
@@ -52,7 +53,10 @@ def check_values(opname: str, index, lo: int, hi: int, message: str, ignore: int
     if numel(index.shape) == 0 or phase() is not None:
         return False  # nothing to check; or a backward pass, whose indices the forward checked
     if index._status == COMPUTED and active_observer() is None and (check_enabled() or not graph_enabled()):
-        bad = _checks.first_bad(download(index, f"{opname} index check"), lo, hi, ignore)
+        values = host_value(index)   # host memory: read where it lies (counted as the download it replaces)
+        if values is None or not count_download(f"{opname} index check", values.nbytes):
+            values = download(index, f"{opname} index check")
+        bad = _checks.first_bad(values, lo, hi, ignore)
         if bad is not None:
             raise IndexValueError(message.format(bad))
         return False

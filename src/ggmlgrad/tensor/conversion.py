@@ -10,6 +10,7 @@ from ..engine import FAILED, COMPUTED, count_download, download, dtypes, float32
 from ..engine.context import current as _current
 from ..ops import op
 from ..runtime import HostStorage, SliceAlias, Storage, resolve_device
+from ..runtime.device import device as _device_class
 from ..runtime.faults import ARMED as _FAULTS
 from . import interop
 from .grad_mode import no_grad
@@ -48,6 +49,26 @@ def item(self) -> float | int:
         return v.item(0)
     return download(self, "item()").reshape(()).item()
 
+
+
+# ``x.to(target)`` resolves these as devices at once (no dtype is spelled so): torch's device class and the
+# device strings of a program's ``device = "cpu"``; other strings are tried as a dtype first, as before.
+_DEVICE = _device_class
+_DEVICE_WORDS = frozenset({"cpu", "cuda", "cuda:0", "mps", "vulkan", "vulkan:0", "metal"})
+
+
+def _names_device(target) -> bool:
+    """Whether ``x.to(target)`` names a device that cannot be a dtype (``x.to(device)`` per step: no
+    dtype ``TypeError`` raised and caught)."""
+    return type(target) is _DEVICE or (type(target) is str and target in _DEVICE_WORDS)
+
+
+def _is_on(t, target) -> bool:
+    """Whether ``t`` is on the device ``target`` names (resolve_device's match; a gg.device without its lookups)."""
+    d = t.device
+    if type(target) is _DEVICE and target._type == d.kind and (target._index or 0) == (d.index or 0):
+        return True
+    return resolve_device(target) is d
 
 class ConversionMethods:
     """Turns a tensor into host values, other dtypes or devices, copies and pickles."""
@@ -125,10 +146,15 @@ class ConversionMethods:
     def to(self, target=None, dtype=None, device=None) -> "Tensor":
         """``t.to("float16")``, ``t.to(gg.int32)``, ``t.to("cpu")``, ``t.to(device=..., dtype=...)``."""
         if target is not None:
-            try:
-                dtype = dtypes.from_any(target)
-            except TypeError:
+            if dtype is None and device is None and _names_device(target):
+                if _is_on(self, target):
+                    return self   # already there: the tensor itself, as torch's
                 device = target
+            else:
+                try:
+                    dtype = dtypes.from_any(target)
+                except TypeError:
+                    device = target
         t = self
         if device is not None and resolve_device(device) is not t.device:
             d = resolve_device(device)
@@ -165,7 +191,7 @@ class ConversionMethods:
         return self.to(dtypes.float16)
 
     def cpu(self) -> "Tensor":
-        return self.to(device="cpu")
+        return self if self.device.name == "cpu" else self.to(device="cpu")   # (torch's: itself when there)
 
     def __deepcopy__(self, memo) -> "Tensor":
         """A leaf copy with its own memory (``.grad`` copied too), as ``torch`` does."""

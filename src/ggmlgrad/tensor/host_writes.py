@@ -29,7 +29,7 @@ from weakref import ref as _weakref
 
 import numpy as np
 
-from .._ggml import host_copy
+from .._ggml import host_bytes, host_copy
 from ..engine import COMPUTED, ENGINE, context, float16, float32, host_value, int32, new_from_host
 from ..runtime import HostStorage, SliceAlias, Storage, StridedAlias
 from ..runtime.executor import COMPUTE_LOCK
@@ -104,11 +104,14 @@ def try_setitem(x, key, value, rows: bool = True) -> bool:
 
 
 def _row_write(x, i: int, value) -> bool:
-    """``x[i] = value`` for a computed root ``x`` in host memory without live views and a ``value`` of
-    exactly the row's shape and dtype (a computed host tensor not on the tape, or an array; a float
-    array into float32 is rounded as ``gg.tensor(array)`` rounds it): the row's bytes copied in place
-    (the write op's bits), True; or False, nothing done (:func:`try_setitem`'s general rules or the
-    write op take it)."""
+    """``x[i] = value`` for a computed root ``x`` in host memory and a ``value`` of the row's shape
+    (or that shape after leading size-1 dims, which torch drops) and dtype (a computed host tensor not
+    on the tape, or an array; a float array into float32 is rounded as ``gg.tensor(array)`` rounds
+    it; an int32 tensor into float32 is converted as the write op's cast converts it): the row's
+    bytes copied in place (the write op's bits), then the live views with memory of their own
+    refreshed as :func:`try_setitem` refreshes them (CleanRL's ``b_obs = obs.reshape(...)`` is alive
+    while the next rollout writes ``obs[step]``), True; or False, nothing done
+    (:func:`try_setitem`'s general rules or the write op take it)."""
     shape = x.shape
     if not shape or not x.numel_ or x.requires_grad or x._status != COMPUTED or _FAULTS or "_view" in x.__dict__:
         return False
@@ -120,17 +123,24 @@ def _row_write(x, i: int, value) -> bool:
     t = type(s)
     if size is None or (t is not Storage and t is not HostStorage) or not s.device.is_host:
         return False
-    cell = x._vcell
-    if len(cell) > 1 and cell[1].refs and cell[1].live():
-        return False  # live views see the write: try_setitem refreshes them
     rest = shape[1:]
     Tensor = _tensor_class()
+    cast = False  # an int32 tensor into float32: NumPy's cast (the write op's: exact, else nearest)
     if isinstance(value, Tensor):
-        if value.shape != rest or value.dtype is not x.dtype or value.requires_grad or value.device is not x.device:
+        if value.requires_grad or value.device is not x.device or (value.shape != rest and not _drops_to(
+                value.shape, rest)):
             return False
+        if value.dtype is not x.dtype:
+            if value.dtype is not int32 or x.dtype is not float32:
+                return False
+            cast = True
     elif type(value) is not np.ndarray or value.shape != rest or (
             value.dtype != x.dtype.np_dtype and not (x.dtype is float32 and value.dtype.kind == "f")):
         return False  # (a float array into float32: NumPy's cast rounds as the upload's astype does)
+    cell = x._vcell
+    family = cell[1].live() if len(cell) > 1 and cell[1].refs else ()
+    if family and not _refreshable(x, family, value):
+        return False  # (a view that cannot be refreshed on the host, or the value itself: the write op)
     c = _current()
     if c.recorder is not None or c.observer is not None:
         return False  # a capture recording records writes as rebindings
@@ -142,10 +152,16 @@ def _row_write(x, i: int, value) -> bool:
         if engine._hold:
             return False
         engine.drain("inplace")  # queued nodes may read this memory: they run first, as the write op's
-        if type(value) is np.ndarray:
+        if type(value) is np.ndarray or cast:
+            if cast:
+                value = host_value(value)  # (after the drain: its computed value; None if not plain host memory)
+                if value is None:
+                    return False
             COMPUTE_LOCK.acquire()  # no graph reads or writes this memory meanwhile (a replay on another thread)
             try:
-                host_value(x)[i] = value
+                host_value(x)[i] = value.reshape(rest)
+                for w in family:  # the write op's view refresh, as host copies (views.rederive)
+                    _refresh_view(x, w)
             finally:
                 COMPUTE_LOCK.release()
         else:
@@ -157,11 +173,24 @@ def _row_write(x, i: int, value) -> bool:
             COMPUTE_LOCK.acquire()
             try:
                 host_copy(s.data + (i % n) * nbytes, vs.data, nbytes)
+                for w in family:
+                    _refresh_view(x, w)
             finally:
                 COMPUTE_LOCK.release()
     finally:
         lock.release()
     cell[0] += 1  # the version counter (x._version += 1)
+    return True
+
+
+def _drops_to(shape: tuple, rest: tuple) -> bool:
+    """Whether ``shape`` is ``rest`` after leading size-1 dims (torch drops them: ``x[t] = v`` of (1, n))."""
+    lead = len(shape) - len(rest)
+    if lead <= 0 or shape[lead:] != rest:
+        return False
+    for n in shape[:lead]:
+        if n != 1:
+            return False
     return True
 
 
@@ -397,18 +426,101 @@ def try_take(x, key):
     c = context.current()
     if c.graph or c.recorder is not None or c.observer is not None:
         return None
-    n = shape[0]
-    if key.min() < -n or key.max() >= n:
-        return None
-    src = host_value(x)
+    src = host_array_of(x)  # (a reshape view made by reshape_alias lies in its root's memory)
     if src is None:
         return None
     with COMPUTE_LOCK:  # as a compute reads: not while a graph on another thread writes this memory
-        rows = src.take(key, axis=0)  # (negative indices count from the end, as the op wraps them)
+        try:  # (negative indices count from the end, as the op wraps them; one outside [-n, n) raises)
+            rows = src.take(key, axis=0)
+        except IndexError:
+            return None  # the op's error
     Tensor = _tensor_class()
     out = Tensor._blank(rows.shape, x.dtype, x.device)
     new_from_host(out, rows, "x[index]")
     return out
+
+
+def reshape_alias(x, shape: tuple):
+    """``x.view(shape)`` / ``x.reshape(shape)`` / ``x.flatten()`` in eager mode for a computed root in host
+    memory: a view that lies in ``x``'s memory (a ``SliceAlias`` of all of it, as :func:`_row`'s rows:
+    nothing computed or copied, writes on either side seen by the other, as torch's view), recorded as
+    the ``reshape`` op's view would be; or None when the op must make it (graph mode, capture, check
+    mode, autograd, a view, a shape other than ints with at most one -1 that fit: the op's error)."""
+    s = x._storage
+    t = type(s)
+    if (t is not Storage and t is not HostStorage) or x._status != COMPUTED or _FAULTS or "_view" in x.__dict__:
+        return None
+    size = _ROW_ITEMSIZE.get(x.dtype)
+    n = x.numel_
+    if size is None or not n or not s.device.is_host:
+        return None
+    grad_on = _enabled.get()
+    if x.requires_grad and grad_on:
+        return None
+    c = _current()
+    if c.graph or c.check or c.recorder is not None or c.observer is not None:
+        return None
+    if len(shape) == 1 and type(shape[0]) is int and (shape[0] == -1 or shape[0] == n):
+        new = (n,)   # x.view(-1), x.flatten(): the common case
+    else:
+        new = _resolved_shape(shape, n)
+        if new is None:
+            return None
+    out = (_BLANK or _blank)(new, x.dtype, x.device)
+    out._storage = SliceAlias(s, 0, n * size)
+    out._view = ViewRecord(x, (("reshape", new),), False, not grad_on, (0, views.contiguous_strides(new)))
+    cell = x._vcell
+    if len(cell) < 2:
+        cell.append(views.Family())
+    fam = cell[1]
+    refs = fam.refs  # Family.add, inline (as _row)
+    refs[id(out)] = _weakref(out)
+    if len(refs) >= fam.limit:
+        fam.add(out)
+    out._vcell = cell
+    return out
+
+
+def _resolved_shape(shape: tuple, n: int) -> tuple | None:
+    """``shape`` (ints, at most one -1) with the -1 worked out for ``n`` elements, or None when it is
+    anything else or does not fit (the reshape op then says what is wrong)."""
+    if type(shape) is not tuple or len(shape) > 4:
+        return None
+    known, free = 1, None
+    for i, d in enumerate(shape):
+        if type(d) is not int or d < -1:
+            return None
+        if d == -1:
+            if free is not None:
+                return None
+            free = i
+        else:
+            known *= d
+    if free is not None:
+        if not known or n % known:
+            return None
+        shape = shape[:free] + (n // known,) + shape[free + 1:]
+    elif known != n:
+        return None
+    return shape
+
+
+def host_array_of(x):
+    """A NumPy view of ``x``'s value where it lies in host memory of its own or (a view made by the host
+    paths) in a contiguous region of its root's; None otherwise. Only for a caller that holds ``x``."""
+    v = host_value(x)
+    if v is not None:
+        return v
+    s = x._storage
+    if type(s) is not SliceAlias or type(s.parent) not in _PLAIN or x._status != COMPUTED or _FAULTS:
+        return None
+    ts = _TYPESTR.get(x.dtype)
+    if ts is None or not s.device.is_host or not x.numel_:
+        return None
+    return host_bytes(s.data, x.numel_ * x.dtype.itemsize).view(ts).reshape(x.shape)
+
+
+_TYPESTR = {float32: "<f4", int32: "<i4", float16: "<f2"}
 
 
 # The row paths under public names: ``Tensor.__getitem__``/``__setitem__`` call them first for an int

@@ -83,6 +83,8 @@ class _LegacyTensor(metaclass=_LegacyMeta):
     _dtype: DType = float32
 
     def __new__(cls, *args, device=None) -> Tensor:
+        if len(args) == 1 and type(args[0]) is np.ndarray:   # ``torch.Tensor(obs)`` per step: data, no sizes
+            return tensor(args[0], dtype=cls._dtype, device=device)
         if not args:
             return creation.zeros(0, dtype=cls._dtype, device=device)
         if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):

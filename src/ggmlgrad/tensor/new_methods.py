@@ -52,6 +52,9 @@ def like(t, dtype, device) -> dict:
     return {"dtype": t.dtype if dtype is None else dtype, "device": t.device if device is None else device}
 
 
+_LEGACY: dict = {}   # FloatTensor, once imported (TypeMethods.__new__ runs per ``gg.Tensor(obs)``)
+
+
 class TypeMethods:
     """Tensor methods: ``type()`` and the ``new_*`` factories."""
 
@@ -63,8 +66,11 @@ class TypeMethods:
         (Tensors are made inside ggmlgrad with ``Tensor._blank``, which does not come here.)"""
         if cls.__name__ != "Tensor" or cls.__module__ != "ggmlgrad.tensor.tensor":
             raise TypeError(f"use gg.tensor(data) or a factory such as gg.zeros(shape) to make a {cls.__name__}")
-        from .legacy import FloatTensor   # legacy.py imports tensor.py, which imports this module
-        return FloatTensor(*args, **kwargs)
+        ft = _LEGACY.get("FloatTensor")
+        if ft is None:
+            from .legacy import FloatTensor as ft   # legacy.py imports tensor.py, which imports this module
+            _LEGACY["FloatTensor"] = ft
+        return ft(*args, **kwargs)
 
     def type(self, dtype=None, non_blocking: bool = False, **kwargs):
         """Without an argument, the type string (``"ggmlgrad.FloatTensor"``); with a dtype, a type

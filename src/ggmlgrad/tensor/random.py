@@ -21,9 +21,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..engine import dtypes, float32, int32
+from ..engine import dtypes, float32, host_value, int32
 from ..engine.context import current, update
 from ..runtime import Device, resolve_device
+from ..runtime.executor import COMPUTE_LOCK
 from .creation import _shape, generator
 from .tensor import Tensor, _from_numpy
 
@@ -76,6 +77,30 @@ def draw(req: NoiseRequest) -> Tensor:
         if t is not None:
             return t
     return _from_numpy(req.sample(), req.dtype, req.device, False)
+
+
+def gumbel_argmax_on_host(logits: Tensor, shape: tuple) -> Tensor | None:
+    """``argmax(gumbel noise of shape + logits, axis=-1)`` (int32) computed on the host in eager mode,
+    or None (nothing drawn) when the ops must compute it: graph or check mode, a capture, a noise
+    source, ``logits`` not a computed float32 value in host memory of its own.
+
+    The same draw from the generator as the ops' (:func:`draw`), the same float32 sum (an IEEE add
+    either way) and the same index: torch's argmax, the first maximum or the first NaN, which is
+    NumPy's. It spares the noise's upload and two computes; the result is uploaded as
+    ``gg.tensor(indices)`` would be. ``shape`` ends with the classes and broadcasts with ``logits``."""
+    c = current()
+    if c.graph or c.check or c.recorder is not None or c.observer is not None or c.noise is not None:
+        return None
+    if logits.dtype is not float32 or not logits.device.is_host:
+        return None
+    req = NoiseRequest("gumbel", shape, logits.device)
+    with COMPUTE_LOCK:  # as a compute reads: not while a graph on another thread writes this memory
+        lv = host_value(logits)
+        if lv is None:
+            return None
+        g = req.sample()
+        g += lv  # (broadcast over the sample's leading dims; float32 + float32, rounded as ggml's add)
+    return _from_numpy(np.argmax(g, axis=-1).astype(np.int32), int32, logits.device, False)
 
 
 class ConstantRequest:

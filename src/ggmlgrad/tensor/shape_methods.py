@@ -32,7 +32,7 @@ from . import functional_shape as F
 from .functional_shape import IndexRangeError
 from .grad_mode import is_grad_enabled
 from . import adv_index, mask_index, views
-from .host_writes import row_read, row_write, try_getitem, try_setitem, try_take
+from .host_writes import reshape_alias, row_read, row_write, try_getitem, try_setitem, try_take
 from .tensor import Tensor
 from ..engine.errors import ShapeError
 
@@ -272,6 +272,9 @@ def reshape(input: Tensor, *shape) -> Tensor:
     (2, 3)
     """
     shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape   # _sizes, inline
+    out = reshape_alias(input, tuple(shape))  # eager, a root in host memory: a view in its memory (host_writes.py)
+    if out is not None:
+        return out
     out = op.reshape(input, shape=tuple(shape))
     return views.reshape_view(out, input, out.shape, "reshape", must_view=False)
 
@@ -285,6 +288,9 @@ def view(input: Tensor, *shape) -> Tensor:
     (3, 2)
     """
     shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape   # _sizes, inline
+    out = reshape_alias(input, tuple(shape))  # eager, a root in host memory: a view in its memory (host_writes.py)
+    if out is not None:
+        return out
     out = op.reshape(input, shape=tuple(shape))
     return views.reshape_view(out, input, out.shape, "view", must_view=True)
 
@@ -314,6 +320,10 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
 
 @public(method="flatten", function="flatten", doc=F.flatten.__doc__)
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if start_dim == 0 and end_dim == -1 and type(input) is Tensor and input.ndim:   # x.flatten(): all of it
+        out = reshape_alias(input, (input.numel_,))
+        if out is not None:
+            return out
     out = F.flatten(input, start_dim, end_dim)
     return views.reshape_view(out, input, out.shape, "flatten", False)
 

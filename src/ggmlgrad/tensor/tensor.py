@@ -223,6 +223,8 @@ def _from_numpy(arr: np.ndarray, dtype: DType, device: Device, requires_grad: bo
 
 
 _F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_BOOL = np.dtype(np.bool_)
 
 
 def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -242,6 +244,13 @@ def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> T
         # same storage and upload as the general path below, without its conversions.
         t = Tensor._blank(data.shape, float32, dev)
         new_from_host(t, data, "tensor()")
+        return t.requires_grad_(True) if requires_grad else t
+    if (type(data) is np.ndarray and 0 < data.ndim <= 4 and (data.dtype is _F64 and (dtype is None or dtype is float32)
+                                                             or data.dtype is _BOOL and dtype is float32)):
+        # A reward or done array (float64, or bool into ``gg.Tensor``) per environment step: rounded to
+        # float32 as the general path's conversion rounds it (NumPy's cast), without its checks.
+        t = Tensor._blank(data.shape, float32, dev)
+        new_from_host(t, np.ascontiguousarray(data, dtype=np.float32), "tensor()")
         return t.requires_grad_(True) if requires_grad else t
     if isinstance(data, Tensor):
         t = data.detach().to(device=dev)
@@ -352,6 +361,8 @@ def sub(input, other) -> Tensor:
     if isinstance(input, Tensor) and _scalar(other):
         return op.add_scalar(input, c=-float(other))
     if isinstance(other, Tensor) and _scalar(input):
+        if other.dtype is float32:
+            return op.rsub_scalar(other, c=float(input))  # one op: (-x) + c's bits
         return op.add_scalar(op.neg(other), c=float(input))
     a, b = _pair(input, other)
     return op.sub(a, b)

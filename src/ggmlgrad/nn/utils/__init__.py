@@ -18,9 +18,14 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from ...engine import float32
+import numpy as np
+
+from ...engine import float32, host_value
+from ...engine.context import current
 from ...ops import op
+from ...runtime.executor import COMPUTE_LOCK
 from ...tensor import Tensor, no_grad
+from ...tensor.tensor import _from_numpy
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
 
@@ -90,6 +95,10 @@ def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm
         if not grads:
             from ...tensor import tensor
             return tensor(0.0)
+        if norm_type == 2.0 and not error_if_nonfinite:
+            total = _clip_l2_on_host(params, grads, max_norm)
+            if total is not None:
+                return total
         total = total_norm(grads, norm_type)
         if error_if_nonfinite and not math.isfinite(total.item()):
             raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is "
@@ -103,6 +112,54 @@ def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm
             scaled = op.mul(_f32(g), coef)
             p.grad = scaled if g.dtype is float32 else op.cast(scaled, dtype=g.dtype)
     return total
+
+
+# Above this many elements ``sum(square(g))`` runs as its two ops (ggml's loop outruns NumPy's cumsum).
+_HOST_SUM_MAX = 512
+
+
+def _clip_l2_on_host(params: list[Tensor], grads: list[Tensor], max_norm: float) -> Tensor | None:
+    """The 2-norm clip with NumPy on gradients in host memory, in eager mode: the ops' arithmetic step
+    for step, so the same bits. Each ``sum(square(g))`` is ggml's sum_rows: the float32 squares added
+    in order in float64 from 0.0, rounded to float32 once, which a float64 ``cumsum`` is (a large
+    ``g`` runs the two ops and its result is read on the host); the float32 adds, sqrt, ``+ 1e-6``,
+    ``max_norm / x`` and ``min(x, 1)`` are IEEE operations either way, NaN kept as torch's clamp keeps
+    it. Spares most of the ~3 ops per parameter a policy's clip costs at every update. Returns the
+    total norm, or None (nothing done) when the ops must run: graph or check mode, a capture, a
+    gradient that is not float32 computed in host memory of its own."""
+    c = current()
+    if c.graph or c.check or c.recorder is not None or c.observer is not None:
+        return None
+    device = grads[0].device
+    if not device.is_host:
+        return None
+    values = []
+    for g in grads:
+        v = host_value(g) if g.dtype is float32 and g.device is device else None
+        if v is None:
+            return None
+        values.append(v)
+    big = {id(g): op.sum(op.square(g)) for g in grads if g.numel_ > _HOST_SUM_MAX}
+    # (no NumPy warnings: overflow to inf and inf * 0 are the ops' silent IEEE results)
+    with COMPUTE_LOCK, np.errstate(all="ignore"):  # COMPUTE_LOCK: not while a graph on another thread writes this memory
+        parts = []
+        for g, v in zip(grads, values):
+            if id(g) in big:
+                part = host_value(big[id(g)])
+                if part is None:
+                    return None
+                parts.append(float(part))  # (float32, exact as a Python float)
+            else:
+                parts.append(np.cumsum(v * v, dtype=np.float64)[-1])
+        # each part rounded to float32 once, then the float32 adds in order (float32 cumsum: sequential)
+        total = np.sqrt(np.cumsum(np.array(parts, np.float64).astype(np.float32))[-1])
+        coef = np.minimum(np.float32(max_norm) / np.float32(total + np.float32(1e-6)), np.float32(1.0))
+        scaled = {id(g): v * coef for g, v in zip(grads, values)}
+    for p in params:
+        g = p.grad
+        if g is not None and id(g) in scaled:
+            p.grad = _from_numpy(scaled[id(g)], float32, device, False)
+    return _from_numpy(np.asarray(total, np.float32), float32, device, False)
 
 
 def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float, foreach: bool | None = None) -> None:
