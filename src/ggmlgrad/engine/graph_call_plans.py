@@ -37,12 +37,14 @@ _THIS = threading.local()   # this thread's engine (see call_plans._THIS)
 # The compiled accelerator's one-record append (``_ggml/_accel.c`` graph_append), once the tensor
 # class is known (:func:`set_tensor_class`); None: the Python path.
 _COMPILED_APPEND = None
+_BLANK = None   # the tensor class's _blank (the Python append makes results with it)
 
 
 def set_tensor_class(cls: type) -> None:
     """The class of the results graph call plans make (the tensor layer's ``Tensor``, made with
     ``Tensor._blank``'s fields): the compiled append, when the accelerator has one, makes them too."""
-    global _COMPILED_APPEND
+    global _COMPILED_APPEND, _BLANK
+    _BLANK = cls._blank
     configure = getattr(ACCEL, "configure_graph_append", None)
     if configure is None or (COMPUTED, PENDING) != (0, 1):   # (the values _accel.c writes)
         _COMPILED_APPEND = None
@@ -117,9 +119,9 @@ def run_graph_call_plan(entry: GraphCallPlan, args: tuple, blank, c):
             q.device = device
         one = entry.one
         out = None
-        if one is not None and _COMPILED_APPEND is not None:   # the compiled twin of _append_one
-            out = _COMPILED_APPEND(q, one, args, device, entry.numel, _phase_label.get() or one[5])
-        if out is None:   # (None from the accelerator: it changed nothing)
+        if one is not None:   # one record reading arguments the key has seen: appended in one call
+            out = (_COMPILED_APPEND or _append_one)(q, one, args, device, entry.numel, _phase_label.get() or one[5])
+        if out is None:   # (None: nothing changed) the general path
             epoch = q.epoch
             for r in entry.arg_refs:
                 x = args[r]
@@ -129,10 +131,7 @@ def run_graph_call_plan(entry: GraphCallPlan, args: tuple, blank, c):
                     # no value here (the ordinary path raises its error)
                     return None
             out = blank(entry.shape, entry.dtype, device)
-            if one is not None and q._sig is not None:
-                _append_one(q, one, args, out)
-            else:
-                _append(q, entry.records, args, out)
+            _append(q, entry.records, args, out)
         q.work += entry.work
         if entry.max_work > q.max_work:
             q.max_work = entry.max_work
@@ -144,42 +143,47 @@ def run_graph_call_plan(entry: GraphCallPlan, args: tuple, blank, c):
     return out
 
 
-def _append_one(q, one: tuple, args: tuple, out) -> None:
-    """Append a one-record plan's record (its inputs arguments only; the queue has a plan key) as
-    ``record_lazy`` would have: :func:`_append`'s loop for the usual case, inlined."""
+def _append_one(q, one: tuple, args: tuple, device, numel: int, label: str):
+    """Append a one-record plan's record as ``record_lazy`` would have and return its result (made
+    as ``Tensor._blank`` makes one), or None having changed nothing when an input is not a plain
+    tensor the plan key has seen (a view, a new leaf, a failed or foreign one) or the queue has no
+    plan key: the general path (:func:`_append`) then appends it. The accelerator's ``graph_append``
+    is its compiled twin (same arguments, same result)."""
     sig = q._sig
-    epoch = q.epoch
-    lazy = q.lazy
+    if sig is None:
+        return None
     slot_of = q._sig_slot
-    build, params, shape, dtype, prec, label, header, refs = one
-    sig += header
+    epoch = q.epoch
+    build, params, shape, dtype, prec, _, header, refs = one
     ins = []
+    keys = []
     for r in refs:
         x = args[r]
+        if x.__dict__:
+            return None
         st = x._status
         if st == COMPUTED:
             s = slot_of.get(id(x))
-            if s is not None:
-                ins.append(x)
-                sig.append(-1 - s)
-                continue
+            if s is None:
+                return None
+            ins.append(x)
+            keys.append(-1 - s)
         elif st == PENDING and x._epoch == epoch and x._node < 0:
             p = -1 - x._node
             ins.append(p)
-            sig.append(p)
-            continue
-        ins += q.lazy_inputs((x,))   # a new leaf, or no key (any more): the ordinary rule
-        sig = q._sig
-        if sig is None:
-            for r2 in refs[len(ins):]:
-                ins += q.lazy_inputs((args[r2],))
-            break
-    j = len(lazy)
-    lazy.append((build, params, shape, dtype, prec, weakref.ref(out), *ins))
-    out._node = -1 - j
+            keys.append(p)
+        else:
+            return None
+    out = _BLANK(shape, dtype, device)
+    lazy = q.lazy
+    out._node = -1 - len(lazy)
     out._epoch = epoch
     out._status = PENDING
-    q.labels.append(_phase_label.get() or label)
+    lazy.append((build, params, shape, dtype, prec, weakref.ref(out), *ins))
+    sig += header
+    sig += keys
+    q.labels.append(label)
+    return out
 
 
 def _append(q, records: tuple, args: tuple, out) -> None:
