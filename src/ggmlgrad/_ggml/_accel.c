@@ -703,8 +703,16 @@ static inline void tset(PyObject *obj, int i, PyObject *v) {   /* steals v; obj'
     *(PyObject **)((char *)obj + tslots[i].offset) = v;
 }
 
-static PyObject *do_graph_append(PyObject *q, PyObject *one, PyObject *cargs, PyObject *device, PyObject *numel,
-                                 PyObject *label) {
+static PyObject *mod_graph_append(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "graph_append(queue, record, args, device, numel, label)");
+        return NULL;
+    }
+    if (g_tensor_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "ggmlgrad accelerator: configure_graph_append() was not called");
+        return NULL;
+    }
+    PyObject *q = args[0], *one = args[1], *cargs = args[2], *device = args[3], *numel = args[4], *label = args[5];
     if (!PyTuple_CheckExact(one) || PyTuple_GET_SIZE(one) != 8 || !PyTuple_CheckExact(cargs) ||
         !PyTuple_CheckExact(PyTuple_GET_ITEM(one, 6)) || !PyTuple_CheckExact(PyTuple_GET_ITEM(one, 7))) {
         PyErr_SetString(PyExc_TypeError, "graph_append: a record tuple of 8 and an argument tuple");
@@ -852,18 +860,6 @@ done:
     Py_XDECREF(lazy); Py_XDECREF(sig); Py_XDECREF(slot_of); Py_XDECREF(epoch); Py_XDECREF(labels);
     Py_XDECREF(rec); Py_XDECREF(keys); Py_XDECREF(out);
     return result;
-}
-
-static PyObject *mod_graph_append(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "graph_append(queue, record, args, device, numel, label)");
-        return NULL;
-    }
-    if (g_tensor_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "ggmlgrad accelerator: configure_graph_append() was not called");
-        return NULL;
-    }
-    return do_graph_append(args[0], args[1], args[2], args[3], args[4], args[5]);
 }
 
 /* ------------------------------------------------------------------ module */

@@ -127,7 +127,7 @@ def begin_learning():
             or d.learn is not None or d.checks or _FAULTS):
         return None
     notes = d.learn = []
-    return d, notes, c, _totals(c.counters)
+    return d, notes, c, c.counters.totals()
 
 
 def end_learning(token) -> tuple | None:
@@ -135,7 +135,7 @@ def end_learning(token) -> tuple | None:
     made when it made exactly that and nothing else the engine counts, else None."""
     d, notes, c, before = token
     d.learn = None
-    if len(notes) != 1 or current() is not c or _totals(c.counters) != _one_more(before):
+    if len(notes) != 1 or current() is not c or c.counters.totals() != _one_more(before):
         return None
     note = notes[0]
     if note[6] is not c or note[5] is not c.trace_cache:
@@ -147,10 +147,6 @@ def abort_learning(token) -> None:
     """Stop watching a call that raised."""
     token[0].learn = None
 
-
-def _totals(counters) -> tuple:
-    return (sum(counters.drains.values()), sum(counters.computes.values()), sum(counters.uploads.values()),
-            sum(counters.downloads.values()), counters.failed)
 
 
 def _one_more(before: tuple) -> tuple:

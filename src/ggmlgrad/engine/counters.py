@@ -33,6 +33,12 @@ class _Counters:
         self.call_plan_hits = 0          # eager calls computed by their call plan (tensor/call_plans.py)
         self.graph_call_plan_hits = 0         # graph-mode calls recorded by their graph call plan (engine/graph_call_plans.py)
 
+    def totals(self) -> tuple:
+        """(drains, computes, uploads, downloads, failed drains): what a call plan's learning compares
+        before and after the call it watches (a planned call adds nothing else the engine counts)."""
+        return (sum(self.drains.values()), sum(self.computes.values()), sum(self.uploads.values()),
+                sum(self.downloads.values()), self.failed)
+
     def compute(self, site: str, n_nodes: int) -> None:
         self.computes[site] += 1
         self.nodes.append(n_nodes)

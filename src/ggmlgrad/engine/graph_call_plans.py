@@ -20,7 +20,7 @@ still alive, and every record input is a call argument or an earlier record of t
 """
 from __future__ import annotations
 
-import threading
+import math
 import weakref
 
 from .._ggml.accel import ACCEL
@@ -28,12 +28,12 @@ from ..runtime import budget as _budget
 from .array import COMPUTED, FAILED, PENDING
 from .context import current
 from .plans import freeze_params
+from .call_plans import _THIS   # this thread's engine, read from a plain thread-local
 from .queue import ENGINE as _ENGINES
 from .records import REC_INPUTS, REC_REF, _phase_label, user_site
 
 __all__ = ["GraphCallPlan", "run_graph_call_plan", "begin_watching", "end_watching"]
 
-_THIS = threading.local()   # this thread's engine (see call_plans._THIS)
 # The compiled accelerator's one-record append (``_ggml/_accel.c`` graph_append), once the tensor
 # class is known (:func:`set_tensor_class`); None: the Python path.
 _COMPILED_APPEND = None
@@ -74,25 +74,23 @@ _DEAD = weakref.ref(_Gone())
 class GraphCallPlan:
     """The records one call signature appended in graph mode: per record ``(build, params, shape,
     dtype, prec, label, header, refs)`` with ``header`` its plan-key header and ``refs`` its inputs
-    (``i >= 0``: call argument ``i``; ``-1 - k``: record ``k`` of the call); the device, the work
-    the records add (total, heaviest) and whether a result is large enough to be checked against
-    memory."""
+    (``i >= 0``: call argument ``i``; ``-1 - k``: record ``k`` of the call); the device and the
+    work the records add (total, heaviest). A call with a result large enough to be checked against
+    the device's memory is never planned (the ordinary path checks it each time)."""
 
-    __slots__ = ("records", "one", "arg_refs", "device", "shape", "dtype", "numel", "work", "max_work",
-                 "huge")
+    __slots__ = ("records", "one", "arg_refs", "device", "shape", "dtype", "numel", "work", "max_work")
 
-    def __init__(self, records: tuple, device, work: float, max_work: float, huge: bool) -> None:
+    def __init__(self, records: tuple, device, work: float, max_work: float) -> None:
         self.records = records
-        # The one record of a call that made one, reading arguments only (the inlined case)
         self.arg_refs = tuple(sorted({r for rec in records for r in rec[7] if r >= 0}))
+        # The one record of a call that made one, reading arguments only (appended in one call)
         self.one = records[0] if len(records) == 1 and all(r >= 0 for r in records[0][7]) else None
         self.device = device
         self.shape = records[-1][2]
         self.dtype = records[-1][3]
-        self.numel = _numel(self.shape)
+        self.numel = math.prod(self.shape)
         self.work = work
         self.max_work = max_work
-        self.huge = huge
 
 
 def run_graph_call_plan(entry: GraphCallPlan, args: tuple, blank, c):
@@ -100,8 +98,6 @@ def run_graph_call_plan(entry: GraphCallPlan, args: tuple, blank, c):
     result (made by ``blank(shape, dtype, device)``, pending), or None, appending nothing, when the
     queue's state does not let the ordinary recording append lazy records (the caller then runs the
     call the ordinary way). ``c``: the current context (graph mode, no check mode, no capture)."""
-    if entry.huge:
-        return None   # checked against the device's memory by the ordinary path
     try:
         e = _THIS.engine
     except AttributeError:   # (this thread's first use)
@@ -252,7 +248,7 @@ def begin_watching():
     max_work = q.max_work
     q.max_work = 0.0   # (restored by end_watching: the heaviest record of the call is read there)
     return (e, q, c, q.epoch, len(q.lazy), len(q.roots), len(q.effects), q.updates, q.bare, len(q.checks),
-            len(q.labels), q.work, max_work, _totals(c.counters))
+            len(q.labels), q.work, max_work, c.counters.totals())
 
 
 def abort_watching(token) -> None:
@@ -271,7 +267,7 @@ def end_watching(token, out, args: tuple) -> GraphCallPlan | None:
     abort_watching(token)
     if (e.queue is not q or q.epoch != epoch or current() is not c or len(q.roots) != n_roots
             or len(q.effects) != n_effects or q.updates != updates or q.bare != bare or len(q.checks) != n_checks
-            or q._sig is None or _totals(c.counters) != before):
+            or q._sig is None or c.counters.totals() != before):
         return None
     lazy = q.lazy
     new = lazy[n_lazy:]
@@ -285,7 +281,6 @@ def end_watching(token, out, args: tuple) -> GraphCallPlan | None:
     if out._node != last or out._epoch != epoch or out._status != PENDING:
         return None   # not the call's last record's result
     records = []
-    huge = False
     for k, rec in enumerate(new):
         ref = rec[REC_REF]
         if ref is None or rec[2] is None or (k < len(new) - 1 and ref() is not None):
@@ -301,10 +296,11 @@ def end_watching(token, out, args: tuple) -> GraphCallPlan | None:
             fp = freeze_params(params) if params else ()
         except TypeError:
             return None
-        huge = huge or _numel(shape) > _budget.HUGE_NUMEL
+        if math.prod(shape) > _budget.HUGE_NUMEL:
+            return None   # checked against the device's memory by the ordinary path, each call
         header = (build, shape, dtype, prec, fp, len(refs))
         records.append((build, params, shape, dtype, prec, labels[k], header, tuple(refs)))
-    return GraphCallPlan(tuple(records), out.device, q.work - work, call_max, huge)
+    return GraphCallPlan(tuple(records), out.device, q.work - work, call_max)
 
 
 def _arg_of(x, args: tuple, start: int, epoch: int) -> int | None:
@@ -326,15 +322,3 @@ def _arg_of(x, args: tuple, start: int, epoch: int) -> int | None:
         if args[i] is not first:
             return None
     return found[0]   # (one object at several places: the call's key says which places are that object)
-
-
-def _numel(shape: tuple) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
-def _totals(counters) -> tuple:
-    return (sum(counters.drains.values()), sum(counters.computes.values()), sum(counters.uploads.values()),
-            sum(counters.downloads.values()), counters.failed)
